@@ -1,0 +1,41 @@
+-- redlimit: check every limit of one policy for one key; commit all of them or none.
+--
+-- This file is the head of one script assembled from prelude.lua, the five algorithm files
+-- and check.lua (see src/store/script.rs). The contract of the assembled script:
+--
+-- KEYS[i]  the state key of limit i. All keys share one {hash tag}, so one cluster slot.
+--          Sliding-log limits of a policy share one sorted set: their KEYS[i] are equal.
+-- ARGV[1]  '' in production: the time is Redis TIME. TEST ONLY: an integer of Unix µs to use
+--          as the time instead, so differential tests are deterministic.
+-- ARGV[2]  cost (integer >= 0)
+-- ARGV[3i], ARGV[3i+1], ARGV[3i+2] for limit i:
+--          algorithm code (fw, sw, sl, tb, gc), count N, period P in µs
+-- Reply    { now (Unix µs), allowed (1/0),
+--            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
+--                              retry (µs until this cost would pass; 0 allowed, -1 never) }
+--
+-- Every algorithm defines NAME_check(key, n, p, cost, now), which reads state and returns an
+-- eval table { ok, rb, ra, sb, sa, retry, ... } (remaining and reset before/after this request),
+-- and NAME_commit(key, e, cost, now), which writes the state with a TTL. Integers only: times
+-- are whole µs; Lua numbers are doubles, exact below 2^53.
+
+if redis.replicate_commands then
+  -- Redis < 5 replicates scripts verbatim, which forbids writes after TIME; later versions
+  -- replicate effects and ignore this call.
+  pcall(redis.replicate_commands)
+end
+
+-- Integers as Redis arguments, without the exponent tostring() would use.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- µs to the millisecond TTL that outlives them.
+local function ttl_ms(us)
+  return math.max(1, math.ceil(us / 1000))
+end
+
+-- The eval table of a cost larger than the limit's capacity: denied, nothing consumed.
+local function never(remaining, reset)
+  return { ok = false, rb = remaining, ra = remaining, sb = reset, sa = reset, retry = -1 }
+end

@@ -1,0 +1,75 @@
+//! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
+
+use super::{span, Eval};
+
+/// The count of the window the key last saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State {
+    pub(crate) window: u64,
+    pub(crate) count: u64,
+}
+
+/// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
+/// store (with its time to live in µs) if the policy commits.
+pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State, u64) {
+    let window = now / period_us;
+    let used = state.filter(|s| s.window == window).map_or(0, |s| s.count);
+    let until_end = (window + 1) * period_us - now;
+    let remaining = count.saturating_sub(used);
+    let reset_before = if used == 0 { 0 } else { until_end };
+    let next = State {
+        window,
+        count: used + cost,
+    };
+    if cost > count {
+        return (Eval::never(remaining, reset_before), next, until_end);
+    }
+    let allowed = used + cost <= count;
+    let eval = Eval {
+        allowed,
+        remaining_before: remaining,
+        remaining_after: if allowed { remaining - cost } else { remaining },
+        reset_before,
+        reset_after: if allowed && used + cost > 0 { until_end } else { reset_before },
+        retry: if allowed { 0 } else { span(until_end) },
+    };
+    (eval, next, until_end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1_000_000;
+
+    fn run(state: &mut Option<State>, cost: u64, now: u64) -> Eval {
+        let (eval, next, _) = check(*state, 3, P, cost, now);
+        if eval.allowed {
+            *state = Some(next);
+        }
+        eval
+    }
+
+    #[test]
+    fn admits_n_per_window_and_resets_at_the_edge() {
+        let mut s = None;
+        let t0 = 10 * P + 250_000;
+        for left in [2, 1, 0] {
+            let e = run(&mut s, 1, t0);
+            assert!(e.allowed);
+            assert_eq!(e.remaining_after, left);
+            assert_eq!(e.reset_after, 750_000);
+        }
+        let denied = run(&mut s, 1, t0 + 1);
+        assert!(!denied.allowed);
+        assert_eq!(denied.retry, 749_999);
+        assert!(run(&mut s, 1, 11 * P).allowed, "new window");
+    }
+
+    #[test]
+    fn cost_above_capacity_is_never() {
+        let e = run(&mut None, 4, P);
+        assert!(!e.allowed);
+        assert_eq!(e.retry, -1);
+    }
+}

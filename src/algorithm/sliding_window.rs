@@ -1,0 +1,121 @@
+//! Sliding-window counter: the previous window's count weighted by its overlap with the
+//! sliding window, plus the current count (`prev · (P − elapsed) / P + cur`, rounded down).
+//! Twin of `lua/sliding_window.lua`.
+
+use super::{span, Eval};
+
+/// The counts of the key's last window and the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State {
+    pub(crate) window: u64,
+    pub(crate) current: u64,
+    pub(crate) previous: u64,
+}
+
+/// `floor(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
+fn weighted(previous: u64, period_us: u64, elapsed: u64) -> u64 {
+    (previous as f64 * (period_us - elapsed) as f64 / period_us as f64).floor() as u64
+}
+
+/// The least elapsed time in a window at which `weighted(previous, ..) <= k`.
+fn decayed_at(previous: u64, period_us: u64, k: u64) -> u64 {
+    if previous <= k {
+        return 0;
+    }
+    let x = ((k + 1) as f64 * period_us as f64 / previous as f64).ceil() as u64;
+    (period_us + 1).saturating_sub(x).min(period_us)
+}
+
+/// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
+pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State, u64) {
+    let window = now / period_us;
+    let (current, previous) = match state {
+        Some(s) if s.window == window => (s.current, s.previous),
+        Some(s) if s.window + 1 == window => (0, s.current),
+        _ => (0, 0),
+    };
+    let start = window * period_us;
+    let elapsed = now - start;
+    let used = weighted(previous, period_us, elapsed) + current;
+    let remaining = count.saturating_sub(used);
+    let until_free = |current: u64| {
+        if current > 0 {
+            start + 2 * period_us - now
+        } else if previous > 0 {
+            start + period_us - now
+        } else {
+            0
+        }
+    };
+    let next = State {
+        window,
+        current: current + cost,
+        previous,
+    };
+    let ttl = start + 2 * period_us - now;
+    if cost > count {
+        return (Eval::never(remaining, until_free(current)), next, ttl);
+    }
+    let allowed = used + cost <= count;
+    let retry = if allowed {
+        0
+    } else if current + cost <= count {
+        // The current window fits; wait for the previous one's weight to decay.
+        span(start + decayed_at(previous, period_us, count - current - cost) - now)
+    } else {
+        // Wait for the next window, where the current count becomes the decaying one.
+        span(start + period_us + decayed_at(current, period_us, count - cost) - now)
+    };
+    let eval = Eval {
+        allowed,
+        remaining_before: remaining,
+        remaining_after: if allowed { remaining - cost } else { remaining },
+        reset_before: until_free(current),
+        reset_after: until_free(if allowed { current + cost } else { current }),
+        retry,
+    };
+    (eval, next, ttl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 1_000_000;
+
+    #[test]
+    fn previous_window_weighs_by_overlap() {
+        let full = Some(State {
+            window: 9,
+            current: 10,
+            previous: 0,
+        });
+        // A quarter into window 10, the previous 10 weigh 7.5 → 7: 3 left of 10.
+        let (e, _, _) = check(full, 10, P, 3, 10 * P + 250_000);
+        assert!(e.allowed);
+        assert_eq!(e.remaining_after, 0);
+        let (e, _, _) = check(full, 10, P, 4, 10 * P + 250_000);
+        assert!(!e.allowed);
+        // Weight must fall to 6: 10·(P−e)/P < 7 ⇒ e > 300_000.
+        assert_eq!(e.retry, 50_001);
+        let (e, _, _) = check(full, 10, P, 4, 10 * P + 300_001);
+        assert!(e.allowed);
+    }
+
+    #[test]
+    fn full_current_window_waits_into_the_next() {
+        let s = Some(State {
+            window: 3,
+            current: 4,
+            previous: 0,
+        });
+        let (e, _, _) = check(s, 4, P, 1, 3 * P + 100);
+        assert!(!e.allowed);
+        // Next window: 4·(P−e)/P ≤ 3 once e ≥ 250_000.
+        assert_eq!(e.retry, span(P - 100 + 250_000));
+        let (e, _, _) = check(s, 4, P, 1, 4 * P + 250_000);
+        assert!(e.allowed);
+        let (e, _, _) = check(s, 4, P, 1, 4 * P + 249_999);
+        assert!(!e.allowed);
+    }
+}

@@ -1,0 +1,227 @@
+//! The outcome of one check: allowed or not, and what each limit says about it.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::limit::Limit;
+
+/// Where a [`Decision`] came from.
+///
+/// ```
+/// use redlimit::DecisionSource;
+/// assert_ne!(DecisionSource::Store, DecisionSource::FailOpen);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecisionSource {
+    /// The store evaluated every limit.
+    Store,
+    /// The store failed or missed its deadline and the layer let the request through
+    /// unlimited; no limit state is known.
+    FailOpen,
+}
+
+/// What one limit of a policy says about a request.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::{Limit, MemoryStore, Policy, Key, Store};
+/// # tokio_test_block(async {
+/// let store = MemoryStore::new();
+/// let policy = Policy::new("p").limit(Limit::fixed_window(2, Duration::from_secs(60)));
+/// let decision = store.check(&policy.into(), &Key::new("k"), 1).await.unwrap();
+/// let state = &decision.limits()[0];
+/// assert!(state.is_allowed());
+/// assert_eq!(state.remaining(), 1);
+/// # });
+/// # fn tokio_test_block(f: impl std::future::Future<Output = ()>) {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitState {
+    limit: Limit,
+    allowed: bool,
+    remaining: u64,
+    reset_after: Duration,
+    retry_after: Option<Duration>,
+    never: bool,
+}
+
+impl LimitState {
+    /// Builds a state from the integers the algorithms produce. `retry_us` is 0 when allowed
+    /// and negative when the cost exceeds the limit's capacity.
+    pub(crate) fn from_raw(limit: Limit, allowed: bool, remaining: u64, reset_us: u64, retry_us: i64) -> Self {
+        LimitState {
+            limit,
+            allowed,
+            remaining,
+            reset_after: Duration::from_micros(reset_us),
+            retry_after: (!allowed && retry_us >= 0).then(|| Duration::from_micros(retry_us.unsigned_abs())),
+            never: !allowed && retry_us < 0,
+        }
+    }
+
+    /// The limit this state is about.
+    pub fn limit(&self) -> &Limit {
+        &self.limit
+    }
+
+    /// Whether this limit alone would admit the request.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// Units left: after this request if the decision allowed it, as they stand otherwise.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// How long until this limit is fully free again (0 when it already is).
+    pub fn reset_after(&self) -> Duration {
+        self.reset_after
+    }
+
+    /// How long until this limit would admit the request; `None` when it admits it now or
+    /// never can (see [`LimitState::exceeds_capacity`]).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// Whether the request's cost is larger than this limit could ever admit.
+    pub fn exceeds_capacity(&self) -> bool {
+        self.never
+    }
+}
+
+/// The outcome of checking one key against one policy.
+///
+/// The layer puts it in the request's extensions, so a handler can read it:
+///
+/// ```
+/// use axum::Extension;
+/// use redlimit::Decision;
+///
+/// async fn handler(decision: Option<Extension<Decision>>) -> String {
+///     match decision {
+///         Some(Extension(d)) => format!("{} left", d.remaining()),
+///         None => "not limited".into(),
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    policy: Arc<str>,
+    allowed: bool,
+    now: SystemTime,
+    limits: Vec<LimitState>,
+    governing: Option<usize>,
+    source: DecisionSource,
+}
+
+impl Decision {
+    /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
+    pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: Vec<LimitState>) -> Self {
+        let allowed = limits.iter().all(LimitState::is_allowed);
+        let governing = if allowed {
+            // Most restrictive: fewest remaining, then the longest wait until fully free.
+            (0..limits.len()).min_by_key(|&i| (limits[i].remaining, std::cmp::Reverse(limits[i].reset_after)))
+        } else {
+            // The denial names the limit the client must wait for longest; one that can never
+            // admit the cost wins over any finite wait.
+            (0..limits.len())
+                .filter(|&i| !limits[i].allowed)
+                .max_by_key(|&i| (limits[i].never, limits[i].retry_after))
+        };
+        Decision {
+            policy,
+            allowed,
+            now: UNIX_EPOCH + Duration::from_micros(now_us),
+            limits,
+            governing,
+            source: DecisionSource::Store,
+        }
+    }
+
+    /// A decision the layer makes without the store: allowed, no limit state.
+    pub(crate) fn fail_open(policy: Arc<str>) -> Self {
+        Decision {
+            policy,
+            allowed: true,
+            now: SystemTime::now(),
+            limits: Vec::new(),
+            governing: None,
+            source: DecisionSource::FailOpen,
+        }
+    }
+
+    /// Whether the request may proceed.
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// The name of the policy that decided.
+    pub fn policy(&self) -> &str {
+        &self.policy
+    }
+
+    /// Where the decision came from (the store, or the failure policy).
+    pub fn source(&self) -> DecisionSource {
+        self.source
+    }
+
+    /// Every limit's state, in the policy's order. Empty when the store was not consulted.
+    pub fn limits(&self) -> &[LimitState] {
+        &self.limits
+    }
+
+    /// The index of the limit that denied (the longest wait among the denying ones), or `None`
+    /// when allowed.
+    pub fn denied_by(&self) -> Option<usize> {
+        if self.allowed {
+            None
+        } else {
+            self.governing
+        }
+    }
+
+    /// The limit the headers report: the denying one, or else the one with the fewest units
+    /// remaining.
+    pub fn governing(&self) -> Option<&LimitState> {
+        self.governing.map(|i| &self.limits[i])
+    }
+
+    /// `N` of the governing limit (0 when no state is known).
+    pub fn limit(&self) -> u64 {
+        self.governing().map_or(0, |s| s.limit.count())
+    }
+
+    /// Units remaining on the governing limit.
+    pub fn remaining(&self) -> u64 {
+        self.governing().map_or(0, |s| s.remaining)
+    }
+
+    /// When the governing limit is fully free again.
+    pub fn reset_at(&self) -> SystemTime {
+        self.now + self.governing().map_or(Duration::ZERO, |s| s.reset_after)
+    }
+
+    /// When the store evaluated the request, on the store's clock (Redis `TIME`).
+    pub fn evaluated_at(&self) -> SystemTime {
+        self.now
+    }
+
+    /// How long until this request would be allowed: the longest wait among the denying
+    /// limits. `None` when allowed, and when the cost exceeds what some limit could ever admit.
+    pub fn retry_after(&self) -> Option<Duration> {
+        if self.allowed || self.exceeds_capacity() {
+            return None;
+        }
+        self.limits.iter().filter_map(LimitState::retry_after).max()
+    }
+
+    /// Whether the request's cost exceeds what some limit could ever admit: retrying is futile.
+    pub fn exceeds_capacity(&self) -> bool {
+        self.limits.iter().any(LimitState::exceeds_capacity)
+    }
+}

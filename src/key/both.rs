@@ -1,0 +1,37 @@
+//! Two extractors combined: the request's key is both keys joined.
+
+use http::request::Parts;
+
+use super::{Key, KeyExtractor};
+
+/// Keys on two extractors at once (`route:/login+ip:203.0.113.7`). If either has no key, the
+/// request has none.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use redlimit::{Both, KeyExtractor, PeerIp, Route};
+///
+/// let mut req = http::Request::get("/login").body(()).unwrap();
+/// req.extensions_mut().insert("10.0.0.1:1".parse::<SocketAddr>().unwrap());
+/// let (parts, _) = req.into_parts();
+/// let k = Both::new(Route, PeerIp).extract(&parts).unwrap();
+/// assert_eq!(k.as_str(), "route:/login+ip:10.0.0.1");
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Both<A, B> {
+    first: A,
+    second: B,
+}
+
+impl<A, B> Both<A, B> {
+    /// Combines `first` and `second`.
+    pub fn new(first: A, second: B) -> Self {
+        Both { first, second }
+    }
+}
+
+impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Both<A, B> {
+    fn extract(&self, parts: &Parts) -> Option<Key> {
+        Some(self.first.extract(parts)?.join(&self.second.extract(parts)?))
+    }
+}

@@ -1,0 +1,22 @@
+//! One key for every request: a global quota.
+
+use http::request::Parts;
+
+use super::{Key, KeyExtractor};
+
+/// Every request shares one key (`global`): a quota for the whole service (or route, with
+/// `route_layer`). Beware: one key is one Redis shard, whatever the cluster's size.
+///
+/// ```
+/// use redlimit::{Global, KeyExtractor};
+/// let (parts, _) = http::Request::new(()).into_parts();
+/// assert_eq!(Global.extract(&parts).unwrap().as_str(), "global");
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Global;
+
+impl KeyExtractor for Global {
+    fn extract(&self, _: &Parts) -> Option<Key> {
+        Some(Key::new("global"))
+    }
+}

@@ -1,0 +1,171 @@
+//! The key a quota is counted under, safe to embed in a Redis key whatever its source.
+
+use std::fmt;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+/// Encoded keys longer than this are replaced by a digest, so Redis keys stay bounded.
+const MAX_LEN: usize = 128;
+
+/// A rate-limit key: what a quota is counted under (`ip:203.0.113.7`, a hashed API key, ...).
+///
+/// Whatever bytes it is made from (braces, spaces, newlines, invalid UTF-8, 64 KiB), the text
+/// is safe to put inside a Redis key's `{hash tag}`: bytes outside `A-Z a-z 0-9 . _ - : / @`
+/// are percent-encoded, and a text longer than 128 bytes is replaced by `#` and a SHA-256
+/// digest. Distinct inputs give distinct keys (up to the digest's collision resistance), and
+/// no key can contain `{` or `}`.
+///
+/// ```
+/// use redlimit::Key;
+/// assert_eq!(Key::new("ip:203.0.113.7").as_str(), "ip:203.0.113.7");
+/// assert_eq!(Key::new("a b{c}").as_str(), "a%20b%7Bc%7D");
+/// assert!(Key::new(vec![b'x'; 65_536]).as_str().len() <= 65);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(Arc<str>);
+
+impl Key {
+    /// A key from any bytes, encoded as described above.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// assert_eq!(Key::new(b"\xff\n").as_str(), "%FF%0A");
+    /// ```
+    pub fn new(text: impl AsRef<[u8]>) -> Self {
+        let bytes = text.as_ref();
+        let mut out = String::with_capacity(bytes.len().min(MAX_LEN + 1));
+        for &b in bytes {
+            if out.len() > MAX_LEN {
+                return Key::digest(b"raw:", bytes);
+            }
+            if b.is_ascii_alphanumeric() || b".-_:/@".contains(&b) {
+                out.push(char::from(b));
+            } else {
+                out.push('%');
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 15)]));
+            }
+        }
+        if out.len() > MAX_LEN {
+            return Key::digest(b"raw:", bytes);
+        }
+        if out.is_empty() {
+            out.push('%');
+        }
+        Key(out.into())
+    }
+
+    /// A key from a secret (an API key, a token): only a digest of it reaches Redis.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let k = Key::hashed("sk_live_123");
+    /// assert!(k.as_str().starts_with('#'));
+    /// assert!(!k.as_str().contains("sk_live"));
+    /// assert_eq!(k, Key::hashed("sk_live_123"));
+    /// ```
+    pub fn hashed(secret: impl AsRef<[u8]>) -> Self {
+        Key::digest(b"secret:", secret.as_ref())
+    }
+
+    /// `#` and 128 bits of SHA-256, hex: `#` never appears in an encoded key, so a digest
+    /// cannot collide with a literal.
+    fn digest(domain: &[u8], bytes: &[u8]) -> Self {
+        let sum = Sha256::new().chain_update(domain).chain_update(bytes).finalize();
+        let mut out = String::with_capacity(33);
+        out.push('#');
+        for b in &sum[..16] {
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        Key(out.into())
+    }
+
+    /// Prefixes the key with a namespace (`ip`, `route`, ...), keeping it encoded.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// assert_eq!(Key::new("1.2.3.4").namespaced("ip").as_str(), "ip:1.2.3.4");
+    /// ```
+    #[must_use]
+    pub fn namespaced(&self, namespace: &str) -> Self {
+        Key::concat(&Key::new(namespace), ':', self)
+    }
+
+    /// Joins two keys: `a+b` (`+` never appears in an encoded key, so the join is unambiguous).
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// assert_eq!(Key::new("a").join(&Key::new("b")).as_str(), "a+b");
+    /// ```
+    #[must_use]
+    pub fn join(&self, other: &Key) -> Self {
+        Key::concat(self, '+', other)
+    }
+
+    fn concat(a: &Key, sep: char, b: &Key) -> Self {
+        let joined = format!("{}{sep}{}", a.0, b.0);
+        if joined.len() > MAX_LEN {
+            Key::digest(b"joined:", joined.as_bytes())
+        } else {
+            Key(joined.into())
+        }
+    }
+
+    /// The encoded text, as it appears in the Redis key.
+    ///
+    /// ```
+    /// assert_eq!(redlimit::Key::new("x").as_str(), "x");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({:?})", &*self.0)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_contains_braces_or_separators() {
+        for input in [&b"{}"[..], b"}{", b"a}b{c", b"%7B", b"+", b"#x", b"\0\r\n ", b""] {
+            let k = Key::new(input);
+            assert!(!k.as_str().contains(['{', '}', '+', '#', ' ', '\n']), "{k:?}");
+            assert!(!k.as_str().is_empty());
+        }
+    }
+
+    #[test]
+    fn distinct_inputs_stay_distinct() {
+        assert_ne!(Key::new("%41"), Key::new("A"));
+        assert_ne!(Key::new(""), Key::new("%"));
+        let long_a = vec![b'a'; 200];
+        let mut long_b = long_a.clone();
+        long_b[199] = b'b';
+        assert_ne!(Key::new(&long_a), Key::new(&long_b));
+        assert_ne!(Key::hashed("x"), Key::new("x"));
+    }
+
+    #[test]
+    fn bounded_length() {
+        assert_eq!(Key::new(vec![0xffu8; 1 << 16]).as_str().len(), 33);
+        assert!(Key::new(vec![b'a'; 128]).as_str().len() == 128);
+        let a = Key::new(vec![b'a'; 100]);
+        assert_eq!(a.join(&a).as_str().len(), 33);
+    }
+}

@@ -1,0 +1,79 @@
+//! The socket peer's IP address: the default key, and the only IP a client cannot forge.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::request::Parts;
+
+use super::{Key, KeyExtractor};
+
+/// Keys on the IP address of the connection's peer (`ip:203.0.113.7`).
+///
+/// Reads axum's `ConnectInfo<SocketAddr>` (serve with
+/// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` request
+/// extension (set by your own hyper accept loop). Forwarded headers are ignored: behind a
+/// proxy every client would share the proxy's address, which is safe but coarse.
+/// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use redlimit::{KeyExtractor, PeerIp};
+///
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert("203.0.113.7:5555".parse::<SocketAddr>().unwrap());
+/// let (parts, _) = req.into_parts();
+/// assert_eq!(PeerIp.extract(&parts).unwrap().as_str(), "ip:203.0.113.7");
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerIp;
+
+impl PeerIp {
+    /// The peer's address, if the server recorded it.
+    pub(crate) fn addr(parts: &Parts) -> Option<IpAddr> {
+        #[cfg(feature = "axum")]
+        if let Some(info) = parts.extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+            return Some(info.0.ip());
+        }
+        parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
+    }
+
+    /// The key of an address: IPv4-mapped IPv6 counts as IPv4.
+    pub(crate) fn key_of(ip: IpAddr) -> Key {
+        let ip = ip.to_canonical();
+        Key::new(ip.to_string()).namespaced("ip")
+    }
+}
+
+impl KeyExtractor for PeerIp {
+    fn extract(&self, parts: &Parts) -> Option<Key> {
+        Self::addr(parts).map(Self::key_of)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts_with(addr: &str) -> Parts {
+        let mut req = http::Request::new(());
+        req.extensions_mut().insert(addr.parse::<SocketAddr>().unwrap());
+        req.into_parts().0
+    }
+
+    #[test]
+    fn mapped_ipv6_is_ipv4() {
+        let k = PeerIp.extract(&parts_with("[::ffff:10.1.2.3]:80")).unwrap();
+        assert_eq!(k.as_str(), "ip:10.1.2.3");
+    }
+
+    #[test]
+    fn ipv6_is_encoded_without_braces() {
+        let k = PeerIp.extract(&parts_with("[2001:db8::1]:80")).unwrap();
+        assert_eq!(k.as_str(), "ip:2001:db8::1");
+    }
+
+    #[test]
+    fn none_without_connection_info() {
+        let (parts, _) = http::Request::new(()).into_parts();
+        assert!(PeerIp.extract(&parts).is_none());
+    }
+}

@@ -1,0 +1,298 @@
+//! What is allowed: one limit of `N` per period, and the algorithm that enforces it.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// The largest period a limit may have, so that every time value stays an exact integer in the
+/// Lua scripts' doubles (2^53 µs is about 285 years; we stop well before).
+const MAX_PERIOD_US: u64 = 1 << 45;
+
+/// The algorithm a [`Limit`] uses. See the crate documentation for when to use which.
+///
+/// ```
+/// use redlimit::Algorithm;
+/// assert_eq!("gcra".parse::<Algorithm>().unwrap(), Algorithm::Gcra);
+/// assert_eq!(Algorithm::SlidingLog.to_string(), "sliding-log");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// `N` per epoch-aligned window of `P`. Cheapest; admits up to `2N` across a window edge.
+    FixedWindow,
+    /// The previous window's count weighted by its overlap plus the current count. O(1) memory,
+    /// approximate (never admits more than the fixed window would).
+    SlidingWindow,
+    /// An exact log of admissions: `N` in any span of `P`. Memory grows with `N`.
+    SlidingLog,
+    /// A bucket of `N` tokens refilled at `N` per `P`, one token every `P/N`.
+    TokenBucket,
+    /// The generic cell rate algorithm: burst `N`, rate `N` per `P`, one integer per key.
+    Gcra,
+}
+
+impl Algorithm {
+    /// All algorithms, in the order of the documentation.
+    ///
+    /// ```
+    /// assert_eq!(redlimit::Algorithm::ALL.len(), 5);
+    /// ```
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+    ];
+
+    /// The name used on the command line and in logs (`fixed-window`, `gcra`, ...).
+    ///
+    /// ```
+    /// assert_eq!(redlimit::Algorithm::TokenBucket.name(), "token-bucket");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fixed-window",
+            Algorithm::SlidingWindow => "sliding-window",
+            Algorithm::SlidingLog => "sliding-log",
+            Algorithm::TokenBucket => "token-bucket",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+
+    /// The two-letter code the Lua script dispatches on; also part of the Redis key.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Algorithm::FixedWindow => "fw",
+            Algorithm::SlidingWindow => "sw",
+            Algorithm::SlidingLog => "sl",
+            Algorithm::TokenBucket => "tb",
+            Algorithm::Gcra => "gc",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| ConfigError::UnknownAlgorithm(s.to_owned()))
+    }
+}
+
+/// One limit: at most `count` (weighted by cost) per `period`, enforced by an [`Algorithm`].
+///
+/// `N/P` means, per algorithm: fixed window of `N` per `P` (windows aligned to the Unix epoch);
+/// sliding window or log of `N` in any `P`; token bucket of capacity `N` refilled at `N` per
+/// `P`; GCRA with burst `N` and rate `N` per `P`. Time is kept in whole microseconds; token
+/// bucket and GCRA emit one unit every `ceil(P / N)` µs, so their long-run rate never exceeds
+/// `N/P`.
+///
+/// Constructors never fail; [`Limit::validate`] (called when a layer is built) rejects a zero
+/// count, a period under 1 ms or over about a thousand years, and token bucket / GCRA limits
+/// faster than one unit per microsecond.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::{Algorithm, Limit};
+///
+/// let limit = Limit::gcra(10, Duration::from_secs(1));
+/// assert_eq!(limit.algorithm(), Algorithm::Gcra);
+/// assert_eq!(limit.count(), 10);
+/// assert_eq!(limit.to_string(), "gcra 10/1s");
+/// assert!(limit.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limit {
+    algorithm: Algorithm,
+    count: u64,
+    period: Duration,
+}
+
+impl Limit {
+    /// A limit of `count` per `period` with the given algorithm.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Algorithm, Limit};
+    /// let l = Limit::new(Algorithm::FixedWindow, 100, Duration::from_secs(60));
+    /// assert_eq!(l, Limit::fixed_window(100, Duration::from_secs(60)));
+    /// ```
+    pub const fn new(algorithm: Algorithm, count: u64, period: Duration) -> Self {
+        Limit {
+            algorithm,
+            count,
+            period,
+        }
+    }
+
+    /// `count` per epoch-aligned window of `period`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = redlimit::Limit::fixed_window(1000, Duration::from_secs(86_400));
+    /// ```
+    pub const fn fixed_window(count: u64, period: Duration) -> Self {
+        Limit::new(Algorithm::FixedWindow, count, period)
+    }
+
+    /// `count` in any `period`, approximated from two fixed-window counters.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = redlimit::Limit::sliding_window(100, Duration::from_secs(60));
+    /// ```
+    pub const fn sliding_window(count: u64, period: Duration) -> Self {
+        Limit::new(Algorithm::SlidingWindow, count, period)
+    }
+
+    /// Exactly `count` in any `period`, from a log of admissions.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = redlimit::Limit::sliding_log(5, Duration::from_secs(3));
+    /// ```
+    pub const fn sliding_log(count: u64, period: Duration) -> Self {
+        Limit::new(Algorithm::SlidingLog, count, period)
+    }
+
+    /// A bucket of `count` tokens refilled at `count` per `period`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// // Stripe's shape: a burst of 500, refilled at 100 per second.
+    /// let l = redlimit::Limit::token_bucket(500, Duration::from_secs(5));
+    /// ```
+    pub const fn token_bucket(count: u64, period: Duration) -> Self {
+        Limit::new(Algorithm::TokenBucket, count, period)
+    }
+
+    /// GCRA with burst `count` and rate `count` per `period`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = redlimit::Limit::gcra(10, Duration::from_secs(1));
+    /// ```
+    pub const fn gcra(count: u64, period: Duration) -> Self {
+        Limit::new(Algorithm::Gcra, count, period)
+    }
+
+    /// Parses a rate `N/DURATION` (`5/3s`, `1000/1h`, `10/100ms`; units ms, s, m, h, d) into a
+    /// limit of the given algorithm. The limit is validated.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Algorithm, Limit};
+    /// let l = Limit::parse(Algorithm::SlidingLog, "5/3s").unwrap();
+    /// assert_eq!(l, Limit::sliding_log(5, Duration::from_secs(3)));
+    /// assert!(Limit::parse(Algorithm::Gcra, "5 per second").is_err());
+    /// assert!(Limit::parse(Algorithm::Gcra, "0/1s").is_err());
+    /// ```
+    pub fn parse(algorithm: Algorithm, rate: &str) -> Result<Self, ConfigError> {
+        let (count, period) = rate
+            .split_once('/')
+            .ok_or_else(|| ConfigError::InvalidRate(rate.to_owned()))?;
+        let count: u64 = count
+            .parse()
+            .map_err(|_| ConfigError::InvalidRate(rate.to_owned()))?;
+        let limit = Limit::new(algorithm, count, crate::duration::parse(period)?);
+        limit.validate()?;
+        Ok(limit)
+    }
+
+    /// The algorithm.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlimit::{Algorithm, Limit};
+    /// assert_eq!(Limit::gcra(1, Duration::from_secs(1)).algorithm(), Algorithm::Gcra);
+    /// ```
+    pub const fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// `N`: the most units admitted per period (the burst, for token bucket and GCRA).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert_eq!(redlimit::Limit::gcra(7, Duration::from_secs(1)).count(), 7);
+    /// ```
+    pub const fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// `P`: the period.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let l = redlimit::Limit::gcra(7, Duration::from_secs(1));
+    /// assert_eq!(l.period(), Duration::from_secs(1));
+    /// ```
+    pub const fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The period in whole microseconds, as the algorithms see it.
+    pub(crate) fn period_us(&self) -> u64 {
+        u64::try_from(self.period.as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Checks that the limit can be enforced exactly.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{ConfigError, Limit};
+    /// assert!(matches!(
+    ///     Limit::gcra(0, Duration::from_secs(1)).validate(),
+    ///     Err(ConfigError::InvalidLimit { .. })
+    /// ));
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |reason: &'static str| ConfigError::InvalidLimit {
+            limit: self.to_string(),
+            reason,
+        };
+        if self.count == 0 {
+            return Err(invalid("the count must be at least 1"));
+        }
+        if self.period < Duration::from_millis(1) {
+            return Err(invalid("the period must be at least 1 ms"));
+        }
+        if self.period_us() > MAX_PERIOD_US {
+            return Err(invalid("the period is too long"));
+        }
+        if self.count > MAX_PERIOD_US {
+            return Err(invalid("the count is too large"));
+        }
+        if matches!(self.algorithm, Algorithm::TokenBucket | Algorithm::Gcra)
+            && self.count > self.period_us()
+        {
+            return Err(invalid(
+                "token bucket and GCRA need at least 1 µs between units (count ≤ period in µs)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}/{}",
+            self.algorithm,
+            self.count,
+            crate::duration::format(self.period)
+        )
+    }
+}
