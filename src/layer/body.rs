@@ -17,16 +17,15 @@ pin_project! {
     /// assert_eq!(body.size_hint().exact(), Some(17));
     /// ```
     #[project = BodyProj]
+    #[allow(missing_docs)] // pin-project-lite accepts no attributes on fields
     pub enum ResponseBody<B> {
         /// The inner service's body.
         Inner {
-            /// The body.
             #[pin]
             body: B,
         },
         /// A body written by the layer.
         Full {
-            /// What is left to send.
             data: Option<Bytes>,
         },
     }
