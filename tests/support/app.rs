@@ -1,0 +1,64 @@
+//! A tiny axum app behind a layer, driven without a socket.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use redlimit::RateLimitLayer;
+use tower::ServiceExt;
+
+/// An app answering `ok` on every path, behind `layer`.
+pub fn app(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/{*rest}", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+/// A GET of `path` from the peer `ip`, with extra headers.
+pub fn request(path: &str, ip: &str, headers: &[(&str, &str)]) -> Request<Body> {
+    let mut builder = Request::get(path);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let mut req = builder.body(Body::empty()).expect("request");
+    let addr: SocketAddr = format!("{ip}:40000").parse().expect("ip");
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    req
+}
+
+/// Sends one request through the app.
+pub async fn send(app: &Router, req: Request<Body>) -> Response<Body> {
+    let result: Result<_, Infallible> = app.clone().oneshot(req).await;
+    result.expect("infallible")
+}
+
+/// Sends a GET `/` from `ip` and returns the status.
+pub async fn status_of(app: &Router, ip: &str) -> StatusCode {
+    send(app, request("/", ip, &[])).await.status()
+}
+
+/// A header's value as text ("" when absent).
+pub fn header<B>(response: &Response<B>, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .map(|v| v.to_str().expect("ascii header").to_owned())
+        .unwrap_or_default()
+}
+
+/// The whole body as text.
+pub async fn body_text(response: Response<Body>) -> String {
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    String::from_utf8(bytes.to_vec()).expect("utf-8 body")
+}

@@ -1,0 +1,34 @@
+//! Test support: real `redis-server` processes on free loopback ports, and helpers to drive a
+//! rate-limited axum app without a socket.
+#![allow(dead_code)] // each test binary uses a different part
+
+pub mod app;
+pub mod redis_server;
+
+pub use app::*;
+pub use redis_server::RedisServer;
+
+use std::time::{Duration, Instant};
+
+/// Polls `condition` until it holds or `deadline` passes; returns whether it held.
+pub async fn eventually(deadline: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    while Instant::now() < end {
+        if condition().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A prefix unique to this process and call, so tests sharing a server never share keys.
+pub fn unique_prefix(name: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "t{}-{}-{name}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
