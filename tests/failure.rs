@@ -1,0 +1,85 @@
+//! Redis failures: a killed Redis never makes requests wait past the deadline (fail open, or
+//! 503 when fail-closed), and limiting resumes once Redis is back.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer, RedisStore};
+use support::*;
+
+const DEADLINE: Duration = Duration::from_millis(100);
+/// A generous bound for "answered within the deadline", far above it, far below a hang.
+const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
+
+async fn layer(server: &RedisServer, mode: OnStoreError) -> RateLimitLayer {
+    let store = RedisStore::builder(server.url())
+        .prefix(unique_prefix("fail"))
+        .connect()
+        .await
+        .unwrap();
+    RateLimitLayer::new(store, Policy::new("p").limit(Limit::gcra(2, Duration::from_secs(3600))))
+        .store_deadline(DEADLINE)
+        .on_store_error(mode)
+}
+
+#[tokio::test]
+async fn fails_open_when_redis_dies_and_resumes_when_it_returns() {
+    let mut server = RedisServer::start();
+    let app = app(layer(&server, OnStoreError::Open).await);
+    assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
+    assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
+    assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::TOO_MANY_REQUESTS);
+
+    server.kill();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let res = send(&app, request("/", "10.0.0.1", &[])).await;
+        assert_eq!(res.status(), StatusCode::OK, "fail open");
+        assert_eq!(header(&res, "x-ratelimit-limit"), "", "no state known");
+        assert!(started.elapsed() < ANSWERED_WITHIN, "waited {:?}", started.elapsed());
+    }
+
+    // Back, empty: limiting resumes (the fresh Redis has forgotten the old count).
+    server.restart();
+    let resumed = eventually(Duration::from_secs(15), async || {
+        let res = send(&app, request("/", "10.0.0.2", &[])).await;
+        res.status() == StatusCode::TOO_MANY_REQUESTS
+    })
+    .await;
+    assert!(resumed, "limiting did not resume after Redis came back");
+}
+
+#[tokio::test]
+async fn fail_closed_answers_503_never_429() {
+    let mut server = RedisServer::start();
+    let app = app(layer(&server, OnStoreError::Closed).await);
+    assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
+    server.kill();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let res = send(&app, request("/", "10.0.0.1", &[])).await;
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(header(&res, "retry-after"), "");
+        assert!(started.elapsed() < ANSWERED_WITHIN);
+    }
+}
+
+#[tokio::test]
+async fn a_silent_redis_costs_at_most_the_deadline() {
+    // A listener that accepts connections and never answers: the worst case.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}", silent.local_addr().unwrap());
+    let store = RedisStore::builder(url).connect_lazy().unwrap();
+    let app = app(
+        RateLimitLayer::new(store, Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))))
+            .store_deadline(DEADLINE),
+    );
+    for _ in 0..5 {
+        let started = Instant::now();
+        assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
+        let waited = started.elapsed();
+        assert!(waited >= DEADLINE && waited < ANSWERED_WITHIN, "waited {waited:?}");
+    }
+}
