@@ -29,11 +29,11 @@ pub(crate) fn parse(text: &str) -> Result<Duration, ConfigError> {
 /// Formats a duration in the largest unit that divides it (`60s` is written `1m`).
 pub(crate) fn format(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms == 0 || d.subsec_nanos() % 1_000_000 != 0 {
+    if ms == 0 || !d.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{}us", d.as_micros());
     }
     for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms % size == 0 {
+        if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
     }

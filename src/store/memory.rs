@@ -96,8 +96,11 @@ pub struct MemoryStore {
     inner: Arc<Inner>,
 }
 
+/// A shard: (policy name, key) → state.
+type Shard = Mutex<HashMap<(Arc<str>, Key), Entry>>;
+
 struct Inner {
-    shards: Box<[Mutex<HashMap<(Arc<str>, Key), Entry>>]>,
+    shards: Box<[Shard]>,
     hasher: RandomState,
     clock: Box<dyn Clock>,
 }

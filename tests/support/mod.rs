@@ -1,6 +1,6 @@
 //! Test support: real `redis-server` processes on free loopback ports, and helpers to drive a
 //! rate-limited axum app without a socket.
-#![allow(dead_code)] // each test binary uses a different part
+#![allow(dead_code, unused_imports)] // each test binary uses a different part
 
 pub mod app;
 pub mod redis_server;
