@@ -1,4 +1,4 @@
--- Sliding-window counter: prev * (P - elapsed) / P + cur, rounded down, over epoch-aligned
+-- Sliding-window counter: prev * (P - elapsed) / P (rounded up) + cur, over epoch-aligned
 -- windows of P. Twin of src/algorithm/sliding_window.rs (same double operations, same order).
 --
 -- KEYS     the limit's key: a string "<window index> <current count> <previous count>",
@@ -7,16 +7,16 @@
 -- Reply    an eval table; commit writes the counts.
 
 local function sliding_window_weighted(prev, p, elapsed)
-  return math.floor(prev * (p - elapsed) / p)
+  return math.ceil(prev * (p - elapsed) / p)
 end
 
--- The least elapsed time in a window at which the weight of `prev` is at most k.
+-- The least elapsed time in a window at which the weight of `prev` is at most k:
+-- prev * (P - e) / P <= k  <=>  e >= P - k * P / prev.
 local function sliding_window_decayed_at(prev, p, k)
   if prev <= k then
     return 0
   end
-  local x = math.ceil((k + 1) * p / prev)
-  return math.min(p, math.max(0, p + 1 - x))
+  return math.max(0, p - math.floor(k * p / prev))
 end
 
 local function sliding_window_check(key, n, p, cost, now)

@@ -51,13 +51,20 @@ pub struct LimitState {
 impl LimitState {
     /// Builds a state from the integers the algorithms produce. `retry_us` is 0 when allowed
     /// and negative when the cost exceeds the limit's capacity.
-    pub(crate) fn from_raw(limit: Limit, allowed: bool, remaining: u64, reset_us: u64, retry_us: i64) -> Self {
+    pub(crate) fn from_raw(
+        limit: Limit,
+        allowed: bool,
+        remaining: u64,
+        reset_us: u64,
+        retry_us: i64,
+    ) -> Self {
         LimitState {
             limit,
             allowed,
             remaining,
             reset_after: Duration::from_micros(reset_us),
-            retry_after: (!allowed && retry_us >= 0).then(|| Duration::from_micros(retry_us.unsigned_abs())),
+            retry_after: (!allowed && retry_us >= 0)
+                .then(|| Duration::from_micros(retry_us.unsigned_abs())),
             never: !allowed && retry_us < 0,
         }
     }
@@ -104,7 +111,10 @@ impl LimitState {
 ///
 /// async fn handler(decision: Option<Extension<Decision>>) -> String {
 ///     match decision {
-///         Some(Extension(d)) => format!("{} left", d.remaining()),
+///         Some(Extension(d)) => match d.remaining() {
+///             Some(n) => format!("{n} left"),
+///             None => "not limited right now (store unavailable)".into(),
+///         },
 ///         None => "not limited".into(),
 ///     }
 /// }
@@ -125,7 +135,12 @@ impl Decision {
         let allowed = limits.iter().all(LimitState::is_allowed);
         let governing = if allowed {
             // Most restrictive: fewest remaining, then the longest wait until fully free.
-            (0..limits.len()).min_by_key(|&i| (limits[i].remaining, std::cmp::Reverse(limits[i].reset_after)))
+            (0..limits.len()).min_by_key(|&i| {
+                (
+                    limits[i].remaining,
+                    std::cmp::Reverse(limits[i].reset_after),
+                )
+            })
         } else {
             // The denial names the limit the client must wait for longest; one that can never
             // admit the cost wins over any finite wait.
@@ -191,19 +206,19 @@ impl Decision {
         self.governing.map(|i| &self.limits[i])
     }
 
-    /// `N` of the governing limit (0 when no state is known).
-    pub fn limit(&self) -> u64 {
-        self.governing().map_or(0, |s| s.limit.count())
+    /// `N` of the governing limit; `None` when the store was not consulted (fail open).
+    pub fn limit(&self) -> Option<u64> {
+        self.governing().map(|s| s.limit.count())
     }
 
-    /// Units remaining on the governing limit.
-    pub fn remaining(&self) -> u64 {
-        self.governing().map_or(0, |s| s.remaining)
+    /// Units remaining on the governing limit; `None` when the store was not consulted.
+    pub fn remaining(&self) -> Option<u64> {
+        self.governing().map(|s| s.remaining)
     }
 
-    /// When the governing limit is fully free again.
-    pub fn reset_at(&self) -> SystemTime {
-        self.now + self.governing().map_or(Duration::ZERO, |s| s.reset_after)
+    /// When the governing limit is fully free again; `None` when the store was not consulted.
+    pub fn reset_at(&self) -> Option<SystemTime> {
+        self.governing().map(|s| self.now + s.reset_after)
     }
 
     /// When the store evaluated the request, on the store's clock (Redis `TIME`).

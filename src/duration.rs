@@ -32,7 +32,12 @@ pub(crate) fn format(d: Duration) -> String {
     if ms == 0 || !d.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{}us", d.as_micros());
     }
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
         if ms.is_multiple_of(size) {
             return format!("{}{unit}", ms / size);
         }
@@ -55,7 +60,16 @@ mod tests {
 
     #[test]
     fn rejects_malformed() {
-        for bad in ["", "s", "10", "10x", "-1s", "1.5s", "99999999999999999999s", "1 s"] {
+        for bad in [
+            "",
+            "s",
+            "10",
+            "10x",
+            "-1s",
+            "1.5s",
+            "99999999999999999999s",
+            "1 s",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }
         assert!(parse("18446744073709551615d").is_err());

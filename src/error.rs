@@ -44,9 +44,9 @@ pub enum ConfigError {
     /// A rate not of the form `N/DURATION`.
     #[error("invalid rate `{0}`: expected N/DURATION, e.g. 5/3s or 1000/1h")]
     InvalidRate(String),
-    /// A store deadline of zero.
-    #[error("the store deadline must be longer than zero")]
-    ZeroDeadline,
+    /// A store-error mode other than `open` or `closed`.
+    #[error("unknown store-error mode `{0}`: expected open or closed")]
+    UnknownStoreErrorMode(String),
     /// A Redis URL or connection setting the client rejected.
     #[error("invalid Redis configuration: {0}")]
     Redis(String),

@@ -73,7 +73,9 @@ mod store;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{ConfigError, StoreError};
 pub use key::{Both, Global, Header, Key, KeyExtractor, PeerIp, Route};
-pub use layer::{HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture};
+pub use layer::{
+    HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
+};
 pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
 pub use store::{Clock, ManualClock, MemoryStore, Store, StoreFuture, SystemClock};

@@ -205,7 +205,9 @@ impl Limit {
         let count: u64 = count
             .parse()
             .map_err(|_| ConfigError::InvalidRate(rate.to_owned()))?;
-        let limit = Limit::new(algorithm, count, crate::duration::parse(period)?);
+        let period = crate::duration::parse(period)
+            .map_err(|_| ConfigError::InvalidRate(rate.to_owned()))?;
+        let limit = Limit::new(algorithm, count, period);
         limit.validate()?;
         Ok(limit)
     }

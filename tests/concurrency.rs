@@ -24,7 +24,12 @@ async fn admitted(a: &Router, b: &Router) -> usize {
     statuses
         .into_iter()
         .map(|s| s.expect("task"))
-        .inspect(|s| assert!(*s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS, "{s}"))
+        .inspect(|s| {
+            assert!(
+                *s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS,
+                "{s}"
+            )
+        })
         .filter(|s| *s == StatusCode::OK)
         .count()
 }

@@ -23,7 +23,10 @@ fn policy(limit: Limit) -> Policy {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 async fn headers_on_allowed_and_denied(layer: RateLimitLayer) {
@@ -34,7 +37,10 @@ async fn headers_on_allowed_and_denied(layer: RateLimitLayer) {
         assert_eq!(header(&res, "x-ratelimit-limit"), "3");
         assert_eq!(header(&res, "x-ratelimit-remaining"), left);
         let reset: u64 = header(&res, "x-ratelimit-reset").parse().unwrap();
-        assert!(reset >= unix_now() && reset <= unix_now() + 61, "reset {reset}");
+        assert!(
+            reset >= unix_now() && reset <= unix_now() + 61,
+            "reset {reset}"
+        );
         assert_eq!(header(&res, "retry-after"), "");
         assert_eq!(body_text(res).await, "ok");
     }
@@ -51,7 +57,10 @@ async fn headers_on_allowed_and_denied(layer: RateLimitLayer) {
 
 #[tokio::test]
 async fn headers_with_the_memory_store() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::sliding_log(3, Duration::from_secs(60))));
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::sliding_log(3, Duration::from_secs(60))),
+    );
     headers_on_allowed_and_denied(layer).await;
 }
 
@@ -63,12 +72,19 @@ async fn headers_with_the_redis_store() {
         .connect()
         .await
         .unwrap();
-    headers_on_allowed_and_denied(RateLimitLayer::new(store, policy(Limit::gcra(3, Duration::from_secs(60))))).await;
+    headers_on_allowed_and_denied(RateLimitLayer::new(
+        store,
+        policy(Limit::gcra(3, Duration::from_secs(60))),
+    ))
+    .await;
 }
 
 #[tokio::test]
 async fn retry_after_is_rounded_up_and_at_least_one_second() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::gcra(10, Duration::from_secs(1))));
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::gcra(10, Duration::from_secs(1))),
+    );
     let app = app(layer);
     for _ in 0..10 {
         assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
@@ -80,8 +96,11 @@ async fn retry_after_is_rounded_up_and_at_least_one_second() {
 
 #[tokio::test]
 async fn ietf_draft_headers() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::fixed_window(5, Duration::from_secs(60))))
-        .headers(HeaderStyle::Ietf);
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::fixed_window(5, Duration::from_secs(60))),
+    )
+    .headers(HeaderStyle::Ietf);
     let res = send(&app(layer), request("/", "10.0.0.1", &[])).await;
     assert_eq!(header(&res, "ratelimit-policy"), "\"api\";q=5;w=60");
     assert!(header(&res, "ratelimit").starts_with("\"api\";r=4;t="));
@@ -90,27 +109,36 @@ async fn ietf_draft_headers() {
 
 #[tokio::test]
 async fn the_handler_sees_the_decision() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::gcra(5, Duration::from_secs(60))));
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::gcra(5, Duration::from_secs(60))),
+    );
     let app = Router::new()
         .route(
             "/",
             get(|Extension(d): Extension<Decision>| async move {
-                format!("{} {} {:?}", d.policy(), d.remaining(), d.source())
+                format!("{} {:?} {:?}", d.policy(), d.remaining(), d.source())
             }),
         )
         .layer(layer);
     let res = send(&app, request("/", "10.0.0.1", &[])).await;
-    assert_eq!(body_text(res).await, "api 4 Store");
+    assert_eq!(body_text(res).await, "api Some(4) Store");
 }
 
 #[tokio::test]
 async fn custom_rejection_keeps_the_rate_limit_headers() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::gcra(1, Duration::from_secs(60))))
-        .on_rejection(|d: &Decision| {
-            let mut res = Response::new(Bytes::from(format!("{{\"denied_by\":{}}}", d.denied_by().unwrap())));
-            *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-            res
-        });
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::gcra(1, Duration::from_secs(60))),
+    )
+    .on_rejection(|d: &Decision| {
+        let mut res = Response::new(Bytes::from(format!(
+            "{{\"denied_by\":{}}}",
+            d.denied_by().unwrap()
+        )));
+        *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        res
+    });
     let app = app(layer);
     status_of(&app, "10.0.0.1").await;
     let res = send(&app, request("/", "10.0.0.1", &[])).await;
@@ -122,35 +150,53 @@ async fn custom_rejection_keeps_the_rate_limit_headers() {
 
 #[tokio::test]
 async fn cost_from_the_request_and_an_impossible_cost() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::token_bucket(10, Duration::from_secs(60))))
-        .cost(|parts: &http::request::Parts| {
-            parts
-                .headers
-                .get("x-cost")
-                .and_then(|v| v.to_str().ok()?.parse().ok())
-                .unwrap_or(1)
-        });
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::token_bucket(10, Duration::from_secs(60))),
+    )
+    .cost(|parts: &http::request::Parts| {
+        parts
+            .headers
+            .get("x-cost")
+            .and_then(|v| v.to_str().ok()?.parse().ok())
+            .unwrap_or(1)
+    });
     let app = app(layer);
     let res = send(&app, request("/", "10.0.0.1", &[("x-cost", "7")])).await;
     assert_eq!(header(&res, "x-ratelimit-remaining"), "3");
     let res = send(&app, request("/", "10.0.0.1", &[("x-cost", "11")])).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(header(&res, "retry-after"), "", "retrying can never succeed");
-    assert_eq!(body_text(res).await, "request cost exceeds the rate limit\n");
+    assert_eq!(
+        header(&res, "retry-after"),
+        "",
+        "retrying can never succeed"
+    );
+    assert_eq!(
+        body_text(res).await,
+        "request cost exceeds the rate limit\n"
+    );
     let res = send(&app, request("/", "10.0.0.1", &[("x-cost", "4")])).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_ne!(header(&res, "retry-after"), "");
     let res = send(&app, request("/", "10.0.0.1", &[("x-cost", "3")])).await;
-    assert_eq!(res.status(), StatusCode::OK, "denied requests consumed nothing");
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "denied requests consumed nothing"
+    );
 }
 
 #[tokio::test]
 async fn missing_keys() {
     let limit = Limit::gcra(1, Duration::from_secs(60));
     // Default: fall back to the peer IP.
-    let app1 = app(RateLimitLayer::new(MemoryStore::new(), policy(limit)).key(Header::new("x-api-key")));
+    let app1 =
+        app(RateLimitLayer::new(MemoryStore::new(), policy(limit)).key(Header::new("x-api-key")));
     assert_eq!(status_of(&app1, "10.0.0.1").await, StatusCode::OK);
-    assert_eq!(status_of(&app1, "10.0.0.1").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status_of(&app1, "10.0.0.1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     let with_key = request("/", "10.0.0.1", &[("x-api-key", "abc")]);
     assert_eq!(send(&app1, with_key).await.status(), StatusCode::OK);
     // Reject.
@@ -167,75 +213,137 @@ async fn missing_keys() {
     }
     // No key and no peer address: let through, never a 5xx.
     let no_peer = Request::get("/").body(Body::empty()).unwrap();
-    let res = send(&app(RateLimitLayer::new(MemoryStore::new(), policy(limit))), no_peer).await;
+    let res = send(
+        &app(RateLimitLayer::new(MemoryStore::new(), policy(limit))),
+        no_peer,
+    )
+    .await;
     assert_eq!(res.status(), StatusCode::OK);
 }
 
 #[tokio::test]
 async fn clones_and_separate_services_share_one_limit() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::fixed_window(2, Duration::from_secs(3600))))
-        .key(Global);
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::fixed_window(2, Duration::from_secs(3600))),
+    )
+    .key(Global);
     let a = app(layer.clone());
     let b = app(layer);
     assert_eq!(status_of(&a, "10.0.0.1").await, StatusCode::OK);
     assert_eq!(status_of(&b, "10.0.0.2").await, StatusCode::OK);
-    assert_eq!(status_of(&a, "10.0.0.3").await, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        status_of(&a, "10.0.0.3").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test]
 async fn route_layer_and_route_keys() {
-    let strict = RateLimitLayer::new(MemoryStore::new(), Policy::new("login").limit(Limit::gcra(1, Duration::from_secs(60))));
-    let loose = RateLimitLayer::new(MemoryStore::new(), policy(Limit::gcra(100, Duration::from_secs(60)))).key(Route);
+    let strict = RateLimitLayer::new(
+        MemoryStore::new(),
+        Policy::new("login").limit(Limit::gcra(1, Duration::from_secs(60))),
+    );
+    let loose = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::gcra(100, Duration::from_secs(60))),
+    )
+    .key(Route);
     let app = Router::new()
         .route("/login", get(|| async { "ok" }).route_layer(strict))
         .route("/users/{id}", get(|| async { "ok" }))
         .layer(loose);
-    assert_eq!(send(&app, request("/login", "10.0.0.1", &[])).await.status(), StatusCode::OK);
+    assert_eq!(
+        send(&app, request("/login", "10.0.0.1", &[]))
+            .await
+            .status(),
+        StatusCode::OK
+    );
     let res = send(&app, request("/login", "10.0.0.1", &[])).await;
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(header(&res, "x-ratelimit-limit"), "1", "the inner (route) layer's headers win");
+    assert_eq!(
+        header(&res, "x-ratelimit-limit"),
+        "1",
+        "the inner (route) layer's headers win"
+    );
     let res = send(&app, request("/users/1", "10.0.0.1", &[])).await;
     assert_eq!(header(&res, "x-ratelimit-remaining"), "99");
     let res = send(&app, request("/users/2", "10.0.0.2", &[])).await;
-    assert_eq!(header(&res, "x-ratelimit-remaining"), "98", "one quota for the matched route");
+    assert_eq!(
+        header(&res, "x-ratelimit-remaining"),
+        "98",
+        "one quota for the matched route"
+    );
 }
 
 #[tokio::test]
 async fn works_in_a_tower_service_builder_with_plain_socket_addr() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy(Limit::gcra(1, Duration::from_secs(60))));
-    let svc = ServiceBuilder::new().layer(layer).service(tower::service_fn(|_: Request<String>| async {
-        Ok::<_, Infallible>(Response::new(String::from("hi")))
-    }));
+    let layer = RateLimitLayer::new(
+        MemoryStore::new(),
+        policy(Limit::gcra(1, Duration::from_secs(60))),
+    );
+    let svc = ServiceBuilder::new()
+        .layer(layer)
+        .service(tower::service_fn(|_: Request<String>| async {
+            Ok::<_, Infallible>(Response::new(String::from("hi")))
+        }));
     let call = |ip: &str| {
         let mut req = Request::new(String::new());
-        req.extensions_mut().insert(format!("{ip}:1").parse::<std::net::SocketAddr>().unwrap());
+        req.extensions_mut()
+            .insert(format!("{ip}:1").parse::<std::net::SocketAddr>().unwrap());
         svc.clone().oneshot(req)
     };
     assert_eq!(call("10.0.0.1").await.unwrap().status(), StatusCode::OK);
-    assert_eq!(call("10.0.0.1").await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        call("10.0.0.1").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }
 
 #[tokio::test]
 async fn invalid_policies_are_typed_errors() {
     assert!(RateLimitLayer::try_new(MemoryStore::new(), Policy::new("p")).is_err());
-    assert!(RateLimitLayer::try_new(MemoryStore::new(), Policy::new("bad name{}").limit(Limit::gcra(1, Duration::from_secs(1)))).is_err());
-    assert!(RateLimitLayer::try_new(MemoryStore::new(), policy(Limit::gcra(0, Duration::from_secs(1)))).is_err());
-    assert!(RateLimitLayer::try_new(MemoryStore::new(), policy(Limit::gcra(5, Duration::ZERO))).is_err());
-    assert!(RateLimitLayer::try_new(MemoryStore::new(), policy(Limit::gcra(2_000_000, Duration::from_secs(1)))).is_err());
+    assert!(RateLimitLayer::try_new(
+        MemoryStore::new(),
+        Policy::new("bad name{}").limit(Limit::gcra(1, Duration::from_secs(1)))
+    )
+    .is_err());
+    assert!(RateLimitLayer::try_new(
+        MemoryStore::new(),
+        policy(Limit::gcra(0, Duration::from_secs(1)))
+    )
+    .is_err());
+    assert!(
+        RateLimitLayer::try_new(MemoryStore::new(), policy(Limit::gcra(5, Duration::ZERO)))
+            .is_err()
+    );
+    assert!(RateLimitLayer::try_new(
+        MemoryStore::new(),
+        policy(Limit::gcra(2_000_000, Duration::from_secs(1)))
+    )
+    .is_err());
 }
 
 #[tokio::test]
 async fn fail_open_decision_is_visible_to_the_handler() {
     // Nothing listens on port 1: every check fails fast.
-    let store = RedisStore::builder("redis://127.0.0.1:1").connect_lazy().unwrap();
+    let store = RedisStore::builder("redis://127.0.0.1:1")
+        .connect_lazy()
+        .unwrap();
     let layer = RateLimitLayer::new(store, policy(Limit::gcra(1, Duration::from_secs(60))));
     let app = Router::new()
-        .route("/", get(|Extension(d): Extension<Decision>| async move { format!("{:?}", d.source()) }))
+        .route(
+            "/",
+            get(|Extension(d): Extension<Decision>| async move { format!("{:?}", d.source()) }),
+        )
         .layer(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;
         assert_eq!(res.status(), StatusCode::OK);
         assert_eq!(header(&res, "x-ratelimit-limit"), "");
-        assert_eq!(body_text(res).await, format!("{:?}", DecisionSource::FailOpen));
+        assert_eq!(
+            body_text(res).await,
+            format!("{:?}", DecisionSource::FailOpen)
+        );
     }
 }

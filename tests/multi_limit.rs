@@ -33,11 +33,18 @@ async fn rounds_of_eight_admit_five_until_twenty() {
                 allowed += 1;
                 continue;
             }
-            assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "round {round} request {i}");
+            assert_eq!(
+                res.status(),
+                StatusCode::TOO_MANY_REQUESTS,
+                "round {round} request {i}"
+            );
             let retry: u64 = header(&res, "retry-after").parse().unwrap();
             if round < 3 {
                 // Denied by the 3 s limit, which the headers name.
-                assert!((1..=3).contains(&retry), "round {round}: retry-after {retry}");
+                assert!(
+                    (1..=3).contains(&retry),
+                    "round {round}: retry-after {retry}"
+                );
                 assert_eq!(header(&res, "x-ratelimit-limit"), "5");
             } else {
                 // Denied by the 60 s limit.

@@ -11,7 +11,13 @@ pub(crate) struct State {
 
 /// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
 /// store (with its time to live in µs) if the policy commits.
-pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State, u64) {
+pub(crate) fn check(
+    state: Option<State>,
+    count: u64,
+    period_us: u64,
+    cost: u64,
+    now: u64,
+) -> (Eval, State, u64) {
     let window = now / period_us;
     let used = state.filter(|s| s.window == window).map_or(0, |s| s.count);
     let until_end = (window + 1) * period_us - now;
@@ -30,7 +36,11 @@ pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64,
         remaining_before: remaining,
         remaining_after: if allowed { remaining - cost } else { remaining },
         reset_before,
-        reset_after: if allowed && used + cost > 0 { until_end } else { reset_before },
+        reset_after: if allowed && used + cost > 0 {
+            until_end
+        } else {
+            reset_before
+        },
         retry: if allowed { 0 } else { span(until_end) },
     };
     (eval, next, until_end)

@@ -7,7 +7,13 @@ use super::{emission_interval, span, Eval};
 
 /// Evaluates `cost` at `now` given the stored TAT; returns the verdict and the TAT to store
 /// (its time to live is `tat - now`).
-pub(crate) fn check(tat: Option<u64>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, u64) {
+pub(crate) fn check(
+    tat: Option<u64>,
+    count: u64,
+    period_us: u64,
+    cost: u64,
+    now: u64,
+) -> (Eval, u64) {
     let t = emission_interval(count, period_us);
     let tolerance = count * t;
     let start = tat.map_or(now, |tat| tat.max(now));
@@ -28,7 +34,11 @@ pub(crate) fn check(tat: Option<u64>, count: u64, period_us: u64, cost: u64, now
         },
         reset_before: backlog,
         reset_after: if allowed { next - now } else { backlog },
-        retry: if allowed { 0 } else { span(next - now - tolerance) },
+        retry: if allowed {
+            0
+        } else {
+            span(next - now - tolerance)
+        },
     };
     (eval, next)
 }

@@ -16,7 +16,11 @@ pub(crate) struct Log {
 impl Log {
     /// Drops entries no span of `max_period_us` can count: those at or before `now − max`.
     pub(crate) fn trim(&mut self, now: u64, max_period_us: u64) {
-        while self.entries.front().is_some_and(|&(t, _)| t + max_period_us <= now) {
+        while self
+            .entries
+            .front()
+            .is_some_and(|&(t, _)| t + max_period_us <= now)
+        {
             self.entries.pop_front();
         }
     }
@@ -41,7 +45,11 @@ impl Log {
 
     /// Evaluates `cost` against `count` in the span `(now − period, ∞)`.
     pub(crate) fn check(&self, count: u64, period_us: u64, cost: u64, now: u64) -> Eval {
-        let in_span = || self.entries.iter().filter(move |&&(t, _)| t + period_us > now);
+        let in_span = || {
+            self.entries
+                .iter()
+                .filter(move |&&(t, _)| t + period_us > now)
+        };
         let used: u64 = in_span().map(|&(_, n)| n).sum();
         let newest = in_span().map(|&(t, _)| t).max();
         let reset_before = newest.map_or(0, |t| (t + period_us).saturating_sub(now));
@@ -70,7 +78,11 @@ impl Log {
             remaining_before: remaining,
             remaining_after: if allowed { remaining - cost } else { remaining },
             reset_before,
-            reset_after: if allowed && cost > 0 { period_us } else { reset_before },
+            reset_after: if allowed && cost > 0 {
+                period_us
+            } else {
+                reset_before
+            },
             retry,
         }
     }
@@ -93,10 +105,13 @@ mod tests {
         assert!(!e.allowed);
         // The oldest unit (at 10.0 s) leaves the span at 13.0 s.
         assert_eq!(e.retry, 2_500_000);
-        assert!(!log.check(5, p, 1, 13_000_000).allowed, "span is (now − P, now]");
-        assert!(log.check(5, p, 1, 13_000_001).allowed);
-        let e = log.check(5, p, 2, 13_000_001);
-        assert_eq!(e.retry, 100_000);
+        assert!(!log.check(5, p, 1, 12_999_999).allowed);
+        assert!(
+            log.check(5, p, 1, 13_000_000).allowed,
+            "span is (now − P, now]"
+        );
+        // Two units need the one at 10.1 s gone too.
+        assert_eq!(log.check(5, p, 2, 13_000_000).retry, 100_000);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Sliding-window counter: the previous window's count weighted by its overlap with the
-//! sliding window, plus the current count (`prev · (P − elapsed) / P + cur`, rounded down).
+//! sliding window, plus the current count (`prev · (P − elapsed) / P + cur`). The weighted
+//! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
 use super::{span, Eval};
@@ -12,22 +13,29 @@ pub(crate) struct State {
     pub(crate) previous: u64,
 }
 
-/// `floor(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
+/// `ceil(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
 fn weighted(previous: u64, period_us: u64, elapsed: u64) -> u64 {
-    (previous as f64 * (period_us - elapsed) as f64 / period_us as f64).floor() as u64
+    (previous as f64 * (period_us - elapsed) as f64 / period_us as f64).ceil() as u64
 }
 
-/// The least elapsed time in a window at which `weighted(previous, ..) <= k`.
+/// The least elapsed time in a window at which `weighted(previous, ..) <= k`:
+/// `prev · (P − e) / P <= k` ⇔ `e >= P − k · P / prev`.
 fn decayed_at(previous: u64, period_us: u64, k: u64) -> u64 {
     if previous <= k {
         return 0;
     }
-    let x = ((k + 1) as f64 * period_us as f64 / previous as f64).ceil() as u64;
-    (period_us + 1).saturating_sub(x).min(period_us)
+    let x = (k as f64 * period_us as f64 / previous as f64).floor() as u64;
+    period_us.saturating_sub(x)
 }
 
 /// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
-pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State, u64) {
+pub(crate) fn check(
+    state: Option<State>,
+    count: u64,
+    period_us: u64,
+    cost: u64,
+    now: u64,
+) -> (Eval, State, u64) {
     let window = now / period_us;
     let (current, previous) = match state {
         Some(s) if s.window == window => (s.current, s.previous),
@@ -90,15 +98,15 @@ mod tests {
             current: 10,
             previous: 0,
         });
-        // A quarter into window 10, the previous 10 weigh 7.5 → 7: 3 left of 10.
-        let (e, _, _) = check(full, 10, P, 3, 10 * P + 250_000);
+        // A quarter into window 10, the previous 10 weigh 7.5 → 8: 2 left of 10.
+        let (e, _, _) = check(full, 10, P, 2, 10 * P + 250_000);
         assert!(e.allowed);
         assert_eq!(e.remaining_after, 0);
-        let (e, _, _) = check(full, 10, P, 4, 10 * P + 250_000);
+        let (e, _, _) = check(full, 10, P, 3, 10 * P + 250_000);
         assert!(!e.allowed);
-        // Weight must fall to 6: 10·(P−e)/P < 7 ⇒ e > 300_000.
-        assert_eq!(e.retry, 50_001);
-        let (e, _, _) = check(full, 10, P, 4, 10 * P + 300_001);
+        // The weight must fall to 7: 10·(P−e)/P <= 7 ⇒ e >= 300_000.
+        assert_eq!(e.retry, 50_000);
+        let (e, _, _) = check(full, 10, P, 3, 10 * P + 300_000);
         assert!(e.allowed);
     }
 

@@ -14,13 +14,22 @@ pub(crate) struct State {
 
 /// Evaluates `cost` at `now`; returns the verdict and the state to store (time to live:
 /// `reset_after`, when the bucket is full again and the state can go).
-pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State) {
+pub(crate) fn check(
+    state: Option<State>,
+    count: u64,
+    period_us: u64,
+    cost: u64,
+    now: u64,
+) -> (Eval, State) {
     let t = emission_interval(count, period_us);
     let refilled = match state {
         Some(s) if s.tokens < count => {
             let gained = now.saturating_sub(s.last) / t;
             if gained >= count - s.tokens {
-                State { tokens: count, last: now }
+                State {
+                    tokens: count,
+                    last: now,
+                }
             } else {
                 State {
                     tokens: s.tokens + gained,
@@ -28,7 +37,10 @@ pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64,
                 }
             }
         }
-        _ => State { tokens: count, last: now },
+        _ => State {
+            tokens: count,
+            last: now,
+        },
     };
     let until_full = |tokens: u64| {
         if tokens >= count {
@@ -42,7 +54,11 @@ pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64,
         return (Eval::never(refilled.tokens, reset_before), refilled);
     }
     let allowed = refilled.tokens >= cost;
-    let after = if allowed { refilled.tokens - cost } else { refilled.tokens };
+    let after = if allowed {
+        refilled.tokens - cost
+    } else {
+        refilled.tokens
+    };
     let eval = Eval {
         allowed,
         remaining_before: refilled.tokens,
@@ -55,7 +71,13 @@ pub(crate) fn check(state: Option<State>, count: u64, period_us: u64, cost: u64,
             span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
         },
     };
-    (eval, State { tokens: after, last: refilled.last })
+    (
+        eval,
+        State {
+            tokens: after,
+            last: refilled.last,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -74,7 +96,13 @@ mod tests {
         assert_eq!(e.retry, 1);
         let (e, s2) = check(Some(s), n, p, 1, 1_000 + 600_000);
         assert!(e.allowed);
-        assert_eq!(s2, State { tokens: 0, last: 601_000 });
+        assert_eq!(
+            s2,
+            State {
+                tokens: 0,
+                last: 601_000
+            }
+        );
     }
 
     #[test]

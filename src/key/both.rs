@@ -32,6 +32,10 @@ impl<A, B> Both<A, B> {
 
 impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Both<A, B> {
     fn extract(&self, parts: &Parts) -> Option<Key> {
-        Some(self.first.extract(parts)?.join(&self.second.extract(parts)?))
+        Some(
+            self.first
+                .extract(parts)?
+                .join(&self.second.extract(parts)?),
+        )
     }
 }

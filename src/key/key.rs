@@ -72,7 +72,10 @@ impl Key {
     /// `#` and 128 bits of SHA-256, hex: `#` never appears in an encoded key, so a digest
     /// cannot collide with a literal.
     fn digest(domain: &[u8], bytes: &[u8]) -> Self {
-        let sum = Sha256::new().chain_update(domain).chain_update(bytes).finalize();
+        let sum = Sha256::new()
+            .chain_update(domain)
+            .chain_update(bytes)
+            .finalize();
         let mut out = String::with_capacity(33);
         out.push('#');
         for b in &sum[..16] {
@@ -143,9 +146,21 @@ mod tests {
 
     #[test]
     fn never_contains_braces_or_separators() {
-        for input in [&b"{}"[..], b"}{", b"a}b{c", b"%7B", b"+", b"#x", b"\0\r\n ", b""] {
+        for input in [
+            &b"{}"[..],
+            b"}{",
+            b"a}b{c",
+            b"%7B",
+            b"+",
+            b"#x",
+            b"\0\r\n ",
+            b"",
+        ] {
             let k = Key::new(input);
-            assert!(!k.as_str().contains(['{', '}', '+', '#', ' ', '\n']), "{k:?}");
+            assert!(
+                !k.as_str().contains(['{', '}', '+', '#', ' ', '\n']),
+                "{k:?}"
+            );
             assert!(!k.as_str().is_empty());
         }
     }

@@ -56,3 +56,10 @@ where
         self(parts)
     }
 }
+
+/// Lets an extractor chosen at run time (`Arc<dyn KeyExtractor>`) be used as one.
+impl<K: KeyExtractor + ?Sized> KeyExtractor for std::sync::Arc<K> {
+    fn extract(&self, parts: &Parts) -> Option<Key> {
+        (**self).extract(parts)
+    }
+}

@@ -30,7 +30,10 @@ impl PeerIp {
     /// The peer's address, if the server recorded it.
     pub(crate) fn addr(parts: &Parts) -> Option<IpAddr> {
         #[cfg(feature = "axum")]
-        if let Some(info) = parts.extensions.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        if let Some(info) = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        {
             return Some(info.0.ip());
         }
         parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
@@ -55,7 +58,8 @@ mod tests {
 
     fn parts_with(addr: &str) -> Parts {
         let mut req = http::Request::new(());
-        req.extensions_mut().insert(addr.parse::<SocketAddr>().unwrap());
+        req.extensions_mut()
+            .insert(addr.parse::<SocketAddr>().unwrap());
         req.into_parts().0
     }
 

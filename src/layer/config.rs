@@ -64,7 +64,9 @@ impl Config {
                     }
                 },
                 MissingKey::Allow => return Start::Pass(None),
-                MissingKey::Reject(status) => return Start::Respond(text(status, "missing rate-limit key\n")),
+                MissingKey::Reject(status) => {
+                    return Start::Respond(text(status, "missing rate-limit key\n"))
+                }
             },
         };
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
@@ -88,7 +90,10 @@ impl Config {
     fn reject(&self, decision: &Decision) -> Response<Bytes> {
         let mut response = match &self.rejection {
             Some(custom) => custom(decision),
-            None if decision.exceeds_capacity() => text(StatusCode::TOO_MANY_REQUESTS, "request cost exceeds the rate limit\n"),
+            None if decision.exceeds_capacity() => text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "request cost exceeds the rate limit\n",
+            ),
             None => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
         };
         add_missing(response.headers_mut(), render(decision, self.headers));
@@ -105,7 +110,10 @@ impl Config {
                 } else {
                     tracing::debug!(policy, %error, "rate-limit store failed; allowing request (fail open)");
                 }
-                Verdict::Proceed(Decision::fail_open(self.policy.name_arc()), HeaderMap::new())
+                Verdict::Proceed(
+                    Decision::fail_open(self.policy.name_arc()),
+                    HeaderMap::new(),
+                )
             }
             OnStoreError::Closed => {
                 if warn {
@@ -113,7 +121,10 @@ impl Config {
                 } else {
                     tracing::debug!(policy, %error, "rate-limit store failed; answering 503 (fail closed)");
                 }
-                Verdict::Respond(text(StatusCode::SERVICE_UNAVAILABLE, "rate limiter unavailable\n"))
+                Verdict::Respond(text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "rate limiter unavailable\n",
+                ))
             }
         }
     }
@@ -138,8 +149,9 @@ pub(crate) fn add_missing(target: &mut HeaderMap, headers: HeaderMap) {
 fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from_static(body.as_bytes()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }

@@ -10,6 +10,8 @@ use http::StatusCode;
 /// ```
 /// use redlimit::OnStoreError;
 /// assert_eq!(OnStoreError::default(), OnStoreError::Open);
+/// assert_eq!("closed".parse::<OnStoreError>().unwrap(), OnStoreError::Closed);
+/// assert!("maybe".parse::<OnStoreError>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -24,13 +26,13 @@ pub enum OnStoreError {
 }
 
 impl std::str::FromStr for OnStoreError {
-    type Err = String;
+    type Err = crate::ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "open" => Ok(OnStoreError::Open),
             "closed" => Ok(OnStoreError::Closed),
-            other => Err(format!("unknown store-error mode `{other}`: expected open or closed")),
+            other => Err(crate::ConfigError::UnknownStoreErrorMode(other.to_owned())),
         }
     }
 }

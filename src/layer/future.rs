@@ -60,7 +60,12 @@ impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
-    pub(crate) fn check(config: Arc<Config>, check: StoreFuture, request: Request<ReqBody>, inner: S) -> Self {
+    pub(crate) fn check(
+        config: Arc<Config>,
+        check: StoreFuture,
+        request: Request<ReqBody>,
+        inner: S,
+    ) -> Self {
         ResponseFuture {
             state: State::Check {
                 config,
@@ -72,7 +77,11 @@ where
         }
     }
 
-    pub(crate) fn pass(mut inner: S, mut request: Request<ReqBody>, decision: Option<Decision>) -> Self {
+    pub(crate) fn pass(
+        mut inner: S,
+        mut request: Request<ReqBody>,
+        decision: Option<Decision>,
+    ) -> Self {
         if let Some(decision) = decision {
             request.extensions_mut().insert(decision);
         }
@@ -114,12 +123,14 @@ where
                         Poll::Ready(outcome) => outcome,
                         Poll::Pending => {
                             let limit = config.deadline;
-                            let sleep = deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                            let sleep =
+                                deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));
                             Err(StoreError::Timeout(limit))
                         }
                     };
-                    let (Some(mut request), Some(mut inner)) = (request.take(), inner.take()) else {
+                    let (Some(mut request), Some(mut inner)) = (request.take(), inner.take())
+                    else {
                         panic!("ResponseFuture polled after completion");
                     };
                     match config.verdict(outcome) {
@@ -140,7 +151,9 @@ where
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Respond { response } => {
-                    let response = response.take().expect("ResponseFuture polled after completion");
+                    let response = response
+                        .take()
+                        .expect("ResponseFuture polled after completion");
                     return Poll::Ready(Ok(response.map(ResponseBody::full)));
                 }
             }

@@ -48,25 +48,27 @@ pub(crate) fn render(decision: &Decision, style: HeaderStyle) -> HeaderMap {
     let mut headers = HeaderMap::new();
     if let Some(state) = decision.governing() {
         if matches!(style, HeaderStyle::XRateLimit | HeaderStyle::Both) {
-            let reset = decision
-                .reset_at()
+            let reset = (decision.evaluated_at() + state.reset_after())
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, ceil_secs);
-            headers.insert(X_LIMIT, HeaderValue::from(decision.limit()));
-            headers.insert(X_REMAINING, HeaderValue::from(decision.remaining()));
+            headers.insert(X_LIMIT, HeaderValue::from(state.limit().count()));
+            headers.insert(X_REMAINING, HeaderValue::from(state.remaining()));
             headers.insert(X_RESET, HeaderValue::from(reset));
         }
         if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
             let name = decision.policy();
             let window = ceil_secs(state.limit().period());
-            let policy = format!("\"{name}\";q={};w={window}", decision.limit());
+            let policy = format!("\"{name}\";q={};w={window}", state.limit().count());
             let current = format!(
                 "\"{name}\";r={};t={}",
-                decision.remaining(),
+                state.remaining(),
                 ceil_secs(state.reset_after())
             );
             // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
-            if let (Ok(p), Ok(c)) = (HeaderValue::try_from(policy), HeaderValue::try_from(current)) {
+            if let (Ok(p), Ok(c)) = (
+                HeaderValue::try_from(policy),
+                HeaderValue::try_from(current),
+            ) {
                 headers.insert(POLICY, p);
                 headers.insert(RATELIMIT, c);
             }

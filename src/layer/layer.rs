@@ -200,7 +200,10 @@ impl RateLimitLayer {
     ///         .unwrap()
     /// });
     /// ```
-    pub fn on_rejection(self, respond: impl Fn(&Decision) -> Response<Bytes> + Send + Sync + 'static) -> Self {
+    pub fn on_rejection(
+        self,
+        respond: impl Fn(&Decision) -> Response<Bytes> + Send + Sync + 'static,
+    ) -> Self {
         self.edit(|c| c.rejection = Some(Arc::new(respond)))
     }
 

@@ -89,7 +89,9 @@ where
         let start = self.config.start(&parts);
         let request = Request::from_parts(parts, body);
         match start {
-            Start::Check(check) => ResponseFuture::check(Arc::clone(&self.config), check, request, inner),
+            Start::Check(check) => {
+                ResponseFuture::check(Arc::clone(&self.config), check, request, inner)
+            }
             Start::Pass(decision) => ResponseFuture::pass(inner, request, decision),
             Start::Respond(response) => ResponseFuture::respond(response),
         }

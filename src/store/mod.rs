@@ -12,9 +12,9 @@ mod redis;
 mod reply;
 pub(crate) mod script;
 
-pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
+pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
 
 use std::future::Future;
 use std::pin::Pin;

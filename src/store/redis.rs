@@ -25,9 +25,9 @@ const DEFAULT_PREFIX: &str = "redlimit";
 /// Each decision is one `EVALSHA` of one script that reads Redis `TIME`, evaluates every limit
 /// of the policy and commits all or none. The script is loaded on `NOSCRIPT` (after a restart
 /// or `SCRIPT FLUSH`) and the call retried once; a call that timed out or failed on I/O is
-/// never replayed, since it may have run. Keys look like
-/// `redlimit:{policy}:{ip:203.0.113.7}:gc:10:1000000` and always carry a TTL no longer than
-/// their state needs.
+/// never replayed, since it may have run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM:N:P`
+/// (e.g. `redlimit:api:{ip:203.0.113.7}:gc:10:1000000`, where `{ip:203.0.113.7}` is the
+/// cluster hash tag) and always carry a TTL no longer than their state needs.
 ///
 /// Cheap to clone: clones share one connection.
 ///
@@ -113,10 +113,21 @@ impl RedisStore {
         self.invoke(policy, key, cost, Some(now_us))
     }
 
-    fn invoke(&self, policy: &Arc<Policy>, key: &Key, cost: u64, now_us: Option<u64>) -> StoreFuture {
+    fn invoke(
+        &self,
+        policy: &Arc<Policy>,
+        key: &Key,
+        cost: u64,
+        now_us: Option<u64>,
+    ) -> StoreFuture {
         let mut invocation = SCRIPT.prepare_invoke();
         for limit in policy.limits() {
-            invocation.key(state_key(&self.inner.prefix, policy.name(), key.as_str(), limit));
+            invocation.key(state_key(
+                &self.inner.prefix,
+                policy.name(),
+                key.as_str(),
+                limit,
+            ));
         }
         match now_us {
             Some(now) => invocation.arg(now),
@@ -190,13 +201,12 @@ impl RedisStoreBuilder {
         }
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| StoreError::Config(ConfigError::Redis(e.to_string())))?;
-        // Reconnect quickly and give up soon: requests fail open meanwhile, and the next
-        // request after a failed attempt starts a new one.
+        // One attempt per reconnect: requests waiting on a reconnect would otherwise wait out
+        // its backoff (up to the deadline) while Redis refuses connections. The next request
+        // after a failed attempt starts a new one, so limiting resumes as soon as Redis is up.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
+            .set_number_of_retries(0);
         Ok((client, config))
     }
 

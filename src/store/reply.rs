@@ -30,7 +30,13 @@ pub(crate) fn decode(policy: &Arc<Policy>, reply: &[i64]) -> Result<Decision, St
             if raw[3] < -1 || remaining > limit.count() {
                 return Err(bad("out-of-range limit state"));
             }
-            Ok(LimitState::from_raw(*limit, flag(raw[0])?, remaining, reset, raw[3]))
+            Ok(LimitState::from_raw(
+                *limit,
+                flag(raw[0])?,
+                remaining,
+                reset,
+                raw[3],
+            ))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let decision = Decision::from_states(policy.name_arc(), now, states);
@@ -56,11 +62,17 @@ mod tests {
 
     #[test]
     fn names_the_denying_limit() {
-        let d = decode(&policy(), &[1_000_000, 0, 1, 15, 60_000_000, 0, 0, 0, 2_500_000, 2_500_000]).unwrap();
+        let d = decode(
+            &policy(),
+            &[
+                1_000_000, 0, 1, 15, 60_000_000, 0, 0, 0, 2_500_000, 2_500_000,
+            ],
+        )
+        .unwrap();
         assert!(!d.is_allowed());
         assert_eq!(d.denied_by(), Some(1));
         assert_eq!(d.retry_after(), Some(Duration::from_micros(2_500_000)));
-        assert_eq!(d.limit(), 5);
+        assert_eq!(d.limit(), Some(5));
     }
 
     #[test]
@@ -76,7 +88,10 @@ mod tests {
             &[1, 0, 1, 0, 0, 0, 1, 0, 0, 0],
             &[1, 1, 1, 0, 0, -7, 1, 0, 0, 0],
         ] {
-            assert!(matches!(decode(&p, reply), Err(StoreError::UnexpectedReply(_))), "{reply:?}");
+            assert!(
+                matches!(decode(&p, reply), Err(StoreError::UnexpectedReply(_))),
+                "{reply:?}"
+            );
         }
     }
 }

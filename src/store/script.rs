@@ -38,9 +38,15 @@ mod tests {
     #[test]
     fn keys_share_a_hash_tag() {
         let l = Limit::gcra(5, Duration::from_secs(1));
-        assert_eq!(state_key("rl", "login", "ip:1.2.3.4", &l), "rl:login:{ip:1.2.3.4}:gc:5:1000000");
+        assert_eq!(
+            state_key("rl", "login", "ip:1.2.3.4", &l),
+            "rl:login:{ip:1.2.3.4}:gc:5:1000000"
+        );
         let s = Limit::sliding_log(5, Duration::from_secs(1));
-        assert_eq!(state_key("rl", "login", "ip:1.2.3.4", &s), "rl:login:{ip:1.2.3.4}:sl");
+        assert_eq!(
+            state_key("rl", "login", "ip:1.2.3.4", &s),
+            "rl:login:{ip:1.2.3.4}:sl"
+        );
     }
 
     #[test]

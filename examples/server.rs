@@ -1,0 +1,540 @@
+//! A server whose rate limit is set on the command line: for trying policies by hand and for
+//! black-box tests. Every GET answers `200 ok` unless the limit says otherwise.
+//!
+//! ```text
+//! cargo run --release --example server -- \
+//!   --bind 127.0.0.1:3000            # address to listen on (default 127.0.0.1:3000)
+//!   --redis redis://127.0.0.1:6379   # Redis URL; without it: in-memory store
+//!   --algorithm fixed-window|sliding-window|sliding-log|token-bucket|gcra   # default gcra
+//!   --limit 5/3s --limit 20/60s      # repeatable; N/DURATION with s, m, h or ms
+//!   --key ip|header:NAME|route|global  # default ip (the socket peer)
+//!   --on-store-error open|closed     # default open
+//!   --store-timeout-ms 100
+//!   --prefix NAME                    # Redis key prefix
+//! ```
+//!
+//! Flags also take the `--flag=value` form. Once the listener is bound the server prints
+//! `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals its port). A bad
+//! flag prints one line on stderr and exits with status 2. Logs go to stderr at `warn`;
+//! `RUST_LOG` overrides. Run the tests of the flag parser with `cargo test --examples`.
+
+use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use redlimit::{
+    Algorithm, Global, Header, KeyExtractor, Limit, MemoryStore, OnStoreError, PeerIp, Policy,
+    RateLimitLayer, RedisStore, Route,
+};
+
+const USAGE: &str = "\
+usage: server [OPTIONS]
+
+  --bind ADDR               address to listen on (default 127.0.0.1:3000)
+  --redis URL               Redis URL; without it: in-memory store
+  --algorithm NAME          fixed-window|sliding-window|sliding-log|token-bucket|gcra (default gcra)
+  --limit N/DURATION        repeatable, e.g. --limit 5/3s --limit 20/60s; units ms, s, m, h
+                            (default 10/1s)
+  --key SPEC                ip|header:NAME|route|global (default ip, the socket peer)
+  --on-store-error MODE     open|closed (default open)
+  --store-timeout-ms MS     how long a request waits on the store (default 100)
+  --prefix NAME             Redis key prefix (default redlimit)
+  -h, --help                print this help
+
+Flags also accept the --flag=value form.";
+
+/// The command line, parsed and checked.
+#[derive(Debug)]
+struct Args {
+    /// `--help` or `-h` was given: print the usage and nothing else.
+    help: bool,
+    bind: SocketAddr,
+    redis: Option<String>,
+    algorithm: Algorithm,
+    /// Each of the chosen algorithm; never empty.
+    limits: Vec<Limit>,
+    key: KeySpec,
+    on_store_error: OnStoreError,
+    store_timeout: Duration,
+    prefix: Option<String>,
+}
+
+/// What `--key` asked for.
+#[derive(Debug, Clone)]
+enum KeySpec {
+    Ip,
+    Header(Header),
+    Route,
+    Global,
+}
+
+impl KeySpec {
+    fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "ip" => Ok(KeySpec::Ip),
+            "route" => Ok(KeySpec::Route),
+            "global" => Ok(KeySpec::Global),
+            _ => match text.strip_prefix("header:") {
+                Some(name) => Header::try_new(name)
+                    .map(KeySpec::Header)
+                    .ok_or_else(|| format!("--key: invalid header name `{name}`")),
+                None => Err(format!(
+                    "--key: unknown key `{text}`: expected ip, header:NAME, route or global"
+                )),
+            },
+        }
+    }
+
+    /// The extractor, boxed behind one type whatever the variant.
+    fn extractor(&self) -> Arc<dyn KeyExtractor> {
+        match self {
+            KeySpec::Ip => Arc::new(PeerIp),
+            KeySpec::Header(header) => Arc::new(header.clone()),
+            KeySpec::Route => Arc::new(Route),
+            KeySpec::Global => Arc::new(Global),
+        }
+    }
+}
+
+/// Parses the arguments that follow the program name. Later values of a flag replace earlier
+/// ones, except `--limit`, which adds a limit each time.
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut args = args.peekable();
+    let mut parsed = Args {
+        help: false,
+        bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
+        redis: None,
+        algorithm: Algorithm::Gcra,
+        limits: Vec::new(),
+        key: KeySpec::Ip,
+        on_store_error: OnStoreError::Open,
+        store_timeout: Duration::from_millis(100),
+        prefix: None,
+    };
+    // Limits are parsed last: `--algorithm` may come after them.
+    let mut rates = Vec::new();
+
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        if flag == "--help" || flag == "-h" {
+            if inline.is_some() {
+                return Err(format!("{flag} takes no value"));
+            }
+            parsed.help = true;
+            continue;
+        }
+        if !matches!(
+            flag.as_str(),
+            "--bind"
+                | "--redis"
+                | "--algorithm"
+                | "--limit"
+                | "--key"
+                | "--on-store-error"
+                | "--store-timeout-ms"
+                | "--prefix"
+        ) {
+            return Err(format!("unknown flag `{flag}`"));
+        }
+        // The value: after `=`, or the next argument unless that is another flag.
+        let value = match inline {
+            Some(value) => value,
+            None => match args.next_if(|next| !next.starts_with("--")) {
+                Some(value) => value,
+                None => return Err(format!("missing value for {flag}")),
+            },
+        };
+        match flag.as_str() {
+            "--bind" => {
+                parsed.bind = value
+                    .parse()
+                    .map_err(|_| format!("--bind: invalid address `{value}`: expected IP:PORT"))?;
+            }
+            "--redis" => parsed.redis = Some(value),
+            "--algorithm" => {
+                parsed.algorithm = value.parse().map_err(|e| format!("--algorithm: {e}"))?;
+            }
+            "--limit" => rates.push(value),
+            "--key" => parsed.key = KeySpec::parse(&value)?,
+            "--on-store-error" => {
+                parsed.on_store_error = value
+                    .parse()
+                    .map_err(|e| format!("--on-store-error: {e}"))?;
+            }
+            "--store-timeout-ms" => {
+                parsed.store_timeout = match value.parse::<u64>() {
+                    Ok(ms) if ms > 0 => Duration::from_millis(ms),
+                    _ => {
+                        return Err(format!(
+                            "--store-timeout-ms: invalid value `{value}`: expected a whole number of milliseconds above 0"
+                        ))
+                    }
+                };
+            }
+            "--prefix" => parsed.prefix = Some(value),
+            _ => unreachable!("flag checked above"),
+        }
+    }
+
+    if rates.is_empty() {
+        rates.push("10/1s".to_owned());
+    }
+    parsed.limits = rates
+        .iter()
+        .map(|rate| Limit::parse(parsed.algorithm, rate).map_err(|e| format!("--limit: {e}")))
+        .collect::<Result<_, _>>()?;
+    Ok(parsed)
+}
+
+/// The store and the layer the arguments describe; fails on a policy or Redis setting that
+/// cannot be used. Does not connect to Redis: requests do, and follow `--on-store-error` while
+/// it is down. Must run inside a Tokio runtime.
+fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
+    let policy = args
+        .limits
+        .iter()
+        .fold(Policy::new("server"), |policy, &limit| policy.limit(limit));
+    let layer = match &args.redis {
+        Some(url) => {
+            let mut builder = RedisStore::builder(url.as_str());
+            if let Some(prefix) = &args.prefix {
+                builder = builder.prefix(prefix.as_str());
+            }
+            let store = builder
+                .connect_lazy()
+                .map_err(|e| format!("--redis: {e}"))?;
+            RateLimitLayer::try_new(store, policy)
+        }
+        None => RateLimitLayer::try_new(MemoryStore::new(), policy),
+    }
+    .map_err(|e| format!("--limit: {e}"))?;
+    Ok(layer
+        .key(args.key.extractor())
+        .on_store_error(args.on_store_error)
+        .store_deadline(args.store_timeout))
+}
+
+/// Resolves on ctrl-c or, on Unix, SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => return usage_error(&message),
+    };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+
+    let layer = match build_layer(&args) {
+        Ok(layer) => layer,
+        Err(message) => return usage_error(&message),
+    };
+    // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
+    let app = Router::new().fallback(|| async { "ok" }).layer(layer);
+
+    let listener = match tokio::net::TcpListener::bind(args.bind).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("error: cannot listen on {}: {e}", args.bind);
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = listener.local_addr().unwrap_or(args.bind);
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
+
+    let served = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await;
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: server failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage_error(message: &str) -> ExitCode {
+    eprintln!("error: {message} (see --help)");
+    ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    fn error(args: &[&str]) -> String {
+        parse(args).expect_err("should not parse")
+    }
+
+    #[test]
+    fn defaults() {
+        let args = parse(&[]).unwrap();
+        assert!(!args.help);
+        assert_eq!(args.bind, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(args.redis, None);
+        assert_eq!(args.algorithm, Algorithm::Gcra);
+        assert_eq!(args.limits, [Limit::gcra(10, Duration::from_secs(1))]);
+        assert!(matches!(args.key, KeySpec::Ip));
+        assert_eq!(args.on_store_error, OnStoreError::Open);
+        assert_eq!(args.store_timeout, Duration::from_millis(100));
+        assert_eq!(args.prefix, None);
+    }
+
+    #[test]
+    fn every_flag() {
+        let args = parse(&[
+            "--bind",
+            "0.0.0.0:8080",
+            "--redis",
+            "redis://127.0.0.1:6379",
+            "--algorithm",
+            "sliding-log",
+            "--limit",
+            "5/3s",
+            "--key",
+            "header:x-api-key",
+            "--on-store-error",
+            "closed",
+            "--store-timeout-ms",
+            "25",
+            "--prefix",
+            "test:rl",
+        ])
+        .unwrap();
+        assert_eq!(args.bind, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(args.redis.as_deref(), Some("redis://127.0.0.1:6379"));
+        assert_eq!(args.limits, [Limit::sliding_log(5, Duration::from_secs(3))]);
+        assert!(matches!(args.key, KeySpec::Header(_)));
+        assert_eq!(args.on_store_error, OnStoreError::Closed);
+        assert_eq!(args.store_timeout, Duration::from_millis(25));
+        assert_eq!(args.prefix.as_deref(), Some("test:rl"));
+    }
+
+    #[test]
+    fn repeated_limits_take_the_algorithm_given_anywhere() {
+        let args = parse(&[
+            "--limit",
+            "5/3s",
+            "--limit",
+            "20/60s",
+            "--limit",
+            "100/250ms",
+            "--algorithm",
+            "token-bucket",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.limits,
+            [
+                Limit::token_bucket(5, Duration::from_secs(3)),
+                Limit::token_bucket(20, Duration::from_secs(60)),
+                Limit::token_bucket(100, Duration::from_millis(250)),
+            ]
+        );
+    }
+
+    #[test]
+    fn equals_form() {
+        let args = parse(&[
+            "--bind=127.0.0.1:0",
+            "--algorithm=fixed-window",
+            "--limit=2/1m",
+            "--limit=1/1h",
+            "--key=route",
+            "--on-store-error=closed",
+            "--store-timeout-ms=7",
+            "--redis=redis://localhost:6399/2",
+            "--prefix=a=b",
+        ])
+        .unwrap();
+        assert_eq!(args.bind.port(), 0);
+        assert_eq!(
+            args.limits,
+            [
+                Limit::fixed_window(2, Duration::from_secs(60)),
+                Limit::fixed_window(1, Duration::from_secs(3600)),
+            ]
+        );
+        assert!(matches!(args.key, KeySpec::Route));
+        assert_eq!(args.on_store_error, OnStoreError::Closed);
+        assert_eq!(args.store_timeout, Duration::from_millis(7));
+        assert_eq!(args.redis.as_deref(), Some("redis://localhost:6399/2"));
+        assert_eq!(
+            args.prefix.as_deref(),
+            Some("a=b"),
+            "split at the first `=` only"
+        );
+    }
+
+    #[test]
+    fn keys() {
+        assert!(matches!(parse(&["--key", "ip"]).unwrap().key, KeySpec::Ip));
+        assert!(matches!(
+            parse(&["--key", "global"]).unwrap().key,
+            KeySpec::Global
+        ));
+        assert!(matches!(
+            parse(&["--key", "route"]).unwrap().key,
+            KeySpec::Route
+        ));
+        assert!(matches!(
+            parse(&["--key", "header:X-Api-Key"]).unwrap().key,
+            KeySpec::Header(_)
+        ));
+    }
+
+    #[test]
+    fn later_values_win() {
+        let args = parse(&["--bind", "127.0.0.1:1", "--bind", "127.0.0.1:2"]).unwrap();
+        assert_eq!(args.bind.port(), 2);
+    }
+
+    #[test]
+    fn help() {
+        assert!(parse(&["--help"]).unwrap().help);
+        assert!(parse(&["-h"]).unwrap().help);
+        assert!(parse(&["--limit", "1/1s", "-h"]).unwrap().help);
+        assert!(error(&["--help=yes"]).contains("takes no value"));
+    }
+
+    #[test]
+    fn unknown_flags() {
+        assert!(error(&["--bogus"]).contains("unknown flag `--bogus`"));
+        assert!(error(&["--bogus=1"]).contains("unknown flag `--bogus`"));
+        assert!(error(&["-x"]).contains("unknown flag"));
+        assert!(error(&["stray"]).contains("unknown flag `stray`"));
+        assert!(error(&["--LIMIT", "1/1s"]).contains("unknown flag"));
+    }
+
+    #[test]
+    fn missing_values() {
+        assert!(error(&["--limit"]).contains("missing value for --limit"));
+        assert!(error(&["--bind"]).contains("missing value for --bind"));
+        assert!(error(&["--key", "--limit", "1/1s"]).contains("missing value for --key"));
+    }
+
+    #[test]
+    fn bad_limits() {
+        for bad in [
+            "nope", "5", "5/", "/3s", "0/1s", "5/3", "5/3x", "-1/1s", "5/0s", "1.5/1s",
+        ] {
+            let message = error(&["--limit", bad]);
+            assert!(message.starts_with("--limit: "), "{bad}: {message}");
+        }
+        // One bad limit among good ones.
+        assert!(error(&["--limit", "5/3s", "--limit", "x"]).starts_with("--limit: "));
+        // Faster than one unit per µs: fine for a fixed window, not for GCRA.
+        assert!(parse(&["--algorithm", "fixed-window", "--limit", "2000/1ms"]).is_ok());
+        assert!(error(&["--limit", "2000/1ms"]).starts_with("--limit: "));
+    }
+
+    #[test]
+    fn bad_algorithm() {
+        assert!(error(&["--algorithm", "leaky-bucket"]).contains("unknown algorithm"));
+        assert!(error(&["--algorithm=GCRA"]).contains("unknown algorithm"));
+    }
+
+    #[test]
+    fn bad_keys() {
+        assert!(error(&["--key", "cookie"]).contains("unknown key"));
+        assert!(error(&["--key", "header:"]).contains("invalid header name"));
+        assert!(error(&["--key", "header:bad name"]).contains("invalid header name"));
+        assert!(error(&["--key=Header:x"]).contains("unknown key"));
+    }
+
+    #[test]
+    fn bad_on_store_error() {
+        assert!(error(&["--on-store-error", "maybe"]).contains("--on-store-error"));
+    }
+
+    #[test]
+    fn bad_store_timeouts() {
+        for bad in ["0", "-5", "ten", "1.5", "100ms", ""] {
+            let message = error(&["--store-timeout-ms", bad]);
+            assert!(
+                message.starts_with("--store-timeout-ms: "),
+                "{bad}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_bind() {
+        for bad in ["localhost", "127.0.0.1", "127.0.0.1:99999", ":3000", ""] {
+            let message = error(&["--bind", bad]);
+            assert!(message.starts_with("--bind: "), "{bad}: {message}");
+        }
+    }
+
+    #[tokio::test]
+    async fn builds_layers() {
+        assert!(build_layer(&parse(&[]).unwrap()).is_ok());
+        // Redis is not contacted until the first request.
+        let lazy = parse(&["--redis", "redis://127.0.0.1:1", "--prefix", "t:rl"]).unwrap();
+        assert!(build_layer(&lazy).is_ok());
+        // A prefix without Redis is ignored.
+        assert!(build_layer(&parse(&["--prefix", "not a prefix"]).unwrap()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn bad_store_or_policy() {
+        let bad_url = parse(&["--redis", "http://127.0.0.1:6379"]).unwrap();
+        assert!(build_layer(&bad_url).unwrap_err().starts_with("--redis: "));
+        let bad_prefix = parse(&["--redis", "redis://127.0.0.1:6379", "--prefix", "a b"]).unwrap();
+        assert!(build_layer(&bad_prefix)
+            .unwrap_err()
+            .contains("invalid key prefix"));
+        let seventeen: Vec<&str> = ["--limit", "1/1s"].repeat(17);
+        let too_many = parse(&seventeen).unwrap();
+        assert!(build_layer(&too_many)
+            .unwrap_err()
+            .contains("more than 16 limits"));
+    }
+}

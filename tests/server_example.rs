@@ -1,0 +1,216 @@
+//! Black-box tests of `examples/server.rs`: its flags, its output, and its answers over a real
+//! socket, with the in-memory store and against a real Redis.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use support::{unique_prefix, RedisServer};
+
+/// Builds the example once (cargo's own lock makes this safe beside other tests) and returns
+/// its path.
+fn server_binary() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["build", "--example", "server", "--message-format=json"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cargo build --example server");
+        assert!(out.status.success(), "building the server example failed");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout
+            .lines()
+            .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"server\""))
+            .find_map(|l| {
+                let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+                let end = start + l[start..].find('"')?;
+                Some(PathBuf::from(&l[start..end]))
+            })
+            .expect("cargo reported no executable for the server example")
+    })
+}
+
+/// A running server, killed on drop.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(server_binary())
+            .args(["--bind", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read stdout");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("first line was {line:?}"))
+            .to_owned();
+        Server { child, addr }
+    }
+
+    /// One HTTP/1.1 request; returns the status code and the raw response.
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+        for (name, value) in headers {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+        req.push_str("\r\n");
+        stream.write_all(req.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read response");
+        let status = response
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad response {response:?}"));
+        (status, response)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
+    response.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(server_binary())
+        .args(args)
+        .output()
+        .expect("run server")
+}
+
+#[test]
+fn answers_ok_then_429_with_headers_on_the_memory_store() {
+    let server = Server::start(&["--limit", "2/10s", "--algorithm", "fixed-window"]);
+    let (status, res) = server.get("/any/path", &[]);
+    assert_eq!(status, 200);
+    assert!(res.ends_with("ok"), "{res:?}");
+    assert_eq!(header(&res, "x-ratelimit-limit"), Some("2"));
+    assert_eq!(header(&res, "x-ratelimit-remaining"), Some("1"));
+    assert_eq!(server.get("/", &[]).0, 200);
+    let (status, res) = server.get("/", &[]);
+    assert_eq!(status, 429);
+    let retry: u64 = header(&res, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=10).contains(&retry));
+}
+
+#[test]
+fn multi_limit_policy_against_redis() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("server");
+    let server = Server::start(&[
+        "--redis",
+        &redis.url(),
+        "--prefix",
+        &prefix,
+        "--algorithm",
+        "sliding-log",
+        "--limit",
+        "5/3s",
+        "--limit",
+        "20/60s",
+    ]);
+    for _ in 0..5 {
+        assert_eq!(server.get("/", &[]).0, 200);
+    }
+    let (status, res) = server.get("/", &[]);
+    assert_eq!(status, 429);
+    assert_eq!(
+        header(&res, "x-ratelimit-limit"),
+        Some("5"),
+        "the 3 s limit denied"
+    );
+    let retry: u64 = header(&res, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=3).contains(&retry));
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut redis.connection())
+        .unwrap();
+    assert_eq!(keys.len(), 1, "one shared log: {keys:?}");
+    assert!(
+        keys[0].starts_with(&format!("{prefix}:server:{{ip:127.0.0.1}}")),
+        "{keys:?}"
+    );
+}
+
+#[test]
+fn header_and_global_keys() {
+    let server = Server::start(&["--limit", "1/60s", "--key", "header:x-api-key"]);
+    assert_eq!(server.get("/", &[("x-api-key", "a")]).0, 200);
+    assert_eq!(server.get("/", &[("x-api-key", "a")]).0, 429);
+    assert_eq!(server.get("/", &[("x-api-key", "b")]).0, 200);
+    let server = Server::start(&["--limit", "1/60s", "--key", "global"]);
+    assert_eq!(server.get("/a", &[]).0, 200);
+    assert_eq!(server.get("/b", &[]).0, 429);
+}
+
+#[test]
+fn fails_open_and_closed_when_redis_is_unreachable() {
+    // Nothing listens on port 1.
+    let open = Server::start(&["--redis", "redis://127.0.0.1:1", "--limit", "1/60s"]);
+    for _ in 0..3 {
+        assert_eq!(open.get("/", &[]).0, 200);
+    }
+    let closed = Server::start(&[
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--on-store-error",
+        "closed",
+        "--store-timeout-ms",
+        "50",
+    ]);
+    assert_eq!(closed.get("/", &[]).0, 503);
+}
+
+#[test]
+fn bad_flags_exit_non_zero_with_a_message() {
+    for args in [
+        &["--limit", "five/3s"][..],
+        &["--limit", "0/1s"],
+        &["--algorithm", "leaky"],
+        &["--key", "cookie"],
+        &["--key", "header:bad name"],
+        &["--on-store-error", "maybe"],
+        &["--store-timeout-ms", "soon"],
+        &["--bind", "nowhere"],
+        &["--redis", "not a url"],
+        &["--frobnicate"],
+        &["--limit"],
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
