@@ -16,6 +16,7 @@ redis-server --version
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
+cargo clippy --lib --no-default-features -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
 cargo test --all-features --all-targets
 cargo test --all-features --doc

@@ -62,6 +62,7 @@ impl Algorithm {
     }
 
     /// The two-letter code the Lua script dispatches on; also part of the Redis key.
+    #[cfg(feature = "redis")]
     pub(crate) fn code(self) -> &'static str {
         match self {
             Algorithm::FixedWindow => "fw",

@@ -9,8 +9,10 @@
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
 mod reply;
-pub(crate) mod script;
+#[cfg(feature = "redis")]
+mod script;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
