@@ -31,7 +31,7 @@ pub const MAX_LIMITS: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     name: Arc<str>,
-    limits: Vec<Limit>,
+    limits: Arc<[Limit]>,
 }
 
 impl Policy {
@@ -44,7 +44,7 @@ impl Policy {
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         Policy {
             name: name.into(),
-            limits: Vec::new(),
+            limits: Arc::new([]),
         }
     }
 
@@ -60,7 +60,9 @@ impl Policy {
     /// ```
     #[must_use]
     pub fn limit(mut self, limit: Limit) -> Self {
-        self.limits.push(limit);
+        let mut limits = self.limits.to_vec();
+        limits.push(limit);
+        self.limits = limits.into();
         self
     }
 
@@ -91,6 +93,11 @@ impl Policy {
         &self.limits
     }
 
+    /// The limits, shared (the memory store keeps them beside each key's state).
+    pub(crate) fn limits_arc(&self) -> Arc<[Limit]> {
+        Arc::clone(&self.limits)
+    }
+
     /// The longest period of the policy's sliding-log limits, which share one log per key.
     pub(crate) fn max_log_period_us(&self) -> u64 {
         self.limits
@@ -99,6 +106,21 @@ impl Policy {
             .map(Limit::period_us)
             .max()
             .unwrap_or(0)
+    }
+
+    /// This policy with every count divided by `instances` (rounded up, at least 1): one
+    /// instance's share when several enforce it without a shared store.
+    pub(crate) fn scaled(&self, instances: u32) -> Policy {
+        let instances = u64::from(instances.max(1));
+        self.limits
+            .iter()
+            .fold(Policy::new(self.name_arc()), |p, l| {
+                p.limit(Limit::new(
+                    l.algorithm(),
+                    l.count().div_ceil(instances).max(1),
+                    l.period(),
+                ))
+            })
     }
 
     /// The longest period of all limits.

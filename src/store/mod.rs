@@ -6,6 +6,7 @@
 //! - [`RedisStore`] (feature `redis`): one Lua script call per decision, shared by every
 //!   replica of the service.
 
+mod clock;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -16,7 +17,8 @@ mod script;
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
-pub use memory::{Clock, ManualClock, MemoryStore, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
 
 use std::future::Future;
 use std::pin::Pin;

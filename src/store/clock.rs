@@ -1,0 +1,88 @@
+//! Time for the memory store: the wall clock, or one a test moves by hand.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A source of Unix time in microseconds, injectable for tests.
+///
+/// ```
+/// use redlimit::{Clock, SystemClock};
+/// assert!(SystemClock.now_us() > 1_600_000_000_000_000);
+/// ```
+pub trait Clock: Send + Sync + 'static {
+    /// Microseconds since the Unix epoch.
+    fn now_us(&self) -> u64;
+}
+
+/// The system's wall clock.
+///
+/// ```
+/// use redlimit::{Clock, SystemClock};
+/// let a = SystemClock.now_us();
+/// assert!(SystemClock.now_us() >= a);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_us(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock that moves only when told to: deterministic tests of time-dependent behaviour.
+///
+/// ```
+/// use redlimit::{Clock, ManualClock};
+/// let clock = ManualClock::new(1_000);
+/// clock.advance(std::time::Duration::from_millis(2));
+/// assert_eq!(clock.now_us(), 3_000);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock(Arc<AtomicU64>);
+
+impl ManualClock {
+    /// A clock showing `now_us` (Unix µs). Clones share the time.
+    ///
+    /// ```
+    /// use redlimit::{Clock, ManualClock};
+    /// assert_eq!(ManualClock::new(7).now_us(), 7);
+    /// ```
+    pub fn new(now_us: u64) -> Self {
+        ManualClock(Arc::new(AtomicU64::new(now_us)))
+    }
+
+    /// Sets the time.
+    ///
+    /// ```
+    /// use redlimit::{Clock, ManualClock};
+    /// let clock = ManualClock::new(0);
+    /// clock.set(42);
+    /// assert_eq!(clock.now_us(), 42);
+    /// ```
+    pub fn set(&self, now_us: u64) {
+        self.0.store(now_us, Ordering::SeqCst);
+    }
+
+    /// Moves the time forward.
+    ///
+    /// ```
+    /// use redlimit::{Clock, ManualClock};
+    /// let clock = ManualClock::new(0);
+    /// clock.advance(std::time::Duration::from_secs(1));
+    /// assert_eq!(clock.now_us(), 1_000_000);
+    /// ```
+    pub fn advance(&self, by: std::time::Duration) {
+        let us = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
+        self.0.fetch_add(us, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_us(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}

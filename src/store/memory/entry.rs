@@ -1,0 +1,111 @@
+//! One key's state under one policy, and the check that runs every limit over it.
+
+use std::sync::Arc;
+
+use crate::algorithm::{fixed_window, gcra, sliding_log::Log, sliding_window, token_bucket, Eval};
+use crate::decision::LimitState;
+use crate::limit::{Algorithm, Limit};
+use crate::policy::Policy;
+
+/// The state of every limit of a policy for one key.
+pub(super) struct Entry {
+    limits: Arc<[Limit]>,
+    slots: Box<[Slot]>,
+    log: Log,
+    /// When every limit's state is moot (Unix µs): the longest of the TTLs the Lua scripts
+    /// would set. Past it, the entry may be reclaimed without changing any decision.
+    pub(super) expires_at: u64,
+}
+
+#[derive(Clone, Copy)]
+enum Slot {
+    FixedWindow(Option<fixed_window::State>),
+    SlidingWindow(Option<sliding_window::State>),
+    SlidingLog,
+    TokenBucket(Option<token_bucket::State>),
+    Gcra(Option<u64>),
+}
+
+impl Entry {
+    pub(super) fn new(policy: &Policy) -> Self {
+        let limits = policy.limits_arc();
+        let slots = limits
+            .iter()
+            .map(|l| match l.algorithm() {
+                Algorithm::FixedWindow => Slot::FixedWindow(None),
+                Algorithm::SlidingWindow => Slot::SlidingWindow(None),
+                Algorithm::SlidingLog => Slot::SlidingLog,
+                Algorithm::TokenBucket => Slot::TokenBucket(None),
+                Algorithm::Gcra => Slot::Gcra(None),
+            })
+            .collect();
+        Entry {
+            limits,
+            slots,
+            log: Log::default(),
+            expires_at: 0,
+        }
+    }
+
+    /// Whether this entry was made for these limits (a policy changed under the same name
+    /// starts fresh, as the Redis keys, which name their limit, do).
+    pub(super) fn fits(&self, policy: &Policy) -> bool {
+        *self.limits == *policy.limits()
+    }
+
+    /// Evaluates every limit, commits all or none, and reports each limit's state.
+    pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> Vec<LimitState> {
+        let max_log = policy.max_log_period_us();
+        if max_log > 0 {
+            self.log.trim(now, max_log);
+        }
+        // Each limit's verdict, its next state, and how long that state matters.
+        let evals: Vec<(Eval, Slot, u64)> = self
+            .limits
+            .iter()
+            .zip(self.slots.iter())
+            .map(|(limit, slot)| {
+                let (n, p) = (limit.count(), limit.period_us());
+                match *slot {
+                    Slot::FixedWindow(s) => {
+                        let (e, next, ttl) = fixed_window::check(s, n, p, cost, now);
+                        (e, Slot::FixedWindow(Some(next)), ttl)
+                    }
+                    Slot::SlidingWindow(s) => {
+                        let (e, next, ttl) = sliding_window::check(s, n, p, cost, now);
+                        (e, Slot::SlidingWindow(Some(next)), ttl)
+                    }
+                    Slot::SlidingLog => {
+                        (self.log.check(n, p, cost, now), Slot::SlidingLog, max_log)
+                    }
+                    Slot::TokenBucket(s) => {
+                        let (e, next) = token_bucket::check(s, n, p, cost, now);
+                        (e, Slot::TokenBucket(Some(next)), e.reset_after)
+                    }
+                    Slot::Gcra(s) => {
+                        let (e, next) = gcra::check(s, n, p, cost, now);
+                        (e, Slot::Gcra(Some(next)), next.saturating_sub(now))
+                    }
+                }
+            })
+            .collect();
+        let allowed = evals.iter().all(|(e, _, _)| e.allowed);
+        if allowed {
+            for (slot, (_, next, ttl)) in self.slots.iter_mut().zip(&evals) {
+                *slot = *next;
+                self.expires_at = self.expires_at.max(now.saturating_add(*ttl));
+            }
+            if max_log > 0 {
+                self.log.record(now, cost);
+            }
+        }
+        self.limits
+            .iter()
+            .zip(&evals)
+            .map(|(limit, (e, _, _))| {
+                let (remaining, reset) = e.reported(allowed);
+                LimitState::from_raw(*limit, e.allowed, remaining, reset, e.retry)
+            })
+            .collect()
+    }
+}

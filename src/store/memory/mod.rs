@@ -1,0 +1,255 @@
+//! State in this process: the same five algorithms as the Lua scripts, in Rust, with the same
+//! decisions. For one replica, development, tests, and as a local fallback.
+
+mod entry;
+mod shard;
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use entry::Entry;
+use shard::{IdRef, Shard};
+
+use super::clock::{Clock, SystemClock};
+use super::{Store, StoreFuture};
+use crate::decision::Decision;
+use crate::key::Key;
+use crate::policy::Policy;
+
+/// Independent locks; a check holds one shard's lock for well under a microsecond.
+const SHARDS: usize = 64;
+
+/// The default cap on stored keys (about 20 MB of state for single-limit policies).
+pub const DEFAULT_MAX_KEYS: usize = 100_000;
+
+/// A store in this process's memory, with exactly the decisions of
+/// [`RedisStore`](crate::RedisStore): same algorithms, same integer arithmetic, same atomic
+/// multi-limit commit (a differential test holds the two to it on random traces).
+///
+/// State is sharded over 64 independent locks, so concurrent requests rarely contend.
+/// Memory stays bounded:
+///
+/// - **Reclamation**: a key's state is dropped once it is moot (when Redis would have expired
+///   it). Every request examines one entry of its shard, and every new key two more, so expired
+///   state goes within one pass, without a full scan on any request.
+/// - **Cap** ([`MemoryStoreBuilder::max_keys`], default 100 000): when a new key would exceed
+///   it, the key whose state expires soonest among 8 sampled from its shard is evicted. That
+///   key starts fresh if it comes back: under a flood of distinct keys the cap trades a
+///   little exactness for a fixed memory ceiling. [`MemoryStore::evictions`] counts it.
+///
+/// Cheap to clone: clones share state.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
+///
+/// let layer = RateLimitLayer::new(
+///     MemoryStore::new(),
+///     Policy::new("api").limit(Limit::gcra(10, Duration::from_secs(1))),
+/// );
+/// ```
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: foldhash::fast::RandomState,
+    clock: Box<dyn Clock>,
+    cap_per_shard: usize,
+    evictions: AtomicU64,
+}
+
+impl MemoryStore {
+    /// An empty store on the system clock, with the default key cap.
+    ///
+    /// ```
+    /// let store = redlimit::MemoryStore::new();
+    /// assert_eq!(store.len(), 0);
+    /// ```
+    pub fn new() -> Self {
+        MemoryStore::builder().build()
+    }
+
+    /// An empty store on the given clock (e.g. a [`ManualClock`](crate::ManualClock) in tests).
+    ///
+    /// ```
+    /// use redlimit::{ManualClock, MemoryStore};
+    /// let clock = ManualClock::new(0);
+    /// let store = MemoryStore::with_clock(clock.clone());
+    /// ```
+    pub fn with_clock(clock: impl Clock) -> Self {
+        MemoryStore::builder().clock(clock).build()
+    }
+
+    /// Starts configuring a store.
+    ///
+    /// ```
+    /// let store = redlimit::MemoryStore::builder().max_keys(1_000_000).build();
+    /// ```
+    pub fn builder() -> MemoryStoreBuilder {
+        MemoryStoreBuilder {
+            clock: Box::new(SystemClock),
+            max_keys: DEFAULT_MAX_KEYS,
+        }
+    }
+
+    /// Checks synchronously: what [`Store::check`] does, without a future.
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use redlimit::{Key, Limit, MemoryStore, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Arc::new(Policy::new("p").limit(Limit::fixed_window(1, Duration::from_secs(9))));
+    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// ```
+    pub fn check_now(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> Decision {
+        let inner = &*self.inner;
+        let now = inner.clock.now_us();
+        let id = IdRef {
+            policy: policy.name(),
+            key: key.as_str(),
+        };
+        let hash = inner.hasher.hash_one(&id);
+        // Not the bits the map uses for buckets or tags: mix before picking the shard.
+        let mixed = (hash ^ (hash >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let shard = &inner.shards[(mixed >> 58) as usize % SHARDS];
+        // Every write is a whole-value assignment, so a lock poisoned by a panic elsewhere
+        // still guards consistent state.
+        let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        let (states, evicted) = shard.with_entry(
+            hash,
+            id,
+            || Entry::new(policy),
+            || (policy.name_arc(), key.clone()),
+            inner.cap_per_shard,
+            now,
+            |entry| {
+                if !entry.fits(policy) {
+                    *entry = Entry::new(policy);
+                }
+                entry.check(policy, cost, now)
+            },
+        );
+        drop(shard);
+        if evicted {
+            inner.evictions.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("memory store at its key cap: evicted live state");
+        }
+        Decision::from_states(policy.name_arc(), now, states)
+    }
+
+    /// How many keys hold state (across policies).
+    ///
+    /// ```
+    /// use std::{sync::Arc, time::Duration};
+    /// use redlimit::{Key, Limit, MemoryStore, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Arc::new(Policy::new("p").limit(Limit::gcra(5, Duration::from_secs(1))));
+    /// store.check_now(&policy, &Key::new("a"), 1);
+    /// store.check_now(&policy, &Key::new("b"), 1);
+    /// assert_eq!(store.len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.inner
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    /// Whether no key holds state.
+    ///
+    /// ```
+    /// assert!(redlimit::MemoryStore::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many times the key cap evicted state that was still live.
+    ///
+    /// ```
+    /// assert_eq!(redlimit::MemoryStore::new().evictions(), 0);
+    /// ```
+    pub fn evictions(&self) -> u64 {
+        self.inner.evictions.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("max_keys", &(self.inner.cap_per_shard * SHARDS))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store for MemoryStore {
+    fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture {
+        Box::pin(std::future::ready(Ok(self.check_now(policy, key, cost))))
+    }
+}
+
+/// Settings for a [`MemoryStore`].
+///
+/// ```
+/// use redlimit::{ManualClock, MemoryStore};
+/// let store = MemoryStore::builder()
+///     .max_keys(10_000)
+///     .clock(ManualClock::new(0))
+///     .build();
+/// ```
+#[must_use]
+pub struct MemoryStoreBuilder {
+    clock: Box<dyn Clock>,
+    max_keys: usize,
+}
+
+impl MemoryStoreBuilder {
+    /// The most keys the store holds (default 100 000; at least 64, one per shard). The cap is
+    /// kept per shard, so the store may evict slightly before the total reaches it.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+
+    /// The clock (default: the system clock).
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    /// Builds the store.
+    pub fn build(self) -> MemoryStore {
+        let seed = foldhash::fast::RandomState::default().hash_one(0u8);
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS as u64)
+                    .map(|i| Mutex::new(Shard::new(seed.wrapping_add(i))))
+                    .collect(),
+                hasher: foldhash::fast::RandomState::default(),
+                clock: self.clock,
+                cap_per_shard: self.max_keys.div_ceil(SHARDS).max(1),
+                evictions: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for MemoryStoreBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStoreBuilder")
+            .field("max_keys", &self.max_keys)
+            .finish_non_exhaustive()
+    }
+}
