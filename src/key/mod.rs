@@ -2,14 +2,30 @@
 //!
 //! A [`KeyExtractor`] reads the request head and returns a key, or `None` when the request has
 //! none (the layer's [`MissingKey`](crate::MissingKey) setting decides what happens then).
-//! Built in: [`PeerIp`] (the default), [`Header`], [`Route`], [`Global`], any closure
-//! `Fn(&http::request::Parts) -> Option<Key>`, and [`Both`] to combine two.
+//! Built in:
+//!
+//! | extractor | key | from |
+//! |---|---|---|
+//! | [`PeerIp`] (default) | `ip:203.0.113.7`, `ip:2001:db8:1:2::/64` | the socket peer; headers ignored |
+//! | [`ClientIp`] | the same | `X-Forwarded-For`, `Forwarded` or `X-Real-IP`, believed only from trusted proxies |
+//! | [`Header`], [`Query`] | `header:x-api-key:#<sha-256>`, `query:api_key:#<sha-256>` | an API key, hashed |
+//! | [`Subject`] | `sub:user-42` | a subject your auth layer verified and put in the extensions |
+//! | `Jwt` (feature `jwt`) | `sub:user-42` | a bearer token verified here |
+//! | [`Route`], [`Global`] | `route:/users/{id}`, `global` | the endpoint, or nothing |
+//!
+//! plus any closure `Fn(&http::request::Parts) -> Option<Key>`, and [`Both`] to combine two.
+//!
+//! A key is only as good as its source: anything a client controls (an unverified token, a
+//! forwarded header from an untrusted peer) would let it pick a fresh quota per request, or
+//! spend someone else's. Whatever the source, the key is safe in Redis (see [`Key`]).
 //!
 //! ```
-//! use redlimit::{Both, Header, Key, KeyExtractor, PeerIp, Route};
+//! use redlimit::{Both, ClientIp, Header, Key, KeyExtractor, PeerIp, Route};
 //!
 //! // Per route and per client.
 //! let per_route_and_ip = Both::new(Route, PeerIp);
+//! // Behind our own load balancers.
+//! let client = ClientIp::trusting(["10.0.0.0/8"]);
 //! // Any closure over the request head.
 //! let tenant = |parts: &http::request::Parts| {
 //!     parts.headers.get("x-tenant").map(|v| Key::new(v.as_bytes()))
@@ -17,19 +33,35 @@
 //! ```
 
 mod both;
+mod client_ip;
+mod config_error;
+mod forwarded;
 mod global;
 mod header;
+mod ip_net;
+#[cfg(feature = "jwt")]
+mod jwt;
 #[allow(clippy::module_inception)]
 mod key;
 mod peer_ip;
+mod query;
 mod route;
+mod subject;
 
 pub use both::Both;
+pub use client_ip::{ClientIp, ProxyHeader};
+pub use config_error::KeyConfigError;
 pub use global::Global;
 pub use header::Header;
+#[cfg(feature = "jwt")]
+pub use jsonwebtoken;
+#[cfg(feature = "jwt")]
+pub use jwt::Jwt;
 pub use key::Key;
 pub use peer_ip::PeerIp;
+pub use query::Query;
 pub use route::Route;
+pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
 use http::request::Parts;
 

@@ -4,14 +4,18 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::request::Parts;
 
+use super::ip_net::Grouping;
 use super::{Key, KeyExtractor};
 
-/// Keys on the IP address of the connection's peer (`ip:203.0.113.7`).
+/// Keys on the IP address of the connection's peer (`ip:203.0.113.7`); IPv6 peers are grouped
+/// by their /64 (`ip:2001:db8:1:2::/64`), since whoever has one address of a /64 usually has
+/// all of it and could rotate through them.
 ///
 /// Reads axum's `ConnectInfo<SocketAddr>` (serve with
 /// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` request
 /// extension (set by your own hyper accept loop). Forwarded headers are ignored: behind a
-/// proxy every client would share the proxy's address, which is safe but coarse.
+/// proxy every client would share the proxy's address, which is safe but coarse; use
+/// [`ClientIp`](crate::ClientIp) to trust your proxies, or to group addresses differently.
 /// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
 ///
 /// ```
@@ -39,10 +43,9 @@ impl PeerIp {
         parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
     }
 
-    /// The key of an address: IPv4-mapped IPv6 counts as IPv4.
+    /// The key of an address: IPv4-mapped IPv6 counts as IPv4, IPv6 is grouped by /64.
     pub(crate) fn key_of(ip: IpAddr) -> Key {
-        let ip = ip.to_canonical();
-        Key::new(ip.to_string()).namespaced("ip")
+        Grouping::DEFAULT.key(ip)
     }
 }
 
@@ -70,9 +73,15 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_is_encoded_without_braces() {
+    fn ipv6_is_grouped_by_64_without_braces() {
         let k = PeerIp.extract(&parts_with("[2001:db8::1]:80")).unwrap();
-        assert_eq!(k.as_str(), "ip:2001:db8::1");
+        assert_eq!(k.as_str(), "ip:2001:db8::/64");
+        let k = PeerIp
+            .extract(&parts_with("[2001:db8::ffff:1]:80"))
+            .unwrap();
+        assert_eq!(k.as_str(), "ip:2001:db8::/64");
+        let k = PeerIp.extract(&parts_with("[2001:db8:0:1::1]:80")).unwrap();
+        assert_eq!(k.as_str(), "ip:2001:db8:0:1::/64");
     }
 
     #[test]
