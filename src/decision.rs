@@ -19,6 +19,9 @@ pub enum DecisionSource {
     /// The store failed or missed its deadline and the layer let the request through
     /// unlimited; no limit state is known.
     FailOpen,
+    /// The store failed or missed its deadline and this instance's in-memory fallback decided
+    /// ([`OnStoreError::Local`](crate::OnStoreError::Local)).
+    Local,
 }
 
 /// What one limit of a policy says about a request.
@@ -168,6 +171,12 @@ impl Decision {
             governing: None,
             source: DecisionSource::FailOpen,
         }
+    }
+
+    /// The same decision, marked as coming from `source`.
+    pub(crate) fn with_source(mut self, source: DecisionSource) -> Self {
+        self.source = source;
+        self
     }
 
     /// Whether the request may proceed.

@@ -45,7 +45,7 @@ pub enum ConfigError {
     #[error("invalid rate `{0}`: expected N/DURATION, e.g. 5/3s or 1000/1h")]
     InvalidRate(String),
     /// A store-error mode other than `open` or `closed`.
-    #[error("unknown store-error mode `{0}`: expected open or closed")]
+    #[error("unknown store-error mode `{0}`: expected open, closed or local")]
     UnknownStoreErrorMode(String),
     /// A Redis URL or connection setting the client rejected.
     #[error("invalid Redis configuration: {0}")]
@@ -64,6 +64,9 @@ pub enum ConfigError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// The circuit breaker is open after repeated failures: the store was not called.
+    #[error("the store is failing; circuit open, not called")]
+    CircuitOpen,
     /// No answer within the deadline. The call is never replayed: it may have run.
     #[error("the store did not answer within {0:?}")]
     Timeout(Duration),

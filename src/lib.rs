@@ -72,12 +72,21 @@ mod store;
 
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{ConfigError, StoreError};
-pub use key::{Both, Global, Header, Key, KeyExtractor, PeerIp, Route};
+#[cfg(feature = "jwt")]
+pub use key::{jsonwebtoken, Jwt};
+pub use key::{
+    AuthenticatedSubject, Both, ClientIp, Global, Header, Key, KeyConfigError, KeyExtractor,
+    PeerIp, ProxyHeader, Query, Route, Subject, VerifiedSubject,
+};
 pub use layer::{
-    HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer, ResponseBody, ResponseFuture,
+    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
+    ResponseBody, ResponseFuture,
 };
 pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
-pub use store::{Clock, ManualClock, MemoryStore, Store, StoreFuture, SystemClock};
+pub use store::{
+    Clock, ManualClock, MemoryStore, MemoryStoreBuilder, Store, StoreFuture, SystemClock,
+    DEFAULT_MAX_KEYS,
+};
 #[cfg(feature = "redis")]
 pub use store::{RedisStore, RedisStoreBuilder};

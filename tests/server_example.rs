@@ -18,8 +18,34 @@ fn server_binary() -> &'static PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let out = Command::new(cargo)
-            .args(["build", "--example", "server", "--message-format=json"])
+        let mut command = Command::new(cargo);
+        // Variables cargo sets for this test binary would look like a changed environment to
+        // build scripts that track them (ring's does), forcing a rebuild of half the tree.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if [
+                "CARGO_PKG_",
+                "CARGO_MANIFEST_",
+                "CARGO_CRATE_",
+                "CARGO_PRIMARY_",
+                "CARGO_BIN_",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .iter()
+            .any(|p| name.starts_with(p))
+            {
+                command.env_remove(name.as_ref());
+            }
+        }
+        let out = command
+            // The same features as `scripts/test.sh`, so the build reuses its artifacts.
+            .args([
+                "build",
+                "--all-features",
+                "--example",
+                "server",
+                "--message-format=json",
+            ])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stderr(Stdio::inherit())
             .output()
@@ -213,4 +239,44 @@ fn bad_flags_exit_non_zero_with_a_message() {
         assert!(!stderr.trim().is_empty(), "{args:?}: no message");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn cluster_sentinel_and_local_fallback_flags() {
+    let cluster = support::RedisCluster::start();
+    let server = Server::start(&[
+        "--redis-cluster",
+        &cluster.urls().join(","),
+        "--limit",
+        "2/60s",
+        "--key",
+        "global",
+    ]);
+    assert_eq!(server.get("/", &[]).0, 200);
+    assert_eq!(server.get("/", &[]).0, 200);
+    assert_eq!(server.get("/", &[]).0, 429);
+
+    let set = support::SentinelSet::start();
+    let server = Server::start(&[
+        "--redis-sentinel",
+        &set.sentinel_urls().join(","),
+        "--sentinel-master",
+        support::MASTER_NAME,
+        "--limit",
+        "1/60s",
+    ]);
+    assert_eq!(server.get("/", &[]).0, 200);
+    assert_eq!(server.get("/", &[]).0, 429);
+
+    // Redis unreachable: this instance limits in memory.
+    let local = Server::start(&[
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--on-store-error",
+        "local",
+        "--limit",
+        "1/60s",
+    ]);
+    assert_eq!(local.get("/", &[]).0, 200);
+    assert_eq!(local.get("/", &[]).0, 429);
 }

@@ -8,16 +8,25 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Response, StatusCode};
 
+use super::breaker::{Admission, Breaker};
 use super::failure::{MissingKey, OnStoreError, Throttle};
+use super::grpc::{self, GrpcStatus};
 use super::headers::{render, HeaderStyle};
-use crate::decision::Decision;
+use crate::decision::{Decision, DecisionSource};
 use crate::error::StoreError;
-use crate::key::{KeyExtractor, PeerIp};
+use crate::key::{Key, KeyExtractor, PeerIp};
 use crate::policy::Policy;
-use crate::store::{Store, StoreFuture};
+use crate::store::{MemoryStore, Store, StoreFuture};
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 pub(crate) type RejectFn = dyn Fn(&Decision) -> Response<Bytes> + Send + Sync;
+
+/// The in-memory store and (scaled) policy of [`OnStoreError::Local`].
+#[derive(Clone)]
+pub(crate) struct Fallback {
+    pub(crate) store: MemoryStore,
+    pub(crate) policy: Arc<Policy>,
+}
 
 #[derive(Clone)]
 pub(crate) struct Config {
@@ -27,23 +36,35 @@ pub(crate) struct Config {
     pub(crate) missing_key: MissingKey,
     pub(crate) cost: Option<Arc<CostFn>>,
     pub(crate) on_store_error: OnStoreError,
+    pub(crate) fallback: Option<Fallback>,
     pub(crate) deadline: Duration,
+    pub(crate) breaker: Arc<Breaker>,
     pub(crate) headers: HeaderStyle,
+    pub(crate) grpc_status: GrpcStatus,
     pub(crate) rejection: Option<Arc<RejectFn>>,
     pub(crate) throttle: Arc<Throttle>,
+}
+
+/// What a store call needs to be settled: its breaker admission, whether it is a gRPC call,
+/// and for a local fallback the key and cost.
+pub(crate) struct Pending {
+    admission: Admission,
+    grpc: bool,
+    key: Key,
+    cost: u64,
 }
 
 /// How a request starts.
 pub(crate) enum Start {
     /// Ask the store.
-    Check(StoreFuture),
+    Check(StoreFuture, Pending),
+    /// Decided without waiting.
+    Decided(Verdict),
     /// Call the inner service without limiting it.
-    Pass(Option<Decision>),
-    /// Answer at once.
-    Respond(Response<Bytes>),
+    Unlimited,
 }
 
-/// What to do once the store has answered (or failed).
+/// What to do with the request.
 pub(crate) enum Verdict {
     /// Call the inner service, with these headers for its response.
     Proceed(Decision, HeaderMap),
@@ -53,6 +74,7 @@ pub(crate) enum Verdict {
 
 impl Config {
     pub(crate) fn start(&self, parts: &Parts) -> Start {
+        let grpc = grpc::is_grpc(parts);
         let key = match self.key.extract(parts) {
             Some(key) => key,
             None => match self.missing_key {
@@ -60,35 +82,64 @@ impl Config {
                     Some(key) => key,
                     None => {
                         self.log_unlimited("no key and no peer address (serve with connect info)");
-                        return Start::Pass(None);
+                        return Start::Unlimited;
                     }
                 },
-                MissingKey::Allow => return Start::Pass(None),
+                MissingKey::Allow => return Start::Unlimited,
                 MissingKey::Reject(status) => {
-                    return Start::Respond(text(status, "missing rate-limit key\n"))
+                    let response = if grpc {
+                        grpc::status(grpc::code_for(status), "missing rate-limit key", None)
+                    } else {
+                        text(status, "missing rate-limit key\n")
+                    };
+                    return Start::Decided(Verdict::Respond(response));
                 }
             },
         };
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
-        Start::Check(self.store.check(&self.policy, &key, cost))
+        let admission = self.breaker.admit(self.deadline);
+        let pending = Pending {
+            admission,
+            grpc,
+            key,
+            cost,
+        };
+        if admission == Admission::Skip {
+            return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
+        }
+        Start::Check(self.store.check(&self.policy, &pending.key, cost), pending)
     }
 
-    pub(crate) fn verdict(&self, outcome: Result<Decision, StoreError>) -> Verdict {
+    pub(crate) fn verdict(
+        &self,
+        outcome: Result<Decision, StoreError>,
+        pending: &Pending,
+    ) -> Verdict {
+        self.breaker.record(pending.admission, outcome.is_ok());
         match outcome {
-            Ok(decision) if decision.is_allowed() => {
-                let headers = render(&decision, self.headers);
-                Verdict::Proceed(decision, headers)
-            }
-            Ok(decision) => {
-                tracing::debug!(policy = decision.policy(), denied_by = ?decision.denied_by(), "rate limited");
-                Verdict::Respond(self.reject(&decision))
-            }
-            Err(error) => self.store_failed(&error),
+            Ok(decision) => self.decided(decision, pending.grpc),
+            Err(error) => self.store_failed(&error, pending),
         }
     }
 
-    fn reject(&self, decision: &Decision) -> Response<Bytes> {
+    fn decided(&self, decision: Decision, grpc: bool) -> Verdict {
+        if decision.is_allowed() {
+            let headers = render(&decision, self.headers);
+            return Verdict::Proceed(decision, headers);
+        }
+        tracing::debug!(policy = decision.policy(), denied_by = ?decision.denied_by(), "rate limited");
+        Verdict::Respond(self.reject(&decision, grpc))
+    }
+
+    /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),
+    /// 429 otherwise; the rate-limit headers (gRPC metadata) on both.
+    fn reject(&self, decision: &Decision, grpc: bool) -> Response<Bytes> {
         let mut response = match &self.rejection {
+            _ if grpc => grpc::status(
+                self.grpc_status.code(),
+                &grpc::denial_message(decision),
+                Some(decision),
+            ),
             Some(custom) => custom(decision),
             None if decision.exceeds_capacity() => text(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -100,32 +151,41 @@ impl Config {
         response
     }
 
-    fn store_failed(&self, error: &StoreError) -> Verdict {
+    /// Every decision made without the store is logged: at `warn` at most once a second (the
+    /// circuit breaker's transitions are logged too), at `debug` otherwise.
+    fn store_failed(&self, error: &StoreError, pending: &Pending) -> Verdict {
         let policy = self.policy.name();
-        let warn = self.throttle.should_warn();
-        match self.on_store_error {
-            OnStoreError::Open => {
-                if warn {
-                    tracing::warn!(policy, %error, "rate-limit store failed; allowing request (fail open)");
-                } else {
-                    tracing::debug!(policy, %error, "rate-limit store failed; allowing request (fail open)");
-                }
-                Verdict::Proceed(
-                    Decision::fail_open(self.policy.name_arc()),
-                    HeaderMap::new(),
-                )
+        let mode = match self.on_store_error {
+            OnStoreError::Open => "allowing request (fail open)",
+            OnStoreError::Closed => "answering 503 (fail closed)",
+            OnStoreError::Local { .. } => "deciding in memory (local fallback)",
+        };
+        if self.throttle.should_warn() {
+            tracing::warn!(policy, %error, "rate-limit store failed; {mode}");
+        } else {
+            tracing::debug!(policy, %error, "rate-limit store failed; {mode}");
+        }
+        match (&self.on_store_error, &self.fallback) {
+            (OnStoreError::Closed, _) if pending.grpc => Verdict::Respond(grpc::status(
+                grpc::UNAVAILABLE,
+                "rate limiter unavailable",
+                None,
+            )),
+            (OnStoreError::Closed, _) => Verdict::Respond(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rate limiter unavailable\n",
+            )),
+            (OnStoreError::Local { .. }, Some(fallback)) => {
+                let decision = fallback
+                    .store
+                    .check_now(&fallback.policy, &pending.key, pending.cost)
+                    .with_source(DecisionSource::Local);
+                self.decided(decision, pending.grpc)
             }
-            OnStoreError::Closed => {
-                if warn {
-                    tracing::warn!(policy, %error, "rate-limit store failed; answering 503 (fail closed)");
-                } else {
-                    tracing::debug!(policy, %error, "rate-limit store failed; answering 503 (fail closed)");
-                }
-                Verdict::Respond(text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "rate limiter unavailable\n",
-                ))
-            }
+            _ => Verdict::Proceed(
+                Decision::fail_open(self.policy.name_arc()),
+                HeaderMap::new(),
+            ),
         }
     }
 

@@ -11,6 +11,7 @@ use http::StatusCode;
 /// use redlimit::OnStoreError;
 /// assert_eq!(OnStoreError::default(), OnStoreError::Open);
 /// assert_eq!("closed".parse::<OnStoreError>().unwrap(), OnStoreError::Closed);
+/// assert_eq!("local".parse::<OnStoreError>().unwrap(), OnStoreError::local());
 /// assert!("maybe".parse::<OnStoreError>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,6 +24,26 @@ pub enum OnStoreError {
     Open,
     /// Answer `503 Service Unavailable` (never 429: the client did nothing wrong).
     Closed,
+    /// Decide with an in-memory store in this instance, with the same policy, its counts
+    /// divided by `instances` (rounded up), so that `instances` replicas falling back together
+    /// admit about what the shared store would. The decision's source is
+    /// [`DecisionSource::Local`](crate::DecisionSource::Local); headers are sent as usual.
+    Local {
+        /// How many instances share the limit (1: each instance enforces the whole limit).
+        instances: u32,
+    },
+}
+
+impl OnStoreError {
+    /// Local fallback enforcing the whole limit in each instance.
+    ///
+    /// ```
+    /// use redlimit::OnStoreError;
+    /// assert_eq!(OnStoreError::local(), OnStoreError::Local { instances: 1 });
+    /// ```
+    pub fn local() -> Self {
+        OnStoreError::Local { instances: 1 }
+    }
 }
 
 impl std::str::FromStr for OnStoreError {
@@ -32,6 +53,7 @@ impl std::str::FromStr for OnStoreError {
         match s {
             "open" => Ok(OnStoreError::Open),
             "closed" => Ok(OnStoreError::Closed),
+            "local" => Ok(OnStoreError::local()),
             other => Err(crate::ConfigError::UnknownStoreErrorMode(other.to_owned())),
         }
     }

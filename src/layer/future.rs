@@ -14,8 +14,7 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::config::{add_missing, Config, Verdict};
-use crate::decision::Decision;
+use super::config::{add_missing, Config, Pending, Verdict};
 use crate::error::StoreError;
 use crate::store::StoreFuture;
 
@@ -39,6 +38,7 @@ pin_project! {
         Check {
             config: Arc<Config>,
             check: StoreFuture,
+            pending: Pending,
             // Armed only if the store does not answer on the first poll, so an in-memory
             // store never touches the timer.
             deadline: Option<Pin<Box<Sleep>>>,
@@ -63,6 +63,7 @@ where
     pub(crate) fn check(
         config: Arc<Config>,
         check: StoreFuture,
+        pending: Pending,
         request: Request<ReqBody>,
         inner: S,
     ) -> Self {
@@ -70,6 +71,7 @@ where
             state: State::Check {
                 config,
                 check,
+                pending,
                 deadline: None,
                 request: Some(request),
                 inner: Some(inner),
@@ -77,26 +79,27 @@ where
         }
     }
 
-    pub(crate) fn pass(
-        mut inner: S,
-        mut request: Request<ReqBody>,
-        decision: Option<Decision>,
-    ) -> Self {
-        if let Some(decision) = decision {
-            request.extensions_mut().insert(decision);
-        }
+    pub(crate) fn decided(verdict: Verdict, mut inner: S, mut request: Request<ReqBody>) -> Self {
+        let state = match verdict {
+            Verdict::Proceed(decision, headers) => {
+                request.extensions_mut().insert(decision);
+                State::Call {
+                    future: inner.call(request),
+                    headers,
+                }
+            }
+            Verdict::Respond(response) => State::Respond {
+                response: Some(response),
+            },
+        };
+        ResponseFuture { state }
+    }
+
+    pub(crate) fn unlimited(mut inner: S, request: Request<ReqBody>) -> Self {
         ResponseFuture {
             state: State::Call {
                 future: inner.call(request),
                 headers: HeaderMap::new(),
-            },
-        }
-    }
-
-    pub(crate) fn respond(response: Response<Bytes>) -> Self {
-        ResponseFuture {
-            state: State::Respond {
-                response: Some(response),
             },
         }
     }
@@ -115,6 +118,7 @@ where
                 StateProj::Check {
                     config,
                     check,
+                    pending,
                     deadline,
                     request,
                     inner,
@@ -129,21 +133,11 @@ where
                             Err(StoreError::Timeout(limit))
                         }
                     };
-                    let (Some(mut request), Some(mut inner)) = (request.take(), inner.take())
-                    else {
+                    let (Some(request), Some(inner)) = (request.take(), inner.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    match config.verdict(outcome) {
-                        Verdict::Proceed(decision, headers) => {
-                            request.extensions_mut().insert(decision);
-                            let future = inner.call(request);
-                            state.set(State::Call { future, headers });
-                        }
-                        Verdict::Respond(response) => {
-                            state.set(State::Respond { response: None });
-                            return Poll::Ready(Ok(response.map(ResponseBody::full)));
-                        }
-                    }
+                    let verdict = config.verdict(outcome, pending);
+                    state.set(ResponseFuture::decided(verdict, inner, request).state);
                 }
                 StateProj::Call { future, headers } => {
                     let mut response = ready!(future.poll(cx))?;

@@ -8,15 +8,17 @@ use http::request::Parts;
 use http::Response;
 use tower_layer::Layer;
 
-use super::config::Config;
+use super::breaker::{Breaker, CircuitBreaker};
+use super::config::{Config, Fallback};
 use super::failure::{MissingKey, OnStoreError, Throttle};
+use super::grpc::GrpcStatus;
 use super::headers::HeaderStyle;
 use super::service::RateLimit;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Policy;
-use crate::store::Store;
+use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: no request waits longer than this on the store.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
@@ -87,8 +89,11 @@ impl RateLimitLayer {
                 missing_key: MissingKey::default(),
                 cost: None,
                 on_store_error: OnStoreError::default(),
+                fallback: None,
                 deadline: DEFAULT_DEADLINE,
+                breaker: Arc::new(Breaker::new(CircuitBreaker::default())),
                 headers: HeaderStyle::default(),
+                grpc_status: GrpcStatus::default(),
                 rejection: None,
                 throttle: Arc::new(Throttle::default()),
             }),
@@ -144,16 +149,43 @@ impl RateLimitLayer {
         self.edit(|c| c.cost = Some(Arc::new(cost)))
     }
 
-    /// What to do when the store fails or misses the deadline (default: [`OnStoreError::Open`]).
+    /// What to do when the store fails, misses the deadline, or its circuit is open (default:
+    /// [`OnStoreError::Open`]).
     ///
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::{Limit, MemoryStore, OnStoreError, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).on_store_error(OnStoreError::Closed);
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy.clone()).on_store_error(OnStoreError::Closed);
+    /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+    ///     .on_store_error(OnStoreError::Local { instances: 4 });
     /// ```
     pub fn on_store_error(self, mode: OnStoreError) -> Self {
-        self.edit(|c| c.on_store_error = mode)
+        self.edit(|c| {
+            c.on_store_error = mode;
+            c.fallback = match mode {
+                OnStoreError::Local { instances } => Some(Fallback {
+                    store: MemoryStore::new(),
+                    policy: Arc::new(c.policy.scaled(instances)),
+                }),
+                _ => None,
+            };
+        })
+    }
+
+    /// When to stop calling a failing store (default: after 5 consecutive failures, for 1 s).
+    /// While open, requests are decided at once by the store-error mode.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{CircuitBreaker, Limit, MemoryStore, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+    ///     .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(2)));
+    /// ```
+    pub fn circuit_breaker(self, breaker: CircuitBreaker) -> Self {
+        self.edit(|c| c.breaker = Arc::new(Breaker::new(breaker)))
     }
 
     /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
@@ -180,6 +212,22 @@ impl RateLimitLayer {
     /// ```
     pub fn headers(self, style: HeaderStyle) -> Self {
         self.edit(|c| c.headers = style)
+    }
+
+    /// The gRPC status of a gRPC call past its limit (default
+    /// [`GrpcStatus::ResourceExhausted`]; some proxies retry only on `UNAVAILABLE`). gRPC calls
+    /// (`content-type: application/grpc*`) are answered with a gRPC status in an HTTP 200
+    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; other requests through
+    /// the same layer still get 429.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{GrpcStatus, Limit, MemoryStore, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).grpc_status(GrpcStatus::Unavailable);
+    /// ```
+    pub fn grpc_status(self, status: GrpcStatus) -> Self {
+        self.edit(|c| c.grpc_status = status)
     }
 
     /// A custom rejection response. The rate-limit headers and `Retry-After` are added unless

@@ -19,17 +19,21 @@
 //! ```
 
 mod body;
+mod breaker;
 mod config;
 mod failure;
 mod future;
+mod grpc;
 mod headers;
 #[allow(clippy::module_inception)]
 mod layer;
 mod service;
 
 pub use body::ResponseBody;
+pub use breaker::CircuitBreaker;
 pub use failure::{MissingKey, OnStoreError};
 pub use future::ResponseFuture;
+pub use grpc::GrpcStatus;
 pub use headers::HeaderStyle;
 pub use layer::RateLimitLayer;
 pub use service::RateLimit;

