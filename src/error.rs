@@ -47,6 +47,31 @@ pub enum ConfigError {
     /// A store-error mode other than `open` or `closed`.
     #[error("unknown store-error mode `{0}`: expected open, closed or local")]
     UnknownStoreErrorMode(String),
+    /// A trusted proxy range that is not an address or a CIDR, or that would trust every
+    /// address (`/0`).
+    #[error("invalid trusted proxy range `{range}`: {reason}")]
+    InvalidRange {
+        /// The range, as given.
+        range: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A grouping prefix length outside `1..=32` (IPv4) or `1..=128` (IPv6).
+    #[error("invalid IPv{version} prefix length {len}: expected 1 to {max}", max = if *version == 4 { 32 } else { 128 })]
+    InvalidPrefixLength {
+        /// 4 or 6.
+        version: u8,
+        /// The length given.
+        len: u8,
+    },
+    /// A route pattern that is not `[METHOD] /path` or `[METHOD] /prefix*`.
+    #[error("invalid route `{route}`: {reason}")]
+    InvalidRoute {
+        /// The pattern, as given.
+        route: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// A Redis URL or connection setting the client rejected.
     #[error("invalid Redis configuration: {0}")]
     Redis(String),

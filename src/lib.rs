@@ -75,8 +75,8 @@ pub use error::{ConfigError, StoreError};
 #[cfg(feature = "jwt")]
 pub use key::{jsonwebtoken, Jwt};
 pub use key::{
-    AuthenticatedSubject, Both, ClientIp, Global, Header, Key, KeyConfigError, KeyExtractor,
-    PeerIp, ProxyHeader, Query, Route, Subject, VerifiedSubject,
+    AuthenticatedSubject, Both, ClientIp, Global, Header, Key, KeyExtractor, OrElse, PeerIp,
+    ProxyHeader, Query, Route, Subject, VerifiedSubject,
 };
 pub use layer::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,

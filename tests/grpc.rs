@@ -202,6 +202,37 @@ async fn fails_open_when_redis_is_down() {
 }
 
 #[tokio::test]
+async fn per_service_and_per_method_policies() {
+    let layer = RateLimitLayer::per_route(redlimit::MemoryStore::new())
+        .route(
+            "/grpc.health.v1.Health/Check",
+            Policy::new("check").limit(Limit::gcra(2, Duration::from_secs(60))),
+            Header::new("x-api-key"),
+        )
+        .route(
+            "/grpc.health.v1.Health/*",
+            Policy::new("health").limit(Limit::gcra(1, Duration::from_secs(60))),
+            redlimit::PeerIp,
+        );
+    let mut health = client(serve(layer).await).await;
+    health.check(check()).await.unwrap();
+    health.check(check()).await.unwrap();
+    assert_eq!(
+        health.check(check()).await.unwrap_err().code(),
+        Code::ResourceExhausted
+    );
+    // Watch falls under the service-wide rule, keyed by tonic's peer address.
+    let watch = || HealthCheckRequest {
+        service: String::new(),
+    };
+    assert!(health.watch(watch()).await.is_ok());
+    assert_eq!(
+        health.watch(watch()).await.unwrap_err().code(),
+        Code::ResourceExhausted
+    );
+}
+
+#[tokio::test]
 async fn http_requests_through_the_same_layer_get_429() {
     let layer = RateLimitLayer::new(
         redlimit::MemoryStore::new(),

@@ -8,7 +8,8 @@ use http::request::Parts;
 
 use super::forwarded;
 use super::ip_net::{Grouping, Ranges};
-use super::{Key, KeyConfigError, KeyExtractor, PeerIp};
+use super::{Key, KeyExtractor, PeerIp};
+use crate::error::ConfigError;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
@@ -146,7 +147,7 @@ impl ClientIp {
     /// assert!(ClientIp::try_trusting(["10.0.0.0/8", "proxy.internal"]).is_err());
     /// assert!(ClientIp::try_trusting(["0.0.0.0/0"]).is_err());
     /// ```
-    pub fn try_trusting<I>(ranges: I) -> Result<Self, KeyConfigError>
+    pub fn try_trusting<I>(ranges: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -189,7 +190,7 @@ impl ClientIp {
     /// ```
     /// assert!(redlimit::ClientIp::peer().try_ipv4_prefix(0).is_err());
     /// ```
-    pub fn try_ipv4_prefix(mut self, len: u8) -> Result<Self, KeyConfigError> {
+    pub fn try_ipv4_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
         self.grouping.v4 = Grouping::check(4, len)?;
         Ok(self)
     }
@@ -216,7 +217,7 @@ impl ClientIp {
     /// assert!(redlimit::ClientIp::peer().try_ipv6_prefix(129).is_err());
     /// assert!(redlimit::ClientIp::peer().try_ipv6_prefix(128).is_ok());
     /// ```
-    pub fn try_ipv6_prefix(mut self, len: u8) -> Result<Self, KeyConfigError> {
+    pub fn try_ipv6_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
         self.grouping.v6 = Grouping::check(6, len)?;
         Ok(self)
     }

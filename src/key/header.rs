@@ -23,18 +23,20 @@ pub struct Header {
 }
 
 impl Header {
-    /// Keys on the header `name`.
+    /// Keys on the header `name` (any case: header names are case-insensitive).
     ///
     /// # Panics
     ///
-    /// If `name` is not a valid header name; use [`Header::try_new`] for names from config.
+    /// If `name` is not a valid header name (e.g. it has a space); use [`Header::try_new`] for
+    /// names from configuration.
     ///
     /// ```
-    /// let h = redlimit::Header::new("authorization");
+    /// let h = redlimit::Header::new("X-Api-Key");
     /// ```
-    pub fn new(name: &'static str) -> Self {
-        Header {
-            name: HeaderName::from_static(name),
+    pub fn new(name: &str) -> Self {
+        match Header::try_new(name) {
+            Some(header) => header,
+            None => panic!("invalid header name {name:?}"),
         }
     }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ipnet::{IpNet, Ipv4Net};
 
-use super::{Key, KeyConfigError};
+use super::Key;
+use crate::error::ConfigError;
 
 /// Trusted proxy ranges. IPv4-mapped IPv6 ranges are stored as IPv4 ranges, and addresses are
 /// looked up in canonical form, so `::ffff:10.0.0.1` is in `10.0.0.0/8` and the other way round.
@@ -15,7 +16,7 @@ pub(crate) struct Ranges(Arc<[IpNet]>);
 
 impl Ranges {
     /// Parses addresses (`10.0.0.1`, `::1`) and CIDRs (`10.0.0.0/8`, `2001:db8::/32`).
-    pub(crate) fn parse<I>(ranges: I) -> Result<Self, KeyConfigError>
+    pub(crate) fn parse<I>(ranges: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -33,8 +34,8 @@ impl Ranges {
     }
 }
 
-fn parse_range(text: &str) -> Result<IpNet, KeyConfigError> {
-    let invalid = |reason| KeyConfigError::InvalidRange {
+fn parse_range(text: &str) -> Result<IpNet, ConfigError> {
+    let invalid = |reason| ConfigError::InvalidRange {
         range: text.to_owned(),
         reason,
     };
@@ -96,12 +97,12 @@ impl Grouping {
     }
 
     /// Checks a prefix length for IP `version` 4 or 6.
-    pub(crate) fn check(version: u8, len: u8) -> Result<u8, KeyConfigError> {
+    pub(crate) fn check(version: u8, len: u8) -> Result<u8, ConfigError> {
         let max = if version == 4 { 32 } else { 128 };
         if (1..=max).contains(&len) {
             Ok(len)
         } else {
-            Err(KeyConfigError::InvalidPrefixLength { version, len })
+            Err(ConfigError::InvalidPrefixLength { version, len })
         }
     }
 }

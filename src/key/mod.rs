@@ -34,15 +34,15 @@
 
 mod both;
 mod client_ip;
-mod config_error;
 mod forwarded;
 mod global;
 mod header;
-mod ip_net;
+pub(crate) mod ip_net;
 #[cfg(feature = "jwt")]
 mod jwt;
 #[allow(clippy::module_inception)]
 mod key;
+mod or_else;
 mod peer_ip;
 mod query;
 mod route;
@@ -50,7 +50,6 @@ mod subject;
 
 pub use both::Both;
 pub use client_ip::{ClientIp, ProxyHeader};
-pub use config_error::KeyConfigError;
 pub use global::Global;
 pub use header::Header;
 #[cfg(feature = "jwt")]
@@ -58,6 +57,7 @@ pub use jsonwebtoken;
 #[cfg(feature = "jwt")]
 pub use jwt::Jwt;
 pub use key::Key;
+pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
 pub use query::Query;
 pub use route::Route;
@@ -78,6 +78,19 @@ use http::request::Parts;
 pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of this request, or `None` if it has none.
     fn extract(&self, parts: &Parts) -> Option<Key>;
+
+    /// This extractor's key, or, when it has none, `fallback`'s (see [`OrElse`]).
+    ///
+    /// ```
+    /// use redlimit::{Header, KeyExtractor, PeerIp};
+    /// let key = Header::new("x-api-key").or_else(PeerIp);
+    /// ```
+    fn or_else<B: KeyExtractor>(self, fallback: B) -> OrElse<Self, B>
+    where
+        Self: Sized,
+    {
+        OrElse::new(self, fallback)
+    }
 }
 
 impl<F> KeyExtractor for F

@@ -12,8 +12,9 @@ use super::{Key, KeyExtractor};
 /// all of it and could rotate through them.
 ///
 /// Reads axum's `ConnectInfo<SocketAddr>` (serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`), or a plain `SocketAddr` request
-/// extension (set by your own hyper accept loop). Forwarded headers are ignored: behind a
+/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo` (with the
+/// `grpc` feature; tonic's server sets it), or a plain `SocketAddr` request extension (set by
+/// your own hyper accept loop). Forwarded headers are ignored: behind a
 /// proxy every client would share the proxy's address, which is safe but coarse; use
 /// [`ClientIp`](crate::ClientIp) to trust your proxies, or to group addresses differently.
 /// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
@@ -39,6 +40,14 @@ impl PeerIp {
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
         {
             return Some(info.0.ip());
+        }
+        #[cfg(feature = "grpc")]
+        if let Some(addr) = parts
+            .extensions
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(tonic::transport::server::TcpConnectInfo::remote_addr)
+        {
+            return Some(addr.ip());
         }
         parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
     }

@@ -1,4 +1,5 @@
-//! What a layer and all its services share: the store, the policy, the key, and how to answer.
+//! What a layer and all its services share: the store, the rules (policy and key per route),
+//! and how to answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,31 +13,29 @@ use super::breaker::{Admission, Breaker};
 use super::failure::{MissingKey, OnStoreError, Throttle};
 use super::grpc::{self, GrpcStatus};
 use super::headers::{render, HeaderStyle};
+use super::rule::Rule;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::StoreError;
 use crate::key::{Key, KeyExtractor, PeerIp};
-use crate::policy::Policy;
 use crate::store::{MemoryStore, Store, StoreFuture};
 
 pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
 pub(crate) type RejectFn = dyn Fn(&Decision) -> Response<Bytes> + Send + Sync;
-
-/// The in-memory store and (scaled) policy of [`OnStoreError::Local`].
-#[derive(Clone)]
-pub(crate) struct Fallback {
-    pub(crate) store: MemoryStore,
-    pub(crate) policy: Arc<Policy>,
-}
+pub(crate) type AllowFn = dyn Fn(&Parts) -> bool + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Config {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) policy: Arc<Policy>,
-    pub(crate) key: Arc<dyn KeyExtractor>,
+    /// Route rules, tried in order; then the default rule, if any.
+    pub(crate) routes: Vec<Arc<Rule>>,
+    pub(crate) default: Option<Arc<Rule>>,
+    /// Requests any of these accept skip limiting.
+    pub(crate) allow: Vec<Arc<AllowFn>>,
     pub(crate) missing_key: MissingKey,
     pub(crate) cost: Option<Arc<CostFn>>,
     pub(crate) on_store_error: OnStoreError,
-    pub(crate) fallback: Option<Fallback>,
+    /// The in-memory store of [`OnStoreError::Local`].
+    pub(crate) local: Option<MemoryStore>,
     pub(crate) deadline: Duration,
     pub(crate) breaker: Arc<Breaker>,
     pub(crate) headers: HeaderStyle,
@@ -45,9 +44,10 @@ pub(crate) struct Config {
     pub(crate) throttle: Arc<Throttle>,
 }
 
-/// What a store call needs to be settled: its breaker admission, whether it is a gRPC call,
-/// and for a local fallback the key and cost.
+/// What a store call needs to be settled: its rule and breaker admission, whether it is a
+/// gRPC call, and for a local fallback the key and cost.
 pub(crate) struct Pending {
+    rule: Arc<Rule>,
     admission: Admission,
     grpc: bool,
     key: Key,
@@ -73,15 +73,37 @@ pub(crate) enum Verdict {
 }
 
 impl Config {
+    /// How many instances share a limit in the local fallback (1 when there is none).
+    pub(crate) fn local_instances(&self) -> u32 {
+        match self.on_store_error {
+            OnStoreError::Local { instances } => instances,
+            _ => 1,
+        }
+    }
+
     pub(crate) fn start(&self, parts: &Parts) -> Start {
+        if self.allow.iter().any(|allowed| allowed(parts)) {
+            return Start::Unlimited;
+        }
+        let Some(rule) = self
+            .routes
+            .iter()
+            .find(|rule| rule.matches(parts))
+            .or(self.default.as_ref())
+        else {
+            return Start::Unlimited;
+        };
         let grpc = grpc::is_grpc(parts);
-        let key = match self.key.extract(parts) {
+        let key = match rule.key.extract(parts) {
             Some(key) => key,
             None => match self.missing_key {
                 MissingKey::PeerIp => match PeerIp.extract(parts) {
                     Some(key) => key,
                     None => {
-                        self.log_unlimited("no key and no peer address (serve with connect info)");
+                        self.log_unlimited(
+                            rule,
+                            "no key and no peer address (serve with connect info)",
+                        );
                         return Start::Unlimited;
                     }
                 },
@@ -99,6 +121,7 @@ impl Config {
         let cost = self.cost.as_ref().map_or(1, |cost| cost(parts));
         let admission = self.breaker.admit(self.deadline);
         let pending = Pending {
+            rule: Arc::clone(rule),
             admission,
             grpc,
             key,
@@ -107,7 +130,7 @@ impl Config {
         if admission == Admission::Skip {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
         }
-        Start::Check(self.store.check(&self.policy, &pending.key, cost), pending)
+        Start::Check(self.store.check(&rule.policy, &pending.key, cost), pending)
     }
 
     pub(crate) fn verdict(
@@ -154,7 +177,7 @@ impl Config {
     /// Every decision made without the store is logged: at `warn` at most once a second (the
     /// circuit breaker's transitions are logged too), at `debug` otherwise.
     fn store_failed(&self, error: &StoreError, pending: &Pending) -> Verdict {
-        let policy = self.policy.name();
+        let policy = pending.rule.policy.name();
         let mode = match self.on_store_error {
             OnStoreError::Open => "allowing request (fail open)",
             OnStoreError::Closed => "answering 503 (fail closed)",
@@ -165,7 +188,7 @@ impl Config {
         } else {
             tracing::debug!(policy, %error, "rate-limit store failed; {mode}");
         }
-        match (&self.on_store_error, &self.fallback) {
+        match (&self.on_store_error, &self.local) {
             (OnStoreError::Closed, _) if pending.grpc => Verdict::Respond(grpc::status(
                 grpc::UNAVAILABLE,
                 "rate limiter unavailable",
@@ -175,23 +198,22 @@ impl Config {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "rate limiter unavailable\n",
             )),
-            (OnStoreError::Local { .. }, Some(fallback)) => {
-                let decision = fallback
-                    .store
-                    .check_now(&fallback.policy, &pending.key, pending.cost)
+            (OnStoreError::Local { .. }, Some(local)) => {
+                let decision = local
+                    .check_now(&pending.rule.local_policy, &pending.key, pending.cost)
                     .with_source(DecisionSource::Local);
                 self.decided(decision, pending.grpc)
             }
             _ => Verdict::Proceed(
-                Decision::fail_open(self.policy.name_arc()),
+                Decision::fail_open(pending.rule.policy.name_arc()),
                 HeaderMap::new(),
             ),
         }
     }
 
-    fn log_unlimited(&self, why: &str) {
+    fn log_unlimited(&self, rule: &Rule, why: &str) {
         if self.throttle.should_warn() {
-            tracing::warn!(policy = self.policy.name(), why, "request not rate limited");
+            tracing::warn!(policy = rule.policy.name(), why, "request not rate limited");
         }
     }
 }

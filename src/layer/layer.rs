@@ -9,10 +9,11 @@ use http::Response;
 use tower_layer::Layer;
 
 use super::breaker::{Breaker, CircuitBreaker};
-use super::config::{Config, Fallback};
+use super::config::Config;
 use super::failure::{MissingKey, OnStoreError, Throttle};
 use super::grpc::GrpcStatus;
 use super::headers::HeaderStyle;
+use super::rule::{RoutePattern, Rule};
 use super::service::RateLimit;
 use crate::decision::Decision;
 use crate::error::ConfigError;
@@ -81,15 +82,36 @@ impl RateLimitLayer {
     /// ```
     pub fn try_new(store: impl Store, policy: Policy) -> Result<Self, ConfigError> {
         policy.validate()?;
-        Ok(RateLimitLayer {
+        let mut layer = RateLimitLayer::per_route(store);
+        Arc::make_mut(&mut layer.config).default =
+            Some(Arc::new(Rule::new(None, policy, Arc::new(PeerIp))));
+        Ok(layer)
+    }
+
+    /// A layer with no policy of its own: only requests matching a [`route`](Self::route) rule
+    /// are limited, each by its rule's policy and key. One layer on a whole router can so give
+    /// every endpoint its own limit (as `route_layer` per route would).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{ClientIp, Header, Limit, MemoryStore, Policy, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::per_route(MemoryStore::new())
+    ///     .route("POST /login", Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60))), ClientIp::peer())
+    ///     .route("/v1/*", Policy::new("api").limit(Limit::gcra(1000, Duration::from_secs(60))), Header::new("x-api-key"))
+    ///     .allow_ips(["10.0.0.0/8"]);
+    /// ```
+    pub fn per_route(store: impl Store) -> Self {
+        RateLimitLayer {
             config: Arc::new(Config {
                 store: Arc::new(store),
-                policy: Arc::new(policy),
-                key: Arc::new(PeerIp),
+                routes: Vec::new(),
+                default: None,
+                allow: Vec::new(),
                 missing_key: MissingKey::default(),
                 cost: None,
                 on_store_error: OnStoreError::default(),
-                fallback: None,
+                local: None,
                 deadline: DEFAULT_DEADLINE,
                 breaker: Arc::new(Breaker::new(CircuitBreaker::default())),
                 headers: HeaderStyle::default(),
@@ -97,7 +119,7 @@ impl RateLimitLayer {
                 rejection: None,
                 throttle: Arc::new(Throttle::default()),
             }),
-        })
+        }
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
@@ -105,7 +127,8 @@ impl RateLimitLayer {
         self
     }
 
-    /// How to key requests (default: [`PeerIp`]).
+    /// How to key requests under the layer's own policy (default: [`PeerIp`]). Route rules
+    /// bring their own keys; on a [`per_route`](Self::per_route) layer this does nothing.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -114,7 +137,122 @@ impl RateLimitLayer {
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).key(Header::new("x-api-key"));
     /// ```
     pub fn key(self, key: impl KeyExtractor) -> Self {
-        self.edit(|c| c.key = Arc::new(key))
+        let key: Arc<dyn KeyExtractor> = Arc::new(key);
+        self.edit(|c| {
+            if let Some(default) = &c.default {
+                let mut rule = default.scaled(c.local_instances());
+                rule.key = key;
+                c.default = Some(Arc::new(rule));
+            }
+        })
+    }
+
+    /// Limits requests matching `route` by `policy`, keyed by `key`, instead of by the layer's
+    /// own policy. Rules are tried in the order they were added; the first match applies.
+    ///
+    /// `route` is `[METHOD] PATH`: `"POST /login"`, `"/v1/*"`, `"/grpc.health.v1.Health/Check"`.
+    /// A path ending in `*` matches every URI path with that prefix; any other path matches the
+    /// route the request matched in axum (`"/users/{id}"`, as written in the router) or, outside
+    /// axum, the URI path exactly (for tonic, `/package.Service/Method`).
+    ///
+    /// # Panics
+    ///
+    /// If the route or the policy is invalid; use [`RateLimitLayer::try_route`] for rules from
+    /// configuration.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
+    /// let api = Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60)));
+    /// let login = Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60)));
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), api).route("POST /login", login, PeerIp);
+    /// ```
+    pub fn route(self, route: &str, policy: Policy, key: impl KeyExtractor) -> Self {
+        match self.try_route(route, policy, key) {
+            Ok(layer) => layer,
+            Err(error) => panic!("invalid rate-limit route: {error}"),
+        }
+    }
+
+    /// Like [`RateLimitLayer::route`], or why the route or policy cannot be used.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
+    /// let login = Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60)));
+    /// assert!(RateLimitLayer::per_route(MemoryStore::new()).try_route("login", login, PeerIp).is_err());
+    /// ```
+    pub fn try_route(
+        self,
+        route: &str,
+        policy: Policy,
+        key: impl KeyExtractor,
+    ) -> Result<Self, ConfigError> {
+        let pattern = RoutePattern::parse(route)?;
+        policy.validate()?;
+        let rule = Rule::new(Some(pattern), policy, Arc::new(key));
+        Ok(self.edit(|c| {
+            let rule = rule.scaled(c.local_instances());
+            c.routes.push(Arc::new(rule));
+        }))
+    }
+
+    /// Skips limiting for requests whose socket peer is in one of `ranges` (addresses or CIDRs,
+    /// e.g. your own monitoring). Behind proxies, use [`allow_if`](Self::allow_if) with
+    /// [`ClientIp::client`](crate::ClientIp::client).
+    ///
+    /// # Panics
+    ///
+    /// If a range is invalid; use [`RateLimitLayer::try_allow_ips`] for ranges from configuration.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).allow_ips(["10.0.0.0/8", "::1"]);
+    /// ```
+    pub fn allow_ips<I>(self, ranges: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        match self.try_allow_ips(ranges) {
+            Ok(layer) => layer,
+            Err(error) => panic!("invalid allow-list: {error}"),
+        }
+    }
+
+    /// Like [`RateLimitLayer::allow_ips`], or why a range is invalid.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// assert!(RateLimitLayer::new(MemoryStore::new(), policy).try_allow_ips(["10.0.0.0/33"]).is_err());
+    /// ```
+    pub fn try_allow_ips<I>(self, ranges: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let ranges = crate::key::ip_net::Ranges::parse(ranges)?;
+        Ok(self.allow_if(move |parts: &Parts| {
+            PeerIp::addr(parts).is_some_and(|ip| ranges.contains(ip.to_canonical()))
+        }))
+    }
+
+    /// Skips limiting for requests `allowed` accepts (an internal header your gateway sets,
+    /// a health-check path, a key on an allow-list, ...).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+    ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz");
+    /// ```
+    pub fn allow_if(self, allowed: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        self.edit(|c| c.allow.push(Arc::new(allowed)))
     }
 
     /// What to do with requests that have no key (default: [`MissingKey::PeerIp`]).
@@ -164,13 +302,14 @@ impl RateLimitLayer {
     pub fn on_store_error(self, mode: OnStoreError) -> Self {
         self.edit(|c| {
             c.on_store_error = mode;
-            c.fallback = match mode {
-                OnStoreError::Local { instances } => Some(Fallback {
-                    store: MemoryStore::new(),
-                    policy: Arc::new(c.policy.scaled(instances)),
-                }),
-                _ => None,
-            };
+            c.local = matches!(mode, OnStoreError::Local { .. }).then(MemoryStore::new);
+            let instances = c.local_instances();
+            c.routes = c
+                .routes
+                .iter()
+                .map(|r| Arc::new(r.scaled(instances)))
+                .collect();
+            c.default = c.default.as_ref().map(|r| Arc::new(r.scaled(instances)));
         })
     }
 
@@ -255,23 +394,25 @@ impl RateLimitLayer {
         self.edit(|c| c.rejection = Some(Arc::new(respond)))
     }
 
-    /// The policy this layer enforces.
+    /// The layer's own policy (`None` for a [`per_route`](Self::per_route) layer).
     ///
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
     /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1))));
-    /// assert_eq!(layer.policy().name(), "p");
+    /// assert_eq!(layer.policy().unwrap().name(), "p");
+    /// assert!(RateLimitLayer::per_route(MemoryStore::new()).policy().is_none());
     /// ```
-    pub fn policy(&self) -> &Policy {
-        &self.config.policy
+    pub fn policy(&self) -> Option<&Policy> {
+        self.config.default.as_ref().map(|rule| &*rule.policy)
     }
 }
 
 impl std::fmt::Debug for RateLimitLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitLayer")
-            .field("policy", &self.config.policy)
+            .field("policy", &self.policy())
+            .field("routes", &self.config.routes.len())
             .field("on_store_error", &self.config.on_store_error)
             .field("deadline", &self.config.deadline)
             .finish_non_exhaustive()

@@ -27,6 +27,7 @@ mod grpc;
 mod headers;
 #[allow(clippy::module_inception)]
 mod layer;
+mod rule;
 mod service;
 
 pub use body::ResponseBody;

@@ -64,7 +64,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
-            .field("policy", &self.config.policy.name())
+            .field("routes", &self.config.routes.len())
             .finish_non_exhaustive()
     }
 }

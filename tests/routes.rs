@@ -1,0 +1,152 @@
+//! One layer on a whole router: policies and keys per route and method, first match wins,
+//! an allow-list, and the layer's own policy for everything else.
+
+mod support;
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::routing::{get, post};
+use axum::Router;
+use http::{Request, StatusCode};
+use redlimit::{Header, KeyExtractor, Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
+use support::*;
+
+fn router(layer: RateLimitLayer) -> Router {
+    Router::new()
+        .route("/login", post(|| async { "ok" }).get(|| async { "form" }))
+        .route("/v1/{*rest}", get(|| async { "ok" }))
+        .route("/users/{id}", get(|| async { "ok" }))
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(layer)
+}
+
+fn post_login(ip: &str) -> Request<Body> {
+    let mut req = request("/login", ip, &[]);
+    *req.method_mut() = http::Method::POST;
+    req
+}
+
+fn layer() -> RateLimitLayer {
+    RateLimitLayer::new(
+        MemoryStore::new(),
+        Policy::new("default").limit(Limit::gcra(100, Duration::from_secs(60))),
+    )
+    .route(
+        "POST /login",
+        Policy::new("login").limit(Limit::sliding_log(2, Duration::from_secs(60))),
+        PeerIp,
+    )
+    .route(
+        "/v1/*",
+        Policy::new("api").limit(Limit::fixed_window(3, Duration::from_secs(3600))),
+        Header::new("x-api-key").or_else(PeerIp),
+    )
+    .route(
+        "/users/{id}",
+        Policy::new("users").limit(Limit::gcra(1, Duration::from_secs(60))),
+        redlimit::Route,
+    )
+    .allow_ips(["192.0.2.0/24"])
+    .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz")
+}
+
+#[tokio::test]
+async fn each_route_gets_its_own_policy_and_key() {
+    let app = router(layer());
+    // POST /login: 2 per minute per IP.
+    assert_eq!(
+        send(&app, post_login("10.0.0.1")).await.status(),
+        StatusCode::OK
+    );
+    let res = send(&app, post_login("10.0.0.1")).await;
+    assert_eq!(header(&res, "x-ratelimit-limit"), "2");
+    assert_eq!(
+        send(&app, post_login("10.0.0.1")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        send(&app, post_login("10.0.0.2")).await.status(),
+        StatusCode::OK
+    );
+    // GET /login is not the POST rule: the default policy.
+    let res = send(&app, request("/login", "10.0.0.1", &[])).await;
+    assert_eq!(header(&res, "x-ratelimit-limit"), "100");
+
+    // /v1/*: 3 per hour per API key, the peer IP without one.
+    for _ in 0..3 {
+        let res = send(&app, request("/v1/a", "10.0.0.1", &[("x-api-key", "k1")])).await;
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    let res = send(&app, request("/v1/b/c", "10.0.0.2", &[("x-api-key", "k1")])).await;
+    assert_eq!(
+        res.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "the key, not the IP, counts"
+    );
+    let res = send(&app, request("/v1/a", "10.0.0.1", &[("x-api-key", "k2")])).await;
+    assert_eq!(header(&res, "x-ratelimit-remaining"), "2");
+
+    // /users/{id}: matched by axum's route, one quota for the route.
+    assert_eq!(
+        status_of_path(&app, "/users/1", "10.0.0.1").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status_of_path(&app, "/users/2", "10.0.0.3").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+async fn status_of_path(app: &Router, path: &str, ip: &str) -> StatusCode {
+    send(app, request(path, ip, &[])).await.status()
+}
+
+#[tokio::test]
+async fn the_allow_list_skips_limiting() {
+    let app = router(layer());
+    for _ in 0..5 {
+        let res = send(&app, post_login("192.0.2.9")).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(header(&res, "x-ratelimit-limit"), "", "not limited at all");
+        assert_eq!(
+            status_of_path(&app, "/healthz", "10.9.9.9").await,
+            StatusCode::OK
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_per_route_layer_leaves_other_routes_alone() {
+    let layer = RateLimitLayer::per_route(MemoryStore::new()).route(
+        "POST /login",
+        Policy::new("login").limit(Limit::gcra(1, Duration::from_secs(60))),
+        PeerIp,
+    );
+    let app = router(layer);
+    assert_eq!(
+        send(&app, post_login("10.0.0.1")).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, post_login("10.0.0.1")).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    for _ in 0..5 {
+        let res = send(&app, request("/v1/x", "10.0.0.1", &[])).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(header(&res, "x-ratelimit-limit"), "");
+    }
+}
+
+#[test]
+fn bad_rules_are_typed_errors() {
+    let policy = || Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    let layer = || RateLimitLayer::per_route(MemoryStore::new());
+    assert!(layer().try_route("login", policy(), PeerIp).is_err());
+    assert!(layer()
+        .try_route("/x", Policy::new("empty"), PeerIp)
+        .is_err());
+    assert!(layer().try_allow_ips(["not an ip"]).is_err());
+    assert!(layer().try_route("GET /x", policy(), PeerIp).is_ok());
+}
