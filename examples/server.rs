@@ -9,7 +9,10 @@
 //!   --redis-sentinel URL,URL,... --sentinel-master NAME   # or: a master behind Sentinels
 //!   --algorithm fixed-window|sliding-window|sliding-log|token-bucket|gcra   # default gcra
 //!   --limit 5/3s --limit 20/60s      # repeatable; N/DURATION with s, m, h or ms
-//!   --key ip|header:NAME|route|global  # default ip (the socket peer)
+//!   --key ip|header:NAME|query:NAME|jwt|route|global   # or several: route+ip; default ip
+//!   --trusted-proxy CIDR             # repeatable: believe X-Forwarded-For from these proxies
+//!   --ipv6-prefix N                  # group IPv6 clients by /N (default 64)
+//!   --jwt-secret SECRET              # HS256 secret for --key jwt (feature jwt)
 //!   --on-store-error open|closed|local  # default open
 //!   --store-timeout-ms 100
 //!   --prefix NAME                    # Redis key prefix
@@ -28,8 +31,8 @@ use std::time::Duration;
 
 use axum::Router;
 use redlimit::{
-    Algorithm, Global, Header, KeyExtractor, Limit, MemoryStore, OnStoreError, PeerIp, Policy,
-    RateLimitLayer, RedisStore, Route,
+    Algorithm, Both, ClientIp, Global, Header, KeyExtractor, Limit, MemoryStore, OnStoreError,
+    Policy, Query, RateLimitLayer, RedisStore, Route,
 };
 
 const USAGE: &str = "\
@@ -43,7 +46,11 @@ usage: server [OPTIONS]
   --algorithm NAME          fixed-window|sliding-window|sliding-log|token-bucket|gcra (default gcra)
   --limit N/DURATION        repeatable, e.g. --limit 5/3s --limit 20/60s; units ms, s, m, h
                             (default 10/1s)
-  --key SPEC                ip|header:NAME|route|global (default ip, the socket peer)
+  --key SPEC                ip|header:NAME|query:NAME|jwt|route|global, or several joined
+                            with + (e.g. route+ip); default ip (the socket peer)
+  --trusted-proxy CIDR      repeatable: proxies whose X-Forwarded-For is believed for ip
+  --ipv6-prefix N           group IPv6 clients by /N (default 64)
+  --jwt-secret SECRET       HS256 secret verifying Bearer tokens for --key jwt
   --on-store-error MODE     open|closed|local (default open)
   --store-timeout-ms MS     how long a request waits on the store (default 100)
   --prefix NAME             Redis key prefix (default redlimit)
@@ -65,46 +72,106 @@ struct Args {
     /// Each of the chosen algorithm; never empty.
     limits: Vec<Limit>,
     key: KeySpec,
+    trusted_proxies: Vec<String>,
+    ipv6_prefix: Option<u8>,
+    jwt_secret: Option<String>,
     on_store_error: OnStoreError,
     store_timeout: Duration,
     prefix: Option<String>,
 }
 
-/// What `--key` asked for.
-#[derive(Debug, Clone)]
-enum KeySpec {
+/// One part of `--key`; several joined with `+` (`route+ip`) key on all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KeyPart {
+    /// The client IP: the socket peer, or behind `--trusted-proxy` ranges the address they
+    /// forward.
     Ip,
-    Header(Header),
+    Header(String),
+    Query(String),
+    Jwt,
     Route,
     Global,
 }
 
+/// What `--key` asked for: one or more parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KeySpec(Vec<KeyPart>);
+
 impl KeySpec {
     fn parse(text: &str) -> Result<Self, String> {
-        match text {
-            "ip" => Ok(KeySpec::Ip),
-            "route" => Ok(KeySpec::Route),
-            "global" => Ok(KeySpec::Global),
-            _ => match text.strip_prefix("header:") {
-                Some(name) => Header::try_new(name)
-                    .map(KeySpec::Header)
-                    .ok_or_else(|| format!("--key: invalid header name `{name}`")),
-                None => Err(format!(
-                    "--key: unknown key `{text}`: expected ip, header:NAME, route or global"
-                )),
-            },
-        }
+        let unknown = |part: &str| {
+            format!(
+                "--key: unknown key `{part}`: expected ip, header:NAME, query:NAME, jwt, route or global, \
+                 or several joined with + (e.g. route+ip)"
+            )
+        };
+        let parts = text
+            .split('+')
+            .map(|part| match part {
+                "ip" => Ok(KeyPart::Ip),
+                "jwt" => Ok(KeyPart::Jwt),
+                "route" => Ok(KeyPart::Route),
+                "global" => Ok(KeyPart::Global),
+                _ => {
+                    if let Some(name) = part.strip_prefix("header:") {
+                        Header::try_new(name)
+                            .map(|_| KeyPart::Header(name.to_owned()))
+                            .ok_or_else(|| format!("--key: invalid header name `{name}`"))
+                    } else if let Some(name) = part.strip_prefix("query:") {
+                        if name.is_empty() {
+                            Err("--key: query: needs a parameter name".to_owned())
+                        } else {
+                            Ok(KeyPart::Query(name.to_owned()))
+                        }
+                    } else {
+                        Err(unknown(part))
+                    }
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(KeySpec(parts))
     }
+}
 
-    /// The extractor, boxed behind one type whatever the variant.
-    fn extractor(&self) -> Arc<dyn KeyExtractor> {
-        match self {
-            KeySpec::Ip => Arc::new(PeerIp),
-            KeySpec::Header(header) => Arc::new(header.clone()),
-            KeySpec::Route => Arc::new(Route),
-            KeySpec::Global => Arc::new(Global),
-        }
+/// The extractor `args` describe. Identities that a request may lack (a header, a query
+/// parameter, a valid token) fall back to the client IP, so that behind trusted proxies an
+/// anonymous client is still told apart from the others.
+fn key_extractor(args: &Args) -> Result<Arc<dyn KeyExtractor>, String> {
+    let ip = ClientIp::try_trusting(&args.trusted_proxies)
+        .and_then(|ip| match args.ipv6_prefix {
+            Some(len) => ip.try_ipv6_prefix(len),
+            None => Ok(ip),
+        })
+        .map_err(|e| format!("--trusted-proxy/--ipv6-prefix: {e}"))?;
+    let mut parts: Vec<Arc<dyn KeyExtractor>> = Vec::new();
+    for part in &args.key.0 {
+        let extractor: Arc<dyn KeyExtractor> = match part {
+            KeyPart::Ip => Arc::new(ip.clone()),
+            KeyPart::Header(name) => Arc::new(Header::new(name).or_else(ip.clone())),
+            KeyPart::Query(name) => Arc::new(Query::new(name.as_str()).or_else(ip.clone())),
+            KeyPart::Jwt => jwt(args, &ip)?,
+            KeyPart::Route => Arc::new(Route),
+            KeyPart::Global => Arc::new(Global),
+        };
+        parts.push(extractor);
     }
+    let mut parts = parts.into_iter();
+    let first = parts.next().ok_or("--key: empty")?;
+    Ok(parts.fold(first, |key, next| Arc::new(Both::new(key, next))))
+}
+
+#[cfg(feature = "jwt")]
+fn jwt(args: &Args, ip: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
+    let secret = args
+        .jwt_secret
+        .as_ref()
+        .ok_or("--key jwt needs --jwt-secret")?;
+    Ok(Arc::new(redlimit::Jwt::hs256(secret).or_else(ip.clone())))
+}
+
+#[cfg(not(feature = "jwt"))]
+fn jwt(_: &Args, _: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
+    Err("--key jwt needs the jwt feature: cargo run --features jwt --example server".into())
 }
 
 /// Parses the arguments that follow the program name. Later values of a flag replace earlier
@@ -120,7 +187,10 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         sentinel_master: None,
         algorithm: Algorithm::Gcra,
         limits: Vec::new(),
-        key: KeySpec::Ip,
+        key: KeySpec(vec![KeyPart::Ip]),
+        trusted_proxies: Vec::new(),
+        ipv6_prefix: None,
+        jwt_secret: None,
         on_store_error: OnStoreError::Open,
         store_timeout: Duration::from_millis(100),
         prefix: None,
@@ -152,6 +222,9 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 | "--algorithm"
                 | "--limit"
                 | "--key"
+                | "--trusted-proxy"
+                | "--ipv6-prefix"
+                | "--jwt-secret"
                 | "--on-store-error"
                 | "--store-timeout-ms"
                 | "--prefix"
@@ -181,6 +254,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--limit" => rates.push(value),
             "--key" => parsed.key = KeySpec::parse(&value)?,
+            "--trusted-proxy" => parsed.trusted_proxies.push(value),
+            "--ipv6-prefix" => {
+                parsed.ipv6_prefix = Some(value.parse().map_err(|_| {
+                    format!("--ipv6-prefix: invalid value `{value}`: expected 1 to 128")
+                })?);
+            }
+            "--jwt-secret" => parsed.jwt_secret = Some(value),
             "--on-store-error" => {
                 parsed.on_store_error = value
                     .parse()
@@ -265,7 +345,7 @@ fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     }
     .map_err(|e| format!("--limit: {e}"))?;
     Ok(layer
-        .key(args.key.extractor())
+        .key(key_extractor(args)?)
         .on_store_error(args.on_store_error)
         .store_deadline(args.store_timeout))
 }
@@ -369,7 +449,7 @@ mod tests {
         assert_eq!(args.redis, None);
         assert_eq!(args.algorithm, Algorithm::Gcra);
         assert_eq!(args.limits, [Limit::gcra(10, Duration::from_secs(1))]);
-        assert!(matches!(args.key, KeySpec::Ip));
+        assert_eq!(args.key, KeySpec(vec![KeyPart::Ip]));
         assert_eq!(args.on_store_error, OnStoreError::Open);
         assert_eq!(args.store_timeout, Duration::from_millis(100));
         assert_eq!(args.prefix, None);
@@ -399,7 +479,7 @@ mod tests {
         assert_eq!(args.bind, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(args.redis.as_deref(), Some("redis://127.0.0.1:6379"));
         assert_eq!(args.limits, [Limit::sliding_log(5, Duration::from_secs(3))]);
-        assert!(matches!(args.key, KeySpec::Header(_)));
+        assert!(matches!(args.key.0[..], [KeyPart::Header(_)]));
         assert_eq!(args.on_store_error, OnStoreError::Closed);
         assert_eq!(args.store_timeout, Duration::from_millis(25));
         assert_eq!(args.prefix.as_deref(), Some("test:rl"));
@@ -450,7 +530,7 @@ mod tests {
                 Limit::fixed_window(1, Duration::from_secs(3600)),
             ]
         );
-        assert!(matches!(args.key, KeySpec::Route));
+        assert_eq!(args.key, KeySpec(vec![KeyPart::Route]));
         assert_eq!(args.on_store_error, OnStoreError::Closed);
         assert_eq!(args.store_timeout, Duration::from_millis(7));
         assert_eq!(args.redis.as_deref(), Some("redis://localhost:6399/2"));
@@ -463,19 +543,28 @@ mod tests {
 
     #[test]
     fn keys() {
-        assert!(matches!(parse(&["--key", "ip"]).unwrap().key, KeySpec::Ip));
-        assert!(matches!(
-            parse(&["--key", "global"]).unwrap().key,
-            KeySpec::Global
-        ));
-        assert!(matches!(
-            parse(&["--key", "route"]).unwrap().key,
-            KeySpec::Route
-        ));
-        assert!(matches!(
-            parse(&["--key", "header:X-Api-Key"]).unwrap().key,
-            KeySpec::Header(_)
-        ));
+        let key = |spec: &str| parse(&["--key", spec]).unwrap().key.0;
+        assert_eq!(key("ip"), [KeyPart::Ip]);
+        assert_eq!(key("global"), [KeyPart::Global]);
+        assert_eq!(key("route"), [KeyPart::Route]);
+        assert_eq!(key("jwt"), [KeyPart::Jwt]);
+        assert_eq!(
+            key("header:X-Api-Key"),
+            [KeyPart::Header("X-Api-Key".into())]
+        );
+        assert_eq!(key("query:api_key"), [KeyPart::Query("api_key".into())]);
+        assert_eq!(key("route+ip"), [KeyPart::Route, KeyPart::Ip]);
+        let args = parse(&[
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy=::1",
+            "--ipv6-prefix",
+            "56",
+        ])
+        .unwrap();
+        assert_eq!(args.trusted_proxies, ["10.0.0.0/8", "::1"]);
+        assert_eq!(args.ipv6_prefix, Some(56));
+        assert!(key_extractor(&args).is_ok());
     }
 
     #[test]
@@ -535,6 +624,15 @@ mod tests {
         assert!(error(&["--key", "header:"]).contains("invalid header name"));
         assert!(error(&["--key", "header:bad name"]).contains("invalid header name"));
         assert!(error(&["--key=Header:x"]).contains("unknown key"));
+        assert!(error(&["--key", "route+"]).contains("unknown key"));
+        assert!(error(&["--key", "query:"]).contains("query"));
+        assert!(error(&["--ipv6-prefix", "wide"]).starts_with("--ipv6-prefix"));
+        let bad_proxy = parse(&["--trusted-proxy", "10.0.0.0/33"]).unwrap();
+        assert!(key_extractor(&bad_proxy).is_err());
+        let bad_prefix = parse(&["--ipv6-prefix", "129"]).unwrap();
+        assert!(key_extractor(&bad_prefix).is_err());
+        let no_secret = parse(&["--key", "jwt"]).unwrap();
+        assert!(key_extractor(&no_secret).is_err());
     }
 
     #[test]

@@ -280,3 +280,67 @@ fn cluster_sentinel_and_local_fallback_flags() {
     assert_eq!(local.get("/", &[]).0, 200);
     assert_eq!(local.get("/", &[]).0, 429);
 }
+
+#[test]
+fn trusted_proxies_and_combined_keys() {
+    // Behind a trusted proxy (the test itself, on 127.0.0.1), X-Forwarded-For names the client.
+    let server = Server::start(&["--limit", "1/60s", "--trusted-proxy", "127.0.0.1"]);
+    let from = |ip: &str| server.get("/", &[("x-forwarded-for", ip)]).0;
+    assert_eq!(from("203.0.113.1"), 200);
+    assert_eq!(from("203.0.113.1"), 429);
+    assert_eq!(from("203.0.113.2"), 200);
+    // Without trust, rotating X-Forwarded-For buys nothing.
+    let untrusting = Server::start(&["--limit", "1/60s"]);
+    assert_eq!(
+        untrusting
+            .get("/", &[("x-forwarded-for", "198.51.100.1")])
+            .0,
+        200
+    );
+    assert_eq!(
+        untrusting
+            .get("/", &[("x-forwarded-for", "198.51.100.2")])
+            .0,
+        429
+    );
+    // route+ip: one quota per route and client.
+    let combined = Server::start(&["--limit", "1/60s", "--key", "route+ip"]);
+    assert_eq!(combined.get("/a", &[]).0, 200);
+    assert_eq!(combined.get("/a", &[]).0, 429);
+    assert_eq!(combined.get("/b", &[]).0, 200);
+    // query:NAME, hashed.
+    let query = Server::start(&["--limit", "1/60s", "--key", "query:api_key"]);
+    assert_eq!(query.get("/?api_key=one", &[]).0, 200);
+    assert_eq!(query.get("/?api_key=one", &[]).0, 429);
+    assert_eq!(query.get("/?api_key=two", &[]).0, 200);
+}
+
+#[cfg(feature = "jwt")]
+#[test]
+fn jwt_subjects() {
+    use redlimit::jsonwebtoken::{encode, EncodingKey, Header as JwtHeader};
+    let token = |sub: &str, secret: &str| {
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 600;
+        let claims = serde_json::json!({ "sub": sub, "exp": exp });
+        encode(
+            &JwtHeader::default(),
+            &claims,
+            &EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap()
+    };
+    let server = Server::start(&["--limit", "1/60s", "--key", "jwt", "--jwt-secret", "s3cret"]);
+    let bearer = |t: &str| format!("Bearer {t}");
+    let alice = bearer(&token("alice", "s3cret"));
+    assert_eq!(server.get("/", &[("authorization", &alice)]).0, 200);
+    assert_eq!(server.get("/", &[("authorization", &alice)]).0, 429);
+    let bob = bearer(&token("bob", "s3cret"));
+    assert_eq!(server.get("/", &[("authorization", &bob)]).0, 200);
+    // A forged token (wrong secret) does not spend bob's quota: it falls back to the IP key.
+    let forged = bearer(&token("bob", "guess"));
+    assert_eq!(server.get("/", &[("authorization", &forged)]).0, 200);
+}
