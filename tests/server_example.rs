@@ -5,64 +5,10 @@ mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
-use support::{unique_prefix, RedisServer};
-
-/// Builds the example once (cargo's own lock makes this safe beside other tests) and returns
-/// its path.
-fn server_binary() -> &'static PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut command = Command::new(cargo);
-        // Variables cargo sets for this test binary would look like a changed environment to
-        // build scripts that track them (ring's does), forcing a rebuild of half the tree.
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if [
-                "CARGO_PKG_",
-                "CARGO_MANIFEST_",
-                "CARGO_CRATE_",
-                "CARGO_PRIMARY_",
-                "CARGO_BIN_",
-                "CARGO_TARGET_TMPDIR",
-            ]
-            .iter()
-            .any(|p| name.starts_with(p))
-            {
-                command.env_remove(name.as_ref());
-            }
-        }
-        let out = command
-            // The same features as `scripts/test.sh`, so the build reuses its artifacts.
-            .args([
-                "build",
-                "--all-features",
-                "--example",
-                "server",
-                "--message-format=json",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cargo build --example server");
-        assert!(out.status.success(), "building the server example failed");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        stdout
-            .lines()
-            .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"server\""))
-            .find_map(|l| {
-                let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
-                let end = start + l[start..].find('"')?;
-                Some(PathBuf::from(&l[start..end]))
-            })
-            .expect("cargo reported no executable for the server example")
-    })
-}
+use support::{example_binary, unique_prefix, RedisServer};
 
 /// A running server, killed on drop.
 struct Server {
@@ -72,7 +18,7 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(server_binary())
+        let mut child = Command::new(example_binary("server"))
             .args(["--bind", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
@@ -129,7 +75,7 @@ fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(server_binary())
+    Command::new(example_binary("server"))
         .args(args)
         .output()
         .expect("run server")

@@ -4,11 +4,13 @@
 
 pub mod app;
 pub mod cluster;
+pub mod example;
 pub mod redis_server;
 pub mod sentinel;
 
 pub use app::*;
 pub use cluster::RedisCluster;
+pub use example::example_binary;
 pub use redis_server::{redis_binary, RedisServer};
 pub use sentinel::{SentinelSet, MASTER_NAME};
 

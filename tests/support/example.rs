@@ -1,0 +1,59 @@
+//! Builds an example binary for black-box tests.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, PoisonError};
+
+/// Builds the example `name` once per test binary (cargo's own lock makes this safe beside
+/// other tests) and returns its path.
+pub fn example_binary(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, path)) = built.iter().find(|(n, _)| n == name) {
+        return path.clone();
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    // Variables cargo sets for this test binary would look like a changed environment to
+    // build scripts that track them (ring's does), forcing a rebuild of half the tree.
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        let per_crate = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_PRIMARY_",
+            "CARGO_BIN_",
+            "CARGO_TARGET_TMPDIR",
+        ];
+        if per_crate.iter().any(|p| var.starts_with(p)) {
+            command.env_remove(var.as_ref());
+        }
+    }
+    // The same features as `scripts/test.sh`, so the build reuses its artifacts.
+    let out = command
+        .args([
+            "build",
+            "--all-features",
+            "--example",
+            name,
+            "--message-format=json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
+    assert!(out.status.success(), "building the {name} example failed");
+    let needle = format!("\"name\":\"{name}\"");
+    let path = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains(&needle))
+        .find_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..end]))
+        })
+        .unwrap_or_else(|| panic!("cargo reported no executable for the {name} example"));
+    built.push((name.to_owned(), path.clone()));
+    path
+}
