@@ -61,6 +61,8 @@
 //! are an option ([`HeaderStyle`]).
 
 mod algorithm;
+#[doc(hidden)]
+pub mod bench_support;
 mod decision;
 mod duration;
 mod error;

@@ -35,6 +35,7 @@ pub use breaker::CircuitBreaker;
 pub use failure::{MissingKey, OnStoreError};
 pub use future::ResponseFuture;
 pub use grpc::GrpcStatus;
+pub(crate) use headers::render as render_headers;
 pub use headers::HeaderStyle;
 pub use layer::RateLimitLayer;
 pub use service::RateLimit;

@@ -13,6 +13,10 @@ mod redis;
 #[cfg(feature = "redis")]
 mod reply;
 #[cfg(feature = "redis")]
+pub(crate) use self::redis::script_call;
+#[cfg(feature = "redis")]
+pub(crate) use reply::decode as decode_reply;
+#[cfg(feature = "redis")]
 mod script;
 
 #[cfg(feature = "redis")]

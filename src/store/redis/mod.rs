@@ -189,25 +189,13 @@ impl RedisStore {
         cost: u64,
         now_us: Option<u64>,
     ) -> StoreFuture {
+        let (keys, args) = call_parts(&self.inner.prefix, policy, key, cost, now_us);
         let mut invocation = SCRIPT.prepare_invoke();
-        for limit in policy.limits() {
-            invocation.key(state_key(
-                &self.inner.prefix,
-                policy.name(),
-                key.as_str(),
-                limit,
-            ));
+        for key in keys {
+            invocation.key(key);
         }
-        match now_us {
-            Some(now) => invocation.arg(now),
-            None => invocation.arg(""),
-        };
-        invocation.arg(cost);
-        for limit in policy.limits() {
-            invocation
-                .arg(limit.algorithm().code())
-                .arg(limit.count())
-                .arg(limit.period_us());
+        for arg in args {
+            invocation.arg(arg);
         }
         let inner = Arc::clone(&self.inner);
         let policy = Arc::clone(policy);
@@ -216,6 +204,41 @@ impl RedisStore {
             decode(&policy, &reply)
         })
     }
+}
+
+/// The keys and arguments of the script call for one check (contract: `lua/prelude.lua`).
+fn call_parts(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    cost: u64,
+    now_us: Option<u64>,
+) -> (Vec<String>, Vec<String>) {
+    let keys = policy
+        .limits()
+        .iter()
+        .map(|limit| state_key(prefix, policy.name(), key.as_str(), limit))
+        .collect();
+    let mut args = Vec::with_capacity(2 + 3 * policy.limits().len());
+    args.push(now_us.map(|n| n.to_string()).unwrap_or_default());
+    args.push(cost.to_string());
+    for limit in policy.limits() {
+        args.push(limit.algorithm().code().to_owned());
+        args.push(limit.count().to_string());
+        args.push(limit.period_us().to_string());
+    }
+    (keys, args)
+}
+
+/// The keys and arguments of a production check (Redis `TIME`), for baselines that send the
+/// same `EVALSHA` by hand.
+pub(crate) fn script_call(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    cost: u64,
+) -> (Vec<String>, Vec<String>) {
+    call_parts(prefix, policy, key, cost, None)
 }
 
 impl Store for RedisStore {
