@@ -3,7 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use smallvec::SmallVec;
+
 use crate::limit::Limit;
+
+/// Per-limit states, inline for the common one- and two-limit policies.
+pub(crate) type LimitStates = SmallVec<[LimitState; 2]>;
 
 /// Where a [`Decision`] came from.
 ///
@@ -127,14 +132,14 @@ pub struct Decision {
     policy: Arc<str>,
     allowed: bool,
     now: SystemTime,
-    limits: Vec<LimitState>,
+    limits: LimitStates,
     governing: Option<usize>,
     source: DecisionSource,
 }
 
 impl Decision {
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
-    pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: Vec<LimitState>) -> Self {
+    pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
         let allowed = limits.iter().all(LimitState::is_allowed);
         let governing = if allowed {
             // Most restrictive: fewest remaining, then the longest wait until fully free.
@@ -167,7 +172,7 @@ impl Decision {
             policy,
             allowed: true,
             now: SystemTime::now(),
-            limits: Vec::new(),
+            limits: LimitStates::new(),
             governing: None,
             source: DecisionSource::FailOpen,
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::decision::{Decision, LimitState};
+use crate::decision::{Decision, LimitState, LimitStates};
 use crate::error::StoreError;
 use crate::policy::Policy;
 
@@ -38,7 +38,7 @@ pub(crate) fn decode(policy: &Arc<Policy>, reply: &[i64]) -> Result<Decision, St
                 raw[3],
             ))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<LimitStates, _>>()?;
     let decision = Decision::from_states(policy.name_arc(), now, states);
     if decision.is_allowed() != allowed {
         return Err(bad("inconsistent verdict"));

@@ -2,8 +2,10 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::algorithm::{fixed_window, gcra, sliding_log::Log, sliding_window, token_bucket, Eval};
-use crate::decision::LimitState;
+use crate::decision::{LimitState, LimitStates};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 
@@ -50,17 +52,20 @@ impl Entry {
     /// Whether this entry was made for these limits (a policy changed under the same name
     /// starts fresh, as the Redis keys, which name their limit, do).
     pub(super) fn fits(&self, policy: &Policy) -> bool {
-        *self.limits == *policy.limits()
+        // The same `Arc` in the common case; equal limits after a policy was rebuilt.
+        std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
+            || *self.limits == *policy.limits()
     }
 
     /// Evaluates every limit, commits all or none, and reports each limit's state.
-    pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> Vec<LimitState> {
+    pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let max_log = policy.max_log_period_us();
         if max_log > 0 {
             self.log.trim(now, max_log);
         }
         // Each limit's verdict, its next state, and how long that state matters.
-        let evals: Vec<(Eval, Slot, u64)> = self
+        // On the stack for up to four limits: no allocation besides the decision's own.
+        let evals: SmallVec<[(Eval, Slot, u64); 4]> = self
             .limits
             .iter()
             .zip(self.slots.iter())
