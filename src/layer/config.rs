@@ -55,6 +55,8 @@ pub(crate) struct Pending {
 }
 
 /// How a request starts.
+// Lives on the stack for one call; boxing the large variant would allocate per request.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Start {
     /// Ask the store.
     Check(StoreFuture, Pending),
