@@ -48,6 +48,14 @@ for i = 1, count do
 end
 
 if allowed then
+  -- The size of each log: the count of its longest span (the trim left nothing older).
+  local log_size = {}
+  for i = 1, count do
+    local l = limits[i]
+    if l.code == 'sl' and l.p == max_log then
+      log_size[l.key] = l.e.used
+    end
+  end
   local logged = {}
   for i = 1, count do
     local l = limits[i]
@@ -57,7 +65,7 @@ if allowed then
       sliding_window_commit(l.key, l.e)
     elseif l.code == 'sl' then
       if not logged[l.key] then
-        sliding_log_commit(l.key, cost, now, max_log)
+        sliding_log_commit(l.key, cost, now, max_log, log_size[l.key])
         logged[l.key] = true
       end
     elseif l.code == 'tb' then

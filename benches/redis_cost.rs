@@ -1,0 +1,664 @@
+//! What each algorithm costs Redis, to size a Redis for a request rate: decisions per second
+//! that one client connection drives through pipelined `EVALSHA`s, the Redis CPU time per
+//! decision (the honest "one Redis core" number, independent of the client), the commands per
+//! decision, and the memory per client key at a typical state. A plain `INCR` and a minimal
+//! script are measured the same way, as baselines.
+//!
+//! `cargo bench --bench redis_cost` starts a private `redis-server` (`$REDIS_SERVER`, else the
+//! one on the PATH) on a free loopback port and kills it at the end; about 50 s.
+//! `REDLIMIT_BENCH_SECS` sets the measured time per workload (default 3). Run without `--bench`
+//! it does nothing: `cargo test --all-targets` (and `--benches`) still runs bench targets
+//! marked `test = false`, without that flag.
+
+#[allow(dead_code)]
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, Value};
+use redlimit::bench_support::script_call;
+use redlimit::{Algorithm, Key, Limit, Policy, RedisStore};
+
+use redis_server::{redis_binary, RedisServer};
+
+/// Distinct client keys the throughput workloads spread over.
+const CLIENT_KEYS: usize = 100_000;
+/// Commands per pipeline (one round trip).
+const PIPELINE: usize = 100;
+/// The store's default prefix, so key names (and so memory) are those of a default setup.
+const PREFIX: &str = "redlimit";
+/// A script doing the least a script can: one `INCR`. Its cost minus `INCR`'s is the price of
+/// going through Lua at all.
+const MINIMAL_SCRIPT: &str = "return redis.call('INCR', KEYS[1])";
+
+fn client_key(i: usize) -> Key {
+    Key::new(format!("ip:10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+}
+
+/// One command of a workload, as `(name, args)`.
+type Command = (&'static str, Vec<String>);
+
+/// Pre-encoded pipelines of `PIPELINE` commands each, so the client does as little as it can
+/// while measuring.
+struct Workload {
+    /// `(encoded pipeline, commands in it)`.
+    pipelines: Vec<(Vec<u8>, usize)>,
+}
+
+impl Workload {
+    fn new(commands: impl Iterator<Item = Command>) -> Self {
+        let commands: Vec<Command> = commands.collect();
+        let pipelines = commands
+            .chunks(PIPELINE)
+            .map(|chunk| {
+                let mut pipe = redis::pipe();
+                for (name, args) in chunk {
+                    pipe.cmd(name).arg(args);
+                }
+                (pipe.get_packed_pipeline(), chunk.len())
+            })
+            .collect();
+        Workload { pipelines }
+    }
+
+    /// `EVALSHA` of the redlimit script for `policy`, one per client key.
+    fn script(sha: &str, policy: &Policy, clients: impl Iterator<Item = usize>) -> Self {
+        Workload::new(clients.map(|i| evalsha(sha, policy, i)))
+    }
+}
+
+/// The `EVALSHA` the Redis store sends for one check of client key `i`.
+fn evalsha(sha: &str, policy: &Policy, i: usize) -> Command {
+    let (keys, args) = script_call(PREFIX, policy, &client_key(i), 1);
+    let mut all = vec![sha.to_owned(), keys.len().to_string()];
+    all.extend(keys);
+    all.extend(args);
+    ("EVALSHA", all)
+}
+
+/// What one timed run measured.
+struct Measured {
+    decisions: u64,
+    allowed: u64,
+    errors: u64,
+    wall: Duration,
+    cpu_secs: f64,
+    /// `INFO commandstats` calls per command over the run (the bench's own INFO excluded).
+    calls: HashMap<String, u64>,
+    /// Server-side execution µs of the client's command, from `INFO commandstats`.
+    exec_usec: u64,
+}
+
+impl Measured {
+    fn per_sec(&self) -> f64 {
+        self.decisions as f64 / self.wall.as_secs_f64()
+    }
+
+    fn cpu_us(&self) -> f64 {
+        self.cpu_secs * 1e6 / self.decisions as f64
+    }
+
+    fn exec_us(&self) -> f64 {
+        self.exec_usec as f64 / self.decisions as f64
+    }
+}
+
+/// `INFO section` as `field -> value`.
+fn info(con: &mut redis::Connection, section: &str) -> HashMap<String, String> {
+    let text: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    text.lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
+        .collect()
+}
+
+/// Redis's own CPU time (user + system, all threads), in seconds.
+fn redis_cpu(con: &mut redis::Connection) -> f64 {
+    let cpu = info(con, "cpu");
+    let field = |name: &str| -> f64 {
+        cpu.get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("INFO cpu has no {name}"))
+    };
+    field("used_cpu_user") + field("used_cpu_sys")
+}
+
+/// `INFO commandstats` as `command -> (calls, usec)`.
+fn command_stats(con: &mut redis::Connection) -> HashMap<String, (u64, u64)> {
+    info(con, "commandstats")
+        .into_iter()
+        .filter_map(|(name, stats)| {
+            let name = name.strip_prefix("cmdstat_")?.to_owned();
+            let field = |f: &str| {
+                stats
+                    .split(',')
+                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            Some((name, (field("calls")?, field("usec")?)))
+        })
+        .collect()
+}
+
+/// Sends one pipeline; returns `(replies, allowed, errors)`.
+fn send(con: &mut redis::Connection, pipeline: &[u8], commands: usize) -> (u64, u64, u64) {
+    let replies = con
+        .req_packed_commands(pipeline, 0, commands)
+        .expect("pipeline");
+    let mut allowed = 0;
+    let mut errors = 0;
+    for reply in &replies {
+        match reply {
+            // The script: `{ now, allowed, ... }`.
+            Value::Array(items) => {
+                allowed += u64::from(matches!(items.get(1), Some(Value::Int(1))))
+            }
+            // `INCR`, or the minimal script: counted as allowed.
+            Value::Int(_) => allowed += 1,
+            Value::ServerError(_) => errors += 1,
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
+    (replies.len() as u64, allowed, errors)
+}
+
+/// Empties the database (so no earlier workload's keys expire, at a cost, during this one),
+/// then sends every pipeline of `workload` once, unmeasured, so the run starts from state.
+fn warm_up(con: &mut redis::Connection, workload: &Workload) {
+    flush(con);
+    for (pipeline, commands) in &workload.pipelines {
+        let (n, _, errors) = send(con, pipeline, *commands);
+        assert_eq!(
+            (n, errors),
+            (*commands as u64, 0),
+            "errors while warming up"
+        );
+    }
+}
+
+/// Sends the workload's pipelines round-robin for `duration`; `client` is the command the
+/// workload sends (`evalsha`, `incr`), for its server-side time.
+fn measure(
+    con: &mut redis::Connection,
+    workload: &Workload,
+    duration: Duration,
+    client: &str,
+) -> Measured {
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(con)
+        .expect("CONFIG RESETSTAT");
+    let cpu_before = redis_cpu(con);
+    let start = Instant::now();
+    let (mut decisions, mut allowed, mut errors) = (0, 0, 0);
+    let mut i = 0;
+    while start.elapsed() < duration {
+        let (pipeline, commands) = &workload.pipelines[i % workload.pipelines.len()];
+        let (n, a, e) = send(con, pipeline, *commands);
+        decisions += n;
+        allowed += a;
+        errors += e;
+        i += 1;
+    }
+    let wall = start.elapsed();
+    let cpu_secs = redis_cpu(con) - cpu_before;
+    let stats = command_stats(con);
+    let exec_usec = stats.get(client).map_or(0, |s| s.1);
+    let calls = stats
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
+        .map(|(name, (calls, _))| (name, calls))
+        .collect();
+    Measured {
+        decisions,
+        allowed,
+        errors,
+        wall,
+        cpu_secs,
+        calls,
+        exec_usec,
+    }
+}
+
+/// One throughput row.
+struct Row {
+    name: String,
+    /// The algorithm of a single-limit policy.
+    algorithm: Option<Algorithm>,
+    measured: Measured,
+    /// The command the client sends (`evalsha`, `incr`).
+    client: &'static str,
+    bytes_per_key: String,
+}
+
+impl Row {
+    fn client_per_decision(&self) -> f64 {
+        let m = &self.measured;
+        m.calls.get(self.client).copied().unwrap_or(0) as f64 / m.decisions as f64
+    }
+
+    /// `redis.call`s inside the script per decision, by command.
+    fn inner_per_decision(&self) -> (f64, String) {
+        let m = &self.measured;
+        let mut inner: Vec<(&String, &u64)> = m
+            .calls
+            .iter()
+            .filter(|(name, _)| name.as_str() != self.client)
+            .collect();
+        inner.sort();
+        let total: u64 = inner.iter().map(|(_, c)| **c).sum();
+        let detail = inner
+            .iter()
+            .map(|(name, calls)| {
+                format!(
+                    "{} {:.2}",
+                    name.to_uppercase(),
+                    **calls as f64 / m.decisions as f64
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        (total as f64 / m.decisions as f64, detail)
+    }
+}
+
+/// One memory scenario: client keys driven to a typical state.
+struct MemoryRow {
+    name: String,
+    algorithm: Algorithm,
+    /// At the typical limit (100/60s), so it goes in the main table.
+    typical: bool,
+    /// Sliding log entries per key.
+    entries: Option<usize>,
+    redis_keys_per_client: f64,
+    usage_per_client: f64,
+    used_memory_per_client: f64,
+    encoding: String,
+}
+
+fn flush(con: &mut redis::Connection) {
+    redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .exec(con)
+        .expect("FLUSHALL");
+}
+
+/// Drives `clients` client keys with `calls` allowed checks each (interleaved, so every check
+/// of a key has its own time), then sums `MEMORY USAGE` over the keys written.
+fn memory_scenario(
+    con: &mut redis::Connection,
+    sha: &str,
+    name: &str,
+    limit: Limit,
+    calls: usize,
+    clients: usize,
+) -> MemoryRow {
+    limit.validate().expect("valid limit");
+    flush(con);
+    let policy_name = "api";
+    let policy = Policy::new(policy_name).limit(limit);
+    let used_memory = |con: &mut redis::Connection| -> f64 {
+        info(con, "memory")["used_memory"]
+            .parse()
+            .expect("used_memory")
+    };
+    let used_before = used_memory(con);
+    let workload = Workload::script(sha, &policy, (0..calls).flat_map(|_| 0..clients));
+    for (pipeline, commands) in &workload.pipelines {
+        let (n, allowed, errors) = send(con, pipeline, *commands);
+        assert_eq!(
+            (n, allowed, errors),
+            (*commands as u64, n, 0),
+            "{name}: every check should be allowed"
+        );
+    }
+    drop(workload);
+    let used_after = used_memory(con);
+    let pattern = format!("{PREFIX}:{policy_name}:*");
+    let mut keys: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .cursor_arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query(con)
+            .expect("SCAN");
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    keys.sort();
+    keys.dedup();
+    assert!(!keys.is_empty(), "{name}: no keys written");
+    let mut usage = 0u64;
+    for key in &keys {
+        let bytes: u64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(con)
+            .expect("MEMORY USAGE");
+        usage += bytes;
+        let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).expect("PTTL");
+        assert!(ttl > 0, "{key} has no TTL");
+    }
+    let encoding: String = redis::cmd("OBJECT")
+        .arg("ENCODING")
+        .arg(&keys[0])
+        .query(con)
+        .expect("OBJECT ENCODING");
+    let encoding = if limit.algorithm() == Algorithm::SlidingLog {
+        let entries: u64 = redis::cmd("ZCARD").arg(&keys[0]).query(con).expect("ZCARD");
+        format!("{encoding}, {entries} entries, key `{}`", keys[0])
+    } else {
+        let value: String = redis::cmd("GET").arg(&keys[0]).query(con).expect("GET");
+        format!("{encoding} `{value}`, key `{}`", keys[0])
+    };
+    MemoryRow {
+        name: name.to_owned(),
+        algorithm: limit.algorithm(),
+        typical: limit.count() == 100,
+        entries: (limit.algorithm() == Algorithm::SlidingLog).then_some(calls),
+        redis_keys_per_client: keys.len() as f64 / clients as f64,
+        usage_per_client: usage as f64 / clients as f64,
+        used_memory_per_client: (used_after - used_before) / clients as f64,
+        encoding,
+    }
+}
+
+fn machine_facts(con: &mut redis::Connection, out: &mut String) {
+    let server = info(con, "server");
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    let _ = writeln!(
+        out,
+        "machine: nproc {cpus}, {model}; load average at the end {load}\n\
+         redis: {} {} ({}, {}), on the same machine as the client, over loopback TCP",
+        server.get("redis_mode").map_or("", String::as_str),
+        server.get("redis_version").map_or("?", String::as_str),
+        server.get("multiplexing_api").map_or("?", String::as_str),
+        server.get("os").map_or("?", String::as_str),
+    );
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("redis_cost: a load harness; run it with `cargo bench --bench redis_cost`");
+        return;
+    }
+    let binary = redis_binary();
+    if std::process::Command::new(&binary)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "redis_cost: skipped: cannot run `{binary}` (install redis-server or set REDIS_SERVER)"
+        );
+        return;
+    }
+    let secs: f64 = std::env::var("REDLIMIT_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let duration = Duration::from_secs_f64(secs);
+
+    let server = RedisServer::start();
+    let mut con = server.connection();
+
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(RedisStore::script_source())
+        .query(&mut con)
+        .expect("SCRIPT LOAD");
+    assert_eq!(
+        sha,
+        redis::Script::new(RedisStore::script_source()).get_hash()
+    );
+    let minimal_sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(MINIMAL_SCRIPT)
+        .query(&mut con)
+        .expect("SCRIPT LOAD");
+
+    // Sanity: one real call decodes as the store would decode it.
+    {
+        let policy = std::sync::Arc::new(
+            Policy::new("sanity").limit(Limit::gcra(5, Duration::from_secs(1))),
+        );
+        let (keys, args) = script_call(PREFIX, &policy, &client_key(0), 1);
+        let reply: Vec<i64> = redis::cmd("EVALSHA")
+            .arg(&sha)
+            .arg(keys.len())
+            .arg(&keys)
+            .arg(&args)
+            .query(&mut con)
+            .expect("EVALSHA");
+        let decision = redlimit::bench_support::decode_reply(&policy, &reply).expect("decodes");
+        assert!(decision.is_allowed());
+    }
+
+    let mut rows = Vec::new();
+    let started = Instant::now();
+
+    eprintln!("redis_cost: INCR baseline ...");
+    let incr = Workload::new(
+        (0..CLIENT_KEYS).map(|i| ("INCR", vec![format!("incr:{{{}}}", client_key(i).as_str())])),
+    );
+    warm_up(&mut con, &incr);
+    rows.push(Row {
+        name: "`INCR` (baseline)".into(),
+        algorithm: None,
+        measured: measure(&mut con, &incr, duration, "incr"),
+        client: "incr",
+        bytes_per_key: String::new(),
+    });
+    drop(incr);
+
+    eprintln!("redis_cost: minimal script baseline ...");
+    let minimal = Workload::new((0..CLIENT_KEYS).map(|i| {
+        (
+            "EVALSHA",
+            vec![
+                minimal_sha.clone(),
+                "1".into(),
+                format!("lua:{{{}}}", client_key(i).as_str()),
+            ],
+        )
+    }));
+    warm_up(&mut con, &minimal);
+    rows.push(Row {
+        name: format!("`EVALSHA` of `{MINIMAL_SCRIPT}` (baseline)"),
+        algorithm: None,
+        measured: measure(&mut con, &minimal, duration, "evalsha"),
+        client: "evalsha",
+        bytes_per_key: String::new(),
+    });
+    drop(minimal);
+
+    // High limits: nearly every check is admitted (the common, writing path).
+    let period = Duration::from_secs(60);
+    let mut policies: Vec<(String, Option<Algorithm>, Policy)> = Algorithm::ALL
+        .into_iter()
+        .map(|a| {
+            let limit = Limit::new(a, 1_000_000, period);
+            (
+                format!("{a} 1M/60s"),
+                Some(a),
+                Policy::new(format!("tp-{a}")).limit(limit),
+            )
+        })
+        .collect();
+    policies.push((
+        "gcra 1M/60s + fixed-window 10M/1d (2 limits)".into(),
+        None,
+        Policy::new("tp-multi")
+            .limit(Limit::gcra(1_000_000, period))
+            .limit(Limit::fixed_window(10_000_000, Duration::from_secs(86_400))),
+    ));
+    for (name, algorithm, policy) in &policies {
+        policy.validate().expect("valid policy");
+        eprintln!("redis_cost: {name} ...");
+        let workload = Workload::script(&sha, policy, 0..CLIENT_KEYS);
+        warm_up(&mut con, &workload);
+        rows.push(Row {
+            name: name.clone(),
+            algorithm: *algorithm,
+            measured: measure(&mut con, &workload, duration, "evalsha"),
+            client: "evalsha",
+            bytes_per_key: String::new(),
+        });
+    }
+
+    eprintln!("redis_cost: memory per key ...");
+    let typical = Duration::from_secs(60);
+    let mut memory = Vec::new();
+    for algorithm in Algorithm::ALL {
+        let limit = Limit::new(algorithm, 100, typical);
+        if algorithm == Algorithm::SlidingLog {
+            memory.push(memory_scenario(
+                &mut con,
+                &sha,
+                "sliding-log 100/60s, 10 entries",
+                limit,
+                10,
+                1000,
+            ));
+            memory.push(memory_scenario(
+                &mut con,
+                &sha,
+                "sliding-log 100/60s, 100 entries (full)",
+                limit,
+                100,
+                1000,
+            ));
+            memory.push(memory_scenario(
+                &mut con,
+                &sha,
+                "sliding-log 200/60s, 200 entries (full)",
+                Limit::sliding_log(200, typical),
+                200,
+                100,
+            ));
+        } else {
+            memory.push(memory_scenario(
+                &mut con,
+                &sha,
+                &format!("{algorithm} 100/60s, after 10 checks"),
+                limit,
+                10,
+                1000,
+            ));
+        }
+    }
+    for row in &mut rows {
+        let per_algorithm: Vec<String> = memory
+            .iter()
+            .filter(|m| m.typical && Some(m.algorithm) == row.algorithm)
+            .map(|m| match m.entries {
+                Some(entries) => format!("{:.0} ({entries} entries)", m.usage_per_client),
+                None => format!("{:.0}", m.usage_per_client),
+            })
+            .collect();
+        row.bytes_per_key = per_algorithm.join(" / ");
+    }
+    let elapsed = started.elapsed();
+
+    let incr_cpu = rows[0].measured.cpu_us();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\n## Redis cost per decision\n\n\
+         One client connection, pipelines of {PIPELINE}, {CLIENT_KEYS} client keys, \
+         {secs} s per row after one unmeasured pass over every key; limits high enough that \
+         every check is admitted.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| workload | decisions/s (1 connection) | Redis CPU µs/decision | decisions/s per Redis core (1e6 / CPU µs) | CPU ratio to `INCR` | script exec µs (commandstats) | client commands/decision | `redis.call`s/decision | bytes/client key (100/60s) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for row in &rows {
+        let m = &row.measured;
+        let (inner, _) = row.inner_per_decision();
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.2} | {:.0} | {:.1}× | {:.2} | {:.2} | {:.2} | {} |",
+            row.name,
+            m.per_sec(),
+            m.cpu_us(),
+            1e6 / m.cpu_us(),
+            m.cpu_us() / incr_cpu,
+            m.exec_us(),
+            row.client_per_decision(),
+            inner,
+            row.bytes_per_key,
+        );
+    }
+    let _ = writeln!(out, "\n`redis.call`s inside the script, per decision:\n");
+    for row in &rows {
+        let m = &row.measured;
+        let (_, detail) = row.inner_per_decision();
+        let _ = writeln!(
+            out,
+            "- {}: {} ({} decisions, {:.1}% admitted, {} errors)",
+            row.name,
+            if detail.is_empty() {
+                "none".into()
+            } else {
+                detail
+            },
+            m.decisions,
+            100.0 * m.allowed as f64 / m.decisions as f64,
+            m.errors,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n## Redis memory per client key\n\n\
+         `MEMORY USAGE key SAMPLES 0` summed over the keys written (key name, value, dict entry), \
+         and the growth of `used_memory` (adds the TTL entry and hash-table slots), \
+         per client key; key names `{PREFIX}:<policy>:{{ip:10.0.x.y}}:...`.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| state | Redis keys/client key | `MEMORY USAGE` bytes/client key | `used_memory` growth bytes/client key | encoding, sample |\n\
+         |---|---:|---:|---:|---|"
+    );
+    for m in &memory {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {:.0} | {} |",
+            m.name,
+            m.redis_keys_per_client,
+            m.usage_per_client,
+            m.used_memory_per_client,
+            m.encoding
+        );
+    }
+    out.push('\n');
+    machine_facts(&mut con, &mut out);
+    let _ = writeln!(out, "total time: {:.1} s", elapsed.as_secs_f64());
+    println!("{out}");
+    drop(con);
+    drop(server); // kills redis-server
+}
