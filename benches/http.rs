@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench http            # ~3 minutes; writes docs/benchmarks.svg
 //! HTTP_BENCH_SECS=1 HTTP_BENCH_ROUNDS=1 cargo bench --bench http   # a quick look
+//! HTTP_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
 //! ```
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
@@ -445,6 +446,11 @@ fn main() {
         }
     }
 
+    // HTTP_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
+    if let Ok(only) = std::env::var("HTTP_BENCH_ONLY") {
+        let wanted: Vec<&str> = only.split(',').collect();
+        variants.retain(|v| v.name == "bare axum" || wanted.iter().any(|w| v.name.contains(w)));
+    }
     // samples[variant][connections index] over rounds
     let mut samples = vec![vec![Vec::new(); CONNECTIONS.len()]; variants.len()];
     for round in 0..rounds {
@@ -502,7 +508,10 @@ fn main() {
             } else {
                 "raw EVALSHA gcra, 100k keys"
             };
-            let raw = summary[find(raw_name)][ci];
+            let raw = variants
+                .iter()
+                .position(|v| v.name == raw_name)
+                .map(|i| summary[i][ci]);
             println!(
                 "| {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.2} | {} |",
                 variant.name,
@@ -512,15 +521,17 @@ fn main() {
                 s.commands.map_or("–".into(), |c| format!("{c:.2}")),
                 s.executed.map_or("–".into(), |c| format!("{c:.1}")),
                 s.rps / summary[bare][ci].rps,
-                if variant.redis {
-                    format!("{:.2}", s.rps / raw.rps)
-                } else {
-                    "–".into()
+                match raw {
+                    Some(raw) if variant.redis => format!("{:.2}", s.rps / raw.rps),
+                    _ => "–".into(),
                 },
             );
         }
     }
-    plot(&variants, &summary);
+    // A partial run must not overwrite the published picture.
+    if std::env::var("HTTP_BENCH_ONLY").is_err() {
+        plot(&variants, &summary);
+    }
 }
 
 /// `docs/benchmarks.svg`: throughput and p99 latency per variant, at both connection counts.

@@ -233,6 +233,61 @@ async fn per_service_and_per_method_policies() {
 }
 
 #[tokio::test]
+async fn axum_and_tonic_in_one_binary_share_one_layer() {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", ServingStatus::Serving)
+        .await;
+    let layer = RateLimitLayer::new(
+        redlimit::MemoryStore::new(),
+        Policy::new("both").limit(Limit::gcra(2, Duration::from_secs(60))),
+    )
+    .key(redlimit::Global);
+    let app = axum::Router::new()
+        .route("/http", axum::routing::get(|| async { "ok" }))
+        .merge(tonic::service::Routes::new(health).into_axum_router())
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _reporter = reporter;
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    let mut health = client(addr).await;
+    health.check(check()).await.expect("first call: gRPC");
+    let http = |path: &str| {
+        let path = path.to_owned();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            stream.write_all(req.as_bytes()).await.unwrap();
+            let mut out = String::new();
+            stream.read_to_string(&mut out).await.unwrap();
+            out
+        }
+    };
+    assert!(
+        http("/http").await.starts_with("HTTP/1.1 200"),
+        "second call: HTTP"
+    );
+    assert!(
+        http("/http").await.starts_with("HTTP/1.1 429"),
+        "HTTP past the shared limit"
+    );
+    let status = health.check(check()).await.unwrap_err();
+    assert_eq!(
+        status.code(),
+        Code::ResourceExhausted,
+        "gRPC past the shared limit"
+    );
+}
+
+#[tokio::test]
 async fn http_requests_through_the_same_layer_get_429() {
     let layer = RateLimitLayer::new(
         redlimit::MemoryStore::new(),

@@ -81,19 +81,22 @@ impl Grouping {
     /// The key of a client address: `ip:203.0.113.7`, `ip:2001:db8:1:2::/64`. IPv4-mapped
     /// IPv6 addresses count as IPv4.
     pub(crate) fn key(self, ip: IpAddr) -> Key {
-        let text = match ip.to_canonical() {
-            IpAddr::V4(a) if self.v4 >= 32 => a.to_string(),
+        use std::io::Write;
+        let mut text = smallvec::SmallVec::<[u8; 64]>::new();
+        // Writing to a vector cannot fail.
+        let _ = match ip.to_canonical() {
+            IpAddr::V4(a) if self.v4 >= 32 => write!(text, "{a}"),
             IpAddr::V4(a) => {
                 let mask = u32::MAX.checked_shl(32 - u32::from(self.v4)).unwrap_or(0);
-                format!("{}/{}", Ipv4Addr::from(u32::from(a) & mask), self.v4)
+                write!(text, "{}/{}", Ipv4Addr::from(u32::from(a) & mask), self.v4)
             }
-            IpAddr::V6(a) if self.v6 >= 128 => a.to_string(),
+            IpAddr::V6(a) if self.v6 >= 128 => write!(text, "{a}"),
             IpAddr::V6(a) => {
                 let mask = u128::MAX.checked_shl(128 - u32::from(self.v6)).unwrap_or(0);
-                format!("{}/{}", Ipv6Addr::from(u128::from(a) & mask), self.v6)
+                write!(text, "{}/{}", Ipv6Addr::from(u128::from(a) & mask), self.v6)
             }
         };
-        Key::new(text).namespaced("ip")
+        Key::in_namespace("ip", &text)
     }
 
     /// Checks a prefix length for IP `version` 4 or 6.

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 /// Encoded keys longer than this are replaced by a digest, so Redis keys stay bounded.
 const MAX_LEN: usize = 128;
@@ -34,26 +35,37 @@ impl Key {
     /// ```
     pub fn new(text: impl AsRef<[u8]>) -> Self {
         let bytes = text.as_ref();
-        let mut out = String::with_capacity(bytes.len().min(MAX_LEN + 1));
-        for &b in bytes {
-            if out.len() > MAX_LEN {
-                return Key::digest(b"raw:", bytes);
-            }
-            if b.is_ascii_alphanumeric() || b".-_:/@".contains(&b) {
-                out.push(char::from(b));
-            } else {
-                out.push('%');
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 15)]));
-            }
-        }
-        if out.len() > MAX_LEN {
+        let mut buf = Buf::new();
+        if !encode(&mut buf, bytes) {
             return Key::digest(b"raw:", bytes);
         }
-        if out.is_empty() {
-            out.push('%');
+        if buf.is_empty() {
+            buf.push(b'%');
         }
-        Key(out.into())
+        Key::from_ascii(&buf)
+    }
+
+    /// `namespace:text` in one step, with exactly the result of
+    /// `Key::new(text).namespaced(namespace)` (one allocation instead of several).
+    pub(crate) fn in_namespace(namespace: &str, text: &[u8]) -> Self {
+        let mut buf = Buf::new();
+        let fits = encode(&mut buf, namespace.as_bytes()) && !buf.is_empty() && {
+            buf.push(b':');
+            let before = buf.len();
+            encode(&mut buf, text) && buf.len() > before
+        };
+        if !fits {
+            return Key::new(text).namespaced(namespace);
+        }
+        if buf.len() > MAX_LEN {
+            return Key::digest(b"joined:", &buf);
+        }
+        Key::from_ascii(&buf)
+    }
+
+    /// A key of bytes that are already encoded (ASCII by construction).
+    fn from_ascii(bytes: &[u8]) -> Self {
+        Key(Arc::from(std::str::from_utf8(bytes).unwrap_or("%")))
     }
 
     /// A key from a secret (an API key, a token): only a digest of it reaches Redis.
@@ -76,13 +88,13 @@ impl Key {
             .chain_update(domain)
             .chain_update(bytes)
             .finalize();
-        let mut out = String::with_capacity(33);
-        out.push('#');
+        let mut out = Buf::new();
+        out.push(b'#');
         for b in &sum[..16] {
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 15)]));
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 15)]);
         }
-        Key(out.into())
+        Key::from_ascii(&out)
     }
 
     /// Prefixes the key with a namespace (`ip`, `route`, ...), keeping it encoded.
@@ -93,7 +105,7 @@ impl Key {
     /// ```
     #[must_use]
     pub fn namespaced(&self, namespace: &str) -> Self {
-        Key::concat(&Key::new(namespace), ':', self)
+        Key::concat(&Key::new(namespace), b':', self)
     }
 
     /// Joins two keys: `a+b` (`+` never appears in an encoded key, so the join is unambiguous).
@@ -104,15 +116,18 @@ impl Key {
     /// ```
     #[must_use]
     pub fn join(&self, other: &Key) -> Self {
-        Key::concat(self, '+', other)
+        Key::concat(self, b'+', other)
     }
 
-    fn concat(a: &Key, sep: char, b: &Key) -> Self {
-        let joined = format!("{}{sep}{}", a.0, b.0);
+    fn concat(a: &Key, sep: u8, b: &Key) -> Self {
+        let mut joined = Buf::new();
+        joined.extend_from_slice(a.0.as_bytes());
+        joined.push(sep);
+        joined.extend_from_slice(b.0.as_bytes());
         if joined.len() > MAX_LEN {
-            Key::digest(b"joined:", joined.as_bytes())
+            Key::digest(b"joined:", &joined)
         } else {
-            Key(joined.into())
+            Key::from_ascii(&joined)
         }
     }
 
@@ -127,6 +142,24 @@ impl Key {
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// A key under construction, on the stack: encoding stops past `MAX_LEN`.
+type Buf = SmallVec<[u8; 2 * MAX_LEN + 8]>;
+
+/// Percent-encodes `bytes` onto `buf`; `false` once `buf` holds more than `MAX_LEN` bytes.
+fn encode(buf: &mut Buf, bytes: &[u8]) -> bool {
+    for &b in bytes {
+        if buf.len() > MAX_LEN {
+            return false;
+        }
+        if b.is_ascii_alphanumeric() || b".-_:/@".contains(&b) {
+            buf.push(b);
+        } else {
+            buf.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        }
+    }
+    buf.len() <= MAX_LEN
+}
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -174,6 +207,26 @@ mod tests {
         long_b[199] = b'b';
         assert_ne!(Key::new(&long_a), Key::new(&long_b));
         assert_ne!(Key::hashed("x"), Key::new("x"));
+    }
+
+    #[test]
+    fn in_namespace_is_new_then_namespaced() {
+        let long = vec![b'x'; 126];
+        let longer = vec![b'y'; 200];
+        for (ns, text) in [
+            ("ip", &b"10.0.0.1"[..]),
+            ("ip", b""),
+            ("h", &long),
+            ("h", &longer),
+            ("x y", b"{}"),
+            ("", b"a"),
+        ] {
+            assert_eq!(
+                Key::in_namespace(ns, text),
+                Key::new(text).namespaced(ns),
+                "{ns} {text:?}"
+            );
+        }
     }
 
     #[test]

@@ -120,8 +120,13 @@ impl Breaker {
     /// Records the outcome of a store call.
     pub(crate) fn record(&self, admission: Admission, success: bool) {
         if success {
-            self.consecutive.store(0, Ordering::Relaxed);
-            if self.open_until.swap(0, Ordering::AcqRel) != 0 {
+            // Loads first: a healthy store costs no write to shared cache lines.
+            if self.consecutive.load(Ordering::Relaxed) != 0 {
+                self.consecutive.store(0, Ordering::Relaxed);
+            }
+            if self.open_until.load(Ordering::Acquire) != 0
+                && self.open_until.swap(0, Ordering::AcqRel) != 0
+            {
                 self.probe_started.store(0, Ordering::Release);
                 tracing::info!("rate-limit store answers again; circuit closed");
             }

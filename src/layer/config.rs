@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Response, StatusCode};
 
 use super::breaker::{Admission, Breaker};
 use super::failure::{MissingKey, OnStoreError, Throttle};
 use super::grpc::{self, GrpcStatus};
-use super::headers::{render, HeaderStyle};
+use super::headers::{HeaderStyle, RateHeaders};
 use super::rule::Rule;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::StoreError;
@@ -69,7 +69,7 @@ pub(crate) enum Start {
 /// What to do with the request.
 pub(crate) enum Verdict {
     /// Call the inner service, with these headers for its response.
-    Proceed(Decision, HeaderMap),
+    Proceed(Decision, RateHeaders),
     /// Answer with this response.
     Respond(Response<Bytes>),
 }
@@ -132,6 +132,9 @@ impl Config {
         if admission == Admission::Skip {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
         }
+        if let Some(outcome) = self.store.check_ready(&rule.policy, &pending.key, cost) {
+            return Start::Decided(self.verdict(outcome, &pending));
+        }
         Start::Check(self.store.check(&rule.policy, &pending.key, cost), pending)
     }
 
@@ -149,7 +152,7 @@ impl Config {
 
     fn decided(&self, decision: Decision, grpc: bool) -> Verdict {
         if decision.is_allowed() {
-            let headers = render(&decision, self.headers);
+            let headers = RateHeaders::of(&decision, self.headers);
             return Verdict::Proceed(decision, headers);
         }
         tracing::debug!(policy = decision.policy(), denied_by = ?decision.denied_by(), "rate limited");
@@ -172,7 +175,7 @@ impl Config {
             ),
             None => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
         };
-        add_missing(response.headers_mut(), render(decision, self.headers));
+        RateHeaders::of(decision, self.headers).write_missing(response.headers_mut());
         response
     }
 
@@ -208,7 +211,7 @@ impl Config {
             }
             _ => Verdict::Proceed(
                 Decision::fail_open(pending.rule.policy.name_arc()),
-                HeaderMap::new(),
+                RateHeaders::default(),
             ),
         }
     }
@@ -216,16 +219,6 @@ impl Config {
     fn log_unlimited(&self, rule: &Rule, why: &str) {
         if self.throttle.should_warn() {
             tracing::warn!(policy = rule.policy.name(), why, "request not rate limited");
-        }
-    }
-}
-
-/// Adds the headers the response does not have yet: an inner (more specific) layer's
-/// rate-limit headers win over an outer one's.
-pub(crate) fn add_missing(target: &mut HeaderMap, headers: HeaderMap) {
-    for (name, value) in headers {
-        if let Some(name) = name {
-            target.entry(name).or_insert(value);
         }
     }
 }

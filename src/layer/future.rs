@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::header::HeaderMap;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::config::{add_missing, Config, Pending, Verdict};
+use super::config::{Config, Pending, Verdict};
+use super::headers::RateHeaders;
 use crate::error::StoreError;
 use crate::store::StoreFuture;
 
@@ -48,7 +48,7 @@ pin_project! {
         Call {
             #[pin]
             future: S::Future,
-            headers: HeaderMap,
+            headers: RateHeaders,
         },
         Respond {
             response: Option<Response<Bytes>>,
@@ -99,7 +99,7 @@ where
         ResponseFuture {
             state: State::Call {
                 future: inner.call(request),
-                headers: HeaderMap::new(),
+                headers: RateHeaders::default(),
             },
         }
     }
@@ -141,7 +141,7 @@ where
                 }
                 StateProj::Call { future, headers } => {
                     let mut response = ready!(future.poll(cx))?;
-                    add_missing(response.headers_mut(), std::mem::take(headers));
+                    headers.write_missing(response.headers_mut());
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Respond { response } => {

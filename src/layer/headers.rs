@@ -1,5 +1,6 @@
 //! Rendering a decision as response headers.
 
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -43,40 +44,82 @@ fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// The headers a decision renders to, ready to append to a response.
-pub(crate) fn render(decision: &Decision, style: HeaderStyle) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    if let Some(state) = decision.governing() {
-        if matches!(style, HeaderStyle::XRateLimit | HeaderStyle::Both) {
-            let reset = (decision.evaluated_at() + state.reset_after())
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, ceil_secs);
-            headers.insert(X_LIMIT, HeaderValue::from(state.limit().count()));
-            headers.insert(X_REMAINING, HeaderValue::from(state.remaining()));
-            headers.insert(X_RESET, HeaderValue::from(reset));
+/// What a decision's rate-limit headers say, kept (small, no allocation for the default
+/// style) until the response they go on exists.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RateHeaders {
+    /// Limit, remaining and reset (Unix seconds) of the governing limit, for `X-RateLimit-*`.
+    x: Option<[u64; 3]>,
+    /// Policy name, limit, window, remaining and seconds to reset, for the IETF fields.
+    ietf: Option<(Arc<str>, [u64; 4])>,
+    /// Seconds to wait, for `Retry-After`.
+    retry_after: Option<u64>,
+}
+
+impl RateHeaders {
+    pub(crate) fn of(decision: &Decision, style: HeaderStyle) -> Self {
+        let mut headers = RateHeaders {
+            retry_after: decision.retry_after().map(|wait| ceil_secs(wait).max(1)),
+            ..RateHeaders::default()
+        };
+        if let Some(state) = decision.governing() {
+            let (limit, remaining) = (state.limit().count(), state.remaining());
+            if matches!(style, HeaderStyle::XRateLimit | HeaderStyle::Both) {
+                let reset = (decision.evaluated_at() + state.reset_after())
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, ceil_secs);
+                headers.x = Some([limit, remaining, reset]);
+            }
+            if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
+                let window = ceil_secs(state.limit().period());
+                let reset_after = ceil_secs(state.reset_after());
+                headers.ietf = Some((
+                    decision.policy_arc(),
+                    [limit, window, remaining, reset_after],
+                ));
+            }
         }
-        if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
-            let name = decision.policy();
-            let window = ceil_secs(state.limit().period());
-            let policy = format!("\"{name}\";q={};w={window}", state.limit().count());
-            let current = format!(
-                "\"{name}\";r={};t={}",
-                state.remaining(),
-                ceil_secs(state.reset_after())
-            );
+        headers
+    }
+
+    /// Inserts the headers `target` does not have yet: an inner (more specific) layer's
+    /// rate-limit headers win over an outer one's.
+    pub(crate) fn write_missing(&self, target: &mut HeaderMap) {
+        if let Some([limit, remaining, reset]) = self.x {
+            target
+                .entry(X_LIMIT)
+                .or_insert_with(|| HeaderValue::from(limit));
+            target
+                .entry(X_REMAINING)
+                .or_insert_with(|| HeaderValue::from(remaining));
+            target
+                .entry(X_RESET)
+                .or_insert_with(|| HeaderValue::from(reset));
+        }
+        if let Some((name, [limit, window, remaining, reset_after])) = &self.ietf {
+            let policy = format!("\"{name}\";q={limit};w={window}");
+            let current = format!("\"{name}\";r={remaining};t={reset_after}");
             // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
             if let (Ok(p), Ok(c)) = (
                 HeaderValue::try_from(policy),
                 HeaderValue::try_from(current),
             ) {
-                headers.insert(POLICY, p);
-                headers.insert(RATELIMIT, c);
+                target.entry(POLICY).or_insert(p);
+                target.entry(RATELIMIT).or_insert(c);
             }
         }
+        if let Some(wait) = self.retry_after {
+            target
+                .entry(RETRY_AFTER)
+                .or_insert_with(|| HeaderValue::from(wait));
+        }
     }
-    if let Some(wait) = decision.retry_after() {
-        headers.insert(RETRY_AFTER, HeaderValue::from(ceil_secs(wait).max(1)));
-    }
+}
+
+/// The headers a decision renders to.
+pub(crate) fn render(decision: &Decision, style: HeaderStyle) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    RateHeaders::of(decision, style).write_missing(&mut headers);
     headers
 }
 

@@ -56,10 +56,32 @@ pub type StoreFuture = Pin<Box<dyn Future<Output = Result<Decision, StoreError>>
 pub trait Store: Send + Sync + 'static {
     /// Checks `cost` units for `key` against every limit of `policy`.
     fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture;
+
+    /// The decision at once, for a store that needs no I/O (the memory store), saving the
+    /// layer a boxed future per request; `None` (the default) makes the layer call
+    /// [`Store::check`]. It must decide exactly as `check` would.
+    fn check_ready(
+        &self,
+        policy: &Arc<Policy>,
+        key: &Key,
+        cost: u64,
+    ) -> Option<Result<Decision, StoreError>> {
+        let _ = (policy, key, cost);
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture {
         (**self).check(policy, key, cost)
+    }
+
+    fn check_ready(
+        &self,
+        policy: &Arc<Policy>,
+        key: &Key,
+        cost: u64,
+    ) -> Option<Result<Decision, StoreError>> {
+        (**self).check_ready(policy, key, cost)
     }
 }

@@ -14,6 +14,7 @@ use shard::{IdRef, Shard};
 use super::clock::{Clock, SystemClock};
 use super::{Store, StoreFuture};
 use crate::decision::Decision;
+use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -197,6 +198,15 @@ impl std::fmt::Debug for MemoryStore {
 impl Store for MemoryStore {
     fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture {
         Box::pin(std::future::ready(Ok(self.check_now(policy, key, cost))))
+    }
+
+    fn check_ready(
+        &self,
+        policy: &Arc<Policy>,
+        key: &Key,
+        cost: u64,
+    ) -> Option<Result<Decision, StoreError>> {
+        Some(Ok(self.check_now(policy, key, cost)))
     }
 }
 
