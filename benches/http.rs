@@ -144,12 +144,11 @@ fn governor(keys: Keys) -> Router {
     app().layer(tower_governor::GovernorLayer::new(config))
 }
 
-/// The physical limit of a Redis-backed check: one raw `EVALSHA` of the same script, the same
-/// keys and arguments, over one multiplexed connection, no deadline, no headers.
+/// The physical limit of a Redis-backed check: the very `EVALSHA` the store sends (same
+/// script, keys and arguments), over one multiplexed connection, no deadline, no headers.
 #[derive(Clone)]
 struct Raw {
     connection: redis::aio::MultiplexedConnection,
-    sha: Arc<str>,
     policy: Arc<Policy>,
     keys: Keys,
 }
@@ -162,14 +161,10 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
             None => return StatusCode::BAD_REQUEST.into_response(),
         },
     };
-    let (keys, args) = redlimit::bench_support::script_call("raw", &raw.policy, &key, 1);
-    let reply: Result<Vec<i64>, _> = redis::cmd("EVALSHA")
-        .arg(&*raw.sha)
-        .arg(keys.len())
-        .arg(keys)
-        .arg(args)
-        .query_async(&mut raw.connection.clone())
-        .await;
+    let reply: Result<Vec<i64>, _> =
+        redlimit::bench_support::script_call("raw", &raw.policy, &key, 1)
+            .query_async(&mut raw.connection.clone())
+            .await;
     match reply {
         Ok(reply) if reply.get(1) == Some(&0) => StatusCode::TOO_MANY_REQUESTS.into_response(),
         _ => next.run(request).await,
@@ -179,7 +174,7 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
 async fn raw(url: &str, keys: Keys) -> Router {
     let client = redis::Client::open(url).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-    let sha: String = redis::cmd("SCRIPT")
+    let _: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(RedisStore::script_source())
         .query_async(&mut connection)
@@ -187,7 +182,6 @@ async fn raw(url: &str, keys: Keys) -> Router {
         .unwrap();
     let state = Raw {
         connection,
-        sha: sha.into(),
         policy: Arc::new(policy(Algorithm::Gcra)),
         keys,
     };

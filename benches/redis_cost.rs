@@ -70,13 +70,20 @@ impl Workload {
     }
 }
 
-/// The `EVALSHA` the Redis store sends for one check of client key `i`.
+/// The `EVALSHA` the Redis store sends for one check of client key `i` (the script must be
+/// loaded under `sha`, which it names).
 fn evalsha(sha: &str, policy: &Policy, i: usize) -> Command {
-    let (keys, args) = script_call(PREFIX, policy, &client_key(i), 1);
-    let mut all = vec![sha.to_owned(), keys.len().to_string()];
-    all.extend(keys);
-    all.extend(args);
-    ("EVALSHA", all)
+    let cmd = script_call(PREFIX, policy, &client_key(i), 1);
+    let args: Vec<String> = cmd
+        .args_iter()
+        .skip(1) // "EVALSHA"
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            _ => String::new(), // no cursors in EVALSHA
+        })
+        .collect();
+    assert_eq!(args[0], sha, "the store's script is the one loaded");
+    ("EVALSHA", args)
 }
 
 /// What one timed run measured.
@@ -445,12 +452,7 @@ fn main() {
         let policy = std::sync::Arc::new(
             Policy::new("sanity").limit(Limit::gcra(5, Duration::from_secs(1))),
         );
-        let (keys, args) = script_call(PREFIX, &policy, &client_key(0), 1);
-        let reply: Vec<i64> = redis::cmd("EVALSHA")
-            .arg(&sha)
-            .arg(keys.len())
-            .arg(&keys)
-            .arg(&args)
+        let reply: Vec<i64> = script_call(PREFIX, &policy, &client_key(0), 1)
             .query(&mut con)
             .expect("EVALSHA");
         let decision = redlimit::bench_support::decode_reply(&policy, &reply).expect("decodes");

@@ -25,35 +25,18 @@
 
 mod cli;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use axum::Router;
-use cli::{build_layer, parse_args, shutdown_signal, usage_error, USAGE};
+use cli::shutdown_signal;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => return usage_error(&message),
-    };
-    if args.help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
-
-    let layer = match build_layer(&args) {
-        Ok(layer) => layer,
-        Err(message) => return usage_error(&message),
+    let (args, layer) = match cli::setup("server") {
+        Ok(setup) => setup,
+        Err(status) => return status,
     };
     // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
     let app = Router::new().fallback(|| async { "ok" }).layer(layer);

@@ -23,14 +23,15 @@ pub fn decode_reply(
     crate::store::decode_reply(policy, reply)
 }
 
-/// The assembled Lua script and the arguments the Redis store sends for one check, so a
-/// baseline can send the very same `EVALSHA` by hand: `(keys, args)`.
+/// The very `EVALSHA` the Redis store sends for one check (Redis `TIME`), so a baseline can
+/// send the same call by hand; the script must be loaded first (`SCRIPT LOAD` of
+/// `RedisStore::script_source()`).
 #[cfg(feature = "redis")]
 pub fn script_call(
     prefix: &str,
     policy: &crate::Policy,
     key: &crate::Key,
     cost: u64,
-) -> (Vec<String>, Vec<String>) {
+) -> redis::Cmd {
     crate::store::script_call(prefix, policy, key, cost)
 }

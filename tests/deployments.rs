@@ -194,16 +194,7 @@ async fn fail_open_decisions_during_a_failover_say_so() {
         Policy::new("dep").limit(Limit::gcra(1, Duration::from_secs(60))),
     )
     .store_deadline(Duration::from_millis(100));
-    let app = axum::Router::new()
-        .route(
-            "/",
-            axum::routing::get(
-                |axum::Extension(d): axum::Extension<redlimit::Decision>| async move {
-                    format!("{:?}", d.source())
-                },
-            ),
-        )
-        .layer(layer);
+    let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;
         assert_eq!(res.status(), StatusCode::OK);

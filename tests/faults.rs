@@ -164,16 +164,7 @@ async fn local_fallback_limits_in_memory_while_redis_is_down() {
     )
     .store_deadline(DEADLINE)
     .on_store_error(OnStoreError::Local { instances: 2 });
-    let app = axum::Router::new()
-        .route(
-            "/",
-            axum::routing::get(
-                |axum::Extension(d): axum::Extension<redlimit::Decision>| async move {
-                    format!("{:?}", d.source())
-                },
-            ),
-        )
-        .layer(layer);
+    let app = source_app(layer);
     server.kill();
     // This instance's share: 4 / 2 instances = 2.
     for _ in 0..2 {

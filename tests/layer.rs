@@ -331,12 +331,7 @@ async fn fail_open_decision_is_visible_to_the_handler() {
         .connect_lazy()
         .unwrap();
     let layer = RateLimitLayer::new(store, policy(Limit::gcra(1, Duration::from_secs(60))));
-    let app = Router::new()
-        .route(
-            "/",
-            get(|Extension(d): Extension<Decision>| async move { format!("{:?}", d.source()) }),
-        )
-        .layer(layer);
+    let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;
         assert_eq!(res.status(), StatusCode::OK);

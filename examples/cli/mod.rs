@@ -353,6 +353,31 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Parses the command line of `program`, prints the help if asked, starts logging to stderr
+/// (`warn`, or `RUST_LOG`), and builds the layer. `Err` carries the exit status to return:
+/// success after `--help`, 2 after a bad flag.
+pub fn setup(program: &str) -> Result<(Args, RateLimitLayer), std::process::ExitCode> {
+    use std::io::IsTerminal;
+
+    let args = parse_args(std::env::args().skip(1)).map_err(|message| usage_error(&message))?;
+    if args.help {
+        println!(
+            "{}",
+            USAGE.replacen("usage: server", &format!("usage: {program}"), 1)
+        );
+        return Err(std::process::ExitCode::SUCCESS);
+    }
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let layer = build_layer(&args).map_err(|message| usage_error(&message))?;
+    Ok((args, layer))
+}
+
 /// Prints a bad flag's message and the exit status for it.
 pub fn usage_error(message: &str) -> std::process::ExitCode {
     eprintln!("error: {message} (see --help)");

@@ -19,6 +19,14 @@ pub fn app(layer: RateLimitLayer) -> Router {
         .layer(layer)
 }
 
+/// An app whose handler answers with its decision's source (`Store`, `FailOpen`, `Local`).
+pub fn source_app(layer: RateLimitLayer) -> Router {
+    let source = |axum::Extension(d): axum::Extension<redlimit::Decision>| async move {
+        format!("{:?}", d.source())
+    };
+    Router::new().route("/", get(source)).layer(layer)
+}
+
 /// A GET of `path` from the peer `ip`, with extra headers.
 pub fn request(path: &str, ip: &str, headers: &[(&str, &str)]) -> Request<Body> {
     let mut builder = Request::get(path);

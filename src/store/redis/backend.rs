@@ -5,10 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::aio::ConnectionLike;
 use redis::aio::ConnectionManager;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{ErrorKind, RedisError, RedisResult, ScriptInvocation, ServerErrorKind};
+use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 use super::sentinel::SentinelBackend;
 
@@ -23,19 +24,29 @@ pub(super) enum Backend {
 }
 
 impl Backend {
-    /// Runs the script once (`invoke_async` reloads it on `NOSCRIPT`, which proves it did not
-    /// run, and retries once).
-    pub(super) async fn run(
-        &self,
-        invocation: &ScriptInvocation<'static>,
-    ) -> RedisResult<Vec<i64>> {
+    /// Runs the script once (reloading it on `NOSCRIPT`, which proves it did not run, and
+    /// retrying once).
+    pub(super) async fn run(&self, command: &Cmd) -> RedisResult<Vec<i64>> {
         match self {
-            Backend::Standalone(connection) => {
-                invocation.invoke_async(&mut connection.clone()).await
-            }
-            Backend::Cluster(cluster) => cluster.run(invocation).await,
-            Backend::Sentinel(sentinel) => sentinel.run(invocation).await,
+            Backend::Standalone(connection) => evalsha(command, &mut connection.clone()).await,
+            Backend::Cluster(cluster) => cluster.run(command).await,
+            Backend::Sentinel(sentinel) => sentinel.run(command).await,
         }
+    }
+}
+
+/// Sends the `EVALSHA`; on `NOSCRIPT` (the script never ran) loads the script and sends it
+/// once more, as `redis::Script::invoke_async` does, without copying the arguments again.
+pub(super) async fn evalsha(
+    command: &Cmd,
+    connection: &mut impl ConnectionLike,
+) -> RedisResult<Vec<i64>> {
+    match command.query_async(connection).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            super::SCRIPT.load_async(connection).await?;
+            command.query_async(connection).await
+        }
+        result => result,
     }
 }
 
@@ -77,11 +88,11 @@ impl ClusterBackend {
             .cloned()
     }
 
-    async fn run(&self, invocation: &ScriptInvocation<'static>) -> RedisResult<Vec<i64>> {
+    async fn run(&self, command: &Cmd) -> RedisResult<Vec<i64>> {
         let mut connection = self.connect().await?;
         let mut attempt = 1;
         loop {
-            match invocation.invoke_async(&mut connection).await {
+            match evalsha(command, &mut connection).await {
                 Err(err) if attempt < CLUSTER_ATTEMPTS && refused_unrun(&err) => {
                     tokio::time::sleep(Duration::from_millis(5 * u64::from(attempt))).await;
                     attempt += 1;

@@ -20,8 +20,8 @@ use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::policy::Policy;
 
-/// Hashed once; `invoke_async` sends `EVALSHA` and loads the script on `NOSCRIPT` only.
-static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SOURCE));
+/// Hashed once; calls are `EVALSHA`, and the script is loaded on `NOSCRIPT` only.
+pub(super) static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(SOURCE));
 
 /// The default key prefix.
 const DEFAULT_PREFIX: &str = "redlimit";
@@ -189,56 +189,48 @@ impl RedisStore {
         cost: u64,
         now_us: Option<u64>,
     ) -> StoreFuture {
-        let (keys, args) = call_parts(&self.inner.prefix, policy, key, cost, now_us);
-        let mut invocation = SCRIPT.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        for arg in args {
-            invocation.arg(arg);
-        }
+        let command = script_command(&self.inner.prefix, policy, key, cost, now_us);
         let inner = Arc::clone(&self.inner);
         let policy = Arc::clone(policy);
         Box::pin(async move {
-            let reply = inner.backend.run(&invocation).await?;
+            let reply = inner.backend.run(&command).await?;
             decode(&policy, &reply)
         })
     }
 }
 
-/// The keys and arguments of the script call for one check (contract: `lua/prelude.lua`).
-fn call_parts(
+/// The `EVALSHA` of one check (contract: `lua/prelude.lua`), built once, arguments written
+/// straight into it.
+fn script_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     cost: u64,
     now_us: Option<u64>,
-) -> (Vec<String>, Vec<String>) {
-    let keys = policy
-        .limits()
-        .iter()
-        .map(|limit| state_key(prefix, policy.name(), key.as_str(), limit))
-        .collect();
-    let mut args = Vec::with_capacity(2 + 3 * policy.limits().len());
-    args.push(now_us.map(|n| n.to_string()).unwrap_or_default());
-    args.push(cost.to_string());
+) -> redis::Cmd {
+    let mut command = redis::cmd("EVALSHA");
+    command.arg(SCRIPT.get_hash()).arg(policy.limits().len());
     for limit in policy.limits() {
-        args.push(limit.algorithm().code().to_owned());
-        args.push(limit.count().to_string());
-        args.push(limit.period_us().to_string());
+        command.arg(state_key(prefix, policy.name(), key.as_str(), limit));
     }
-    (keys, args)
+    match now_us {
+        Some(now) => command.arg(now),
+        None => command.arg(""),
+    };
+    command.arg(cost);
+    for limit in policy.limits() {
+        command
+            .arg(limit.algorithm().code())
+            .arg(limit.count())
+            .arg(limit.period_us());
+    }
+    command
 }
 
-/// The keys and arguments of a production check (Redis `TIME`), for baselines that send the
-/// same `EVALSHA` by hand.
-pub(crate) fn script_call(
-    prefix: &str,
-    policy: &Policy,
-    key: &Key,
-    cost: u64,
-) -> (Vec<String>, Vec<String>) {
-    call_parts(prefix, policy, key, cost, None)
+/// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
+/// call by hand (the script must be loaded: `SCRIPT LOAD` of [`RedisStore::script_source`]).
+pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
+    script_command(prefix, policy, key, cost, None)
 }
 
 impl Store for RedisStore {

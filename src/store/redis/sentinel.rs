@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::SentinelClient;
-use redis::{ConnectionAddr, ErrorKind, RedisResult, ScriptInvocation, ServerErrorKind};
+use redis::{Cmd, ConnectionAddr, ErrorKind, RedisResult, ServerErrorKind};
 
 /// The least time between two questions to the Sentinels while the master seems unwell.
 const RESOLVE_INTERVAL: Duration = Duration::from_millis(200);
@@ -49,10 +49,7 @@ impl SentinelBackend {
         Ok(connection)
     }
 
-    pub(super) async fn run(
-        self: &Arc<Self>,
-        invocation: &ScriptInvocation<'static>,
-    ) -> RedisResult<Vec<i64>> {
+    pub(super) async fn run(self: &Arc<Self>, command: &Cmd) -> RedisResult<Vec<i64>> {
         let known = self
             .current
             .read()
@@ -66,7 +63,7 @@ impl SentinelBackend {
         // If this call never completes (the layer's deadline drops it: a frozen master), the
         // guard asks the Sentinels whether the master moved.
         let mut guard = Unfinished(Some(self));
-        let result = invocation.invoke_async(&mut connection).await;
+        let result = super::backend::evalsha(command, &mut connection).await;
         match &result {
             Err(err) if master_may_have_moved(err.kind(), err.is_io_error()) => {}
             _ => guard.0 = None,
