@@ -199,11 +199,40 @@ struct Sample {
     /// Commands Redis executed per request, counting those inside the script.
     executed: Option<f64>,
     errors: u64,
+    /// CPU time of the server's thread per request, µs: what the variant costs the service,
+    /// steadier than throughput on a shared machine.
+    server_cpu_us: f64,
+}
+
+/// CPU time (user + system) a thread has used, in µs, from `/proc/<pid>/task/<tid>/stat`
+/// (clock ticks of 10 ms: over seconds of load, plenty).
+fn thread_cpu_us(task: &std::path::Path) -> f64 {
+    let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the command name: state is field 3, utime 14 and stime 15.
+    let ticks = |i: usize| {
+        fields
+            .get(i - 3)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(14) + ticks(15)) * 10_000.0
 }
 
 /// Serves the variant's app on a free port in a runtime of its own; returns the address and a
 /// stopper.
-fn serve(make: &Make, url: &str) -> (SocketAddr, std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+fn serve(
+    make: &Make,
+    url: &str,
+) -> (
+    SocketAddr,
+    std::path::PathBuf,
+    std::thread::JoinHandle<()>,
+    Arc<AtomicBool>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     let flag = Arc::clone(&stop);
@@ -215,7 +244,12 @@ fn serve(make: &Make, url: &str) -> (SocketAddr, std::thread::JoinHandle<()>, Ar
     let handle = std::thread::spawn(move || {
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(listener.local_addr().unwrap()).unwrap();
+            let task = std::fs::read_link("/proc/thread-self").unwrap_or_default();
+            tx.send((
+                listener.local_addr().unwrap(),
+                std::path::Path::new("/proc").join(task),
+            ))
+            .unwrap();
             let shutdown = async move {
                 while !flag.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -230,7 +264,8 @@ fn serve(make: &Make, url: &str) -> (SocketAddr, std::thread::JoinHandle<()>, Ar
             .unwrap();
         });
     });
-    (rx.recv().unwrap(), handle, stop)
+    let (addr, task) = rx.recv().unwrap();
+    (addr, task, handle, stop)
 }
 
 /// Closed-loop load: `connections` HTTP/1.1 keep-alive connections, each sending its next
@@ -351,12 +386,14 @@ fn redis_calls(redis: &RedisServer) -> (u64, u64) {
 }
 
 fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64) -> Sample {
-    let (addr, handle, stop) = serve(&variant.make, &redis.url());
+    let (addr, task, handle, stop) = serve(&variant.make, &redis.url());
+    let cpu_before = std::cell::Cell::new(0.0);
     let reset = || {
         let _: () = redis::cmd("CONFIG")
             .arg("RESETSTAT")
             .query(&mut redis.connection())
             .unwrap();
+        cpu_before.set(thread_cpu_us(&task));
     };
     let (requests, histogram, errors, took) = load(
         addr,
@@ -366,6 +403,7 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
         Duration::from_secs_f64(secs),
         reset,
     );
+    let server_cpu = thread_cpu_us(&task) - cpu_before.get();
     let (calls, executed) = redis_calls(redis);
     stop.store(true, Ordering::Relaxed);
     handle.join().unwrap();
@@ -378,6 +416,7 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
             .redis
             .then(|| executed as f64 / requests.max(1) as f64),
         errors,
+        server_cpu_us: server_cpu / requests.max(1) as f64,
     }
 }
 
@@ -483,6 +522,7 @@ fn main() {
                         .executed
                         .map(|_| median(s.iter().filter_map(|x| x.executed).collect())),
                     errors: s.iter().map(|x| x.errors).sum(),
+                    server_cpu_us: median(s.iter().map(|x| x.server_cpu_us).collect()),
                 })
                 .collect()
         })
@@ -492,9 +532,9 @@ fn main() {
     for (ci, &connections) in CONNECTIONS.iter().enumerate() {
         println!("\n### {connections} connections\n");
         println!(
-            "| variant | req/s | p50 µs | p99 µs | Redis calls/req | commands run/req | × bare axum | × raw EVALSHA |"
+            "| variant | req/s | p50 µs | p99 µs | server CPU µs/req | Redis calls/req | commands run/req | × bare axum (req/s) | × raw EVALSHA (req/s) | × raw EVALSHA (CPU) |"
         );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (vi, variant) in variants.iter().enumerate() {
             let s = summary[vi][ci];
             let raw_name = if variant.keys == Keys::Hot {
@@ -507,16 +547,23 @@ fn main() {
                 .position(|v| v.name == raw_name)
                 .map(|i| summary[i][ci]);
             println!(
-                "| {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.2} | {} |",
+                "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {:.2} | {} | {} |",
                 variant.name,
                 s.rps,
                 s.p50_us,
                 s.p99_us,
+                s.server_cpu_us,
                 s.commands.map_or("–".into(), |c| format!("{c:.2}")),
                 s.executed.map_or("–".into(), |c| format!("{c:.1}")),
                 s.rps / summary[bare][ci].rps,
                 match raw {
                     Some(raw) if variant.redis => format!("{:.2}", s.rps / raw.rps),
+                    _ => "–".into(),
+                },
+                // Raw's CPU over ours: above 1 when ours costs less.
+                match raw {
+                    Some(raw) if variant.redis =>
+                        format!("{:.2}", raw.server_cpu_us / s.server_cpu_us),
                     _ => "–".into(),
                 },
             );
