@@ -16,7 +16,6 @@
 
 mod cli;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use cli::shutdown_signal;
@@ -35,16 +34,10 @@ async fn main() -> ExitCode {
         .set_service_status("", ServingStatus::Serving)
         .await;
 
-    let listener = match tokio::net::TcpListener::bind(args.bind).await {
+    let listener = match cli::listen(args.bind).await {
         Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("error: cannot listen on {}: {e}", args.bind);
-            return ExitCode::FAILURE;
-        }
+        Err(status) => return status,
     };
-    let addr = listener.local_addr().unwrap_or(args.bind);
-    println!("listening on {addr}");
-    let _ = std::io::stdout().flush();
 
     let served = Server::builder()
         .layer(layer)

@@ -25,7 +25,6 @@
 
 mod cli;
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
@@ -41,16 +40,10 @@ async fn main() -> ExitCode {
     // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
     let app = Router::new().fallback(|| async { "ok" }).layer(layer);
 
-    let listener = match tokio::net::TcpListener::bind(args.bind).await {
+    let listener = match cli::listen(args.bind).await {
         Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("error: cannot listen on {}: {e}", args.bind);
-            return ExitCode::FAILURE;
-        }
+        Err(status) => return status,
     };
-    let addr = listener.local_addr().unwrap_or(args.bind);
-    println!("listening on {addr}");
-    let _ = std::io::stdout().flush();
 
     let served = axum::serve(
         listener,

@@ -378,6 +378,20 @@ pub fn setup(program: &str) -> Result<(Args, RateLimitLayer), std::process::Exit
     Ok((args, layer))
 }
 
+/// Binds `addr` and prints `listening on ADDR` (the real address: `:0` reveals its port);
+/// `Err` carries the exit status after a message on stderr.
+pub async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, std::process::ExitCode> {
+    use std::io::Write;
+
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        eprintln!("error: cannot listen on {addr}: {e}");
+        std::process::ExitCode::FAILURE
+    })?;
+    println!("listening on {}", listener.local_addr().unwrap_or(addr));
+    let _ = std::io::stdout().flush();
+    Ok(listener)
+}
+
 /// Prints a bad flag's message and the exit status for it.
 pub fn usage_error(message: &str) -> std::process::ExitCode {
     eprintln!("error: {message} (see --help)");
