@@ -7,10 +7,10 @@
 //!   --bind 127.0.0.1:50051 --limit 5/10s --key metadata:x-api-key
 //! ```
 //!
-//! Flags as `examples/server.rs` (`--bind`, `--redis`, `--redis-cluster`, `--redis-sentinel`,
-//! `--algorithm`, `--limit`, `--on-store-error`, `--store-timeout-ms`, `--prefix`), with
-//! `--key ip|metadata:NAME|method|global` (default ip: tonic's peer address). It prints
-//! `listening on ADDR` once bound; a bad flag prints one line on stderr and exits with 2.
+//! The flags are those of `examples/server.rs` (`--help`, or the flag table in README.md), with
+//! gRPC's words for keys: `--key metadata:NAME` and `--key method` (default ip: tonic's peer
+//! address). It prints `listening on ADDR` once bound; a bad flag prints one line on stderr
+//! and exits with 2.
 //! Try it with grpcurl: `grpcurl -plaintext -H 'x-api-key: k' 127.0.0.1:50051
 //! grpc.health.v1.Health/Check`.
 

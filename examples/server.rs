@@ -2,26 +2,16 @@
 //! black-box tests. Every GET answers `200 ok` unless the limit says otherwise.
 //!
 //! ```text
-//! cargo run --release --example server -- \
-//!   --bind 127.0.0.1:3000            # address to listen on (default 127.0.0.1:3000)
-//!   --redis redis://127.0.0.1:6379   # Redis URL; without it: in-memory store
-//!   --redis-cluster URL,URL,...      # or: a Redis Cluster, seeded with some of its nodes
-//!   --redis-sentinel URL,URL,... --sentinel-master NAME   # or: a master behind Sentinels
-//!   --algorithm fixed-window|sliding-window|sliding-log|token-bucket|gcra   # default gcra
-//!   --limit 5/3s --limit 20/60s      # repeatable; N/DURATION with s, m, h or ms
-//!   --key ip|header:NAME|query:NAME|jwt|route|global   # or several: route+ip; default ip
-//!   --trusted-proxy CIDR             # repeatable: believe X-Forwarded-For from these proxies
-//!   --ipv6-prefix N                  # group IPv6 clients by /N (default 64)
-//!   --jwt-secret SECRET              # HS256 secret for --key jwt (feature jwt)
-//!   --on-store-error open|closed|local  # default open
-//!   --store-timeout-ms 100
-//!   --prefix NAME                    # Redis key prefix
+//! cargo run --release --example server -- --redis redis://127.0.0.1:6379 \
+//!   --algorithm sliding-log --limit 5/3s --limit 20/60s --key ip
 //! ```
 //!
-//! Flags also take the `--flag=value` form. Once the listener is bound the server prints
-//! `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals its port). A bad
-//! flag prints one line on stderr and exits with status 2. Logs go to stderr at `warn`;
-//! `RUST_LOG` overrides. Run the tests of the flag parser with `cargo test --examples`.
+//! The flags, their values and defaults: `--help`, or the flag table in README.md; both are
+//! generated from the one declaration in `examples/cli/flags.rs`. Once the listener is bound
+//! the server prints `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals
+//! its port). A bad flag prints one line on stderr and exits with status 2. Logs go to stderr
+//! at `warn`; `RUST_LOG` overrides. Run the tests of the flag parser with `cargo test
+//! --examples`.
 
 mod cli;
 

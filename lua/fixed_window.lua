@@ -3,7 +3,8 @@
 --
 -- KEYS     the limit's key: a string "<window index> <count>", TTL until the window ends.
 -- ARGV     (passed by check.lua) n = N, p = P in µs, cost, now in µs.
--- Reply    an eval table; commit writes the new count.
+-- Reply    an eval table; commit writes the new count. A stored window other than the current
+--          one (older, or from before a clock step back) counts nothing.
 
 local function fixed_window_check(key, n, p, cost, now)
   local window = math.floor(now / p)
@@ -38,6 +39,4 @@ local function fixed_window_check(key, n, p, cost, now)
   return e
 end
 
-local function fixed_window_commit(key, e)
-  redis.call('SET', key, e.state, 'PX', ttl_ms(e.ttl))
-end
+local fixed_window_commit = commit_state

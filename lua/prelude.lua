@@ -14,10 +14,14 @@
 --            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
 --                              retry (µs until this cost would pass; 0 allowed, -1 never) }
 --
--- Every algorithm defines NAME_check(key, n, p, cost, now), which reads state and returns an
--- eval table { ok, rb, ra, sb, sa, retry, ... } (remaining and reset before/after this request),
--- and NAME_commit(key, e, cost, now), which writes the state with a TTL. Integers only: times
--- are whole µs; Lua numbers are doubles, exact below 2^53.
+-- Every algorithm defines NAME_check(key, n, p, cost, now, span), which reads state and returns
+-- an eval table { ok, rb, ra, sb, sa, retry, state, ttl } (remaining and reset before/after this
+-- request; the state string to write and its TTL in µs), and NAME_commit(key, e, cost, now),
+-- which writes it. `span` is the longest period among the policy's limits on the same key (only
+-- sliding logs share a key). Integers only: times are whole µs; Lua numbers are doubles, exact
+-- below 2^53. State that a monotonic clock could not have produced (a step back of the Redis
+-- clock: a failover, an NTP step) is clamped on read, so a client is never asked to wait longer
+-- than a limit's period.
 
 if redis.replicate_commands then
   -- Redis < 5 replicates scripts verbatim, which forbids writes after TIME; later versions
@@ -46,4 +50,14 @@ end
 -- The eval table of a cost larger than the limit's capacity: denied, nothing consumed.
 local function never(remaining, reset)
   return { ok = false, rb = remaining, ra = remaining, sb = reset, sa = reset, retry = -1 }
+end
+
+-- The commit of an algorithm whose state is one string: write it with its TTL, or delete it
+-- once it is moot.
+local function commit_state(key, e)
+  if e.ttl > 0 then
+    redis.call('SET', key, e.state, 'PX', ttl_ms(e.ttl))
+  else
+    redis.call('DEL', key)
+  end
 end

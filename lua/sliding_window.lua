@@ -4,7 +4,8 @@
 -- KEYS     the limit's key: a string "<window index> <current count> <previous count>",
 --          TTL until the end of the next window (when the current count stops weighing).
 -- ARGV     (passed by check.lua) n = N, p = P in µs, cost, now in µs.
--- Reply    an eval table; commit writes the counts.
+-- Reply    an eval table; commit writes the counts. A stored window later than the current one
+--          (from before a clock step back) counts nothing.
 
 local function sliding_window_weighted(prev, p, elapsed)
   return math.ceil(prev * (p - elapsed) / p)
@@ -65,6 +66,4 @@ local function sliding_window_check(key, n, p, cost, now)
   return e
 end
 
-local function sliding_window_commit(key, e)
-  redis.call('SET', key, e.state, 'PX', ttl_ms(e.ttl))
-end
+local sliding_window_commit = commit_state

@@ -4,7 +4,8 @@
 -- KEYS     the limit's key: a string "<tokens> <last>", where last is when the latest token
 --          arrived (or the bucket filled); TTL until the bucket is full again.
 -- ARGV     (passed by check.lua) n = N, p = P in µs, cost, now in µs.
--- Reply    an eval table; commit writes tokens and last.
+-- Reply    an eval table; commit writes tokens and last (or deletes a full bucket). A `last`
+--          in the future (a clock step back) is clamped to now, so refilling resumes at once.
 
 local function token_bucket_check(key, n, p, cost, now)
   local t = math.ceil(p / n)
@@ -13,12 +14,9 @@ local function token_bucket_check(key, n, p, cost, now)
   if v then
     local a, b = string.match(v, '^(%d+) (%d+)$')
     if a then
-      a, b = tonumber(a), tonumber(b)
+      a, b = math.min(tonumber(a), n), math.min(tonumber(b), now)
       if a < n then
-        local gained = 0
-        if now > b then
-          gained = math.floor((now - b) / t)
-        end
+        local gained = math.floor((now - b) / t)
         if gained >= n - a then
           tokens, last = n, now
         else
@@ -43,13 +41,8 @@ local function token_bucket_check(key, n, p, cost, now)
     e = { ok = false, rb = tokens, ra = tokens, sb = until_full(tokens), sa = until_full(tokens), retry = retry }
   end
   e.state = int(e.ra) .. ' ' .. int(last)
+  e.ttl = e.sa
   return e
 end
 
-local function token_bucket_commit(key, e)
-  if e.sa > 0 then
-    redis.call('SET', key, e.state, 'PX', ttl_ms(e.sa))
-  else
-    redis.call('DEL', key)
-  end
-end
+local token_bucket_commit = commit_state

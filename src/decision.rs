@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
+use crate::error::StoreError;
 use crate::limit::Limit;
+use crate::policy::Policy;
 
 /// Per-limit states, inline for the common one- and two-limit policies.
 pub(crate) type LimitStates = SmallVec<[LimitState; 2]>;
@@ -24,6 +26,10 @@ pub enum DecisionSource {
     /// The store failed or missed its deadline and the layer let the request through
     /// unlimited; no limit state is known.
     FailOpen,
+    /// The store failed or missed its deadline and the layer answered `503` (gRPC
+    /// `UNAVAILABLE`) without limit state ([`OnStoreError::Closed`](crate::OnStoreError::Closed));
+    /// the decision is in that response's extensions.
+    FailClosed,
     /// The store failed or missed its deadline and this instance's in-memory fallback decided
     /// ([`OnStoreError::Local`](crate::OnStoreError::Local)).
     Local,
@@ -33,18 +39,16 @@ pub enum DecisionSource {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::{Limit, MemoryStore, Policy, Key, Store};
-/// # tokio_test_block(async {
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Key, Limit, Policy};
+///
 /// let store = MemoryStore::new();
-/// let policy = Policy::new("p").limit(Limit::fixed_window(2, Duration::from_secs(60)));
-/// let decision = store.check(&policy.into(), &Key::new("k"), 1).await.unwrap();
+/// let policy = Policy::new("p", [Limit::fixed_window(2, Duration::from_secs(60))?])?;
+/// let decision = store.check_now(&policy, &Key::new("k"), 1);
 /// let state = &decision.limits()[0];
 /// assert!(state.is_allowed());
 /// assert_eq!(state.remaining(), 1);
-/// # });
-/// # fn tokio_test_block(f: impl std::future::Future<Output = ()>) {
-/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
-/// # }
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitState {
@@ -74,6 +78,79 @@ impl LimitState {
             retry_after: (!allowed && retry_us >= 0)
                 .then(|| Duration::from_micros(retry_us.unsigned_abs())),
             never: !allowed && retry_us < 0,
+        }
+    }
+
+    /// This limit admits the request: `remaining` units are left after it, and the limit is
+    /// fully free again after `reset_after`. For a [`Store`](crate::store::Store) of your own.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, LimitState};
+    /// let limit = Limit::gcra(10, Duration::from_secs(1))?;
+    /// let state = LimitState::allowed(limit, 9, Duration::from_millis(100));
+    /// assert!(state.is_allowed());
+    /// assert_eq!(state.retry_after(), None);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn allowed(limit: Limit, remaining: u64, reset_after: Duration) -> Self {
+        LimitState {
+            limit,
+            allowed: true,
+            remaining,
+            reset_after,
+            retry_after: None,
+            never: false,
+        }
+    }
+
+    /// This limit denies the request: `remaining` units are left (fewer than the cost), the
+    /// limit is fully free again after `reset_after`, and the same request would pass after
+    /// `retry_after`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, LimitState};
+    /// let limit = Limit::gcra(10, Duration::from_secs(1))?;
+    /// let state = LimitState::denied(limit, 0, Duration::from_secs(1), Duration::from_millis(100));
+    /// assert_eq!(state.retry_after(), Some(Duration::from_millis(100)));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn denied(
+        limit: Limit,
+        remaining: u64,
+        reset_after: Duration,
+        retry_after: Duration,
+    ) -> Self {
+        LimitState {
+            limit,
+            allowed: false,
+            remaining,
+            reset_after,
+            retry_after: Some(retry_after),
+            never: false,
+        }
+    }
+
+    /// This limit can never admit the request: its cost exceeds the limit's capacity.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, LimitState};
+    /// let limit = Limit::gcra(10, Duration::from_secs(1))?;
+    /// let state = LimitState::over_capacity(limit, 10, Duration::ZERO);
+    /// assert!(state.exceeds_capacity());
+    /// assert_eq!(state.retry_after(), None);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn over_capacity(limit: Limit, remaining: u64, reset_after: Duration) -> Self {
+        LimitState {
+            limit,
+            allowed: false,
+            remaining,
+            reset_after,
+            retry_after: None,
+            never: true,
         }
     }
 
@@ -111,15 +188,15 @@ impl LimitState {
 
 /// The outcome of checking one key against one policy.
 ///
-/// The layer puts it in the request's extensions, so a handler can read it:
+/// The layer puts it in the request's extensions (and in the extensions of the rejections it
+/// answers with, so an outer layer can see why), so a handler can read it:
 ///
 /// ```
-/// use axum::Extension;
 /// use redlimit::Decision;
 ///
-/// async fn handler(decision: Option<Extension<Decision>>) -> String {
+/// async fn handler(decision: Option<Decision>) -> String {
 ///     match decision {
-///         Some(Extension(d)) => match d.remaining() {
+///         Some(d) => match d.remaining() {
 ///             Some(n) => format!("{n} left"),
 ///             None => "not limited right now (store unavailable)".into(),
 ///         },
@@ -138,6 +215,54 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Combines the states of every limit of `policy`, in the policy's order, evaluated at
+    /// `evaluated_at` on the store's clock: for a [`Store`](crate::store::Store) of your own.
+    ///
+    /// The decision allows the request iff every state does. A store must commit the request's
+    /// cost to every limit when (and only when) all allow it. Refused with
+    /// [`StoreError::UnexpectedReply`] when the states do not match the policy's limits one to
+    /// one, or report more remaining units than a limit's count.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use redlimit::{Decision, Limit, LimitState, Policy};
+    ///
+    /// let limit = Limit::fixed_window(5, Duration::from_secs(60))?;
+    /// let policy = Policy::new("p", [limit])?;
+    /// let state = LimitState::allowed(limit, 4, Duration::from_secs(60));
+    /// let decision = Decision::new(&policy, SystemTime::now(), [state]).unwrap();
+    /// assert!(decision.is_allowed());
+    /// assert_eq!(decision.remaining(), Some(4));
+    /// assert!(Decision::new(&policy, SystemTime::now(), []).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn new(
+        policy: &Policy,
+        evaluated_at: SystemTime,
+        states: impl IntoIterator<Item = LimitState>,
+    ) -> Result<Self, StoreError> {
+        let states: LimitStates = states.into_iter().take(policy.limits().len() + 1).collect();
+        if states.len() != policy.limits().len() {
+            return Err(StoreError::UnexpectedReply(format!(
+                "{} limit states for the {} limits of policy `{}`",
+                states.len(),
+                policy.limits().len(),
+                policy.name()
+            )));
+        }
+        for (state, limit) in states.iter().zip(policy.limits()) {
+            if state.limit != *limit || state.remaining > limit.count() {
+                return Err(StoreError::UnexpectedReply(format!(
+                    "state {state:?} does not fit limit `{limit}` of policy `{}`",
+                    policy.name()
+                )));
+            }
+        }
+        let mut decision = Decision::from_states(policy.name_arc(), 0, states);
+        decision.now = evaluated_at;
+        Ok(decision)
+    }
+
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
         let allowed = limits.iter().all(LimitState::is_allowed);
@@ -175,6 +300,16 @@ impl Decision {
             limits: LimitStates::new(),
             governing: None,
             source: DecisionSource::FailOpen,
+        }
+    }
+
+    /// A decision the layer makes without the store when it fails closed: denied, no limit
+    /// state.
+    pub(crate) fn fail_closed(policy: Arc<str>) -> Self {
+        Decision {
+            allowed: false,
+            source: DecisionSource::FailClosed,
+            ..Decision::fail_open(policy)
         }
     }
 

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-/// A configuration that cannot be enforced. Returned by the `validate` and `try_*` methods
-/// before any request is served.
+/// A configuration that cannot be enforced. Every fallible constructor of the crate returns it,
+/// before any request is served; nothing panics on configuration.
 ///
 /// ```
 /// use redlimit::{ConfigError, Policy};
-/// let err = Policy::new("p").validate().unwrap_err();
+/// let err = Policy::new("p", []).unwrap_err();
 /// assert!(matches!(err, ConfigError::NoLimits(_)));
 /// assert_eq!(err.to_string(), "policy `p` has no limits");
 /// ```
@@ -44,8 +44,8 @@ pub enum ConfigError {
     /// A rate not of the form `N/DURATION`.
     #[error("invalid rate `{0}`: expected N/DURATION, e.g. 5/3s or 1000/1h")]
     InvalidRate(String),
-    /// A store-error mode other than `open` or `closed`.
-    #[error("unknown store-error mode `{0}`: expected open, closed or local")]
+    /// A store-error mode other than `open`, `closed`, `local` or `local:N`.
+    #[error("unknown store-error mode `{0}`: expected open, closed, local or local:N (N >= 1)")]
     UnknownStoreErrorMode(String),
     /// A trusted proxy range that is not an address or a CIDR, or that would trust every
     /// address (`/0`).
@@ -72,19 +72,41 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A Redis URL or connection setting the client rejected.
+    /// A header name that is not a valid HTTP header name.
+    #[error("invalid header name `{0}`")]
+    InvalidHeaderName(String),
+    /// A key (a JWT secret, a verification key) that cannot be used safely.
+    #[error("invalid key: {0}")]
+    InvalidKey(&'static str),
+    /// A Redis URL or connection setting the client rejected. The text never contains
+    /// credentials.
     #[error("invalid Redis configuration: {0}")]
     Redis(String),
 }
 
+/// A boxed error from a store's backend, kept as the [`source`](std::error::Error::source) of a
+/// [`StoreError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a store could not decide. The layer turns every one of these into its failure policy
 /// (fail open by default); it never reaches the client as a 5xx from the layer itself.
+///
+/// The backend's own error (e.g. a `redis::RedisError`) is kept as the
+/// [`source`](std::error::Error::source); branch on the kind with [`StoreError::is_timeout`],
+/// [`StoreError::is_connection`] and [`StoreError::is_script`]. Messages never contain
+/// credentials: URLs are shown as host and port only.
 ///
 /// ```
 /// use std::time::Duration;
 /// use redlimit::StoreError;
 /// let err = StoreError::Timeout(Duration::from_millis(100));
 /// assert_eq!(err.to_string(), "the store did not answer within 100ms");
+/// assert!(err.is_timeout());
+///
+/// let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+/// let err = StoreError::connection(io);
+/// assert!(err.is_connection());
+/// assert_eq!(std::error::Error::source(&err).unwrap().to_string(), "refused");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -95,10 +117,17 @@ pub enum StoreError {
     /// No answer within the deadline. The call is never replayed: it may have run.
     #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
-    /// The connection failed or the server answered with an error.
-    #[error("store connection or command failed: {0}")]
-    Backend(String),
-    /// The server answered something the scripts never return.
+    /// The store could not be reached: no connection, a lost connection, a failed handshake
+    /// or authentication. The call did not run, or may have run if the connection broke
+    /// after it was sent; either way it is not replayed.
+    #[error("could not reach the store")]
+    Connection(#[source] BoxError),
+    /// The store was reached and answered the command with an error (a script error, `BUSY`,
+    /// `OOM`, `READONLY`, ...).
+    #[error("the store refused or failed the command")]
+    Script(#[source] BoxError),
+    /// The server answered something the scripts never return, or a [`Store`](crate::store::Store)
+    /// built a decision that breaks its contract.
     #[error("unexpected reply from the store: {0}")]
     UnexpectedReply(String),
     /// The store was configured wrongly (a bad URL or prefix).
@@ -106,9 +135,76 @@ pub enum StoreError {
     Config(#[from] ConfigError),
 }
 
-#[cfg(feature = "redis")]
-impl From<redis::RedisError> for StoreError {
-    fn from(err: redis::RedisError) -> Self {
-        StoreError::Backend(err.to_string())
+impl StoreError {
+    /// A connection failure caused by `source`.
+    ///
+    /// ```
+    /// let err = redlimit::StoreError::connection(std::io::Error::other("reset"));
+    /// assert!(err.is_connection());
+    /// ```
+    pub fn connection(source: impl Into<BoxError>) -> Self {
+        StoreError::Connection(source.into())
+    }
+
+    /// A command the store answered with an error, caused by `source`.
+    ///
+    /// ```
+    /// let err = redlimit::StoreError::script(std::io::Error::other("BUSY"));
+    /// assert!(err.is_script());
+    /// ```
+    pub fn script(source: impl Into<BoxError>) -> Self {
+        StoreError::Script(source.into())
+    }
+
+    /// Whether the store missed the deadline.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert!(redlimit::StoreError::Timeout(Duration::from_millis(5)).is_timeout());
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, StoreError::Timeout(_))
+    }
+
+    /// Whether the store could not be reached.
+    ///
+    /// ```
+    /// assert!(!redlimit::StoreError::CircuitOpen.is_connection());
+    /// ```
+    pub fn is_connection(&self) -> bool {
+        matches!(self, StoreError::Connection(_))
+    }
+
+    /// Whether the store answered the command with an error.
+    ///
+    /// ```
+    /// assert!(!redlimit::StoreError::CircuitOpen.is_script());
+    /// ```
+    pub fn is_script(&self) -> bool {
+        matches!(self, StoreError::Script(_))
+    }
+
+    /// Whether the circuit breaker answered without calling the store.
+    ///
+    /// ```
+    /// assert!(redlimit::StoreError::CircuitOpen.is_circuit_open());
+    /// ```
+    pub fn is_circuit_open(&self) -> bool {
+        matches!(self, StoreError::CircuitOpen)
+    }
+}
+
+/// Shows an error with its chain of sources (`a: b: c`), for log lines.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(error) = source {
+            write!(f, ": {error}")?;
+            source = error.source();
+        }
+        Ok(())
     }
 }

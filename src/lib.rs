@@ -4,13 +4,15 @@
 //! ```no_run
 //! use std::{net::SocketAddr, time::Duration};
 //! use axum::{routing::post, Router};
-//! use redlimit::{Limit, Policy, RateLimitLayer, RedisStore};
+//! use redlimit::store::RedisStore;
+//! use redlimit::{Limit, Policy, RateLimitLayer};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
-//! let policy = Policy::new("auth.create_token")
-//!     .limit(Limit::sliding_log(20, Duration::from_secs(60)))
-//!     .limit(Limit::sliding_log(5, Duration::from_secs(3)));
+//! let policy = Policy::new("auth.create_token", [
+//!     Limit::sliding_log(20, Duration::from_secs(60))?,
+//!     Limit::sliding_log(5, Duration::from_secs(3))?,
+//! ])?;
 //! let app = Router::new()
 //!     .route("/token", post(|| async { "token" }))
 //!     .layer(RateLimitLayer::new(store, policy)); // key: the peer IP
@@ -21,16 +23,18 @@
 //!
 //! # How a request flows
 //!
-//! 1. A [`KeyExtractor`] turns the request head into a [`Key`]: [`PeerIp`] (default),
-//!    [`Header`] (hashed), [`Route`], [`Global`], a closure, or [`Both`].
-//! 2. The [`Store`] checks every [`Limit`] of the [`Policy`] for that key, atomically: in Redis
-//!    one `EVALSHA` of one Lua script that reads Redis `TIME` ([`RedisStore`]); in memory the
-//!    same algorithms in Rust ([`MemoryStore`]).
+//! 1. A [`KeyExtractor`] turns the request head into a [`Key`]: the socket peer's address
+//!    ([`key::PeerIp`], the default), a client IP behind trusted proxies ([`key::ClientIp`]), an
+//!    API key ([`key::Header`], hashed), a verified subject, the route, or a combination (see
+//!    the [`key`] module).
+//! 2. A [`Store`](store::Store) checks every [`Limit`] of the [`Policy`] for that key,
+//!    atomically: in Redis one `EVALSHA` of one Lua script that reads Redis `TIME`
+//!    (`store::RedisStore`); in memory the same algorithms in Rust ([`store::MemoryStore`]).
 //! 3. The [`Decision`] either lets the request through (with `X-RateLimit-*` headers on the
 //!    response, and the decision in the request's extensions) or answers `429 Too Many
 //!    Requests` with `Retry-After`.
-//! 4. If the store fails or takes longer than the deadline (100 ms), the request goes through
-//!    unlimited ([`OnStoreError::Open`], the default) or gets `503` ([`OnStoreError::Closed`]).
+//! 4. If the store fails or takes longer than the deadline (100 ms), the layer's
+//!    [`OnStoreError`] decides (see "Failure modes" below).
 //!
 //! # Several limits, checked atomically
 //!
@@ -47,7 +51,7 @@
 //! |---|---|---|---|
 //! | [`fixed_window`](Limit::fixed_window) | `N` per epoch-aligned window | one counter | simple quotas ("1000 per day"); up to `2N` across a window edge |
 //! | [`sliding_window`](Limit::sliding_window) | ≈ `N` in any `P` (previous window weighted by overlap) | two counters | smooth limits at O(1) memory (Cloudflare's approach) |
-//! | [`sliding_log`](Limit::sliding_log) | exactly `N` in any `P` | one entry per admitted unit | strict, low limits (logins, tokens) |
+//! | [`sliding_log`](Limit::sliding_log) | exactly `N` in any `P` | one entry per admission | strict, low limits (logins, tokens) |
 //! | [`token_bucket`](Limit::token_bucket) | bursts of `N`, refilled at `N/P` | tokens and a time | APIs that allow bursts (Stripe: burst 500, 100/s) |
 //! | [`gcra`](Limit::gcra) | bursts of `N`, one unit every `P/N` | one time | smooth per-client rates at the least cost |
 //!
@@ -58,37 +62,64 @@
 //! Allowed and denied responses carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //! `X-RateLimit-Reset` (Unix seconds) of the most restrictive limit; a 429 adds `Retry-After`
 //! (seconds, rounded up, at least 1). The IETF draft's `RateLimit-Policy` / `RateLimit` fields
-//! are an option ([`HeaderStyle`]).
+//! are an option ([`HeaderStyle`]). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
+//! an HTTP 200 response instead of a 429 ([`GrpcStatus`]).
+//!
+//! # Failure modes
+//!
+//! | what happens | the layer does |
+//! |---|---|
+//! | the store answers within the deadline (default 100 ms) | decides by it |
+//! | the store errs or misses the deadline | [`OnStoreError::Open`] (default): lets the request through, logs (`warn` at most once a second); [`OnStoreError::Closed`]: `503` (gRPC `UNAVAILABLE`), never 429; [`OnStoreError::Local`]: decides in memory with this instance's share of each limit |
+//! | the store keeps failing | the [`CircuitBreaker`] opens: requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
+//! | a store call timed out or failed on I/O | it is never replayed (it may have run); only `NOSCRIPT` is retried |
+//! | the request has no key | [`MissingKey`] (default: the peer IP) |
+//! | Redis answers garbage | a typed [`StoreError`], then the failure mode; never a panic, never a 500 from the layer |
+//!
+//! Every decision says where it came from ([`Decision::source`]).
+//!
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `redis` | yes | `store::RedisStore`: standalone, Cluster and Sentinel Redis or Valkey |
+//! | `axum` | yes | reads axum's `MatchedPath`, `ConnectInfo` and `MockConnectInfo`; [`Decision`] as a handler argument |
+//! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
+//! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
+//! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
+//!
+//! Without default features the crate is the layer, the key extractors and the memory store.
+//!
+//! # Examples
+//!
+//! The repository's `examples/` run as they are:
+//!
+//! - `quickstart`: an axum app with two limits on one route (`cargo run --example quickstart`;
+//!   the in-memory store unless `REDIS_URL` is set).
+//! - `server`: every option on the command line (`--help`), used by the black-box tests.
+//! - `grpc` (feature `grpc`): a tonic health service behind the layer.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;
-#[doc(hidden)]
-pub mod bench_support;
 mod decision;
 mod duration;
 mod error;
-mod key;
-mod layer;
+pub mod key;
 mod limit;
 mod policy;
-mod store;
+mod rate_limit;
+pub mod store;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 
 pub use decision::{Decision, DecisionSource, LimitState};
-pub use error::{ConfigError, StoreError};
-#[cfg(feature = "jwt")]
-pub use key::{jsonwebtoken, Jwt};
-pub use key::{
-    AuthenticatedSubject, Both, ClientIp, Global, Header, Key, KeyExtractor, OrElse, PeerIp,
-    ProxyHeader, Query, Route, Subject, VerifiedSubject,
-};
-pub use layer::{
+pub use error::{BoxError, ConfigError, StoreError};
+pub use key::{Key, KeyExtractor};
+pub use limit::{Algorithm, Limit};
+pub use policy::{Policy, MAX_LIMITS};
+pub use rate_limit::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
     ResponseBody, ResponseFuture,
 };
-pub use limit::{Algorithm, Limit};
-pub use policy::{Policy, MAX_LIMITS};
-pub use store::{
-    Clock, ManualClock, MemoryStore, MemoryStoreBuilder, Store, StoreFuture, SystemClock,
-    DEFAULT_MAX_KEYS,
-};
-#[cfg(feature = "redis")]
-pub use store::{RedisStore, RedisStoreBuilder};

@@ -99,19 +99,20 @@ impl std::str::FromStr for Algorithm {
 /// bucket and GCRA emit one unit every `ceil(P / N)` µs, so their long-run rate never exceeds
 /// `N/P`.
 ///
-/// Constructors never fail; [`Limit::validate`] (called when a layer is built) rejects a zero
-/// count, a period under 1 ms or over about a thousand years, and token bucket / GCRA limits
-/// faster than one unit per microsecond.
+/// A `Limit` is valid by construction: the constructors refuse a zero count, a period under
+/// 1 ms or over about a thousand years, and token bucket / GCRA limits faster than one unit
+/// per microsecond, with a [`ConfigError`].
 ///
 /// ```
 /// use std::time::Duration;
 /// use redlimit::{Algorithm, Limit};
 ///
-/// let limit = Limit::gcra(10, Duration::from_secs(1));
+/// let limit = Limit::gcra(10, Duration::from_secs(1))?;
 /// assert_eq!(limit.algorithm(), Algorithm::Gcra);
 /// assert_eq!(limit.count(), 10);
 /// assert_eq!(limit.to_string(), "gcra 10/1s");
-/// assert!(limit.validate().is_ok());
+/// assert!(Limit::gcra(0, Duration::from_secs(1)).is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
@@ -121,29 +122,38 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// A limit of `count` per `period` with the given algorithm.
+    /// A limit of `count` per `period` with the given algorithm, or why it cannot be enforced
+    /// exactly.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use redlimit::{Algorithm, Limit};
-    /// let l = Limit::new(Algorithm::FixedWindow, 100, Duration::from_secs(60));
-    /// assert_eq!(l, Limit::fixed_window(100, Duration::from_secs(60)));
+    /// use redlimit::{Algorithm, ConfigError, Limit};
+    /// let l = Limit::new(Algorithm::FixedWindow, 100, Duration::from_secs(60))?;
+    /// assert_eq!(l, Limit::fixed_window(100, Duration::from_secs(60))?);
+    /// assert!(matches!(
+    ///     Limit::new(Algorithm::Gcra, 5, Duration::from_micros(10)),
+    ///     Err(ConfigError::InvalidLimit { .. })
+    /// ));
+    /// # Ok::<(), ConfigError>(())
     /// ```
-    pub const fn new(algorithm: Algorithm, count: u64, period: Duration) -> Self {
-        Limit {
+    pub fn new(algorithm: Algorithm, count: u64, period: Duration) -> Result<Self, ConfigError> {
+        let limit = Limit {
             algorithm,
             count,
             period,
-        }
+        };
+        limit.check()?;
+        Ok(limit)
     }
 
     /// `count` per epoch-aligned window of `period`.
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = redlimit::Limit::fixed_window(1000, Duration::from_secs(86_400));
+    /// let l = redlimit::Limit::fixed_window(1000, Duration::from_secs(86_400))?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub const fn fixed_window(count: u64, period: Duration) -> Self {
+    pub fn fixed_window(count: u64, period: Duration) -> Result<Self, ConfigError> {
         Limit::new(Algorithm::FixedWindow, count, period)
     }
 
@@ -151,9 +161,10 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = redlimit::Limit::sliding_window(100, Duration::from_secs(60));
+    /// let l = redlimit::Limit::sliding_window(100, Duration::from_secs(60))?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub const fn sliding_window(count: u64, period: Duration) -> Self {
+    pub fn sliding_window(count: u64, period: Duration) -> Result<Self, ConfigError> {
         Limit::new(Algorithm::SlidingWindow, count, period)
     }
 
@@ -161,9 +172,10 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = redlimit::Limit::sliding_log(5, Duration::from_secs(3));
+    /// let l = redlimit::Limit::sliding_log(5, Duration::from_secs(3))?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub const fn sliding_log(count: u64, period: Duration) -> Self {
+    pub fn sliding_log(count: u64, period: Duration) -> Result<Self, ConfigError> {
         Limit::new(Algorithm::SlidingLog, count, period)
     }
 
@@ -172,9 +184,10 @@ impl Limit {
     /// ```
     /// # use std::time::Duration;
     /// // Stripe's shape: a burst of 500, refilled at 100 per second.
-    /// let l = redlimit::Limit::token_bucket(500, Duration::from_secs(5));
+    /// let l = redlimit::Limit::token_bucket(500, Duration::from_secs(5))?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub const fn token_bucket(count: u64, period: Duration) -> Self {
+    pub fn token_bucket(count: u64, period: Duration) -> Result<Self, ConfigError> {
         Limit::new(Algorithm::TokenBucket, count, period)
     }
 
@@ -182,22 +195,24 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = redlimit::Limit::gcra(10, Duration::from_secs(1));
+    /// let l = redlimit::Limit::gcra(10, Duration::from_secs(1))?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub const fn gcra(count: u64, period: Duration) -> Self {
+    pub fn gcra(count: u64, period: Duration) -> Result<Self, ConfigError> {
         Limit::new(Algorithm::Gcra, count, period)
     }
 
     /// Parses a rate `N/DURATION` (`5/3s`, `1000/1h`, `10/100ms`; units ms, s, m, h, d) into a
-    /// limit of the given algorithm. The limit is validated.
+    /// limit of the given algorithm.
     ///
     /// ```
     /// use std::time::Duration;
     /// use redlimit::{Algorithm, Limit};
-    /// let l = Limit::parse(Algorithm::SlidingLog, "5/3s").unwrap();
-    /// assert_eq!(l, Limit::sliding_log(5, Duration::from_secs(3)));
+    /// let l = Limit::parse(Algorithm::SlidingLog, "5/3s")?;
+    /// assert_eq!(l, Limit::sliding_log(5, Duration::from_secs(3))?);
     /// assert!(Limit::parse(Algorithm::Gcra, "5 per second").is_err());
     /// assert!(Limit::parse(Algorithm::Gcra, "0/1s").is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn parse(algorithm: Algorithm, rate: &str) -> Result<Self, ConfigError> {
         let (count, period) = rate
@@ -208,9 +223,17 @@ impl Limit {
             .map_err(|_| ConfigError::InvalidRate(rate.to_owned()))?;
         let period = crate::duration::parse(period)
             .map_err(|_| ConfigError::InvalidRate(rate.to_owned()))?;
-        let limit = Limit::new(algorithm, count, period);
-        limit.validate()?;
-        Ok(limit)
+        Limit::new(algorithm, count, period)
+    }
+
+    /// The same limit with another count, which must be between 1 and this count (so the
+    /// result is as valid as this limit).
+    pub(crate) fn with_smaller_count(self, count: u64) -> Limit {
+        debug_assert!((1..=self.count).contains(&count));
+        Limit {
+            count: count.clamp(1, self.count),
+            ..self
+        }
     }
 
     /// The algorithm.
@@ -218,7 +241,8 @@ impl Limit {
     /// ```
     /// # use std::time::Duration;
     /// # use redlimit::{Algorithm, Limit};
-    /// assert_eq!(Limit::gcra(1, Duration::from_secs(1)).algorithm(), Algorithm::Gcra);
+    /// assert_eq!(Limit::gcra(1, Duration::from_secs(1))?.algorithm(), Algorithm::Gcra);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub const fn algorithm(&self) -> Algorithm {
         self.algorithm
@@ -228,7 +252,8 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(redlimit::Limit::gcra(7, Duration::from_secs(1)).count(), 7);
+    /// assert_eq!(redlimit::Limit::gcra(7, Duration::from_secs(1))?.count(), 7);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub const fn count(&self) -> u64 {
         self.count
@@ -238,8 +263,9 @@ impl Limit {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let l = redlimit::Limit::gcra(7, Duration::from_secs(1));
+    /// let l = redlimit::Limit::gcra(7, Duration::from_secs(1))?;
     /// assert_eq!(l.period(), Duration::from_secs(1));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub const fn period(&self) -> Duration {
         self.period
@@ -250,17 +276,8 @@ impl Limit {
         u64::try_from(self.period.as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Checks that the limit can be enforced exactly.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redlimit::{ConfigError, Limit};
-    /// assert!(matches!(
-    ///     Limit::gcra(0, Duration::from_secs(1)).validate(),
-    ///     Err(ConfigError::InvalidLimit { .. })
-    /// ));
-    /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// Why the limit cannot be enforced exactly, if it cannot.
+    fn check(&self) -> Result<(), ConfigError> {
         let invalid = |reason: &'static str| ConfigError::InvalidLimit {
             limit: self.to_string(),
             reason,

@@ -10,23 +10,26 @@ use crate::limit::{Algorithm, Limit};
 /// The most limits one policy may have; each is evaluated in the same script call.
 pub const MAX_LIMITS: usize = 16;
 
-/// A named policy: one or more [`Limit`]s, checked atomically.
+/// A named policy: one to [`MAX_LIMITS`] [`Limit`]s, checked atomically.
 ///
 /// A request is allowed only if every limit allows it, and only then does any limit consume.
 /// A denied request consumes nothing, so a burst denied by a short limit does not use up a long
 /// one (e.g. `auth.create_token`: 20 per minute *and* 5 per 3 seconds).
 ///
-/// The name is part of every Redis key the policy writes, so two policies never share state.
+/// A `Policy` is valid by construction: [`Policy::new`] refuses a bad name and an empty or
+/// oversized set of limits, and every [`Limit`] is valid. The name is part of every Redis key
+/// the policy writes, so two policies never share state. Cheap to clone.
 ///
 /// ```
 /// use std::time::Duration;
 /// use redlimit::{Limit, Policy};
 ///
-/// let policy = Policy::new("auth.create_token")
-///     .limit(Limit::sliding_log(20, Duration::from_secs(60)))
-///     .limit(Limit::sliding_log(5, Duration::from_secs(3)));
+/// let policy = Policy::new("auth.create_token", [
+///     Limit::sliding_log(20, Duration::from_secs(60))?,
+///     Limit::sliding_log(5, Duration::from_secs(3))?,
+/// ])?;
 /// assert_eq!(policy.limits().len(), 2);
-/// assert!(policy.validate().is_ok());
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -35,41 +38,56 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A policy with no limits yet; add them with [`Policy::limit`].
-    ///
-    /// ```
-    /// let p = redlimit::Policy::new("api");
-    /// assert_eq!(p.name(), "api");
-    /// ```
-    pub fn new(name: impl Into<Arc<str>>) -> Self {
-        Policy {
-            name: name.into(),
-            limits: Arc::new([]),
-        }
-    }
-
-    /// Adds a limit.
+    /// A policy named `name` (1 to 64 of `A-Z a-z 0-9 . _ - /`) of 1 to [`MAX_LIMITS`]
+    /// limits, or why it cannot be one.
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, Policy};
+    /// use redlimit::{ConfigError, Limit, Policy};
     /// // GCRA 10/s plus a daily cap, checked together.
-    /// let p = Policy::new("api")
-    ///     .limit(Limit::gcra(10, Duration::from_secs(1)))
-    ///     .limit(Limit::fixed_window(1000, Duration::from_secs(86_400)));
+    /// let p = Policy::new("api", [
+    ///     Limit::gcra(10, Duration::from_secs(1))?,
+    ///     Limit::fixed_window(1000, Duration::from_secs(86_400))?,
+    /// ])?;
+    /// assert_eq!(p.name(), "api");
+    /// assert!(matches!(Policy::new("empty", []), Err(ConfigError::NoLimits(_))));
+    /// assert!(matches!(
+    ///     Policy::new("no spaces", [Limit::gcra(1, Duration::from_secs(1))?]),
+    ///     Err(ConfigError::InvalidPolicyName(_))
+    /// ));
+    /// # Ok::<(), ConfigError>(())
     /// ```
-    #[must_use]
-    pub fn limit(mut self, limit: Limit) -> Self {
-        let mut limits = self.limits.to_vec();
-        limits.push(limit);
-        self.limits = limits.into();
-        self
+    pub fn new(
+        name: impl Into<Arc<str>>,
+        limits: impl IntoIterator<Item = Limit>,
+    ) -> Result<Self, ConfigError> {
+        let name: Arc<str> = name.into();
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+        {
+            return Err(ConfigError::InvalidPolicyName(name.to_string()));
+        }
+        let limits: Arc<[Limit]> = limits.into_iter().take(MAX_LIMITS + 1).collect();
+        if limits.is_empty() {
+            return Err(ConfigError::NoLimits(name.to_string()));
+        }
+        if limits.len() > MAX_LIMITS {
+            return Err(ConfigError::TooManyLimits(name.to_string()));
+        }
+        Ok(Policy { name, limits })
     }
 
     /// The name.
     ///
     /// ```
-    /// assert_eq!(redlimit::Policy::new("login").name(), "login");
+    /// # use std::time::Duration;
+    /// # use redlimit::{Limit, Policy};
+    /// let p = Policy::new("login", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// assert_eq!(p.name(), "login");
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn name(&self) -> &str {
         &self.name
@@ -80,14 +98,15 @@ impl Policy {
         Arc::clone(&self.name)
     }
 
-    /// The limits, in the order they were added; [`Decision`](crate::Decision) reports them
-    /// in the same order.
+    /// The limits, in the order they were given; [`Decision`](crate::Decision) reports them
+    /// in the same order. Never empty.
     ///
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::{Limit, Policy};
-    /// let p = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// let p = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// assert_eq!(p.limits()[0].count(), 1);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn limits(&self) -> &[Limit] {
         &self.limits
@@ -112,15 +131,14 @@ impl Policy {
     /// instance's share when several enforce it without a shared store.
     pub(crate) fn scaled(&self, instances: u32) -> Policy {
         let instances = u64::from(instances.max(1));
-        self.limits
-            .iter()
-            .fold(Policy::new(self.name_arc()), |p, l| {
-                p.limit(Limit::new(
-                    l.algorithm(),
-                    l.count().div_ceil(instances).max(1),
-                    l.period(),
-                ))
-            })
+        Policy {
+            name: self.name_arc(),
+            limits: self
+                .limits
+                .iter()
+                .map(|l| l.with_smaller_count(l.count().div_ceil(instances).max(1)))
+                .collect(),
+        }
     }
 
     /// The longest period of all limits.
@@ -128,10 +146,12 @@ impl Policy {
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::{Limit, Policy};
-    /// let p = Policy::new("p")
-    ///     .limit(Limit::gcra(1, Duration::from_secs(1)))
-    ///     .limit(Limit::fixed_window(9, Duration::from_secs(60)));
+    /// let p = Policy::new("p", [
+    ///     Limit::gcra(1, Duration::from_secs(1))?,
+    ///     Limit::fixed_window(9, Duration::from_secs(60))?,
+    /// ])?;
     /// assert_eq!(p.max_period(), Duration::from_secs(60));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn max_period(&self) -> Duration {
         self.limits
@@ -139,30 +159,5 @@ impl Policy {
             .map(Limit::period)
             .max()
             .unwrap_or_default()
-    }
-
-    /// Checks the policy: a usable name, 1 to [`MAX_LIMITS`] limits, each valid.
-    ///
-    /// ```
-    /// use redlimit::{ConfigError, Policy};
-    /// assert!(matches!(Policy::new("empty").validate(), Err(ConfigError::NoLimits(_))));
-    /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.name.is_empty()
-            || self.name.len() > 64
-            || !self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
-        {
-            return Err(ConfigError::InvalidPolicyName(self.name.to_string()));
-        }
-        if self.limits.is_empty() {
-            return Err(ConfigError::NoLimits(self.name.to_string()));
-        }
-        if self.limits.len() > MAX_LIMITS {
-            return Err(ConfigError::TooManyLimits(self.name.to_string()));
-        }
-        self.limits.iter().try_for_each(Limit::validate)
     }
 }

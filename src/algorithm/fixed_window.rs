@@ -1,6 +1,6 @@
 //! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
 
-use super::{span, Eval};
+use super::{span, Eval, Step};
 
 /// The count of the window the key last saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub(crate) fn check(
     period_us: u64,
     cost: u64,
     now: u64,
-) -> (Eval, State, u64) {
+) -> Step<State> {
     let window = now / period_us;
     let used = state.filter(|s| s.window == window).map_or(0, |s| s.count);
     let until_end = (window + 1) * period_us - now;
@@ -28,7 +28,11 @@ pub(crate) fn check(
         count: used + cost,
     };
     if cost > count {
-        return (Eval::never(remaining, reset_before), next, until_end);
+        return Step {
+            eval: Eval::never(remaining, reset_before),
+            next,
+            ttl: until_end,
+        };
     }
     let allowed = used + cost <= count;
     let eval = Eval {
@@ -43,7 +47,11 @@ pub(crate) fn check(
         },
         retry: if allowed { 0 } else { span(until_end) },
     };
-    (eval, next, until_end)
+    Step {
+        eval,
+        next,
+        ttl: until_end,
+    }
 }
 
 #[cfg(test)]
@@ -53,7 +61,7 @@ mod tests {
     const P: u64 = 1_000_000;
 
     fn run(state: &mut Option<State>, cost: u64, now: u64) -> Eval {
-        let (eval, next, _) = check(*state, 3, P, cost, now);
+        let Step { eval, next, .. } = check(*state, 3, P, cost, now);
         if eval.allowed {
             *state = Some(next);
         }

@@ -5,6 +5,14 @@
 //! Time is in Unix microseconds. Where a ratio cannot be an integer (the sliding-window
 //! weight), both sides compute it with the same IEEE-754 double operations in the same order,
 //! so they agree bit for bit.
+//!
+//! Every algorithm with per-limit state has the same shape: `check(state, count, period_us,
+//! cost, now) -> Step<State>` (and in Lua `NAME_check` / `NAME_commit`), so adding one touches
+//! its `.rs`, its `.lua` and the dispatch tables only. The sliding log differs on purpose: all
+//! sliding-log limits of a policy share one log per key.
+//!
+//! State that a monotonic clock could not have produced (after the store's clock stepped
+//! back) is clamped on read, in Rust and Lua alike, so no wait asked for exceeds the period.
 
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
@@ -48,6 +56,15 @@ impl Eval {
             (self.remaining_before, self.reset_before)
         }
     }
+}
+
+/// One limit's evaluation: the verdict, the state to store if the policy commits, and how
+/// long that state matters (µs; the TTL Redis would set, after which it is moot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step<S> {
+    pub(crate) eval: Eval,
+    pub(crate) next: S,
+    pub(crate) ttl: u64,
 }
 
 /// `ceil(P / N)`: the µs between two units for token bucket and GCRA.

@@ -1,14 +1,19 @@
 //! Sliding-window log: an exact log of admissions, `N` in any span of `P`. All sliding-log
 //! limits of a policy share one log per key (one sorted set in Redis), each counting its own
 //! span. Twin of `lua/sliding_log.lua`.
+//!
+//! A log entry later than `now` cannot exist on a monotonic clock (the clock stepped back):
+//! the log then reads "now" as its newest entry's time, so entries stay in time order and no
+//! wait asked for exceeds the period.
 
 use std::collections::VecDeque;
 
 use super::{span, Eval};
 
 /// Admission times in µs, oldest first, each with the running total of units admitted up to
-/// and including it (Redis keeps one sorted-set member per unit). Running totals make every
-/// count a subtraction and every search a binary search: O(log n) per check, as `ZCOUNT`.
+/// and including it (Redis keeps one sorted-set member per admission, named by that total).
+/// Running totals make every count a subtraction and every search a binary search: O(log n)
+/// per check whatever the cost, as in Redis.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Log {
     entries: VecDeque<(u64, u64)>,
@@ -29,8 +34,14 @@ impl Log {
         self.entries.back().map_or(self.base, |&(_, total)| total)
     }
 
+    /// The time the log reads as now: `now`, or its newest entry's if that is later.
+    fn clamp(&self, now: u64) -> u64 {
+        self.entries.back().map_or(now, |&(t, _)| t.max(now))
+    }
+
     /// Drops entries no span of `max_period_us` can count: those at or before `now − max`.
     pub(crate) fn trim(&mut self, now: u64, max_period_us: u64) {
+        let now = self.clamp(now);
         while self
             .entries
             .front()
@@ -47,28 +58,11 @@ impl Log {
         if cost == 0 {
             return;
         }
-        let at = self.entries.partition_point(|&(t, _)| t <= now);
-        if at == self.entries.len() {
-            match self.entries.back_mut() {
-                Some((t, total)) if *t == now => *total += cost,
-                _ => {
-                    let total = self.total() + cost;
-                    self.entries.push_back((now, total));
-                }
-            }
-            return;
-        }
-        // A time before the newest entry (the clock went back): rare, so linear is fine.
-        let later = if at > 0 && self.entries[at - 1].0 == now {
-            self.entries[at - 1].1 += cost;
-            at
-        } else {
-            let total = self.total_before(at) + cost;
-            self.entries.insert(at, (now, total));
-            at + 1
-        };
-        for entry in self.entries.iter_mut().skip(later) {
-            entry.1 += cost;
+        let now = self.clamp(now);
+        let total = self.total() + cost;
+        match self.entries.back_mut() {
+            Some((t, last)) if *t == now => *last = total,
+            _ => self.entries.push_back((now, total)),
         }
     }
 
@@ -80,6 +74,7 @@ impl Log {
 
     /// Evaluates `cost` against `count` in the span `(now − period, ∞)`.
     pub(crate) fn check(&self, count: u64, period_us: u64, cost: u64, now: u64) -> Eval {
+        let now = self.clamp(now);
         let first = self.entries.partition_point(|&(t, _)| t + period_us <= now);
         let before = self.total_before(first);
         let used = self.total() - before;
@@ -144,19 +139,18 @@ mod tests {
     }
 
     #[test]
-    fn out_of_order_times_keep_running_totals() {
+    fn a_clock_step_back_reads_now_as_the_newest_entry() {
         let mut log = Log::default();
         log.record(10, 1);
         log.record(30, 2);
-        log.record(20, 4); // the clock went back
-        log.record(20, 1);
-        assert_eq!(log.units(), 8);
-        // Span (15, ∞) holds 20 and 30: 5 + 2 units.
-        assert_eq!(log.check(100, 85, 0, 100).remaining_before, 93);
-        // The 3rd unit in that span sits at 20: it leaves at 20 + 85.
-        assert_eq!(log.check(7, 85, 3, 100).retry, 5);
-        log.trim(111, 100);
+        // The clock stepped back to 20: the log reads 30, and records there.
+        log.record(20, 4);
         assert_eq!(log.units(), 7);
+        assert_eq!(log.entries.back(), Some(&(30, 7)));
+        // 7 units in any span of 100: 3 more fit at 10 of 10.
+        assert_eq!(log.check(10, 100, 0, 20).remaining_before, 3);
+        // Waiting for room is never longer than the period from the newest entry.
+        assert!(log.check(7, 100, 1, 0).retry <= 100);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
-use super::{span, Eval};
+use super::{span, Eval, Step};
 
 /// The counts of the key's last window and the one before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub(crate) fn check(
     period_us: u64,
     cost: u64,
     now: u64,
-) -> (Eval, State, u64) {
+) -> Step<State> {
     let window = now / period_us;
     let (current, previous) = match state {
         Some(s) if s.window == window => (s.current, s.previous),
@@ -62,7 +62,11 @@ pub(crate) fn check(
     };
     let ttl = start + 2 * period_us - now;
     if cost > count {
-        return (Eval::never(remaining, until_free(current)), next, ttl);
+        return Step {
+            eval: Eval::never(remaining, until_free(current)),
+            next,
+            ttl,
+        };
     }
     let allowed = used + cost <= count;
     let retry = if allowed {
@@ -82,7 +86,7 @@ pub(crate) fn check(
         reset_after: until_free(if allowed { current + cost } else { current }),
         retry,
     };
-    (eval, next, ttl)
+    Step { eval, next, ttl }
 }
 
 #[cfg(test)]
@@ -99,14 +103,14 @@ mod tests {
             previous: 0,
         });
         // A quarter into window 10, the previous 10 weigh 7.5 → 8: 2 left of 10.
-        let (e, _, _) = check(full, 10, P, 2, 10 * P + 250_000);
+        let e = check(full, 10, P, 2, 10 * P + 250_000).eval;
         assert!(e.allowed);
         assert_eq!(e.remaining_after, 0);
-        let (e, _, _) = check(full, 10, P, 3, 10 * P + 250_000);
+        let e = check(full, 10, P, 3, 10 * P + 250_000).eval;
         assert!(!e.allowed);
         // The weight must fall to 7: 10·(P−e)/P <= 7 ⇒ e >= 300_000.
         assert_eq!(e.retry, 50_000);
-        let (e, _, _) = check(full, 10, P, 3, 10 * P + 300_000);
+        let e = check(full, 10, P, 3, 10 * P + 300_000).eval;
         assert!(e.allowed);
     }
 
@@ -117,13 +121,13 @@ mod tests {
             current: 4,
             previous: 0,
         });
-        let (e, _, _) = check(s, 4, P, 1, 3 * P + 100);
+        let e = check(s, 4, P, 1, 3 * P + 100).eval;
         assert!(!e.allowed);
         // Next window: 4·(P−e)/P ≤ 3 once e ≥ 250_000.
         assert_eq!(e.retry, span(P - 100 + 250_000));
-        let (e, _, _) = check(s, 4, P, 1, 4 * P + 250_000);
+        let e = check(s, 4, P, 1, 4 * P + 250_000).eval;
         assert!(e.allowed);
-        let (e, _, _) = check(s, 4, P, 1, 4 * P + 249_999);
+        let e = check(s, 4, P, 1, 4 * P + 249_999).eval;
         assert!(!e.allowed);
     }
 }

@@ -1,9 +1,10 @@
 //! Token bucket: `N` tokens, one more every `T = ceil(P / N)` µs. Twin of `lua/token_bucket.lua`.
 //!
 //! Tokens arrive at whole multiples of `T` after `last`; a full bucket restarts the clock, so
-//! the stored state is exact integers.
+//! the stored state is exact integers. A `last` in the future (the clock stepped back) is
+//! clamped to now, so refilling resumes at once.
 
-use super::{emission_interval, span, Eval};
+use super::{emission_interval, span, Eval, Step};
 
 /// Tokens in the bucket as of `last` (µs), when the latest token arrived or the bucket filled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,19 +13,19 @@ pub(crate) struct State {
     pub(crate) last: u64,
 }
 
-/// Evaluates `cost` at `now`; returns the verdict and the state to store (time to live:
-/// `reset_after`, when the bucket is full again and the state can go).
+/// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
 pub(crate) fn check(
     state: Option<State>,
     count: u64,
     period_us: u64,
     cost: u64,
     now: u64,
-) -> (Eval, State) {
+) -> Step<State> {
     let t = emission_interval(count, period_us);
     let refilled = match state {
         Some(s) if s.tokens < count => {
-            let gained = now.saturating_sub(s.last) / t;
+            let last = s.last.min(now);
+            let gained = (now - last) / t;
             if gained >= count - s.tokens {
                 State {
                     tokens: count,
@@ -33,7 +34,7 @@ pub(crate) fn check(
             } else {
                 State {
                     tokens: s.tokens + gained,
-                    last: s.last + gained * t,
+                    last: last + gained * t,
                 }
             }
         }
@@ -51,7 +52,11 @@ pub(crate) fn check(
     };
     let reset_before = until_full(refilled.tokens);
     if cost > count {
-        return (Eval::never(refilled.tokens, reset_before), refilled);
+        return Step {
+            eval: Eval::never(refilled.tokens, reset_before),
+            next: refilled,
+            ttl: reset_before,
+        };
     }
     let allowed = refilled.tokens >= cost;
     let after = if allowed {
@@ -71,13 +76,14 @@ pub(crate) fn check(
             span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
         },
     };
-    (
+    Step {
         eval,
-        State {
+        next: State {
             tokens: after,
             last: refilled.last,
         },
-    )
+        ttl: eval.reset_after,
+    }
 }
 
 #[cfg(test)]
@@ -87,17 +93,18 @@ mod tests {
     #[test]
     fn burst_then_refill_one_token_per_interval() {
         let (n, p) = (5, 3_000_000);
-        let (e, s) = check(None, n, p, 5, 1_000);
+        let step = check(None, n, p, 5, 1_000);
+        let (e, s) = (step.eval, step.next);
         assert!(e.allowed);
         assert_eq!(e.remaining_after, 0);
         assert_eq!(e.reset_after, 3_000_000);
-        let (e, _) = check(Some(s), n, p, 1, 1_000 + 599_999);
+        let e = check(Some(s), n, p, 1, 1_000 + 599_999).eval;
         assert!(!e.allowed);
         assert_eq!(e.retry, 1);
-        let (e, s2) = check(Some(s), n, p, 1, 1_000 + 600_000);
-        assert!(e.allowed);
+        let step = check(Some(s), n, p, 1, 1_000 + 600_000);
+        assert!(step.eval.allowed);
         assert_eq!(
-            s2,
+            step.next,
             State {
                 tokens: 0,
                 last: 601_000
@@ -107,9 +114,23 @@ mod tests {
 
     #[test]
     fn refill_caps_at_capacity() {
-        let (_, s) = check(None, 2, 1_000_000, 2, 0);
-        let (e, _) = check(Some(s), 2, 1_000_000, 1, 50_000_000);
+        let s = check(None, 2, 1_000_000, 2, 0).next;
+        let e = check(Some(s), 2, 1_000_000, 1, 50_000_000).eval;
         assert_eq!(e.remaining_before, 2);
         assert_eq!(e.reset_before, 0);
+    }
+
+    #[test]
+    fn a_last_from_a_clock_step_back_refills_from_now() {
+        // 5 per 10 s, 3 tokens left, `last` 60 s ahead of now (the clock stepped back).
+        let s = State {
+            tokens: 3,
+            last: 70_000_000,
+        };
+        let step = check(Some(s), 5, 10_000_000, 1, 10_000_000);
+        assert!(step.eval.allowed);
+        assert_eq!(step.next.last, 10_000_000, "`last` clamped to now");
+        let e = check(Some(step.next), 5, 10_000_000, 1, 12_000_000).eval;
+        assert_eq!(e.remaining_before, 3, "refills again after one interval");
     }
 }

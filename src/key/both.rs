@@ -9,7 +9,8 @@ use super::{Key, KeyExtractor};
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use redlimit::{Both, KeyExtractor, PeerIp, Route};
+/// use redlimit::key::{Both, PeerIp, Route};
+/// use redlimit::KeyExtractor;
 ///
 /// let mut req = http::Request::get("/login").body(()).unwrap();
 /// req.extensions_mut().insert("10.0.0.1:1".parse::<SocketAddr>().unwrap());

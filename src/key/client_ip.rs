@@ -22,11 +22,12 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 ///
 /// ```
 /// use http::header::HeaderName;
-/// use redlimit::{ClientIp, ProxyHeader};
+/// use redlimit::key::{ClientIp, ProxyHeader};
 /// // Behind Cloudflare, whose edge addresses you list as trusted:
-/// let cf = ClientIp::trusting(["173.245.48.0/20"])
+/// let cf = ClientIp::trusting(["173.245.48.0/20"])?
 ///     .header(ProxyHeader::SingleValue(HeaderName::from_static("cf-connecting-ip")));
 /// assert_eq!(ProxyHeader::default(), ProxyHeader::XForwardedFor);
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -73,9 +74,10 @@ pub enum ProxyHeader {
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use redlimit::{ClientIp, KeyExtractor};
+/// use redlimit::key::ClientIp;
+/// use redlimit::KeyExtractor;
 ///
-/// let key = ClientIp::trusting(["10.0.0.0/8"]);
+/// let key = ClientIp::trusting(["10.0.0.0/8"])?;
 /// let mut req = http::Request::get("/")
 ///     .header("x-forwarded-for", "6.6.6.6, 203.0.113.7, 10.0.0.2")
 ///     .body(())
@@ -86,6 +88,7 @@ pub enum ProxyHeader {
 /// assert_eq!(key.extract(&parts).unwrap().as_str(), "ip:203.0.113.7");
 /// // Without trust, the header is ignored.
 /// assert_eq!(ClientIp::peer().extract(&parts).unwrap().as_str(), "ip:10.0.0.1");
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
@@ -106,7 +109,8 @@ impl ClientIp {
     /// grouping.
     ///
     /// ```
-    /// let key = redlimit::ClientIp::peer().ipv6_prefix(56);
+    /// let key = redlimit::key::ClientIp::peer().ipv6_prefix(56)?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn peer() -> Self {
         ClientIp {
@@ -117,37 +121,17 @@ impl ClientIp {
     }
 
     /// Trusts the proxies in `ranges`: addresses (`10.0.0.1`, `::1`) or CIDRs (`10.0.0.0/8`,
-    /// `fd00::/8`). List only addresses your own proxies connect from: a trusted client can
-    /// name any address it likes.
-    ///
-    /// # Panics
-    ///
-    /// If a range is not an address or a CIDR, or is a `/0`; use [`ClientIp::try_trusting`]
-    /// for ranges from configuration.
+    /// `fd00::/8`), or says which range is invalid (not an address or a CIDR, or a `/0`).
+    /// List only addresses your own proxies connect from: a trusted client can name any
+    /// address it likes.
     ///
     /// ```
-    /// let key = redlimit::ClientIp::trusting(["10.0.0.0/8", "::1"]);
+    /// use redlimit::key::ClientIp;
+    /// assert!(ClientIp::trusting(["10.0.0.0/8", "2001:db8::/32", "::1"]).is_ok());
+    /// assert!(ClientIp::trusting(["10.0.0.0/8", "proxy.internal"]).is_err());
+    /// assert!(ClientIp::trusting(["0.0.0.0/0"]).is_err());
     /// ```
-    pub fn trusting<I>(ranges: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        match ClientIp::try_trusting(ranges) {
-            Ok(key) => key,
-            Err(error) => panic!("{error}"),
-        }
-    }
-
-    /// Trusts the proxies in `ranges`, or says which range is invalid.
-    ///
-    /// ```
-    /// use redlimit::ClientIp;
-    /// assert!(ClientIp::try_trusting(["10.0.0.0/8", "2001:db8::/32"]).is_ok());
-    /// assert!(ClientIp::try_trusting(["10.0.0.0/8", "proxy.internal"]).is_err());
-    /// assert!(ClientIp::try_trusting(["0.0.0.0/0"]).is_err());
-    /// ```
-    pub fn try_trusting<I>(ranges: I) -> Result<Self, ConfigError>
+    pub fn trusting<I>(ranges: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -162,62 +146,40 @@ impl ClientIp {
     /// [`ProxyHeader::XForwardedFor`]). Only that header is read.
     ///
     /// ```
-    /// use redlimit::{ClientIp, ProxyHeader};
-    /// let key = ClientIp::trusting(["10.0.0.0/8"]).header(ProxyHeader::Forwarded);
+    /// use redlimit::key::{ClientIp, ProxyHeader};
+    /// let key = ClientIp::trusting(["10.0.0.0/8"])?.header(ProxyHeader::Forwarded);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn header(mut self, header: ProxyHeader) -> Self {
         self.header = header;
         self
     }
 
-    /// Groups IPv4 clients by their first `len` bits (default 32: one key per address).
-    ///
-    /// # Panics
-    ///
-    /// If `len` is not in `1..=32`; use [`ClientIp::try_ipv4_prefix`] for lengths from
-    /// configuration.
+    /// Groups IPv4 clients by their first `len` bits (default 32: one key per address), or
+    /// says why `len` is not in `1..=32`.
     ///
     /// ```
-    /// let key = redlimit::ClientIp::peer().ipv4_prefix(24); // ip:203.0.113.0/24
+    /// use redlimit::key::ClientIp;
+    /// let key = ClientIp::peer().ipv4_prefix(24)?; // ip:203.0.113.0/24
+    /// assert!(ClientIp::peer().ipv4_prefix(0).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn ipv4_prefix(self, len: u8) -> Self {
-        self.try_ipv4_prefix(len)
-            .unwrap_or_else(|error| panic!("{error}"))
-    }
-
-    /// Groups IPv4 clients by their first `len` bits, or says why `len` is not in `1..=32`.
-    ///
-    /// ```
-    /// assert!(redlimit::ClientIp::peer().try_ipv4_prefix(0).is_err());
-    /// ```
-    pub fn try_ipv4_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
+    pub fn ipv4_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
         self.grouping.v4 = Grouping::check(4, len)?;
         Ok(self)
     }
 
     /// Groups IPv6 clients by their first `len` bits (default 64: whoever has one address of
-    /// a /64 usually has all of it; 128 keys each address).
-    ///
-    /// # Panics
-    ///
-    /// If `len` is not in `1..=128`; use [`ClientIp::try_ipv6_prefix`] for lengths from
-    /// configuration.
+    /// a /64 usually has all of it; 128 keys each address), or says why `len` is not in
+    /// `1..=128`.
     ///
     /// ```
-    /// let key = redlimit::ClientIp::peer().ipv6_prefix(48); // ip:2001:db8:1::/48
+    /// use redlimit::key::ClientIp;
+    /// let key = ClientIp::peer().ipv6_prefix(48)?; // ip:2001:db8:1::/48
+    /// assert!(ClientIp::peer().ipv6_prefix(129).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn ipv6_prefix(self, len: u8) -> Self {
-        self.try_ipv6_prefix(len)
-            .unwrap_or_else(|error| panic!("{error}"))
-    }
-
-    /// Groups IPv6 clients by their first `len` bits, or says why `len` is not in `1..=128`.
-    ///
-    /// ```
-    /// assert!(redlimit::ClientIp::peer().try_ipv6_prefix(129).is_err());
-    /// assert!(redlimit::ClientIp::peer().try_ipv6_prefix(128).is_ok());
-    /// ```
-    pub fn try_ipv6_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
+    pub fn ipv6_prefix(mut self, len: u8) -> Result<Self, ConfigError> {
         self.grouping.v6 = Grouping::check(6, len)?;
         Ok(self)
     }
@@ -227,12 +189,13 @@ impl ClientIp {
     ///
     /// ```
     /// use std::net::{IpAddr, SocketAddr};
-    /// use redlimit::ClientIp;
+    /// use redlimit::key::ClientIp;
     /// let mut req = http::Request::get("/").header("x-forwarded-for", "unknown").body(()).unwrap();
     /// req.extensions_mut().insert("10.0.0.1:443".parse::<SocketAddr>().unwrap());
     /// let (parts, _) = req.into_parts();
-    /// let client = ClientIp::trusting(["10.0.0.0/8"]).client(&parts);
+    /// let client = ClientIp::trusting(["10.0.0.0/8"])?.client(&parts);
     /// assert_eq!(client, Some("10.0.0.1".parse::<IpAddr>().unwrap())); // the proxy itself
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn client(&self, parts: &Parts) -> Option<IpAddr> {
         let peer = PeerIp::addr(parts)?.to_canonical();

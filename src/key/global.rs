@@ -8,7 +8,8 @@ use super::{Key, KeyExtractor};
 /// `route_layer`). Beware: one key is one Redis shard, whatever the cluster's size.
 ///
 /// ```
-/// use redlimit::{Global, KeyExtractor};
+/// use redlimit::key::Global;
+/// use redlimit::KeyExtractor;
 /// let (parts, _) = http::Request::new(()).into_parts();
 /// assert_eq!(Global.extract(&parts).unwrap().as_str(), "global");
 /// ```

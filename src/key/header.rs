@@ -4,18 +4,21 @@ use http::header::HeaderName;
 use http::request::Parts;
 
 use super::{Key, KeyExtractor};
+use crate::error::ConfigError;
 
 /// Keys on a header's value (e.g. `x-api-key`). The value is hashed: secrets never appear in
 /// Redis keys, and any bytes are safe. A request without the header (or with an empty value)
 /// has no key.
 ///
 /// ```
-/// use redlimit::{Header, KeyExtractor};
+/// use redlimit::key::Header;
+/// use redlimit::KeyExtractor;
 ///
-/// let key = Header::new("x-api-key");
+/// let key = Header::new("x-api-key")?;
 /// let (parts, _) = http::Request::get("/").header("x-api-key", "sk_123").body(()).unwrap().into_parts();
 /// let k = key.extract(&parts).unwrap();
 /// assert!(k.as_str().starts_with("header:x-api-key:#"));
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Header {
@@ -23,31 +26,18 @@ pub struct Header {
 }
 
 impl Header {
-    /// Keys on the header `name` (any case: header names are case-insensitive).
-    ///
-    /// # Panics
-    ///
-    /// If `name` is not a valid header name (e.g. it has a space); use [`Header::try_new`] for
-    /// names from configuration.
+    /// Keys on the header `name` (any case: header names are case-insensitive), or
+    /// [`ConfigError::InvalidHeaderName`] if `name` is not a valid header name.
     ///
     /// ```
-    /// let h = redlimit::Header::new("X-Api-Key");
+    /// use redlimit::key::Header;
+    /// assert!(Header::new("X-Api-Key").is_ok());
+    /// assert!(Header::new("bad header").is_err());
     /// ```
-    pub fn new(name: &str) -> Self {
-        match Header::try_new(name) {
-            Some(header) => header,
-            None => panic!("invalid header name {name:?}"),
-        }
-    }
-
-    /// Keys on the header `name`, or `None` if it is not a valid header name.
-    ///
-    /// ```
-    /// assert!(redlimit::Header::try_new("x-api-key").is_some());
-    /// assert!(redlimit::Header::try_new("bad header").is_none());
-    /// ```
-    pub fn try_new(name: &str) -> Option<Self> {
-        HeaderName::try_from(name).ok().map(|name| Header { name })
+    pub fn new(name: &str) -> Result<Self, ConfigError> {
+        HeaderName::try_from(name)
+            .map(|name| Header { name })
+            .map_err(|_| ConfigError::InvalidHeaderName(name.to_owned()))
     }
 }
 

@@ -9,15 +9,17 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::{Map, Value};
 
 use super::{Key, KeyExtractor};
+use crate::error::ConfigError;
 
 /// Longer bearer tokens are not decoded: no real token is this long, and decoding is work.
 const MAX_TOKEN: usize = 8 * 1024;
 
 /// Keys on a claim (`sub` by default) of a JWT from `Authorization: Bearer <token>`, after
 /// verifying its signature with the configured key and algorithms (feature `jwt`). Keys look
-/// like `sub:user-42` (the same as [`Subject`](crate::Subject)'s, so the same user is counted
+/// like `sub:user-42` (the same as [`Subject`](super::Subject)'s, so the same user is counted
 /// once whichever way they were verified), or `claim:tenant:acme` for another claim; string
-/// and number claims are accepted.
+/// and number claims are accepted, a number as its JSON text, so `42` and `"42"` are the same
+/// client (an issuer that changes how it writes an id still counts each user once).
 ///
 /// A token is verified before any claim is read, never otherwise: a forged `sub` would spend
 /// someone else's quota. It must be signed with one of the allowed algorithms of the key's
@@ -39,12 +41,16 @@ const MAX_TOKEN: usize = 8 * 1024;
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use redlimit::{Jwt, Limit, MemoryStore, MissingKey, Policy, RateLimitLayer};
+/// use redlimit::key::Jwt;
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, MissingKey, Policy, RateLimitLayer};
 ///
-/// let policy = Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60)));
+/// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+/// let secret = std::env::var("JWT_SECRET").unwrap_or_else(|_| "0123456789abcdef0123456789abcdef".into());
 /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
-///     .key(Jwt::hs256(b"secret").issuer(["https://auth.example.com"]))
+///     .key(Jwt::hs256(secret)?.issuer(["https://auth.example.com"]))
 ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED));
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 ///
 /// Verification uses `jsonwebtoken`'s RustCrypto provider, which this installs as the process
@@ -65,8 +71,8 @@ impl Jwt {
     /// none left, no token verifies.
     ///
     /// ```
-    /// use redlimit::jsonwebtoken::{Algorithm, DecodingKey};
-    /// let key = redlimit::Jwt::new(
+    /// use redlimit::key::jsonwebtoken::{Algorithm, DecodingKey};
+    /// let key = redlimit::key::Jwt::new(
     ///     DecodingKey::from_secret(b"secret"),
     ///     [Algorithm::HS256, Algorithm::HS512],
     /// );
@@ -98,22 +104,39 @@ impl Jwt {
         }
     }
 
-    /// Verifies HS256 tokens signed with `secret`.
+    /// Verifies HS256 tokens signed with `secret`, or [`ConfigError::InvalidKey`] if `secret`
+    /// is empty (anyone could sign with it). A secret shorter than 32 bytes (HS256's output
+    /// size, RFC 7518 §3.2) is accepted with a warning in the log: it can be guessed offline
+    /// from any one token.
     ///
     /// ```
-    /// let key = redlimit::Jwt::hs256(b"a long random secret");
+    /// use redlimit::key::Jwt;
+    /// let key = Jwt::hs256(b"a long random secret of at least 32 bytes")?;
+    /// assert!(Jwt::hs256(b"").is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn hs256(secret: impl AsRef<[u8]>) -> Self {
-        Jwt::new(
-            DecodingKey::from_secret(secret.as_ref()),
+    pub fn hs256(secret: impl AsRef<[u8]>) -> Result<Self, ConfigError> {
+        let secret = secret.as_ref();
+        if secret.is_empty() {
+            return Err(ConfigError::InvalidKey("the HS256 secret is empty"));
+        }
+        if secret.len() < 32 {
+            tracing::warn!(
+                bytes = secret.len(),
+                "the JWT HS256 secret is shorter than 32 bytes and can be guessed offline"
+            );
+        }
+        Ok(Jwt::new(
+            DecodingKey::from_secret(secret),
             [Algorithm::HS256],
-        )
+        ))
     }
 
     /// Keys on `claim` instead of `sub` (key `claim:NAME:VALUE`).
     ///
     /// ```
-    /// let key = redlimit::Jwt::hs256(b"secret").claim("tenant_id");
+    /// let key = redlimit::key::Jwt::hs256(b"0123456789abcdef0123456789abcdef")?.claim("tenant_id");
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn claim(mut self, claim: impl Into<String>) -> Self {
         self.claim = claim.into();
@@ -128,7 +151,8 @@ impl Jwt {
     /// Requires an `iss` claim, equal to one of `issuers`.
     ///
     /// ```
-    /// let key = redlimit::Jwt::hs256(b"secret").issuer(["https://auth.example.com"]);
+    /// let key = redlimit::key::Jwt::hs256(b"0123456789abcdef0123456789abcdef")?.issuer(["https://auth.example.com"]);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn issuer<I>(mut self, issuers: I) -> Self
     where
@@ -144,7 +168,8 @@ impl Jwt {
     /// Requires an `aud` claim naming one of `audiences`.
     ///
     /// ```
-    /// let key = redlimit::Jwt::hs256(b"secret").audience(["api.example.com"]);
+    /// let key = redlimit::key::Jwt::hs256(b"0123456789abcdef0123456789abcdef")?.audience(["api.example.com"]);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn audience<I>(mut self, audiences: I) -> Self
     where
@@ -162,7 +187,8 @@ impl Jwt {
     /// whole seconds).
     ///
     /// ```
-    /// let key = redlimit::Jwt::hs256(b"secret").leeway(std::time::Duration::from_secs(5));
+    /// let key = redlimit::key::Jwt::hs256(b"0123456789abcdef0123456789abcdef")?.leeway(std::time::Duration::from_secs(5));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn leeway(mut self, leeway: Duration) -> Self {
         self.validation.leeway = leeway.as_secs().min(3600);

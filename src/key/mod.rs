@@ -20,28 +20,32 @@
 //! spend someone else's. Whatever the source, the key is safe in Redis (see [`Key`]).
 //!
 //! ```
-//! use redlimit::{Both, ClientIp, Header, Key, KeyExtractor, PeerIp, Route};
+//! use redlimit::key::{Both, ClientIp, Header, Key, PeerIp, Route};
 //!
 //! // Per route and per client.
 //! let per_route_and_ip = Both::new(Route, PeerIp);
 //! // Behind our own load balancers.
-//! let client = ClientIp::trusting(["10.0.0.0/8"]);
+//! let client = ClientIp::trusting(["10.0.0.0/8"])?;
 //! // Any closure over the request head.
 //! let tenant = |parts: &http::request::Parts| {
 //!     parts.headers.get("x-tenant").map(|v| Key::new(v.as_bytes()))
 //! };
+//! // An API key, hashed; anonymous clients by address.
+//! let api_key = Header::new("x-api-key")?.or_else(PeerIp);
+//! # use redlimit::KeyExtractor;
+//! # Ok::<(), redlimit::ConfigError>(())
 //! ```
 
 mod both;
 mod client_ip;
+#[allow(clippy::module_inception)]
+mod encoding;
 mod forwarded;
 mod global;
 mod header;
 pub(crate) mod ip_net;
 #[cfg(feature = "jwt")]
 mod jwt;
-#[allow(clippy::module_inception)]
-mod key;
 mod or_else;
 mod peer_ip;
 mod query;
@@ -50,16 +54,17 @@ mod subject;
 
 pub use both::Both;
 pub use client_ip::{ClientIp, ProxyHeader};
+pub use encoding::Key;
 pub use global::Global;
 pub use header::Header;
 #[cfg(feature = "jwt")]
 pub use jsonwebtoken;
 #[cfg(feature = "jwt")]
 pub use jwt::Jwt;
-pub use key::Key;
 pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
 pub use query::Query;
+pub(crate) use route::matched_route;
 pub use route::Route;
 pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
@@ -82,8 +87,10 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// This extractor's key, or, when it has none, `fallback`'s (see [`OrElse`]).
     ///
     /// ```
-    /// use redlimit::{Header, KeyExtractor, PeerIp};
-    /// let key = Header::new("x-api-key").or_else(PeerIp);
+    /// use redlimit::key::{Header, PeerIp};
+    /// use redlimit::KeyExtractor;
+    /// let key = Header::new("x-api-key")?.or_else(PeerIp);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     fn or_else<B: KeyExtractor>(self, fallback: B) -> OrElse<Self, B>
     where

@@ -8,19 +8,21 @@ use super::{Key, KeyExtractor};
 /// [`KeyExtractor::or_else`].
 ///
 /// The usual use: a verified identity when there is one, the client's address otherwise.
-/// Behind a load balancer, fall back to a [`ClientIp`](crate::ClientIp) that trusts it, not to
+/// Behind a load balancer, fall back to a [`ClientIp`](super::ClientIp) that trusts it, not to
 /// the socket peer: every anonymous request would share the balancer's one address (and one
 /// client with garbage tokens would spend everybody's quota).
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use redlimit::{ClientIp, Header, KeyExtractor};
+/// use redlimit::key::{ClientIp, Header};
+/// use redlimit::KeyExtractor;
 ///
-/// let key = Header::new("x-api-key").or_else(ClientIp::trusting(["10.0.0.0/8"]));
+/// let key = Header::new("x-api-key")?.or_else(ClientIp::trusting(["10.0.0.0/8"])?);
 /// let mut req = http::Request::get("/").header("x-forwarded-for", "203.0.113.7").body(()).unwrap();
 /// req.extensions_mut().insert("10.0.0.1:443".parse::<SocketAddr>().unwrap());
 /// let (parts, _) = req.into_parts();
 /// assert_eq!(key.extract(&parts).unwrap().as_str(), "ip:203.0.113.7");
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OrElse<A, B> {

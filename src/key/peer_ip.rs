@@ -16,12 +16,13 @@ use super::{Key, KeyExtractor};
 /// `grpc` feature; tonic's server sets it), or a plain `SocketAddr` request extension (set by
 /// your own hyper accept loop). Forwarded headers are ignored: behind a
 /// proxy every client would share the proxy's address, which is safe but coarse; use
-/// [`ClientIp`](crate::ClientIp) to trust your proxies, or to group addresses differently.
+/// [`ClientIp`](super::ClientIp) to trust your proxies, or to group addresses differently.
 /// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
 ///
 /// ```
 /// use std::net::SocketAddr;
-/// use redlimit::{KeyExtractor, PeerIp};
+/// use redlimit::key::PeerIp;
+/// use redlimit::KeyExtractor;
 ///
 /// let mut req = http::Request::new(());
 /// req.extensions_mut().insert("203.0.113.7:5555".parse::<SocketAddr>().unwrap());
@@ -38,6 +39,14 @@ impl PeerIp {
         if let Some(info) = parts
             .extensions
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        {
+            return Some(info.0.ip());
+        }
+        // What `Router::layer(MockConnectInfo(addr))` gives tests and in-process clients.
+        #[cfg(feature = "axum")]
+        if let Some(info) = parts
+            .extensions
+            .get::<axum::extract::connect_info::MockConnectInfo<SocketAddr>>()
         {
             return Some(info.0.ip());
         }

@@ -13,7 +13,7 @@ const MAX_PAIRS: usize = 256;
 
 /// Keys on a query parameter's value (`?api_key=...`), decoded as
 /// `application/x-www-form-urlencoded` (`%2B` and `+` are `+` and space). The value is hashed,
-/// as with [`Header`](crate::Header): secrets never appear in Redis keys, and any bytes are
+/// as with [`Header`](super::Header): secrets never appear in Redis keys, and any bytes are
 /// safe (`query:api_key:#<sha-256>`).
 ///
 /// The first parameter with that name counts. A request without it, with an empty value, or
@@ -21,7 +21,8 @@ const MAX_PAIRS: usize = 256;
 /// [`MissingKey`](crate::MissingKey) setting decides). The name is matched after decoding.
 ///
 /// ```
-/// use redlimit::{KeyExtractor, Query};
+/// use redlimit::key::Query;
+/// use redlimit::KeyExtractor;
 ///
 /// let key = Query::new("api_key");
 /// let (parts, _) = http::Request::get("/v1/items?page=2&api_key=sk_123").body(()).unwrap().into_parts();
@@ -39,7 +40,7 @@ impl Query {
     /// Keys on the query parameter `name`.
     ///
     /// ```
-    /// let key = redlimit::Query::new("api_key");
+    /// let key = redlimit::key::Query::new("api_key");
     /// ```
     pub fn new(name: impl Into<String>) -> Self {
         let name = name.into();

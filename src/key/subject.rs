@@ -9,7 +9,7 @@ use super::{Key, KeyExtractor};
 /// layer inserts after it has *verified* the credentials, or insert a [`VerifiedSubject`].
 ///
 /// ```
-/// use redlimit::{AuthenticatedSubject, Subject};
+/// use redlimit::key::{AuthenticatedSubject, Subject};
 ///
 /// #[derive(Clone)]
 /// struct User { id: String, admin: bool }
@@ -29,7 +29,8 @@ pub trait AuthenticatedSubject: Send + Sync + 'static {
 /// insert it into the request's extensions once the credentials are verified.
 ///
 /// ```
-/// use redlimit::{KeyExtractor, Subject, VerifiedSubject};
+/// use redlimit::key::{Subject, VerifiedSubject};
+/// use redlimit::KeyExtractor;
 /// let mut req = http::Request::new(());
 /// req.extensions_mut().insert(VerifiedSubject("user-42".into()));
 /// let (parts, _) = req.into_parts();
@@ -56,10 +57,14 @@ impl AuthenticatedSubject for VerifiedSubject {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer, Subject};
+/// use redlimit::key::Subject;
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, Policy, RateLimitLayer};
 ///
-/// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60))))
+/// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+/// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
 ///     .key(Subject::verified()); // an auth layer outside this one inserts `VerifiedSubject`
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone, Copy)]
 pub struct Subject {
@@ -71,7 +76,7 @@ impl Subject {
     /// Reads the subject from a [`VerifiedSubject`] extension.
     ///
     /// ```
-    /// let key = redlimit::Subject::verified();
+    /// let key = redlimit::key::Subject::verified();
     /// ```
     pub fn verified() -> Self {
         Subject::from_extension::<VerifiedSubject>()
@@ -80,7 +85,8 @@ impl Subject {
     /// Reads the subject from an extension of type `T`.
     ///
     /// ```
-    /// use redlimit::{KeyExtractor, Subject, VerifiedSubject};
+    /// use redlimit::key::{Subject, VerifiedSubject};
+    /// use redlimit::KeyExtractor;
     /// let key = Subject::from_extension::<VerifiedSubject>();
     /// let (parts, _) = http::Request::new(()).into_parts();
     /// assert!(key.extract(&parts).is_none());

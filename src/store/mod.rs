@@ -2,86 +2,89 @@
 //! evaluates every limit of a policy for a key, atomically, and answers with a
 //! [`Decision`](crate::Decision).
 //!
-//! - [`MemoryStore`]: in this process; the same algorithms in Rust.
-//! - [`RedisStore`] (feature `redis`): one Lua script call per decision, shared by every
-//!   replica of the service.
+//! | store | state | decisions | use it for |
+//! |---|---|---|---|
+//! | [`MemoryStore`] | this process | the algorithms in Rust, no I/O | one replica, tests, the local fallback |
+//! | `RedisStore` (feature `redis`) | Redis or Valkey: standalone, Cluster, Sentinel, TLS | one Lua script call per decision, Redis `TIME` | limits shared by every replica |
+//!
+//! Both give the same decisions for the same sequence of requests (a differential test holds
+//! them to it). A store of your own implements [`Store`]: build the answer with
+//! [`Decision::new`](crate::Decision::new) and [`LimitState`](crate::LimitState)'s
+//! constructors.
+//!
+//! ```
+//! use std::time::Duration;
+//! use redlimit::store::{MemoryStore, Store};
+//! use redlimit::{Key, Limit, Policy};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+//! assert!(store.check(&policy, &Key::new("k"), 1).await.unwrap().is_allowed());
+//! assert!(!store.check(&policy, &Key::new("k"), 1).await.unwrap().is_allowed());
+//! # });
+//! ```
 
+mod check;
 mod clock;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
-mod reply;
-#[cfg(feature = "redis")]
-pub(crate) use self::redis::script_call;
-#[cfg(feature = "redis")]
-pub(crate) use reply::decode as decode_reply;
-#[cfg(feature = "redis")]
-mod script;
+pub(crate) use self::redis::{decode_reply, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
+pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::decision::Decision;
-use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 
-/// The future a [`Store`] returns.
-pub type StoreFuture = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Send + 'static>>;
-
 /// Evaluates a policy's limits for a key and commits them all or none.
 ///
-/// Implementations must hold the semantics of the crate documentation: a denied request
-/// consumes nothing; `cost` larger than some limit's count is denied without consuming and
-/// reported as [`Decision::exceeds_capacity`].
+/// An implementation must hold the semantics of the crate documentation:
+///
+/// - every limit of the policy is evaluated against the current state; the request is allowed
+///   only if every limit allows it, and only then is `cost` consumed from every limit;
+/// - a denied request consumes nothing;
+/// - a `cost` larger than some limit could ever admit is denied without consuming, that limit
+///   reported with [`LimitState::over_capacity`](crate::LimitState::over_capacity);
+/// - the answer is a [`Decision`](crate::Decision) built by [`Decision::new`](crate::Decision::new)
+///   for this policy (one state per limit, in order).
+///
+/// Answer with [`Check::Ready`] when no I/O is needed: the layer then skips its timer and
+/// allocates nothing for the check.
 ///
 /// ```
-/// use std::{sync::Arc, time::Duration};
-/// use redlimit::{Key, Limit, MemoryStore, Policy, Store};
+/// use std::time::{Duration, SystemTime};
+/// use redlimit::store::{Check, Store};
+/// use redlimit::{Decision, Key, LimitState, Policy};
 ///
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let store = MemoryStore::new();
-/// let policy = Arc::new(Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))));
-/// assert!(store.check(&policy, &Key::new("k"), 1).await.unwrap().is_allowed());
-/// assert!(!store.check(&policy, &Key::new("k"), 1).await.unwrap().is_allowed());
-/// # });
+/// /// Allows everything, reporting every limit as untouched.
+/// struct AllowAll;
+///
+/// impl Store for AllowAll {
+///     fn check(&self, policy: &Policy, _key: &Key, _cost: u64) -> Check {
+///         let states = policy
+///             .limits()
+///             .iter()
+///             .map(|l| LimitState::allowed(*l, l.count(), Duration::ZERO));
+///         Check::ready(Decision::new(policy, SystemTime::now(), states))
+///     }
+/// }
 /// ```
 pub trait Store: Send + Sync + 'static {
-    /// Checks `cost` units for `key` against every limit of `policy`.
-    fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture;
-
-    /// The decision at once, for a store that needs no I/O (the memory store), saving the
-    /// layer a boxed future per request; `None` (the default) makes the layer call
-    /// [`Store::check`]. It must decide exactly as `check` would.
-    fn check_ready(
-        &self,
-        policy: &Arc<Policy>,
-        key: &Key,
-        cost: u64,
-    ) -> Option<Result<Decision, StoreError>> {
-        let _ = (policy, key, cost);
-        None
-    }
+    /// Checks `cost` units for `key` against every limit of `policy`, committing them if all
+    /// allow it.
+    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check;
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
-    fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture {
+    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         (**self).check(policy, key, cost)
-    }
-
-    fn check_ready(
-        &self,
-        policy: &Arc<Policy>,
-        key: &Key,
-        cost: u64,
-    ) -> Option<Result<Decision, StoreError>> {
-        (**self).check_ready(policy, key, cost)
     }
 }

@@ -73,23 +73,23 @@ impl Entry {
                 let (n, p) = (limit.count(), limit.period_us());
                 match *slot {
                     Slot::FixedWindow(s) => {
-                        let (e, next, ttl) = fixed_window::check(s, n, p, cost, now);
-                        (e, Slot::FixedWindow(Some(next)), ttl)
+                        let step = fixed_window::check(s, n, p, cost, now);
+                        (step.eval, Slot::FixedWindow(Some(step.next)), step.ttl)
                     }
                     Slot::SlidingWindow(s) => {
-                        let (e, next, ttl) = sliding_window::check(s, n, p, cost, now);
-                        (e, Slot::SlidingWindow(Some(next)), ttl)
+                        let step = sliding_window::check(s, n, p, cost, now);
+                        (step.eval, Slot::SlidingWindow(Some(step.next)), step.ttl)
                     }
                     Slot::SlidingLog => {
                         (self.log.check(n, p, cost, now), Slot::SlidingLog, max_log)
                     }
                     Slot::TokenBucket(s) => {
-                        let (e, next) = token_bucket::check(s, n, p, cost, now);
-                        (e, Slot::TokenBucket(Some(next)), e.reset_after)
+                        let step = token_bucket::check(s, n, p, cost, now);
+                        (step.eval, Slot::TokenBucket(Some(step.next)), step.ttl)
                     }
                     Slot::Gcra(s) => {
-                        let (e, next) = gcra::check(s, n, p, cost, now);
-                        (e, Slot::Gcra(Some(next)), next.saturating_sub(now))
+                        let step = gcra::check(s, n, p, cost, now);
+                        (step.eval, Slot::Gcra(Some(step.next)), step.ttl)
                     }
                 }
             })

@@ -12,9 +12,8 @@ use entry::Entry;
 use shard::{IdRef, Shard};
 
 use super::clock::{Clock, SystemClock};
-use super::{Store, StoreFuture};
+use super::{Check, Store};
 use crate::decision::Decision;
-use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -25,7 +24,7 @@ const SHARDS: usize = 64;
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// A store in this process's memory, with exactly the decisions of
-/// [`RedisStore`](crate::RedisStore): same algorithms, same integer arithmetic, same atomic
+/// `RedisStore`: same algorithms, same integer arithmetic, same atomic
 /// multi-limit commit (a differential test holds the two to it on random traces).
 ///
 /// State is sharded over 64 independent locks, so concurrent requests rarely contend.
@@ -43,12 +42,12 @@ pub const DEFAULT_MAX_KEYS: usize = 100_000;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, Policy, RateLimitLayer};
 ///
-/// let layer = RateLimitLayer::new(
-///     MemoryStore::new(),
-///     Policy::new("api").limit(Limit::gcra(10, Duration::from_secs(1))),
-/// );
+/// let policy = Policy::new("api", [Limit::gcra(10, Duration::from_secs(1))?])?;
+/// let layer = RateLimitLayer::new(MemoryStore::new(), policy);
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone)]
 pub struct MemoryStore {
@@ -67,17 +66,17 @@ impl MemoryStore {
     /// An empty store on the system clock, with the default key cap.
     ///
     /// ```
-    /// let store = redlimit::MemoryStore::new();
+    /// let store = redlimit::store::MemoryStore::new();
     /// assert_eq!(store.len(), 0);
     /// ```
     pub fn new() -> Self {
         MemoryStore::builder().build()
     }
 
-    /// An empty store on the given clock (e.g. a [`ManualClock`](crate::ManualClock) in tests).
+    /// An empty store on the given clock (e.g. a [`ManualClock`](super::ManualClock) in tests).
     ///
     /// ```
-    /// use redlimit::{ManualClock, MemoryStore};
+    /// use redlimit::store::{ManualClock, MemoryStore};
     /// let clock = ManualClock::new(0);
     /// let store = MemoryStore::with_clock(clock.clone());
     /// ```
@@ -88,7 +87,7 @@ impl MemoryStore {
     /// Starts configuring a store.
     ///
     /// ```
-    /// let store = redlimit::MemoryStore::builder().max_keys(1_000_000).build();
+    /// let store = redlimit::store::MemoryStore::builder().max_keys(1_000_000).build();
     /// ```
     pub fn builder() -> MemoryStoreBuilder {
         MemoryStoreBuilder {
@@ -100,14 +99,16 @@ impl MemoryStore {
     /// Checks synchronously: what [`Store::check`] does, without a future.
     ///
     /// ```
-    /// use std::{sync::Arc, time::Duration};
-    /// use redlimit::{Key, Limit, MemoryStore, Policy};
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
     /// let store = MemoryStore::new();
-    /// let policy = Arc::new(Policy::new("p").limit(Limit::fixed_window(1, Duration::from_secs(9))));
+    /// let policy = Policy::new("p", [Limit::fixed_window(1, Duration::from_secs(9))?])?;
     /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
     /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn check_now(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> Decision {
+    pub fn check_now(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
         let inner = &*self.inner;
         let now = inner.clock.now_us();
         let id = IdRef {
@@ -146,13 +147,15 @@ impl MemoryStore {
     /// How many keys hold state (across policies).
     ///
     /// ```
-    /// use std::{sync::Arc, time::Duration};
-    /// use redlimit::{Key, Limit, MemoryStore, Policy};
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
     /// let store = MemoryStore::new();
-    /// let policy = Arc::new(Policy::new("p").limit(Limit::gcra(5, Duration::from_secs(1))));
+    /// let policy = Policy::new("p", [Limit::gcra(5, Duration::from_secs(1))?])?;
     /// store.check_now(&policy, &Key::new("a"), 1);
     /// store.check_now(&policy, &Key::new("b"), 1);
     /// assert_eq!(store.len(), 2);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
         self.inner
@@ -165,7 +168,7 @@ impl MemoryStore {
     /// Whether no key holds state.
     ///
     /// ```
-    /// assert!(redlimit::MemoryStore::new().is_empty());
+    /// assert!(redlimit::store::MemoryStore::new().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -174,7 +177,7 @@ impl MemoryStore {
     /// How many times the key cap evicted state that was still live.
     ///
     /// ```
-    /// assert_eq!(redlimit::MemoryStore::new().evictions(), 0);
+    /// assert_eq!(redlimit::store::MemoryStore::new().evictions(), 0);
     /// ```
     pub fn evictions(&self) -> u64 {
         self.inner.evictions.load(Ordering::Relaxed)
@@ -196,24 +199,15 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn check(&self, policy: &Arc<Policy>, key: &Key, cost: u64) -> StoreFuture {
-        Box::pin(std::future::ready(Ok(self.check_now(policy, key, cost))))
-    }
-
-    fn check_ready(
-        &self,
-        policy: &Arc<Policy>,
-        key: &Key,
-        cost: u64,
-    ) -> Option<Result<Decision, StoreError>> {
-        Some(Ok(self.check_now(policy, key, cost)))
+    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        Check::Ready(Ok(self.check_now(policy, key, cost)))
     }
 }
 
 /// Settings for a [`MemoryStore`].
 ///
 /// ```
-/// use redlimit::{ManualClock, MemoryStore};
+/// use redlimit::store::{ManualClock, MemoryStore};
 /// let store = MemoryStore::builder()
 ///     .max_keys(10_000)
 ///     .clock(ManualClock::new(0))

@@ -8,6 +8,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::SentinelClient;
 use redis::{Cmd, ConnectionAddr, ErrorKind, RedisResult, ServerErrorKind};
 
+use super::script::evalsha;
+
 /// The least time between two questions to the Sentinels while the master seems unwell.
 const RESOLVE_INTERVAL: Duration = Duration::from_millis(200);
 
@@ -42,7 +44,7 @@ impl SentinelBackend {
             if *known == addr {
                 return Ok(connection.clone());
             }
-            tracing::warn!(master = %addr, "redis master moved (sentinel failover); following it");
+            tracing::warn!(master = %address(&addr), "redis master moved (sentinel failover); following it");
         }
         let connection = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
         *current = Some((addr, connection.clone()));
@@ -63,7 +65,7 @@ impl SentinelBackend {
         // If this call never completes (the layer's deadline drops it: a frozen master), the
         // guard asks the Sentinels whether the master moved.
         let mut guard = Unfinished(Some(self));
-        let result = super::backend::evalsha(command, &mut connection).await;
+        let result = evalsha(command, &mut connection).await;
         match &result {
             Err(err) if master_may_have_moved(err.kind(), err.is_io_error()) => {}
             _ => guard.0 = None,
@@ -97,6 +99,18 @@ impl SentinelBackend {
     }
 }
 
+/// Host and port (a socket's path) of a master: what a log line may show of it.
+fn address(addr: &ConnectionAddr) -> String {
+    match addr {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            format!("{host}:{port}")
+        }
+        ConnectionAddr::Unix(path) => path.display().to_string(),
+        // A kind of address this version does not know: say so rather than guess.
+        _ => "<unknown address>".to_owned(),
+    }
+}
+
 /// Errors after which the master may be another server now: lost connections, and a server
 /// that says it is no (longer a) master.
 fn master_may_have_moved(kind: ErrorKind, io: bool) -> bool {
@@ -116,5 +130,18 @@ impl Drop for Unfinished<'_> {
         if let Some(backend) = self.0 {
             backend.re_resolve();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_master_is_shown_as_host_and_port() {
+        let tcp = ConnectionAddr::Tcp("10.0.0.7".into(), 6379);
+        assert_eq!(address(&tcp), "10.0.0.7:6379");
+        let unix = ConnectionAddr::Unix("/run/redis.sock".into());
+        assert_eq!(address(&unix), "/run/redis.sock");
     }
 }

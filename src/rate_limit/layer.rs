@@ -1,6 +1,6 @@
-//! The layer: configuration shared by every service it wraps.
+//! The layer: the settings every service it wraps shares.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -10,19 +10,19 @@ use tower_layer::Layer;
 
 use super::breaker::{Breaker, CircuitBreaker};
 use super::config::Config;
-use super::failure::{MissingKey, OnStoreError, Throttle};
-use super::grpc::GrpcStatus;
-use super::headers::HeaderStyle;
-use super::rule::{RoutePattern, Rule};
+use super::decide::Decider;
+use super::grpc_status::GrpcStatus;
+use super::header_style::HeaderStyle;
+use super::missing_key::MissingKey;
+use super::on_store_error::OnStoreError;
+use super::route_pattern::RoutePattern;
+use super::rule::Rule;
 use super::service::RateLimit;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Policy;
 use crate::store::{MemoryStore, Store};
-
-/// The default store deadline: no request waits longer than this on the store.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
 
 /// Applies a rate-limit [`Policy`] to every request of the wrapped service.
 ///
@@ -35,57 +35,48 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
 /// ```
 /// use std::time::Duration;
 /// use axum::{routing::post, Router};
-/// use redlimit::{Header, Limit, MemoryStore, Policy, RateLimitLayer};
+/// use redlimit::key::Header;
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, Policy, RateLimitLayer};
 ///
-/// let policy = Policy::new("auth.create_token")
-///     .limit(Limit::sliding_log(20, Duration::from_secs(60)))
-///     .limit(Limit::sliding_log(5, Duration::from_secs(3)));
+/// let policy = Policy::new("auth.create_token", [
+///     Limit::sliding_log(20, Duration::from_secs(60))?,
+///     Limit::sliding_log(5, Duration::from_secs(3))?,
+/// ])?;
 /// let app: Router = Router::new()
 ///     .route("/token", post(|| async { "token" }))
-///     .layer(RateLimitLayer::new(MemoryStore::new(), policy).key(Header::new("x-api-key")));
+///     .layer(RateLimitLayer::new(MemoryStore::new(), policy).key(Header::new("x-api-key")?));
+/// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone)]
 #[must_use]
 pub struct RateLimitLayer {
     config: Arc<Config>,
+    /// The decider for `config`, made by the first [`Layer::layer`] call and shared by every
+    /// service and clone since; a builder call starts a new one.
+    decider: Arc<OnceLock<Arc<Decider>>>,
 }
 
 impl RateLimitLayer {
-    /// A layer enforcing `policy` in `store`.
-    ///
-    /// # Panics
-    ///
-    /// If the policy is invalid (see [`Policy::validate`]); use [`RateLimitLayer::try_new`] for
-    /// policies built from configuration.
+    /// A layer enforcing `policy` in `store`, keyed by the socket peer's IP until
+    /// [`key`](Self::key) says otherwise.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(
-    ///     MemoryStore::new(),
-    ///     Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60))),
-    /// );
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn new(store: impl Store, policy: Policy) -> Self {
-        match RateLimitLayer::try_new(store, policy) {
-            Ok(layer) => layer,
-            Err(error) => panic!("invalid rate-limit policy: {error}"),
-        }
-    }
-
-    /// A layer enforcing `policy` in `store`, or why the policy cannot be enforced.
-    ///
-    /// ```
-    /// use redlimit::{ConfigError, MemoryStore, Policy, RateLimitLayer};
-    /// let err = RateLimitLayer::try_new(MemoryStore::new(), Policy::new("empty")).err().unwrap();
-    /// assert_eq!(err, ConfigError::NoLimits("empty".into()));
-    /// ```
-    pub fn try_new(store: impl Store, policy: Policy) -> Result<Self, ConfigError> {
-        policy.validate()?;
-        let mut layer = RateLimitLayer::per_route(store);
-        Arc::make_mut(&mut layer.config).default =
-            Some(Arc::new(Rule::new(None, policy, Arc::new(PeerIp))));
-        Ok(layer)
+        RateLimitLayer::per_route(store).edit(|c| {
+            c.default = Some(Rule {
+                pattern: None,
+                policy,
+                key: Arc::new(PeerIp),
+            });
+        })
     }
 
     /// A layer with no policy of its own: only requests matching a [`route`](Self::route) rule
@@ -94,37 +85,37 @@ impl RateLimitLayer {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use redlimit::{ClientIp, Header, Limit, MemoryStore, Policy, RateLimitLayer};
+    /// use redlimit::key::{Header, PeerIp};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
     ///
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// let api = Policy::new("api", [Limit::gcra(1000, Duration::from_secs(60))?])?;
     /// let layer = RateLimitLayer::per_route(MemoryStore::new())
-    ///     .route("POST /login", Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60))), ClientIp::peer())
-    ///     .route("/v1/*", Policy::new("api").limit(Limit::gcra(1000, Duration::from_secs(60))), Header::new("x-api-key"))
-    ///     .allow_ips(["10.0.0.0/8"]);
+    ///     .route("POST /login", login, PeerIp)?
+    ///     .route("/v1/*", api, Header::new("x-api-key")?)?
+    ///     .allow_ips(["10.0.0.0/8"])?;
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn per_route(store: impl Store) -> Self {
         RateLimitLayer {
-            config: Arc::new(Config {
-                store: Arc::new(store),
-                routes: Vec::new(),
-                default: None,
-                allow: Vec::new(),
-                missing_key: MissingKey::default(),
-                cost: None,
-                on_store_error: OnStoreError::default(),
-                local: None,
-                deadline: DEFAULT_DEADLINE,
-                breaker: Arc::new(Breaker::new(CircuitBreaker::default())),
-                headers: HeaderStyle::default(),
-                grpc_status: GrpcStatus::default(),
-                rejection: None,
-                throttle: Arc::new(Throttle::default()),
-            }),
+            config: Arc::new(Config::new(Arc::new(store))),
+            decider: Arc::default(),
         }
     }
 
     fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
         f(Arc::make_mut(&mut self.config));
+        self.decider = Arc::default();
         self
+    }
+
+    /// The decider of the current settings, derived once.
+    fn decider(&self) -> Arc<Decider> {
+        let decider = self
+            .decider
+            .get_or_init(|| Arc::new(Decider::new(Arc::clone(&self.config))));
+        Arc::clone(decider)
     }
 
     /// How to key requests under the layer's own policy (default: [`PeerIp`]). Route rules
@@ -132,17 +123,18 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Header, Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).key(Header::new("x-api-key"));
+    /// use redlimit::key::Header;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).key(Header::new("x-api-key")?);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn key(self, key: impl KeyExtractor) -> Self {
         let key: Arc<dyn KeyExtractor> = Arc::new(key);
         self.edit(|c| {
-            if let Some(default) = &c.default {
-                let mut rule = default.scaled(c.local_instances());
-                rule.key = key;
-                c.default = Some(Arc::new(rule));
+            if let Some(default) = &mut c.default {
+                default.key = key;
             }
         })
     }
@@ -153,84 +145,49 @@ impl RateLimitLayer {
     /// `route` is `[METHOD] PATH`: `"POST /login"`, `"/v1/*"`, `"/grpc.health.v1.Health/Check"`.
     /// A path ending in `*` matches every URI path with that prefix; any other path matches the
     /// route the request matched in axum (`"/users/{id}"`, as written in the router) or, outside
-    /// axum, the URI path exactly (for tonic, `/package.Service/Method`).
-    ///
-    /// # Panics
-    ///
-    /// If the route or the policy is invalid; use [`RateLimitLayer::try_route`] for rules from
-    /// configuration.
+    /// axum, the URI path exactly (for tonic, `/package.Service/Method`). A malformed pattern
+    /// is a [`ConfigError`].
     ///
     /// ```
     /// use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
-    /// let api = Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60)));
-    /// let login = Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60)));
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), api).route("POST /login", login, PeerIp);
+    /// use redlimit::key::PeerIp;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// let api = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), api).route("POST /login", login.clone(), PeerIp)?;
+    /// assert!(RateLimitLayer::per_route(MemoryStore::new()).route("login", login, PeerIp).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn route(self, route: &str, policy: Policy, key: impl KeyExtractor) -> Self {
-        match self.try_route(route, policy, key) {
-            Ok(layer) => layer,
-            Err(error) => panic!("invalid rate-limit route: {error}"),
-        }
-    }
-
-    /// Like [`RateLimitLayer::route`], or why the route or policy cannot be used.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
-    /// let login = Policy::new("login").limit(Limit::sliding_log(5, Duration::from_secs(60)));
-    /// assert!(RateLimitLayer::per_route(MemoryStore::new()).try_route("login", login, PeerIp).is_err());
-    /// ```
-    pub fn try_route(
+    pub fn route(
         self,
         route: &str,
         policy: Policy,
         key: impl KeyExtractor,
     ) -> Result<Self, ConfigError> {
-        let pattern = RoutePattern::parse(route)?;
-        policy.validate()?;
-        let rule = Rule::new(Some(pattern), policy, Arc::new(key));
-        Ok(self.edit(|c| {
-            let rule = rule.scaled(c.local_instances());
-            c.routes.push(Arc::new(rule));
-        }))
+        let rule = Rule {
+            pattern: Some(RoutePattern::parse(route)?),
+            policy,
+            key: Arc::new(key),
+        };
+        Ok(self.edit(|c| c.routes.push(rule)))
     }
 
     /// Skips limiting for requests whose socket peer is in one of `ranges` (addresses or CIDRs,
     /// e.g. your own monitoring). Behind proxies, use [`allow_if`](Self::allow_if) with
-    /// [`ClientIp::client`](crate::ClientIp::client).
-    ///
-    /// # Panics
-    ///
-    /// If a range is invalid; use [`RateLimitLayer::try_allow_ips`] for ranges from configuration.
+    /// [`ClientIp::client`](crate::key::ClientIp::client). An invalid range is a
+    /// [`ConfigError`].
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).allow_ips(["10.0.0.0/8", "::1"]);
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).allow_ips(["10.0.0.0/8", "::1"])?;
+    /// assert!(layer.allow_ips(["10.0.0.0/33"]).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn allow_ips<I>(self, ranges: I) -> Self
-    where
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        match self.try_allow_ips(ranges) {
-            Ok(layer) => layer,
-            Err(error) => panic!("invalid allow-list: {error}"),
-        }
-    }
-
-    /// Like [`RateLimitLayer::allow_ips`], or why a range is invalid.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
-    /// assert!(RateLimitLayer::new(MemoryStore::new(), policy).try_allow_ips(["10.0.0.0/33"]).is_err());
-    /// ```
-    pub fn try_allow_ips<I>(self, ranges: I) -> Result<Self, ConfigError>
+    pub fn allow_ips<I>(self, ranges: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -246,10 +203,12 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz");
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn allow_if(self, allowed: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
         self.edit(|c| c.allow.push(Arc::new(allowed)))
@@ -260,11 +219,14 @@ impl RateLimitLayer {
     /// ```
     /// # use std::time::Duration;
     /// use http::StatusCode;
-    /// use redlimit::{Header, Limit, MemoryStore, MissingKey, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    /// use redlimit::key::Header;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, MissingKey, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
-    ///     .key(Header::new("x-api-key"))
+    ///     .key(Header::new("x-api-key")?)
     ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_missing_key(self, missing: MissingKey) -> Self {
         self.edit(|c| c.missing_key = missing)
@@ -275,13 +237,15 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(100, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).cost(|parts: &http::request::Parts| {
     ///     parts.headers.get("x-batch-size")
     ///         .and_then(|v| v.to_str().ok()?.parse().ok())
     ///         .unwrap_or(1)
     /// });
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn cost(self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.edit(|c| c.cost = Some(Arc::new(cost)))
@@ -292,24 +256,24 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, OnStoreError, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy.clone()).on_store_error(OnStoreError::Closed);
     /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .on_store_error(OnStoreError::Local { instances: 4 });
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_store_error(self, mode: OnStoreError) -> Self {
         self.edit(|c| {
             c.on_store_error = mode;
-            c.local = matches!(mode, OnStoreError::Local { .. }).then(MemoryStore::new);
-            let instances = c.local_instances();
-            c.routes = c
-                .routes
-                .iter()
-                .map(|r| Arc::new(r.scaled(instances)))
-                .collect();
-            c.default = c.default.as_ref().map(|r| Arc::new(r.scaled(instances)));
+            c.local_store = match mode {
+                OnStoreError::Local { .. } => {
+                    c.local_store.take().or_else(|| Some(MemoryStore::new()))
+                }
+                _ => None,
+            };
         })
     }
 
@@ -318,10 +282,12 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{CircuitBreaker, Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(2)));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn circuit_breaker(self, breaker: CircuitBreaker) -> Self {
         self.edit(|c| c.breaker = Arc::new(Breaker::new(breaker)))
@@ -332,10 +298,12 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .store_deadline(Duration::from_millis(25));
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn store_deadline(self, deadline: Duration) -> Self {
         self.edit(|c| c.deadline = deadline.max(Duration::from_millis(1)))
@@ -345,9 +313,11 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{HeaderStyle, Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{HeaderStyle, Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).headers(HeaderStyle::Both);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn headers(self, style: HeaderStyle) -> Self {
         self.edit(|c| c.headers = style)
@@ -361,9 +331,11 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{GrpcStatus, Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{GrpcStatus, Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).grpc_status(GrpcStatus::Unavailable);
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn grpc_status(self, status: GrpcStatus) -> Self {
         self.edit(|c| c.grpc_status = status)
@@ -376,8 +348,9 @@ impl RateLimitLayer {
     /// # use std::time::Duration;
     /// use bytes::Bytes;
     /// use http::{Response, StatusCode};
-    /// use redlimit::{Decision, Limit, MemoryStore, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    ///use redlimit::store::MemoryStore;
+    ///use redlimit::{Decision, Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).on_rejection(|d: &Decision| {
     ///     let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());
     ///     Response::builder()
@@ -386,6 +359,7 @@ impl RateLimitLayer {
     ///         .body(Bytes::from(body))
     ///         .unwrap()
     /// });
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_rejection(
         self,
@@ -398,13 +372,16 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlimit::{Limit, MemoryStore, Policy, RateLimitLayer};
-    /// let layer = RateLimitLayer::new(MemoryStore::new(), Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1))));
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy);
     /// assert_eq!(layer.policy().unwrap().name(), "p");
     /// assert!(RateLimitLayer::per_route(MemoryStore::new()).policy().is_none());
+    /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn policy(&self) -> Option<&Policy> {
-        self.config.default.as_ref().map(|rule| &*rule.policy)
+        self.config.default.as_ref().map(|rule| &rule.policy)
     }
 }
 
@@ -423,6 +400,6 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_config(inner, Arc::clone(&self.config))
+        RateLimit::from_decider(inner, self.decider())
     }
 }

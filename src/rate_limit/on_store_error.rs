@@ -1,9 +1,4 @@
-//! What the layer does when it cannot decide: the store failed, or the request has no key.
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use http::StatusCode;
+//! What the layer does when the store fails, misses its deadline, or its circuit is open.
 
 /// What happens when the store fails or misses its deadline.
 ///
@@ -56,48 +51,5 @@ impl std::str::FromStr for OnStoreError {
             "local" => Ok(OnStoreError::local()),
             other => Err(crate::ConfigError::UnknownStoreErrorMode(other.to_owned())),
         }
-    }
-}
-
-/// What happens to a request whose key extractor finds no key (e.g. no API key header).
-///
-/// ```
-/// use http::StatusCode;
-/// use redlimit::MissingKey;
-/// let strict = MissingKey::Reject(StatusCode::UNAUTHORIZED);
-/// assert_eq!(MissingKey::default(), MissingKey::PeerIp);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MissingKey {
-    /// Count it under the socket peer's IP; if that is unknown too, let it through unlimited
-    /// (and log it).
-    #[default]
-    PeerIp,
-    /// Let it through unlimited.
-    Allow,
-    /// Answer with this status and a short body.
-    Reject(StatusCode),
-}
-
-/// Logs a recurring failure at `warn` at most once a second, and at `debug` otherwise, so a
-/// dead store at 10k requests/s does not flood the logs.
-#[derive(Debug, Default)]
-pub(crate) struct Throttle {
-    last_warn_ms: AtomicU64,
-}
-
-impl Throttle {
-    /// Whether this occurrence should be logged at `warn`.
-    pub(crate) fn should_warn(&self) -> bool {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let last = self.last_warn_ms.load(Ordering::Relaxed);
-        now.saturating_sub(last) >= 1000
-            && self
-                .last_warn_ms
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
     }
 }

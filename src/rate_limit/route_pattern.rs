@@ -1,53 +1,10 @@
-//! Which policy and key apply to a request: rules matched by method and route.
-
-use std::sync::Arc;
+//! Which requests a route rule applies to: `[METHOD] PATH`.
 
 use http::request::Parts;
 use http::Method;
 
 use crate::error::ConfigError;
-use crate::key::KeyExtractor;
-use crate::policy::Policy;
-
-/// A policy, the key it counts under, and the requests it applies to (all, for the layer's
-/// default rule).
-pub(crate) struct Rule {
-    pub(crate) pattern: Option<RoutePattern>,
-    pub(crate) policy: Arc<Policy>,
-    /// The policy the local fallback enforces: `policy` scaled to this instance's share.
-    pub(crate) local_policy: Arc<Policy>,
-    pub(crate) key: Arc<dyn KeyExtractor>,
-}
-
-impl Rule {
-    pub(crate) fn new(
-        pattern: Option<RoutePattern>,
-        policy: Policy,
-        key: Arc<dyn KeyExtractor>,
-    ) -> Self {
-        let policy = Arc::new(policy);
-        Rule {
-            pattern,
-            local_policy: Arc::clone(&policy),
-            policy,
-            key,
-        }
-    }
-
-    /// The same rule with the local fallback's policy scaled for `instances`.
-    pub(crate) fn scaled(&self, instances: u32) -> Rule {
-        Rule {
-            pattern: self.pattern.clone(),
-            policy: Arc::clone(&self.policy),
-            local_policy: Arc::new(self.policy.scaled(instances)),
-            key: Arc::clone(&self.key),
-        }
-    }
-
-    pub(crate) fn matches(&self, parts: &Parts) -> bool {
-        self.pattern.as_ref().is_none_or(|p| p.matches(parts))
-    }
-}
+use crate::key::matched_route;
 
 /// `[METHOD] PATH`: `POST /login`, `/v1/*`, `/grpc.health.v1.Health/Check`.
 ///
@@ -94,7 +51,7 @@ impl RoutePattern {
         Ok(RoutePattern { method, path })
     }
 
-    fn matches(&self, parts: &Parts) -> bool {
+    pub(crate) fn matches(&self, parts: &Parts) -> bool {
         if self.method.as_ref().is_some_and(|m| *m != parts.method) {
             return false;
         }
@@ -105,16 +62,6 @@ impl RoutePattern {
             }
         }
     }
-}
-
-/// The route pattern axum matched, if the request went through an axum router.
-fn matched_route(parts: &Parts) -> Option<&str> {
-    #[cfg(feature = "axum")]
-    if let Some(path) = parts.extensions.get::<axum::extract::MatchedPath>() {
-        return Some(path.as_str());
-    }
-    let _ = parts;
-    None
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The response future: wait for the store (up to the deadline), then call the inner service
 //! or answer at once.
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,13 +14,14 @@ use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::config::{Config, Pending, Verdict};
+use super::decide::{Decider, Pending, Verdict};
 use super::headers::RateHeaders;
 use crate::error::StoreError;
-use crate::store::StoreFuture;
+use crate::store::CheckFuture;
 
 pin_project! {
-    /// The future of [`RateLimit`](crate::RateLimit).
+    /// The future of [`RateLimit`](crate::RateLimit): the store's answer (bounded by the
+    /// deadline), then the inner service's response or the layer's own.
     pub struct ResponseFuture<S, ReqBody>
     where
         S: Service<Request<ReqBody>>,
@@ -36,8 +38,8 @@ pin_project! {
         S: Service<Request<ReqBody>>,
     {
         Check {
-            config: Arc<Config>,
-            check: StoreFuture,
+            decider: Arc<Decider>,
+            check: CheckFuture,
             pending: Pending,
             // Armed only if the store does not answer on the first poll, so an in-memory
             // store never touches the timer.
@@ -61,15 +63,15 @@ where
     S: Service<Request<ReqBody>>,
 {
     pub(crate) fn check(
-        config: Arc<Config>,
-        check: StoreFuture,
+        decider: Arc<Decider>,
+        check: CheckFuture,
         pending: Pending,
         request: Request<ReqBody>,
         inner: S,
     ) -> Self {
         ResponseFuture {
             state: State::Check {
-                config,
+                decider,
                 check,
                 pending,
                 deadline: None,
@@ -116,17 +118,17 @@ where
         loop {
             match state.as_mut().project() {
                 StateProj::Check {
-                    config,
+                    decider,
                     check,
                     pending,
                     deadline,
                     request,
                     inner,
                 } => {
-                    let outcome = match check.as_mut().poll(cx) {
+                    let outcome = match Pin::new(&mut *check).poll(cx) {
                         Poll::Ready(outcome) => outcome,
                         Poll::Pending => {
-                            let limit = config.deadline;
+                            let limit = decider.config.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));
@@ -136,7 +138,7 @@ where
                     let (Some(request), Some(inner)) = (request.take(), inner.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let verdict = config.verdict(outcome, pending);
+                    let verdict = decider.verdict(outcome, pending);
                     state.set(ResponseFuture::decided(verdict, inner, request).state);
                 }
                 StateProj::Call { future, headers } => {
@@ -152,5 +154,21 @@ where
                 }
             }
         }
+    }
+}
+
+impl<S, ReqBody> fmt::Debug for ResponseFuture<S, ReqBody>
+where
+    S: Service<Request<ReqBody>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Check { .. } => "waiting for the store",
+            State::Call { .. } => "calling the inner service",
+            State::Respond { .. } => "answering",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
     }
 }

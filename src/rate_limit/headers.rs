@@ -5,6 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
+use super::header_style::HeaderStyle;
 use crate::decision::Decision;
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -12,32 +13,6 @@ const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining")
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-
-/// Which rate-limit headers responses carry. `Retry-After` is sent on every 429 whatever the
-/// style (except when retrying can never succeed).
-///
-/// - `XRateLimit` (default), GitHub's: `X-RateLimit-Limit: 10`, `X-RateLimit-Remaining: 3`,
-///   `X-RateLimit-Reset: 1767225600` (Unix seconds when the governing limit is fully free).
-/// - `Ietf`, the IETF draft's structured fields: `RateLimit-Policy: "api";q=10;w=1` and
-///   `RateLimit: "api";r=3;t=1` (`t` in seconds from now).
-///
-/// ```
-/// use redlimit::HeaderStyle;
-/// assert_eq!(HeaderStyle::default(), HeaderStyle::XRateLimit);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum HeaderStyle {
-    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.
-    #[default]
-    XRateLimit,
-    /// `RateLimit-Policy` and `RateLimit` (IETF draft).
-    Ietf,
-    /// Both of the above.
-    Both,
-    /// No rate-limit headers (only `Retry-After` on 429).
-    None,
-}
 
 /// Whole seconds, rounded up: a client that waits this long is never early.
 fn ceil_secs(d: Duration) -> u64 {

@@ -1,0 +1,595 @@
+//! The command line parsed into plain [`Args`], as [`FLAGS`] declares it. Everything that
+//! builds library objects from them is in `layer.rs`.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use redlimit::{Algorithm, Limit, OnStoreError};
+
+use super::flags::{self, FLAGS};
+use super::layer;
+
+/// RFC 7518 §3.2: an HS256 key must be at least as long as the hash output, 256 bits.
+const MIN_JWT_SECRET_BYTES: usize = 32;
+
+/// The command line, parsed and checked. Each field holds its flag's value or, not given, the
+/// default from [`FLAGS`].
+#[derive(Debug)]
+pub struct Args {
+    /// `--help` or `-h` was given: print the usage and nothing else.
+    pub help: bool,
+    pub bind: SocketAddr,
+    pub redis: Option<String>,
+    pub redis_cluster: Option<Vec<String>>,
+    pub redis_sentinel: Option<Vec<String>>,
+    pub sentinel_master: Option<String>,
+    pub algorithm: Algorithm,
+    /// The `--limit` values, as given.
+    pub rates: Vec<String>,
+    /// `rates` as limits of `algorithm`; never empty.
+    pub limits: Vec<Limit>,
+    pub key: KeySpec,
+    pub trusted_proxies: Vec<String>,
+    pub ipv6_prefix: u8,
+    pub jwt_secret: Option<String>,
+    pub on_store_error: OnStoreError,
+    pub store_timeout: Duration,
+    pub prefix: String,
+    /// One line each, for stderr: settings that work but are probably mistakes.
+    pub warnings: Vec<String>,
+}
+
+impl Args {
+    /// Arguments before any flag is applied. The values of flags with a default are mere
+    /// placeholders: [`parse_args`] always replaces them.
+    fn blank() -> Args {
+        Args {
+            help: false,
+            bind: SocketAddr::from(([0, 0, 0, 0], 0)),
+            redis: None,
+            redis_cluster: None,
+            redis_sentinel: None,
+            sentinel_master: None,
+            algorithm: Algorithm::Gcra,
+            rates: Vec::new(),
+            limits: Vec::new(),
+            key: KeySpec(Vec::new()),
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: 0,
+            jwt_secret: None,
+            on_store_error: OnStoreError::Open,
+            store_timeout: Duration::ZERO,
+            prefix: String::new(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// One part of `--key`; several joined with `+` (`route+ip`) key on all of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// The client IP: the socket peer, or behind `--trusted-proxy` ranges the address they
+    /// forward.
+    Ip,
+    Header(String),
+    Query(String),
+    Jwt,
+    Route,
+    Global,
+}
+
+/// What `--key` asked for: one or more parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySpec(pub Vec<KeyPart>);
+
+impl KeySpec {
+    /// Parses `ip`, `header:NAME`, `route+ip` and the like.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        text.split('+')
+            .map(KeyPart::parse)
+            .collect::<Result<_, _>>()
+            .map(KeySpec)
+    }
+}
+
+impl KeyPart {
+    fn parse(part: &str) -> Result<Self, String> {
+        match part {
+            "ip" => Ok(KeyPart::Ip),
+            "jwt" => Ok(KeyPart::Jwt),
+            // gRPC's words for the same things: the method is the route, metadata are headers.
+            "route" | "method" => Ok(KeyPart::Route),
+            "global" => Ok(KeyPart::Global),
+            _ => {
+                if let Some(name) = part
+                    .strip_prefix("header:")
+                    .or_else(|| part.strip_prefix("metadata:"))
+                {
+                    layer::check_header_name(name)?;
+                    Ok(KeyPart::Header(name.to_owned()))
+                } else if let Some(name) = part.strip_prefix("query:") {
+                    if name.is_empty() {
+                        return Err("query: needs a parameter name".to_owned());
+                    }
+                    Ok(KeyPart::Query(name.to_owned()))
+                } else {
+                    Err(format!(
+                        "unknown key `{part}`: expected ip, header:NAME (metadata:NAME), \
+                         query:NAME, jwt, route (method) or global, or several joined with + \
+                         (e.g. route+ip)"
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Parses the arguments that follow the program name. Later values of a flag replace earlier
+/// ones, except for repeatable flags, which add a value each time.
+pub fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut args = args.peekable();
+    let mut parsed = Args::blank();
+    let mut given = Vec::new();
+    while let Some(arg) = args.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((name, value)) if name.starts_with("--") => {
+                (name.to_owned(), Some(value.to_owned()))
+            }
+            _ => (arg, None),
+        };
+        let flag = flags::find(&name).ok_or_else(|| format!("unknown flag `{name}`"))?;
+        let value = match (flag.value, inline) {
+            (None, Some(_)) => return Err(format!("{name} takes no value")),
+            (None, None) => String::new(),
+            (Some(_), Some(value)) => value,
+            // The next argument, unless that is another flag.
+            (Some(_), None) => args
+                .next_if(|next| !next.starts_with("--"))
+                .ok_or_else(|| format!("missing value for {name}"))?,
+        };
+        (flag.set)(&mut parsed, value).map_err(|e| format!("{}: {e}", flag.name))?;
+        given.push(flag.name);
+    }
+    for flag in FLAGS.iter().filter(|flag| !given.contains(&flag.name)) {
+        if let Some(default) = flag.default {
+            (flag.set)(&mut parsed, default.to_owned())
+                .map_err(|e| format!("{} default: {e}", flag.name))?;
+        }
+    }
+    check_stores(&parsed)?;
+    // Only now: `--algorithm` may come after the limits.
+    parsed.limits = layer::limits(parsed.algorithm, &parsed.rates)?;
+    parsed.warnings = warnings(&parsed);
+    Ok(parsed)
+}
+
+/// At most one Redis topology, and a Sentinel master name exactly with Sentinels.
+fn check_stores(args: &Args) -> Result<(), String> {
+    let stores = [
+        args.redis.is_some(),
+        args.redis_cluster.is_some(),
+        args.redis_sentinel.is_some(),
+    ];
+    if stores.iter().filter(|&&given| given).count() > 1 {
+        return Err("give only one of --redis, --redis-cluster and --redis-sentinel".into());
+    }
+    if args.redis_sentinel.is_some() != args.sentinel_master.is_some() {
+        return Err("--redis-sentinel and --sentinel-master go together".into());
+    }
+    Ok(())
+}
+
+/// What `args` allows but probably should not.
+fn warnings(args: &Args) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(secret) = &args.jwt_secret {
+        if secret.len() < MIN_JWT_SECRET_BYTES {
+            warnings.push(format!(
+                "--jwt-secret is {} bytes: HS256 wants at least {MIN_JWT_SECRET_BYTES} random bytes",
+                secret.len()
+            ));
+        }
+    }
+    warnings
+}
+
+/// `--bind`: `IP:PORT`.
+pub fn bind(value: &str) -> Result<SocketAddr, String> {
+    value
+        .parse()
+        .map_err(|_| format!("invalid address `{value}`: expected IP:PORT"))
+}
+
+/// A comma-separated list of URLs, none empty.
+pub fn url_list(value: &str) -> Result<Vec<String>, String> {
+    let urls: Vec<String> = value.split(',').map(|u| u.trim().to_owned()).collect();
+    if urls.iter().any(String::is_empty) {
+        return Err(format!("expected comma-separated URLs, got `{value}`"));
+    }
+    Ok(urls)
+}
+
+/// `--algorithm`: one of the library's algorithm names.
+pub fn algorithm(value: &str) -> Result<Algorithm, String> {
+    value.parse().map_err(|e| format!("{e}"))
+}
+
+/// `--ipv6-prefix`: a prefix length (1 to 128 is checked with the key, in `layer.rs`).
+pub fn ipv6_prefix(value: &str) -> Result<u8, String> {
+    value
+        .parse()
+        .map_err(|_| format!("invalid value `{value}`: expected 1 to 128"))
+}
+
+/// `--jwt-secret`: anything but empty, which would make every token's signature forgeable.
+pub fn jwt_secret(value: String) -> Result<String, String> {
+    if value.is_empty() {
+        return Err("the secret must not be empty".into());
+    }
+    Ok(value)
+}
+
+/// `--on-store-error`: `open`, `closed`, `local`, or `local:N` for N instances sharing the
+/// limit.
+pub fn on_store_error(value: &str) -> Result<OnStoreError, String> {
+    match value.split_once(':') {
+        None if value == "open" => Ok(OnStoreError::Open),
+        None if value == "closed" => Ok(OnStoreError::Closed),
+        None if value == "local" => Ok(OnStoreError::Local { instances: 1 }),
+        // The digits check refuses the leading `+` that `u32::from_str` allows.
+        Some(("local", count)) => match count.parse::<u32>() {
+            Ok(instances) if instances >= 1 && count.bytes().all(|b| b.is_ascii_digit()) => {
+                Ok(OnStoreError::Local { instances })
+            }
+            _ => Err(format!(
+                "invalid instance count `{count}`: expected local:N with N a whole number from 1"
+            )),
+        },
+        _ => Err(format!(
+            "unknown mode `{value}`: expected open, closed, local or local:N"
+        )),
+    }
+}
+
+/// `--store-timeout-ms`: whole milliseconds above 0.
+pub fn store_timeout(value: &str) -> Result<Duration, String> {
+    match value.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!(
+            "invalid value `{value}`: expected a whole number of milliseconds above 0"
+        )),
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub fn parse(args: &[&str]) -> Result<Args, String> {
+        parse_args(args.iter().map(|s| (*s).to_owned()))
+    }
+
+    fn error(args: &[&str]) -> String {
+        parse(args).expect_err("should not parse")
+    }
+
+    #[test]
+    fn defaults() {
+        let args = parse(&[]).unwrap();
+        assert!(!args.help);
+        assert_eq!(args.bind, "127.0.0.1:3000".parse().unwrap());
+        assert_eq!(args.redis, None);
+        assert_eq!(args.algorithm, Algorithm::Gcra);
+        assert_eq!(args.limits, [Limit::gcra(10, Duration::from_secs(1))]);
+        assert_eq!(args.key, KeySpec(vec![KeyPart::Ip]));
+        assert_eq!(args.ipv6_prefix, 64);
+        assert_eq!(args.on_store_error, OnStoreError::Open);
+        assert_eq!(args.store_timeout, Duration::from_millis(100));
+        assert_eq!(args.prefix, "redlimit");
+        assert!(args.warnings.is_empty());
+    }
+
+    #[test]
+    fn every_flag() {
+        let args = parse(&[
+            "--bind",
+            "0.0.0.0:8080",
+            "--redis",
+            "redis://127.0.0.1:6379",
+            "--algorithm",
+            "sliding-log",
+            "--limit",
+            "5/3s",
+            "--key",
+            "header:x-api-key",
+            "--on-store-error",
+            "closed",
+            "--store-timeout-ms",
+            "25",
+            "--prefix",
+            "test:rl",
+        ])
+        .unwrap();
+        assert_eq!(args.bind, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(args.redis.as_deref(), Some("redis://127.0.0.1:6379"));
+        assert_eq!(args.limits, [Limit::sliding_log(5, Duration::from_secs(3))]);
+        assert!(matches!(args.key.0[..], [KeyPart::Header(_)]));
+        assert_eq!(args.on_store_error, OnStoreError::Closed);
+        assert_eq!(args.store_timeout, Duration::from_millis(25));
+        assert_eq!(args.prefix, "test:rl");
+    }
+
+    #[test]
+    fn repeated_limits_take_the_algorithm_given_anywhere() {
+        let args = parse(&[
+            "--limit",
+            "5/3s",
+            "--limit",
+            "20/60s",
+            "--limit",
+            "100/250ms",
+            "--algorithm",
+            "token-bucket",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.limits,
+            [
+                Limit::token_bucket(5, Duration::from_secs(3)),
+                Limit::token_bucket(20, Duration::from_secs(60)),
+                Limit::token_bucket(100, Duration::from_millis(250)),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_duration_unit_the_help_names() {
+        let args = parse(&[
+            "--algorithm=fixed-window",
+            "--limit=1/7ms",
+            "--limit=1/7s",
+            "--limit=1/7m",
+            "--limit=1/7h",
+            "--limit=1/7d",
+        ])
+        .unwrap();
+        let periods: Vec<_> = args.limits.iter().map(Limit::period).collect();
+        let s = Duration::from_secs;
+        assert_eq!(
+            periods,
+            [
+                Duration::from_millis(7),
+                s(7),
+                s(7 * 60),
+                s(7 * 3600),
+                s(7 * 86_400)
+            ]
+        );
+    }
+
+    #[test]
+    fn equals_form() {
+        let args = parse(&[
+            "--bind=127.0.0.1:0",
+            "--algorithm=fixed-window",
+            "--limit=2/1m",
+            "--limit=1/1h",
+            "--key=route",
+            "--on-store-error=closed",
+            "--store-timeout-ms=7",
+            "--redis=redis://localhost:6399/2",
+            "--prefix=a=b",
+        ])
+        .unwrap();
+        assert_eq!(args.bind.port(), 0);
+        assert_eq!(
+            args.limits,
+            [
+                Limit::fixed_window(2, Duration::from_secs(60)),
+                Limit::fixed_window(1, Duration::from_secs(3600)),
+            ]
+        );
+        assert_eq!(args.key, KeySpec(vec![KeyPart::Route]));
+        assert_eq!(args.on_store_error, OnStoreError::Closed);
+        assert_eq!(args.store_timeout, Duration::from_millis(7));
+        assert_eq!(args.redis.as_deref(), Some("redis://localhost:6399/2"));
+        assert_eq!(args.prefix, "a=b", "split at the first `=` only");
+    }
+
+    #[test]
+    fn keys() {
+        let key = |spec: &str| parse(&["--key", spec]).unwrap().key.0;
+        assert_eq!(key("ip"), [KeyPart::Ip]);
+        assert_eq!(key("global"), [KeyPart::Global]);
+        assert_eq!(key("route"), [KeyPart::Route]);
+        assert_eq!(key("method"), [KeyPart::Route]);
+        assert_eq!(key("jwt"), [KeyPart::Jwt]);
+        assert_eq!(
+            key("header:X-Api-Key"),
+            [KeyPart::Header("X-Api-Key".into())]
+        );
+        assert_eq!(
+            key("metadata:x-api-key"),
+            [KeyPart::Header("x-api-key".into())]
+        );
+        assert_eq!(key("query:api_key"), [KeyPart::Query("api_key".into())]);
+        assert_eq!(key("route+ip"), [KeyPart::Route, KeyPart::Ip]);
+        let args = parse(&[
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy=::1",
+            "--ipv6-prefix",
+            "56",
+        ])
+        .unwrap();
+        assert_eq!(args.trusted_proxies, ["10.0.0.0/8", "::1"]);
+        assert_eq!(args.ipv6_prefix, 56);
+    }
+
+    #[test]
+    fn later_values_win() {
+        let args = parse(&["--bind", "127.0.0.1:1", "--bind", "127.0.0.1:2"]).unwrap();
+        assert_eq!(args.bind.port(), 2);
+        let args = parse(&["--on-store-error=local:3", "--on-store-error=closed"]).unwrap();
+        assert_eq!(args.on_store_error, OnStoreError::Closed);
+    }
+
+    #[test]
+    fn help() {
+        assert!(parse(&["--help"]).unwrap().help);
+        assert!(parse(&["-h"]).unwrap().help);
+        assert!(parse(&["--limit", "1/1s", "-h"]).unwrap().help);
+        assert!(error(&["--help=yes"]).contains("takes no value"));
+    }
+
+    #[test]
+    fn unknown_flags() {
+        assert!(error(&["--bogus"]).contains("unknown flag `--bogus`"));
+        assert!(error(&["--bogus=1"]).contains("unknown flag `--bogus`"));
+        assert!(error(&["-x"]).contains("unknown flag"));
+        assert!(error(&["stray"]).contains("unknown flag `stray`"));
+        assert!(error(&["--LIMIT", "1/1s"]).contains("unknown flag"));
+    }
+
+    #[test]
+    fn missing_values() {
+        assert!(error(&["--limit"]).contains("missing value for --limit"));
+        assert!(error(&["--bind"]).contains("missing value for --bind"));
+        assert!(error(&["--key", "--limit", "1/1s"]).contains("missing value for --key"));
+    }
+
+    #[test]
+    fn bad_limits() {
+        for bad in [
+            "nope", "5", "5/", "/3s", "0/1s", "5/3", "5/3x", "-1/1s", "5/0s", "1.5/1s", "1/1us",
+            "1/1w",
+        ] {
+            let message = error(&["--limit", bad]);
+            assert!(message.starts_with("--limit: "), "{bad}: {message}");
+        }
+        // One bad limit among good ones.
+        assert!(error(&["--limit", "5/3s", "--limit", "x"]).starts_with("--limit: "));
+        // Faster than one unit per µs: fine for a fixed window, not for GCRA.
+        assert!(parse(&["--algorithm", "fixed-window", "--limit", "2000/1ms"]).is_ok());
+        assert!(error(&["--limit", "2000/1ms"]).starts_with("--limit: "));
+    }
+
+    #[test]
+    fn bad_algorithm() {
+        assert!(error(&["--algorithm", "leaky-bucket"]).contains("unknown algorithm"));
+        assert!(error(&["--algorithm=GCRA"]).contains("unknown algorithm"));
+    }
+
+    #[test]
+    fn bad_keys() {
+        assert!(error(&["--key", "cookie"]).contains("unknown key"));
+        assert!(error(&["--key", "header:"]).contains("invalid header name"));
+        assert!(error(&["--key", "header:bad name"]).contains("invalid header name"));
+        assert!(error(&["--key=Header:x"]).contains("unknown key"));
+        assert!(error(&["--key", "route+"]).contains("unknown key"));
+        assert!(error(&["--key", "query:"]).starts_with("--key: query:"));
+        assert!(error(&["--ipv6-prefix", "wide"]).starts_with("--ipv6-prefix: "));
+    }
+
+    #[test]
+    fn on_store_error_modes() {
+        let mode = |value: &str| parse(&["--on-store-error", value]).unwrap().on_store_error;
+        assert_eq!(mode("open"), OnStoreError::Open);
+        assert_eq!(mode("closed"), OnStoreError::Closed);
+        assert_eq!(mode("local"), OnStoreError::Local { instances: 1 });
+        assert_eq!(mode("local:1"), OnStoreError::Local { instances: 1 });
+        assert_eq!(mode("local:3"), OnStoreError::Local { instances: 3 });
+        assert_eq!(
+            parse(&["--on-store-error=local:12"])
+                .unwrap()
+                .on_store_error,
+            OnStoreError::Local { instances: 12 }
+        );
+    }
+
+    #[test]
+    fn bad_on_store_error() {
+        assert!(error(&["--on-store-error", "maybe"]).starts_with("--on-store-error: unknown mode"));
+        for bad in ["closed:2", "open:1", "locals:2", "Local:2"] {
+            let message = error(&["--on-store-error", bad]);
+            assert!(message.contains("unknown mode"), "{bad}: {message}");
+        }
+        for bad in [
+            "local:",
+            "local:0",
+            "local:-1",
+            "local:+2",
+            "local:1.5",
+            "local:x",
+            "local: 2",
+            "local:4294967296",
+        ] {
+            let message = error(&["--on-store-error", bad]);
+            assert!(
+                message.starts_with("--on-store-error: invalid instance count"),
+                "{bad}: {message}"
+            );
+            assert!(!message.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn jwt_secrets() {
+        let long = "0123456789abcdef0123456789abcdef";
+        let args = parse(&["--key", "jwt", "--jwt-secret", long]).unwrap();
+        assert_eq!(args.jwt_secret.as_deref(), Some(long));
+        assert!(args.warnings.is_empty());
+
+        let short = parse(&["--jwt-secret", &long[1..]]).unwrap();
+        assert_eq!(short.jwt_secret.as_deref(), Some(&long[1..]));
+        assert_eq!(short.warnings.len(), 1);
+        assert!(short.warnings[0].starts_with("--jwt-secret is 31 bytes"));
+        assert!(!short.warnings[0].contains('\n'));
+
+        // Only the value in effect is judged.
+        let replaced = parse(&["--jwt-secret=short", "--jwt-secret", long]).unwrap();
+        assert!(replaced.warnings.is_empty());
+
+        for empty in [&["--jwt-secret", ""][..], &["--jwt-secret="]] {
+            let message = error(empty);
+            assert!(message.starts_with("--jwt-secret: "), "{message}");
+            assert!(message.contains("empty"));
+        }
+    }
+
+    #[test]
+    fn bad_store_timeouts() {
+        for bad in ["0", "-5", "ten", "1.5", "100ms", ""] {
+            let message = error(&["--store-timeout-ms", bad]);
+            assert!(
+                message.starts_with("--store-timeout-ms: "),
+                "{bad}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn redis_topologies() {
+        let c = parse(&["--redis-cluster", "redis://a:1,redis://b:2"]).unwrap();
+        assert_eq!(c.redis_cluster.unwrap(), ["redis://a:1", "redis://b:2"]);
+        let s = parse(&["--redis-sentinel=redis://s:1", "--sentinel-master", "m"]).unwrap();
+        assert_eq!(s.redis_sentinel.unwrap(), ["redis://s:1"]);
+        assert_eq!(s.sentinel_master.as_deref(), Some("m"));
+        assert!(error(&["--redis-sentinel", "redis://s:1"]).contains("--sentinel-master"));
+        assert!(error(&["--sentinel-master", "m"]).contains("--sentinel-master"));
+        assert!(
+            error(&["--redis", "redis://a:1", "--redis-cluster", "redis://b:1"])
+                .contains("only one")
+        );
+        assert!(error(&["--redis-cluster", "redis://a:1,,redis://b:1"])
+            .starts_with("--redis-cluster: "));
+    }
+
+    #[test]
+    fn bad_bind() {
+        for bad in ["localhost", "127.0.0.1", "127.0.0.1:99999", ":3000", ""] {
+            let message = error(&["--bind", bad]);
+            assert!(message.starts_with("--bind: "), "{bad}: {message}");
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! The one place that calls the library's constructors: parsed [`Args`] to a
+//! [`RateLimitLayer`], and the two checks the parser borrows from the library (rates and header
+//! names), so that a change of the library's API is ported here alone.
+
+use std::sync::Arc;
+
+use redlimit::{
+    Algorithm, Both, ClientIp, Global, Header, KeyExtractor, Limit, MemoryStore, Policy, Query,
+    RateLimitLayer, RedisStore, Route,
+};
+
+use super::args::{Args, KeyPart};
+
+/// `--limit` values as limits of `algorithm`, checked by the library.
+pub fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit>, String> {
+    rates
+        .iter()
+        .map(|rate| Limit::parse(algorithm, rate).map_err(|e| format!("--limit: {e}")))
+        .collect()
+}
+
+/// Whether `name` can be a header (or gRPC metadata) name.
+pub fn check_header_name(name: &str) -> Result<(), String> {
+    Header::try_new(name)
+        .map(|_| ())
+        .ok_or_else(|| format!("invalid header name `{name}`"))
+}
+
+/// The store and the layer the arguments describe; fails on a policy or Redis setting that
+/// cannot be used. Does not connect to Redis: requests do, and follow `--on-store-error` while
+/// it is down. Must run inside a Tokio runtime.
+pub fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
+    let policy = args
+        .limits
+        .iter()
+        .fold(Policy::new("server"), |policy, &limit| policy.limit(limit));
+    let redis = match (&args.redis, &args.redis_cluster, &args.redis_sentinel) {
+        (Some(url), _, _) => Some(("--redis", RedisStore::builder(url.as_str()))),
+        (_, Some(nodes), _) => Some(("--redis-cluster", RedisStore::cluster(nodes.clone()))),
+        (_, _, Some(sentinels)) => {
+            let master = args.sentinel_master.clone().unwrap_or_default();
+            Some((
+                "--redis-sentinel",
+                RedisStore::sentinel(sentinels.clone(), master),
+            ))
+        }
+        _ => None,
+    };
+    let layer = match redis {
+        Some((flag, builder)) => {
+            let store = builder
+                .prefix(args.prefix.as_str())
+                .connect_lazy()
+                .map_err(|e| format!("{flag}: {e}"))?;
+            RateLimitLayer::try_new(store, policy)
+        }
+        None => RateLimitLayer::try_new(MemoryStore::new(), policy),
+    }
+    .map_err(|e| format!("--limit: {e}"))?;
+    Ok(layer
+        .key(key_extractor(args)?)
+        .on_store_error(args.on_store_error)
+        .store_deadline(args.store_timeout))
+}
+
+/// The extractor `args` describe. Identities that a request may lack (a header, a query
+/// parameter, a valid token) fall back to the client IP, so that behind trusted proxies an
+/// anonymous client is still told apart from the others.
+fn key_extractor(args: &Args) -> Result<Arc<dyn KeyExtractor>, String> {
+    let ip = ClientIp::try_trusting(&args.trusted_proxies)
+        .and_then(|ip| ip.try_ipv6_prefix(args.ipv6_prefix))
+        .map_err(|e| format!("--trusted-proxy/--ipv6-prefix: {e}"))?;
+    let mut parts: Vec<Arc<dyn KeyExtractor>> = Vec::new();
+    for part in &args.key.0 {
+        let extractor: Arc<dyn KeyExtractor> = match part {
+            KeyPart::Ip => Arc::new(ip.clone()),
+            KeyPart::Header(name) => Arc::new(Header::new(name).or_else(ip.clone())),
+            KeyPart::Query(name) => Arc::new(Query::new(name.as_str()).or_else(ip.clone())),
+            KeyPart::Jwt => jwt(args, &ip)?,
+            KeyPart::Route => Arc::new(Route),
+            KeyPart::Global => Arc::new(Global),
+        };
+        parts.push(extractor);
+    }
+    let mut parts = parts.into_iter();
+    let first = parts.next().ok_or("--key: empty")?;
+    Ok(parts.fold(first, |key, next| Arc::new(Both::new(key, next))))
+}
+
+#[cfg(feature = "jwt")]
+fn jwt(args: &Args, ip: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
+    let secret = args
+        .jwt_secret
+        .as_ref()
+        .ok_or("--key jwt needs --jwt-secret")?;
+    Ok(Arc::new(redlimit::Jwt::hs256(secret).or_else(ip.clone())))
+}
+
+#[cfg(not(feature = "jwt"))]
+fn jwt(_: &Args, _: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
+    Err("--key jwt needs the jwt feature: cargo run --features jwt --example server".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::args::tests::parse;
+    use super::*;
+
+    #[test]
+    fn key_extractors() {
+        let proxies = parse(&["--trusted-proxy", "10.0.0.0/8", "--ipv6-prefix", "56"]).unwrap();
+        assert!(key_extractor(&proxies).is_ok());
+        let combined = parse(&["--key", "route+header:x-api-key+query:k+global"]).unwrap();
+        assert!(key_extractor(&combined).is_ok());
+    }
+
+    #[test]
+    fn bad_key_extractors() {
+        let bad_proxy = parse(&["--trusted-proxy", "10.0.0.0/33"]).unwrap();
+        assert!(key_extractor(&bad_proxy).is_err());
+        let bad_prefix = parse(&["--ipv6-prefix", "129"]).unwrap();
+        assert!(key_extractor(&bad_prefix).is_err());
+        let no_secret = parse(&["--key", "jwt"]).unwrap();
+        assert!(key_extractor(&no_secret).is_err());
+    }
+
+    #[cfg(feature = "jwt")]
+    #[test]
+    fn jwt_key() {
+        let args = parse(&["--key", "jwt", "--jwt-secret", "s3cret"]).unwrap();
+        assert!(key_extractor(&args).is_ok());
+    }
+
+    #[tokio::test]
+    async fn builds_layers() {
+        assert!(build_layer(&parse(&[]).unwrap()).is_ok());
+        // Redis is not contacted until the first request.
+        let lazy = parse(&["--redis", "redis://127.0.0.1:1", "--prefix", "t:rl"]).unwrap();
+        assert!(build_layer(&lazy).is_ok());
+        // A prefix without Redis is ignored.
+        assert!(build_layer(&parse(&["--prefix", "not a prefix"]).unwrap()).is_ok());
+        let local = parse(&["--redis", "redis://127.0.0.1:1", "--on-store-error=local:4"]);
+        assert!(build_layer(&local.unwrap()).is_ok());
+    }
+
+    #[tokio::test]
+    async fn builds_cluster_and_sentinel_layers_lazily() {
+        assert!(build_layer(&parse(&["--redis-cluster", "redis://127.0.0.1:1"]).unwrap()).is_ok());
+        let sentinel = parse(&[
+            "--redis-sentinel",
+            "redis://127.0.0.1:1",
+            "--sentinel-master",
+            "m",
+        ])
+        .unwrap();
+        assert!(build_layer(&sentinel).is_ok());
+    }
+
+    #[tokio::test]
+    async fn bad_store_or_policy() {
+        let bad_url = parse(&["--redis", "http://127.0.0.1:6379"]).unwrap();
+        assert!(build_layer(&bad_url).unwrap_err().starts_with("--redis: "));
+        let bad_prefix = parse(&["--redis", "redis://127.0.0.1:6379", "--prefix", "a b"]).unwrap();
+        assert!(build_layer(&bad_prefix)
+            .unwrap_err()
+            .contains("invalid key prefix"));
+        let seventeen: Vec<&str> = ["--limit", "1/1s"].repeat(17);
+        let too_many = parse(&seventeen).unwrap();
+        assert!(build_layer(&too_many)
+            .unwrap_err()
+            .contains("more than 16 limits"));
+    }
+}

@@ -1,0 +1,45 @@
+//! Internals exposed for the crate's own tests and benchmarks (`redlimit::__private`). Not part
+//! of the public API: hidden from the docs, no semver promise, may change in any release.
+
+use http::HeaderMap;
+
+use crate::decision::Decision;
+use crate::rate_limit::HeaderStyle;
+
+/// The headers the layer renders for a decision.
+pub fn render_headers(decision: &Decision, style: HeaderStyle) -> HeaderMap {
+    crate::rate_limit::render_headers(decision, style)
+}
+
+/// Decodes a script reply as the Redis store does.
+#[cfg(feature = "redis")]
+pub fn decode_reply(policy: &crate::Policy, reply: &[i64]) -> Result<Decision, crate::StoreError> {
+    crate::store::decode_reply(policy, reply)
+}
+
+/// The very `EVALSHA` the Redis store sends for one check (Redis `TIME`), so a baseline can
+/// send the same call by hand; the script must be loaded first (`SCRIPT LOAD` of
+/// `RedisStore::script_source()`).
+#[cfg(feature = "redis")]
+pub fn script_call(
+    prefix: &str,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    cost: u64,
+) -> redis::Cmd {
+    crate::store::script_call(prefix, policy, key, cost)
+}
+
+/// TEST ONLY: a Redis check whose script uses `now_us` (Unix µs) instead of Redis `TIME`, so
+/// tests can drive time. Production code never does this: a client clock that lags would
+/// rewind the limits.
+#[cfg(feature = "redis")]
+pub fn check_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    cost: u64,
+    now_us: u64,
+) -> crate::store::Check {
+    store.check_at(policy, key, cost, now_us)
+}

@@ -1,0 +1,89 @@
+//! What a layer and all its services share: the store, the rules (policy and key per route),
+//! and how to answer. Exactly what the builder set; what follows from it is derived once, in
+//! [`Decider::new`](super::decide::Decider::new).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::Response;
+
+use super::breaker::{Breaker, CircuitBreaker};
+use super::grpc_status::GrpcStatus;
+use super::header_style::HeaderStyle;
+use super::missing_key::MissingKey;
+use super::on_store_error::OnStoreError;
+use super::rule::Rule;
+use super::throttle::Throttle;
+use crate::decision::Decision;
+use crate::store::{MemoryStore, Store};
+
+/// The default store deadline: no request waits longer than this on the store.
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
+
+pub(crate) type CostFn = dyn Fn(&Parts) -> u64 + Send + Sync;
+pub(crate) type RejectFn = dyn Fn(&Decision) -> Response<Bytes> + Send + Sync;
+pub(crate) type AllowFn = dyn Fn(&Parts) -> bool + Send + Sync;
+
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) store: Arc<dyn Store>,
+    /// Route rules, tried in order; then the default rule, if any.
+    pub(crate) routes: Vec<Rule>,
+    pub(crate) default: Option<Rule>,
+    /// Requests any of these accept skip limiting.
+    pub(crate) allow: Vec<Arc<AllowFn>>,
+    pub(crate) missing_key: MissingKey,
+    pub(crate) cost: Option<Arc<CostFn>>,
+    pub(crate) on_store_error: OnStoreError,
+    /// The in-memory store of [`OnStoreError::Local`], made when that mode is chosen so that
+    /// every clone of the layer falls back to the same counts.
+    pub(crate) local_store: Option<MemoryStore>,
+    pub(crate) deadline: Duration,
+    pub(crate) breaker: Arc<Breaker>,
+    pub(crate) headers: HeaderStyle,
+    pub(crate) grpc_status: GrpcStatus,
+    pub(crate) rejection: Option<Arc<RejectFn>>,
+    pub(crate) throttle: Arc<Throttle>,
+}
+
+impl Config {
+    /// The defaults, with no rule yet.
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Config {
+            store,
+            routes: Vec::new(),
+            default: None,
+            allow: Vec::new(),
+            missing_key: MissingKey::default(),
+            cost: None,
+            on_store_error: OnStoreError::default(),
+            local_store: None,
+            deadline: DEFAULT_DEADLINE,
+            breaker: Arc::new(Breaker::new(CircuitBreaker::default())),
+            headers: HeaderStyle::default(),
+            grpc_status: GrpcStatus::default(),
+            rejection: None,
+            throttle: Arc::new(Throttle::default()),
+        }
+    }
+
+    /// Every rule in the order they are tried: the routes, then the default. A rule's index
+    /// here is its id.
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.routes.iter().chain(self.default.as_ref())
+    }
+
+    /// The first rule matching the request, and its id.
+    pub(crate) fn rule_for(&self, parts: &Parts) -> Option<(usize, &Rule)> {
+        self.rules()
+            .enumerate()
+            .find(|(_, rule)| rule.matches(parts))
+    }
+
+    /// The rule with this id (from [`rule_for`](Self::rule_for)).
+    pub(crate) fn rule(&self, id: usize) -> Option<&Rule> {
+        self.rules().nth(id)
+    }
+}

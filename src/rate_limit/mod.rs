@@ -1,0 +1,54 @@
+//! The Tower middleware: [`RateLimitLayer`] → [`RateLimit`] → [`ResponseFuture`], whose
+//! responses carry a [`ResponseBody`].
+//!
+//! For each request (see `decide.rs`): skip it if an allow rule accepts it; pick the first
+//! matching route rule (else the layer's own policy); extract the key; ask the circuit breaker;
+//! check the policy in the store, bounded by the deadline. Then either call the inner service,
+//! with the [`Decision`](crate::Decision) in the request's extensions and `X-RateLimit-*`
+//! headers added to its response, or answer at once: 429 with `Retry-After` or a gRPC status,
+//! with the decision in the response's extensions for the layers outside; 503 when failing
+//! closed. A rejection is a response: the service's error type is the inner service's.
+//!
+//! ```
+//! use std::time::Duration;
+//! use axum::{routing::get, Router};
+//! use redlimit::store::MemoryStore;
+//! use redlimit::{Limit, Policy, RateLimitLayer};
+//!
+//! let policy = Policy::new("api", [Limit::gcra(10, Duration::from_secs(1))?])?;
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "ok" }))
+//!     .layer(RateLimitLayer::new(MemoryStore::new(), policy));
+//! # Ok::<(), redlimit::ConfigError>(())
+//! ```
+
+mod body;
+mod breaker;
+mod config;
+mod decide;
+#[cfg(feature = "axum")]
+mod extract;
+mod future;
+mod grpc;
+mod grpc_status;
+mod header_style;
+mod headers;
+mod layer;
+mod local;
+mod missing_key;
+mod on_store_error;
+mod route_pattern;
+mod rule;
+mod service;
+mod throttle;
+
+pub use body::ResponseBody;
+pub use breaker::CircuitBreaker;
+pub use future::ResponseFuture;
+pub use grpc_status::GrpcStatus;
+pub use header_style::HeaderStyle;
+pub(crate) use headers::render as render_headers;
+pub use layer::RateLimitLayer;
+pub use missing_key::MissingKey;
+pub use on_store_error::OnStoreError;
+pub use service::RateLimit;

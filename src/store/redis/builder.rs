@@ -1,0 +1,329 @@
+//! The settings of a [`RedisStore`](super::RedisStore): where the servers are, the key prefix,
+//! timeouts and TLS roots; and the deployment built from them.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::sentinel::{SentinelClient, SentinelServerType};
+
+use super::backend::Backend;
+use super::cluster::ClusterBackend;
+use super::error::config_error;
+use super::redact::Redacted;
+use super::sentinel::SentinelBackend;
+use crate::error::ConfigError;
+
+/// The default key prefix.
+const DEFAULT_PREFIX: &str = "redlimit";
+
+/// Where the servers are. Shown with its URLs redacted to scheme, host and port.
+#[derive(Clone)]
+pub(super) enum Topology {
+    Standalone(String),
+    Cluster(Vec<String>),
+    Sentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
+}
+
+impl fmt::Debug for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn redacted(urls: &[String]) -> Vec<Redacted<'_>> {
+            urls.iter().map(|u| Redacted(u)).collect()
+        }
+        match self {
+            Topology::Standalone(url) => f.debug_tuple("Standalone").field(&Redacted(url)).finish(),
+            Topology::Cluster(nodes) => f.debug_tuple("Cluster").field(&redacted(nodes)).finish(),
+            Topology::Sentinel { sentinels, master } => f
+                .debug_struct("Sentinel")
+                .field("sentinels", &redacted(sentinels))
+                .field("master", master)
+                .finish(),
+        }
+    }
+}
+
+/// What a builder makes: the connections, and what the store shows of itself.
+pub(super) struct Deployment {
+    pub(super) backend: Backend,
+    pub(super) prefix: String,
+    pub(super) topology: Topology,
+}
+
+/// Settings for a [`RedisStore`](super::RedisStore): start with
+/// [`RedisStore::builder`](super::RedisStore::builder), [`RedisStore::cluster`](super::RedisStore::cluster)
+/// or [`RedisStore::sentinel`](super::RedisStore::sentinel), finish with
+/// [`connect`](RedisStoreBuilder::connect) or [`connect_lazy`](RedisStoreBuilder::connect_lazy).
+///
+/// Its `Debug` output shows URLs as scheme, host and port only, and a TLS root certificate as
+/// its size: never a password.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlimit::store::RedisStore;
+/// # async fn run() -> Result<(), redlimit::StoreError> {
+/// let store = RedisStore::builder("redis://10.0.0.5:6379")
+///     .prefix("checkout")
+///     .connect_timeout(Duration::from_millis(250))
+///     .connect_lazy()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+#[must_use]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub struct RedisStoreBuilder {
+    topology: Topology,
+    prefix: String,
+    connect_timeout: Duration,
+    #[cfg(feature = "tls")]
+    root_certificate: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("RedisStoreBuilder");
+        s.field("topology", &self.topology)
+            .field("prefix", &self.prefix)
+            .field("connect_timeout", &self.connect_timeout);
+        #[cfg(feature = "tls")]
+        s.field(
+            "root_certificate",
+            &self.root_certificate.as_ref().map(|pem| Size(pem.len())),
+        );
+        s.finish()
+    }
+}
+
+/// Shows a byte string by its size alone.
+#[cfg(feature = "tls")]
+struct Size(usize);
+
+#[cfg(feature = "tls")]
+impl fmt::Debug for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{} bytes>", self.0)
+    }
+}
+
+impl RedisStoreBuilder {
+    pub(super) fn new(topology: Topology) -> Self {
+        RedisStoreBuilder {
+            topology,
+            prefix: DEFAULT_PREFIX.to_owned(),
+            connect_timeout: Duration::from_millis(500),
+            #[cfg(feature = "tls")]
+            root_certificate: None,
+        }
+    }
+
+    /// The prefix of every key this store writes (default `redlimit`): 1 to 64 of
+    /// `A-Z a-z 0-9 . _ - : /`.
+    ///
+    /// ```
+    /// let builder = redlimit::store::RedisStore::builder("redis://127.0.0.1:6379").prefix("api");
+    /// ```
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How long one connection attempt may take (default 500 ms). Requests never wait for it
+    /// longer than the layer's store deadline.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = redlimit::store::RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .connect_timeout(Duration::from_millis(250));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Trusts this PEM root certificate (e.g. a private CA) for `rediss://` connections, instead
+    /// of the public web roots.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca = std::fs::read("ca.pem")?;
+    /// let store = redlimit::store::RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(ca)
+    ///     .connect_lazy()?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.root_certificate = Some(pem.into());
+        self
+    }
+
+    #[cfg(feature = "tls")]
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        self.root_certificate
+            .clone()
+            .map(|root| redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(root),
+            })
+    }
+
+    fn check_prefix(&self) -> Result<(), ConfigError> {
+        let valid = !self.prefix.is_empty()
+            && self.prefix.len() <= 64
+            && self
+                .prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-:/".contains(&b));
+        if valid {
+            Ok(())
+        } else {
+            Err(ConfigError::InvalidPrefix(self.prefix.clone()))
+        }
+    }
+
+    fn client(&self, url: &str) -> Result<redis::Client, ConfigError> {
+        #[cfg(feature = "tls")]
+        if let Some(certificates) = self.certificates() {
+            return redis::Client::build_with_tls(url, certificates)
+                .map_err(|e| config_error([url], &e));
+        }
+        redis::Client::open(url).map_err(|e| config_error([url], &e))
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        // One attempt per reconnect: requests waiting on a reconnect would otherwise wait out
+        // its backoff (up to the deadline) while Redis refuses connections. The next request
+        // after a failed attempt starts a new one, so limiting resumes as soon as Redis is up.
+        ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_number_of_retries(0)
+    }
+
+    fn backend(&self) -> Result<Backend, ConfigError> {
+        self.check_prefix()?;
+        match &self.topology {
+            Topology::Standalone(url) => {
+                let client = self.client(url)?;
+                let manager =
+                    ConnectionManager::new_lazy_with_config(client, self.manager_config())
+                        .map_err(|e| config_error([url.as_str()], &e))?;
+                Ok(Backend::Standalone(manager))
+            }
+            Topology::Cluster(nodes) => {
+                let urls = nodes.iter().map(String::as_str);
+                // No retries inside the client: it would replay a call after an I/O error.
+                let builder = ClusterClient::builder(urls.clone())
+                    .retries(0)
+                    .connection_timeout(self.connect_timeout);
+                #[cfg(feature = "tls")]
+                let builder = match self.certificates() {
+                    Some(certificates) => builder.certs(certificates),
+                    None => builder,
+                };
+                let client = builder.build().map_err(|e| config_error(urls, &e))?;
+                Ok(Backend::Cluster(Arc::new(ClusterBackend::new(client))))
+            }
+            Topology::Sentinel { sentinels, master } => {
+                let urls = sentinels.iter().map(String::as_str);
+                let client = SentinelClient::build(
+                    urls.clone().collect(),
+                    master.clone(),
+                    None,
+                    SentinelServerType::Master,
+                )
+                .map_err(|e| config_error(urls, &e))?;
+                Ok(Backend::Sentinel(Arc::new(SentinelBackend::new(
+                    client,
+                    self.manager_config(),
+                ))))
+            }
+        }
+    }
+
+    /// The deployment, connected on first use. Fails only on a bad URL or prefix.
+    pub(super) fn build(self) -> Result<Deployment, ConfigError> {
+        let backend = self.backend()?;
+        Ok(Deployment {
+            backend,
+            prefix: self.prefix,
+            topology: self.topology,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRETS: [&str; 2] = ["hunter2", "alice"];
+
+    fn assert_redacted(text: &str) {
+        for secret in SECRETS {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+    }
+
+    #[test]
+    fn debug_shows_no_credentials() {
+        let standalone = RedisStoreBuilder::new(Topology::Standalone(
+            "redis://alice:hunter2@10.0.0.5:6379/3".into(),
+        ));
+        let text = format!("{standalone:?}");
+        assert_redacted(&text);
+        assert!(text.contains("\"redis://10.0.0.5:6379\""), "{text}");
+
+        let cluster = RedisStoreBuilder::new(Topology::Cluster(vec![
+            "redis://:hunter2@10.0.0.1:6379".into(),
+            "redis://alice:hunter2@10.0.0.2:6379".into(),
+        ]));
+        let text = format!("{cluster:?}");
+        assert_redacted(&text);
+        assert!(text.contains("[\"redis://10.0.0.1:6379\", \"redis://10.0.0.2:6379\"]"));
+
+        let sentinel = RedisStoreBuilder::new(Topology::Sentinel {
+            sentinels: vec![
+                "redis://:hunter2@10.0.0.1:26379".into(),
+                "garbage hunter2".into(),
+            ],
+            master: "mymaster".into(),
+        });
+        let text = format!("{sentinel:#?}");
+        assert_redacted(&text);
+        assert!(
+            text.contains("<invalid url>") && text.contains("mymaster"),
+            "{text}"
+        );
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_root_certificate_shows_as_its_size() {
+        let builder = RedisStoreBuilder::new(Topology::Standalone("rediss://h:1".into()))
+            .tls_root_certificate(b"-----BEGIN CERTIFICATE-----hunter2".to_vec());
+        let text = format!("{builder:?}");
+        assert_redacted(&text);
+        assert!(text.contains("Some(<34 bytes>)"), "{text}");
+    }
+
+    #[test]
+    fn config_errors_show_no_credentials() {
+        for url in [
+            "redis://alice:hunter2@host:6379/notadb",
+            "redis://:hunter2@0.0.0.0:6379",
+            "alice:hunter2",
+            "ftp://alice:hunter2@host",
+        ] {
+            let Err(err) = RedisStoreBuilder::new(Topology::Standalone(url.into())).build() else {
+                panic!("{url} accepted");
+            };
+            assert!(matches!(err, ConfigError::Redis(_)), "{err:?}");
+            assert_redacted(&err.to_string());
+            assert_redacted(&format!("{err:?}"));
+        }
+    }
+}
