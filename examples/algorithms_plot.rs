@@ -11,10 +11,11 @@
 //! cargo run --example algorithms_plot
 //! ```
 
-use std::{error::Error, path::Path, sync::Arc, time::Duration};
+use std::{error::Error, path::Path, time::Duration};
 
 use plotters::{element::DashedPathElement, prelude::*};
-use redlimit::{Algorithm, Key, Limit, ManualClock, MemoryStore, Policy};
+use redlimit::store::{ManualClock, MemoryStore};
+use redlimit::{Algorithm, Key, Limit, Policy};
 
 const N: u64 = 10;
 const PERIOD_S: f64 = 5.0;
@@ -62,7 +63,7 @@ fn trace() -> Vec<f64> {
 fn run(limit: Limit, times: &[f64]) -> Vec<bool> {
     let clock = ManualClock::new(T0_US);
     let store = MemoryStore::with_clock(clock.clone());
-    let policy = Arc::new(Policy::new("plot").limit(limit));
+    let policy = Policy::new("plot", [limit]).expect("valid policy");
     let key = Key::new("client");
     times
         .iter()
@@ -116,7 +117,8 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let panels = body.split_evenly((Algorithm::ALL.len(), 1));
     for (i, (panel, algorithm)) in panels.iter().zip(Algorithm::ALL).enumerate() {
-        let limit = Limit::new(algorithm, N, Duration::from_secs_f64(PERIOD_S));
+        let limit =
+            Limit::new(algorithm, N, Duration::from_secs_f64(PERIOD_S)).expect("valid limit");
         let allowed = run(limit, &times);
         let admitted: Vec<f64> = times
             .iter()

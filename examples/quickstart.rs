@@ -11,8 +11,9 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use axum::{routing::get, Extension, Router};
-use redlimit::{Decision, Limit, MemoryStore, Policy, RateLimitLayer, RedisStore};
+use axum::{routing::get, Router};
+use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::{Decision, Limit, Policy, RateLimitLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
 
     // One policy: a burst of 5, then one request every 2 seconds, per client.
-    let policy = Policy::new("quickstart").limit(Limit::gcra(5, Duration::from_secs(10)));
+    let policy = Policy::new("quickstart", [Limit::gcra(5, Duration::from_secs(10))?])?;
 
     // Redis makes the limit hold across every replica; memory is enough for one process.
     let layer = match std::env::var("REDIS_URL") {
@@ -58,9 +59,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Only allowed requests get here; the decision says how many are left.
-async fn hello(decision: Option<Extension<Decision>>) -> String {
+async fn hello(decision: Option<Decision>) -> String {
     // If the store failed, the layer let the request through (fail open) without a count.
-    match decision.and_then(|Extension(d)| d.remaining()) {
+    match decision.and_then(|d| d.remaining()) {
         Some(left) => format!("hello! {left} requests left in this burst\n"),
         None => "hello! (not rate limited right now)\n".to_owned(),
     }

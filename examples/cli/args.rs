@@ -15,28 +15,28 @@ const MIN_JWT_SECRET_BYTES: usize = 32;
 /// The command line, parsed and checked. Each field holds its flag's value or, not given, the
 /// default from [`FLAGS`].
 #[derive(Debug)]
-pub struct Args {
+pub(crate) struct Args {
     /// `--help` or `-h` was given: print the usage and nothing else.
-    pub help: bool,
-    pub bind: SocketAddr,
-    pub redis: Option<String>,
-    pub redis_cluster: Option<Vec<String>>,
-    pub redis_sentinel: Option<Vec<String>>,
-    pub sentinel_master: Option<String>,
-    pub algorithm: Algorithm,
+    pub(crate) help: bool,
+    pub(crate) bind: SocketAddr,
+    pub(crate) redis: Option<String>,
+    pub(crate) redis_cluster: Option<Vec<String>>,
+    pub(crate) redis_sentinel: Option<Vec<String>>,
+    pub(crate) sentinel_master: Option<String>,
+    pub(crate) algorithm: Algorithm,
     /// The `--limit` values, as given.
-    pub rates: Vec<String>,
+    pub(crate) rates: Vec<String>,
     /// `rates` as limits of `algorithm`; never empty.
-    pub limits: Vec<Limit>,
-    pub key: KeySpec,
-    pub trusted_proxies: Vec<String>,
-    pub ipv6_prefix: u8,
-    pub jwt_secret: Option<String>,
-    pub on_store_error: OnStoreError,
-    pub store_timeout: Duration,
-    pub prefix: String,
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) key: KeySpec,
+    pub(crate) trusted_proxies: Vec<String>,
+    pub(crate) ipv6_prefix: u8,
+    pub(crate) jwt_secret: Option<String>,
+    pub(crate) on_store_error: OnStoreError,
+    pub(crate) store_timeout: Duration,
+    pub(crate) prefix: String,
     /// One line each, for stderr: settings that work but are probably mistakes.
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Args {
@@ -67,7 +67,7 @@ impl Args {
 
 /// One part of `--key`; several joined with `+` (`route+ip`) key on all of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPart {
+pub(crate) enum KeyPart {
     /// The client IP: the socket peer, or behind `--trusted-proxy` ranges the address they
     /// forward.
     Ip,
@@ -80,11 +80,11 @@ pub enum KeyPart {
 
 /// What `--key` asked for: one or more parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeySpec(pub Vec<KeyPart>);
+pub(crate) struct KeySpec(pub Vec<KeyPart>);
 
 impl KeySpec {
     /// Parses `ip`, `header:NAME`, `route+ip` and the like.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         text.split('+')
             .map(KeyPart::parse)
             .collect::<Result<_, _>>()
@@ -126,7 +126,7 @@ impl KeyPart {
 
 /// Parses the arguments that follow the program name. Later values of a flag replace earlier
 /// ones, except for repeatable flags, which add a value each time.
-pub fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut args = args.peekable();
     let mut parsed = Args::blank();
     let mut given = Vec::new();
@@ -194,14 +194,14 @@ fn warnings(args: &Args) -> Vec<String> {
 }
 
 /// `--bind`: `IP:PORT`.
-pub fn bind(value: &str) -> Result<SocketAddr, String> {
+pub(crate) fn bind(value: &str) -> Result<SocketAddr, String> {
     value
         .parse()
         .map_err(|_| format!("invalid address `{value}`: expected IP:PORT"))
 }
 
 /// A comma-separated list of URLs, none empty.
-pub fn url_list(value: &str) -> Result<Vec<String>, String> {
+pub(crate) fn url_list(value: &str) -> Result<Vec<String>, String> {
     let urls: Vec<String> = value.split(',').map(|u| u.trim().to_owned()).collect();
     if urls.iter().any(String::is_empty) {
         return Err(format!("expected comma-separated URLs, got `{value}`"));
@@ -210,19 +210,19 @@ pub fn url_list(value: &str) -> Result<Vec<String>, String> {
 }
 
 /// `--algorithm`: one of the library's algorithm names.
-pub fn algorithm(value: &str) -> Result<Algorithm, String> {
+pub(crate) fn algorithm(value: &str) -> Result<Algorithm, String> {
     value.parse().map_err(|e| format!("{e}"))
 }
 
 /// `--ipv6-prefix`: a prefix length (1 to 128 is checked with the key, in `layer.rs`).
-pub fn ipv6_prefix(value: &str) -> Result<u8, String> {
+pub(crate) fn ipv6_prefix(value: &str) -> Result<u8, String> {
     value
         .parse()
         .map_err(|_| format!("invalid value `{value}`: expected 1 to 128"))
 }
 
 /// `--jwt-secret`: anything but empty, which would make every token's signature forgeable.
-pub fn jwt_secret(value: String) -> Result<String, String> {
+pub(crate) fn jwt_secret(value: String) -> Result<String, String> {
     if value.is_empty() {
         return Err("the secret must not be empty".into());
     }
@@ -231,7 +231,7 @@ pub fn jwt_secret(value: String) -> Result<String, String> {
 
 /// `--on-store-error`: `open`, `closed`, `local`, or `local:N` for N instances sharing the
 /// limit.
-pub fn on_store_error(value: &str) -> Result<OnStoreError, String> {
+pub(crate) fn on_store_error(value: &str) -> Result<OnStoreError, String> {
     match value.split_once(':') {
         None if value == "open" => Ok(OnStoreError::Open),
         None if value == "closed" => Ok(OnStoreError::Closed),
@@ -252,7 +252,7 @@ pub fn on_store_error(value: &str) -> Result<OnStoreError, String> {
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.
-pub fn store_timeout(value: &str) -> Result<Duration, String> {
+pub(crate) fn store_timeout(value: &str) -> Result<Duration, String> {
     match value.parse::<u64>() {
         Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
         _ => Err(format!(
@@ -265,7 +265,7 @@ pub fn store_timeout(value: &str) -> Result<Duration, String> {
 pub(super) mod tests {
     use super::*;
 
-    pub fn parse(args: &[&str]) -> Result<Args, String> {
+    pub(crate) fn parse(args: &[&str]) -> Result<Args, String> {
         parse_args(args.iter().map(|s| (*s).to_owned()))
     }
 
@@ -280,7 +280,10 @@ pub(super) mod tests {
         assert_eq!(args.bind, "127.0.0.1:3000".parse().unwrap());
         assert_eq!(args.redis, None);
         assert_eq!(args.algorithm, Algorithm::Gcra);
-        assert_eq!(args.limits, [Limit::gcra(10, Duration::from_secs(1))]);
+        assert_eq!(
+            args.limits,
+            [Limit::gcra(10, Duration::from_secs(1)).unwrap()]
+        );
         assert_eq!(args.key, KeySpec(vec![KeyPart::Ip]));
         assert_eq!(args.ipv6_prefix, 64);
         assert_eq!(args.on_store_error, OnStoreError::Open);
@@ -312,7 +315,10 @@ pub(super) mod tests {
         .unwrap();
         assert_eq!(args.bind, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(args.redis.as_deref(), Some("redis://127.0.0.1:6379"));
-        assert_eq!(args.limits, [Limit::sliding_log(5, Duration::from_secs(3))]);
+        assert_eq!(
+            args.limits,
+            [Limit::sliding_log(5, Duration::from_secs(3)).unwrap()]
+        );
         assert!(matches!(args.key.0[..], [KeyPart::Header(_)]));
         assert_eq!(args.on_store_error, OnStoreError::Closed);
         assert_eq!(args.store_timeout, Duration::from_millis(25));
@@ -335,9 +341,9 @@ pub(super) mod tests {
         assert_eq!(
             args.limits,
             [
-                Limit::token_bucket(5, Duration::from_secs(3)),
-                Limit::token_bucket(20, Duration::from_secs(60)),
-                Limit::token_bucket(100, Duration::from_millis(250)),
+                Limit::token_bucket(5, Duration::from_secs(3)).unwrap(),
+                Limit::token_bucket(20, Duration::from_secs(60)).unwrap(),
+                Limit::token_bucket(100, Duration::from_millis(250)).unwrap(),
             ]
         );
     }
@@ -385,8 +391,8 @@ pub(super) mod tests {
         assert_eq!(
             args.limits,
             [
-                Limit::fixed_window(2, Duration::from_secs(60)),
-                Limit::fixed_window(1, Duration::from_secs(3600)),
+                Limit::fixed_window(2, Duration::from_secs(60)).unwrap(),
+                Limit::fixed_window(1, Duration::from_secs(3600)).unwrap(),
             ]
         );
         assert_eq!(args.key, KeySpec(vec![KeyPart::Route]));

@@ -9,21 +9,21 @@ type Set = fn(&mut Args, String) -> Result<(), String>;
 
 /// One flag.
 #[derive(Clone, Copy)]
-pub struct Flag {
+pub(crate) struct Flag {
     /// `--name`.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// A one-dash alias, such as `-h`.
-    pub short: Option<&'static str>,
+    pub(crate) short: Option<&'static str>,
     /// The value's placeholder (`ADDR`); `None` for a flag that takes no value.
-    pub value: Option<&'static str>,
+    pub(crate) value: Option<&'static str>,
     /// What the flag means, in Markdown; `--help` shows it without backquotes.
-    pub help: &'static str,
+    pub(crate) help: &'static str,
     /// The value applied when the flag is not given.
-    pub default: Option<&'static str>,
+    pub(crate) default: Option<&'static str>,
     /// Each use adds a value instead of replacing the previous one.
-    pub repeatable: bool,
+    pub(crate) repeatable: bool,
     /// Applies one value.
-    pub set: Set,
+    pub(crate) set: Set,
 }
 
 impl Flag {
@@ -70,7 +70,7 @@ impl Flag {
     }
 
     /// How the flag is written: `--bind ADDR`, `-h, --help`.
-    pub fn synopsis(&self) -> String {
+    pub(crate) fn synopsis(&self) -> String {
         let names = match self.short {
             Some(short) => format!("{short}, {}", self.name),
             None => self.name.to_owned(),
@@ -82,7 +82,7 @@ impl Flag {
     }
 
     /// The help followed by whether the flag repeats and its default, in Markdown.
-    pub fn meaning(&self) -> String {
+    pub(crate) fn meaning(&self) -> String {
         let mut notes = Vec::new();
         if self.repeatable {
             notes.push("repeatable".to_owned());
@@ -99,7 +99,7 @@ impl Flag {
 }
 
 /// The flags, in the order `--help` lists them.
-pub const FLAGS: &[Flag] = &[
+pub(crate) const FLAGS: &[Flag] = &[
     Flag::new("--bind", "ADDR", "address to listen on", |a, v| {
         a.bind = args::bind(&v)?;
         Ok(())
@@ -234,7 +234,7 @@ pub const FLAGS: &[Flag] = &[
 ];
 
 /// The flag written `name` (`--bind` or `-h`), if there is one.
-pub fn find(name: &str) -> Option<&'static Flag> {
+pub(crate) fn find(name: &str) -> Option<&'static Flag> {
     FLAGS
         .iter()
         .find(|flag| flag.name == name || flag.short == Some(name))
@@ -250,7 +250,7 @@ const FOOTER: &str = "Flags also accept the --flag=value form. A later value rep
                       one, except for repeatable flags, which add one.";
 
 /// The text `--help` prints for `program`.
-pub fn usage(program: &str) -> String {
+pub(crate) fn usage(program: &str) -> String {
     let mut text = format!("usage: {program} [OPTIONS]\n\n");
     for flag in FLAGS {
         let synopsis = format!("  {}", flag.synopsis());
@@ -272,7 +272,7 @@ pub fn usage(program: &str) -> String {
 }
 
 /// The README's flag table: `| flag | meaning |`, one row per flag.
-pub fn markdown_table() -> String {
+pub(crate) fn markdown_table() -> String {
     let mut table = String::from("| flag | meaning |\n|---|---|\n");
     for flag in FLAGS {
         table.push_str(&format!(

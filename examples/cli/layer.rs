@@ -4,15 +4,14 @@
 
 use std::sync::Arc;
 
-use redlimit::{
-    Algorithm, Both, ClientIp, Global, Header, KeyExtractor, Limit, MemoryStore, Policy, Query,
-    RateLimitLayer, RedisStore, Route,
-};
+use redlimit::key::{Both, ClientIp, Global, Header, Query, Route};
+use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer};
 
 use super::args::{Args, KeyPart};
 
 /// `--limit` values as limits of `algorithm`, checked by the library.
-pub fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit>, String> {
+pub(crate) fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit>, String> {
     rates
         .iter()
         .map(|rate| Limit::parse(algorithm, rate).map_err(|e| format!("--limit: {e}")))
@@ -20,20 +19,16 @@ pub fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit>, Stri
 }
 
 /// Whether `name` can be a header (or gRPC metadata) name.
-pub fn check_header_name(name: &str) -> Result<(), String> {
-    Header::try_new(name)
-        .map(|_| ())
-        .ok_or_else(|| format!("invalid header name `{name}`"))
+pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
+    Header::new(name).map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// The store and the layer the arguments describe; fails on a policy or Redis setting that
 /// cannot be used. Does not connect to Redis: requests do, and follow `--on-store-error` while
 /// it is down. Must run inside a Tokio runtime.
-pub fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
-    let policy = args
-        .limits
-        .iter()
-        .fold(Policy::new("server"), |policy, &limit| policy.limit(limit));
+pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
+    let policy =
+        Policy::new("server", args.limits.iter().copied()).map_err(|e| format!("--limit: {e}"))?;
     let redis = match (&args.redis, &args.redis_cluster, &args.redis_sentinel) {
         (Some(url), _, _) => Some(("--redis", RedisStore::builder(url.as_str()))),
         (_, Some(nodes), _) => Some(("--redis-cluster", RedisStore::cluster(nodes.clone()))),
@@ -52,11 +47,10 @@ pub fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
                 .prefix(args.prefix.as_str())
                 .connect_lazy()
                 .map_err(|e| format!("{flag}: {e}"))?;
-            RateLimitLayer::try_new(store, policy)
+            RateLimitLayer::new(store, policy)
         }
-        None => RateLimitLayer::try_new(MemoryStore::new(), policy),
-    }
-    .map_err(|e| format!("--limit: {e}"))?;
+        None => RateLimitLayer::new(MemoryStore::new(), policy),
+    };
     Ok(layer
         .key(key_extractor(args)?)
         .on_store_error(args.on_store_error)
@@ -67,14 +61,18 @@ pub fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
 /// parameter, a valid token) fall back to the client IP, so that behind trusted proxies an
 /// anonymous client is still told apart from the others.
 fn key_extractor(args: &Args) -> Result<Arc<dyn KeyExtractor>, String> {
-    let ip = ClientIp::try_trusting(&args.trusted_proxies)
-        .and_then(|ip| ip.try_ipv6_prefix(args.ipv6_prefix))
+    let ip = ClientIp::trusting(&args.trusted_proxies)
+        .and_then(|ip| ip.ipv6_prefix(args.ipv6_prefix))
         .map_err(|e| format!("--trusted-proxy/--ipv6-prefix: {e}"))?;
     let mut parts: Vec<Arc<dyn KeyExtractor>> = Vec::new();
     for part in &args.key.0 {
         let extractor: Arc<dyn KeyExtractor> = match part {
             KeyPart::Ip => Arc::new(ip.clone()),
-            KeyPart::Header(name) => Arc::new(Header::new(name).or_else(ip.clone())),
+            KeyPart::Header(name) => Arc::new(
+                Header::new(name)
+                    .map_err(|e| format!("--key: {e}"))?
+                    .or_else(ip.clone()),
+            ),
             KeyPart::Query(name) => Arc::new(Query::new(name.as_str()).or_else(ip.clone())),
             KeyPart::Jwt => jwt(args, &ip)?,
             KeyPart::Route => Arc::new(Route),
@@ -93,7 +91,8 @@ fn jwt(args: &Args, ip: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
         .jwt_secret
         .as_ref()
         .ok_or("--key jwt needs --jwt-secret")?;
-    Ok(Arc::new(redlimit::Jwt::hs256(secret).or_else(ip.clone())))
+    let jwt = redlimit::key::Jwt::hs256(secret).map_err(|e| format!("--jwt-secret: {e}"))?;
+    Ok(Arc::new(jwt.or_else(ip.clone())))
 }
 
 #[cfg(not(feature = "jwt"))]
@@ -127,7 +126,13 @@ mod tests {
     #[cfg(feature = "jwt")]
     #[test]
     fn jwt_key() {
-        let args = parse(&["--key", "jwt", "--jwt-secret", "s3cret"]).unwrap();
+        let args = parse(&[
+            "--key",
+            "jwt",
+            "--jwt-secret",
+            "a secret of thirty-two bytes, ok",
+        ])
+        .unwrap();
         assert!(key_extractor(&args).is_ok());
     }
 

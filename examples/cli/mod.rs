@@ -17,7 +17,7 @@ use args::Args;
 use redlimit::RateLimitLayer;
 
 /// Resolves on ctrl-c or, on Unix, SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -41,7 +41,7 @@ pub async fn shutdown_signal() {
 /// Parses the command line of `program`, prints the help if asked or else any warnings, starts
 /// logging to stderr (`warn`, or `RUST_LOG`), and builds the layer. `Err` carries the exit
 /// status to return: success after `--help`, 2 after a bad flag.
-pub fn setup(program: &str) -> Result<(Args, RateLimitLayer), std::process::ExitCode> {
+pub(crate) fn setup(program: &str) -> Result<(Args, RateLimitLayer), std::process::ExitCode> {
     use std::io::IsTerminal;
 
     let args =
@@ -66,7 +66,9 @@ pub fn setup(program: &str) -> Result<(Args, RateLimitLayer), std::process::Exit
 
 /// Binds `addr` and prints `listening on ADDR` (the real address: `:0` reveals its port);
 /// `Err` carries the exit status after a message on stderr.
-pub async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, std::process::ExitCode> {
+pub(crate) async fn listen(
+    addr: SocketAddr,
+) -> Result<tokio::net::TcpListener, std::process::ExitCode> {
     use std::io::Write;
 
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
@@ -79,7 +81,7 @@ pub async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, std::pr
 }
 
 /// Prints a bad flag's message and the exit status for it.
-pub fn usage_error(message: &str) -> std::process::ExitCode {
+pub(crate) fn usage_error(message: &str) -> std::process::ExitCode {
     eprintln!("error: {message} (see --help)");
     std::process::ExitCode::from(2)
 }
