@@ -10,9 +10,7 @@
 //! time, so each latency is the layer's and the store's alone. Each row reports p50 / p99 /
 //! max over its requests, and the difference to the same router without the layer.
 
-#[allow(dead_code)]
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,8 +19,10 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::Request;
-use redis_server::RedisServer;
-use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer, RedisStore};
+use redlimit::store::RedisStore;
+use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer};
+use support::redis_server::RedisServer;
+use support::{percentile, Table};
 use tower::ServiceExt;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -44,7 +44,11 @@ async fn layered(url: &str, breaker: CircuitBreaker) -> Router {
         .prefix("lat")
         .connect_lazy()
         .unwrap();
-    let policy = Policy::new("lat").limit(Limit::gcra(1_000_000, Duration::from_secs(1)));
+    let policy = Policy::new(
+        "lat",
+        [Limit::gcra(1_000_000, Duration::from_secs(1)).unwrap()],
+    )
+    .unwrap();
     app().layer(
         RateLimitLayer::new(store, policy)
             .store_deadline(DEADLINE)
@@ -65,24 +69,35 @@ async fn run(app: &Router, n: usize) -> Vec<f64> {
     took
 }
 
-fn at(sorted: &[f64], q: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+fn table() -> Table {
+    Table::new(&[
+        "Redis",
+        "requests",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "p50 added µs",
+    ])
 }
 
 fn row(name: &str, sorted: &[f64], bare: f64) {
     println!(
-        "| {name} | {} | {:.0} | {:.0} | {:.0} | {:+.0} |",
-        sorted.len(),
-        at(sorted, 0.5),
-        at(sorted, 0.99),
-        sorted[sorted.len() - 1],
-        at(sorted, 0.5) - bare,
+        "{}",
+        table().row([
+            name.to_owned(),
+            sorted.len().to_string(),
+            format!("{:.0}", percentile(sorted, 0.5)),
+            format!("{:.0}", percentile(sorted, 0.99)),
+            format!("{:.0}", percentile(sorted, 1.0)),
+            format!("{:+.0}", percentile(sorted, 0.5) - bare),
+        ])
     );
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("failure latency benchmark: run with `cargo bench --bench failure_latency`");
+    if !support::bench_mode(
+        "failure latency benchmark: run with `cargo bench --bench failure_latency`",
+    ) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -93,9 +108,8 @@ fn main() {
         let mut redis = RedisServer::start();
         let url = redis.url();
         let bare = run(&app(), 5_000).await;
-        let bare_p50 = at(&bare, 0.5);
-        println!("| Redis | requests | p50 µs | p99 µs | max µs | p50 added µs |");
-        println!("|---|---:|---:|---:|---:|---:|");
+        let bare_p50 = percentile(&bare, 0.5);
+        println!("{}", table().header());
         row("no layer", &bare, bare_p50);
 
         let healthy = layered(&url, CircuitBreaker::default()).await;

@@ -21,9 +21,7 @@
 //! `HTTP_BENCH_ROUNDS` (default 3) alternating rounds; the report takes each number's median
 //! over rounds.
 
-#[allow(dead_code)]
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
+mod support;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -41,10 +39,11 @@ use hdrhistogram::Histogram;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
-use redis_server::RedisServer;
-use redlimit::{
-    Algorithm, Global, Key, KeyExtractor, Limit, MemoryStore, Policy, RateLimitLayer, RedisStore,
-};
+use redlimit::key::Global;
+use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::{Algorithm, Key, KeyExtractor, Limit, Policy, RateLimitLayer};
+use support::redis_server::RedisServer;
+use support::{command_stats, cpu_us, current_thread_proc, median, reset_redis_stats, Table};
 
 const KEYS: u64 = 100_000;
 const RATE: u64 = 1_000_000;
@@ -101,10 +100,18 @@ fn app() -> Router {
 }
 
 fn policy(algorithm: Algorithm) -> Policy {
-    Policy::new("bench").limit(Limit::new(algorithm, RATE, Duration::from_secs(1)))
+    Policy::new(
+        "bench",
+        [Limit::new(algorithm, RATE, Duration::from_secs(1)).unwrap()],
+    )
+    .unwrap()
 }
 
-fn redlimit(store: impl redlimit::Store + Clone, algorithm: Algorithm, keys: Keys) -> Router {
+fn redlimit(
+    store: impl redlimit::store::Store + Clone,
+    algorithm: Algorithm,
+    keys: Keys,
+) -> Router {
     let layer =
         RateLimitLayer::new(store, policy(algorithm)).store_deadline(Duration::from_secs(1));
     match keys {
@@ -161,10 +168,9 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
             None => return StatusCode::BAD_REQUEST.into_response(),
         },
     };
-    let reply: Result<Vec<i64>, _> =
-        redlimit::bench_support::script_call("raw", &raw.policy, &key, 1)
-            .query_async(&mut raw.connection.clone())
-            .await;
+    let reply: Result<Vec<i64>, _> = redlimit::__private::script_call("raw", &raw.policy, &key, 1)
+        .query_async(&mut raw.connection.clone())
+        .await;
     match reply {
         Ok(reply) if reply.get(1) == Some(&0) => StatusCode::TOO_MANY_REQUESTS.into_response(),
         _ => next.run(request).await,
@@ -204,24 +210,6 @@ struct Sample {
     server_cpu_us: f64,
 }
 
-/// CPU time (user + system) a thread has used, in µs, from `/proc/<pid>/task/<tid>/stat`
-/// (clock ticks of 10 ms: over seconds of load, plenty).
-fn thread_cpu_us(task: &std::path::Path) -> f64 {
-    let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // After the command name: state is field 3, utime 14 and stime 15.
-    let ticks = |i: usize| {
-        fields
-            .get(i - 3)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(14) + ticks(15)) * 10_000.0
-}
-
 /// Serves the variant's app on a free port in a runtime of its own; returns the address and a
 /// stopper.
 fn serve(
@@ -244,12 +232,8 @@ fn serve(
     let handle = std::thread::spawn(move || {
         runtime.block_on(async move {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let task = std::fs::read_link("/proc/thread-self").unwrap_or_default();
-            tx.send((
-                listener.local_addr().unwrap(),
-                std::path::Path::new("/proc").join(task),
-            ))
-            .unwrap();
+            tx.send((listener.local_addr().unwrap(), current_thread_proc()))
+                .unwrap();
             let shutdown = async move {
                 while !flag.load(Ordering::Relaxed) {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -354,46 +338,21 @@ fn load(
 /// Redis's command counts since the last reset: (calls from clients that are script runs or
 /// loads, every command executed, including those a script runs).
 fn redis_calls(redis: &RedisServer) -> (u64, u64) {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut redis.connection())
-        .unwrap();
-    let calls = |line: &str| -> u64 {
-        line.split("calls=")
-            .nth(1)
-            .and_then(|v| v.split(',').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    let lines: Vec<&str> = stats
-        .lines()
-        .filter(|l| {
-            l.starts_with("cmdstat_")
-                && !l.starts_with("cmdstat_info:")
-                && !l.starts_with("cmdstat_config")
-        })
-        .collect();
-    let scripts = lines
+    let stats = command_stats(&mut redis.connection());
+    let scripts = stats
         .iter()
-        .filter(|l| {
-            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_script"]
-                .iter()
-                .any(|p| l.starts_with(p))
-        })
-        .map(|l| calls(l))
+        .filter(|(name, _)| *name == "evalsha" || *name == "eval" || name.starts_with("script"))
+        .map(|(_, stat)| stat.calls)
         .sum();
-    (scripts, lines.iter().map(|l| calls(l)).sum())
+    (scripts, stats.values().map(|stat| stat.calls).sum())
 }
 
 fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64) -> Sample {
     let (addr, task, handle, stop) = serve(&variant.make, &redis.url());
     let cpu_before = std::cell::Cell::new(0.0);
     let reset = || {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut redis.connection())
-            .unwrap();
-        cpu_before.set(thread_cpu_us(&task));
+        reset_redis_stats(&mut redis.connection());
+        cpu_before.set(cpu_us(&task));
     };
     let (requests, histogram, errors, took) = load(
         addr,
@@ -403,7 +362,7 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
         Duration::from_secs_f64(secs),
         reset,
     );
-    let server_cpu = thread_cpu_us(&task) - cpu_before.get();
+    let server_cpu = cpu_us(&task) - cpu_before.get();
     let (calls, executed) = redis_calls(redis);
     stop.store(true, Ordering::Relaxed);
     handle.join().unwrap();
@@ -420,25 +379,14 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
-    // `cargo test --all-targets` runs bench targets once with `--bench` absent: stay quick then.
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("http benchmark: run with `cargo bench --bench http`");
+    if !support::bench_mode("http benchmark: run with `cargo bench --bench http`") {
         return;
     }
-    let secs: f64 = std::env::var("HTTP_BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2.0);
-    let rounds: usize = std::env::var("HTTP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let secs = support::secs_knob("HTTP_BENCH_SECS", 2.0);
+    let rounds: usize = support::knob_where("HTTP_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    // HTTP_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
+    let only: Option<String> = support::optional_knob("HTTP_BENCH_ONLY");
     let redis = RedisServer::start();
     let mut variants = vec![variant("bare axum".into(), Keys::Hot, false, |_| async {
         app()
@@ -479,8 +427,7 @@ fn main() {
         }
     }
 
-    // HTTP_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
-    if let Ok(only) = std::env::var("HTTP_BENCH_ONLY") {
+    if let Some(only) = &only {
         let wanted: Vec<&str> = only.split(',').collect();
         variants.retain(|v| v.name == "bare axum" || wanted.iter().any(|w| v.name.contains(w)));
     }
@@ -529,12 +476,21 @@ fn main() {
         .collect();
     let find = |name: &str| variants.iter().position(|v| v.name == name).unwrap();
     let bare = find("bare axum");
+    let table = Table::new(&[
+        "variant",
+        "req/s",
+        "p50 µs",
+        "p99 µs",
+        "server CPU µs/req",
+        "Redis calls/req",
+        "commands run/req",
+        "× bare axum (req/s)",
+        "× raw EVALSHA (req/s)",
+        "× raw EVALSHA (CPU)",
+    ]);
     for (ci, &connections) in CONNECTIONS.iter().enumerate() {
         println!("\n### {connections} connections\n");
-        println!(
-            "| variant | req/s | p50 µs | p99 µs | server CPU µs/req | Redis calls/req | commands run/req | × bare axum (req/s) | × raw EVALSHA (req/s) | × raw EVALSHA (CPU) |"
-        );
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        println!("{}", table.header());
         for (vi, variant) in variants.iter().enumerate() {
             let s = summary[vi][ci];
             let raw_name = if variant.keys == Keys::Hot {
@@ -546,31 +502,29 @@ fn main() {
                 .iter()
                 .position(|v| v.name == raw_name)
                 .map(|i| summary[i][ci]);
+            let raw = raw.filter(|_| variant.redis);
             println!(
-                "| {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {:.2} | {} | {} |",
-                variant.name,
-                s.rps,
-                s.p50_us,
-                s.p99_us,
-                s.server_cpu_us,
-                s.commands.map_or("–".into(), |c| format!("{c:.2}")),
-                s.executed.map_or("–".into(), |c| format!("{c:.1}")),
-                s.rps / summary[bare][ci].rps,
-                match raw {
-                    Some(raw) if variant.redis => format!("{:.2}", s.rps / raw.rps),
-                    _ => "–".into(),
-                },
-                // Raw's CPU over ours: above 1 when ours costs less.
-                match raw {
-                    Some(raw) if variant.redis =>
-                        format!("{:.2}", raw.server_cpu_us / s.server_cpu_us),
-                    _ => "–".into(),
-                },
+                "{}",
+                table.row([
+                    variant.name.clone(),
+                    format!("{:.0}", s.rps),
+                    format!("{:.0}", s.p50_us),
+                    format!("{:.0}", s.p99_us),
+                    format!("{:.1}", s.server_cpu_us),
+                    s.commands.map_or("–".into(), |c| format!("{c:.2}")),
+                    s.executed.map_or("–".into(), |c| format!("{c:.1}")),
+                    format!("{:.2}", s.rps / summary[bare][ci].rps),
+                    raw.map_or("–".into(), |raw| format!("{:.2}", s.rps / raw.rps)),
+                    // Raw's CPU over ours: above 1 when ours costs less.
+                    raw.map_or("–".into(), |raw| {
+                        format!("{:.2}", raw.server_cpu_us / s.server_cpu_us)
+                    }),
+                ])
             );
         }
     }
     // A partial run must not overwrite the published picture.
-    if std::env::var("HTTP_BENCH_ONLY").is_err() {
+    if only.is_none() {
         plot(&variants, &summary);
     }
 }

@@ -3,6 +3,8 @@
 //!
 //! `cargo bench --bench memory_store`; the numbers and ratios are in `benches/README.md`.
 
+mod support;
+
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -10,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use governor::{Quota, RateLimiter};
-use redlimit::{Algorithm, Key, Limit, MemoryStore, Policy};
+use redlimit::store::MemoryStore;
+use redlimit::{Algorithm, Key, Limit, Policy};
 
 const KEYS: usize = 100_000;
 const THREADS: usize = 4;
@@ -18,11 +21,7 @@ const THREADS: usize = 4;
 const RATE: u32 = 1_000_000;
 
 fn keys(n: usize) -> Arc<Vec<Key>> {
-    Arc::new(
-        (0..n)
-            .map(|i| Key::new(format!("ip:10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255)))
-            .collect(),
-    )
+    Arc::new((0..n).map(support::client_key).collect())
 }
 
 /// Runs `iters` calls of `f(i)` split over `threads` threads; returns the wall time.
@@ -52,11 +51,13 @@ fn bench(c: &mut Criterion) {
     for (label, keyset) in [("1 key", &hot), ("100k keys", &many)] {
         let mut group = c.benchmark_group(format!("decision/{label}"));
         for algorithm in Algorithm::ALL {
-            let policy = Arc::new(Policy::new("bench").limit(Limit::new(
-                algorithm,
-                u64::from(RATE),
-                Duration::from_secs(1),
-            )));
+            let policy = Arc::new(
+                Policy::new(
+                    "bench",
+                    [Limit::new(algorithm, u64::from(RATE), Duration::from_secs(1)).unwrap()],
+                )
+                .unwrap(),
+            );
             let store = MemoryStore::builder().max_keys(2 * KEYS).build();
             let ks = Arc::clone(keyset);
             group.bench_function(BenchmarkId::new("redlimit", algorithm.name()), |b| {

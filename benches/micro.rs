@@ -14,11 +14,10 @@ use axum::routing::get;
 use axum::Router;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use http::request::Parts;
-use redlimit::bench_support::{decode_reply, render_headers};
-use redlimit::{
-    Both, ClientIp, Decision, Header, HeaderStyle, Key, KeyExtractor, Limit, MemoryStore, PeerIp,
-    Policy, Route,
-};
+use redlimit::__private::{decode_reply, render_headers};
+use redlimit::key::{Both, ClientIp, Header, PeerIp, Route};
+use redlimit::store::MemoryStore;
+use redlimit::{Decision, HeaderStyle, Key, KeyExtractor, Limit, Policy};
 use tower::ServiceExt;
 
 /// The peer: one of our own proxies, so `ClientIp` walks the forwarded header.
@@ -95,14 +94,14 @@ fn key_extraction(c: &mut Criterion) {
     bench_extract(
         &mut group,
         "ClientIp trusting 10/8, XFF 3 hops",
-        ClientIp::trusting(["10.0.0.0/8"]),
+        ClientIp::trusting(["10.0.0.0/8"]).unwrap(),
         &routed,
         |k| k == "ip:203.0.113.7",
     );
     bench_extract(
         &mut group,
         "Header x-api-key (SHA-256)",
-        Header::new("x-api-key"),
+        Header::new("x-api-key").unwrap(),
         &routed,
         |k| k.starts_with("header:x-api-key:#"),
     );
@@ -126,9 +125,14 @@ fn key_extraction(c: &mut Criterion) {
 /// adds `Retry-After`).
 fn decisions() -> (Decision, Decision) {
     let policy = Arc::new(
-        Policy::new("api")
-            .limit(Limit::gcra(10, Duration::from_secs(1)))
-            .limit(Limit::sliding_window(1000, Duration::from_secs(3600))),
+        Policy::new(
+            "api",
+            [
+                Limit::gcra(10, Duration::from_secs(1)).unwrap(),
+                Limit::sliding_window(1000, Duration::from_secs(3600)).unwrap(),
+            ],
+        )
+        .unwrap(),
     );
     let store = MemoryStore::new();
     let key = Key::new("ip:203.0.113.7");
@@ -162,14 +166,20 @@ fn header_rendering(c: &mut Criterion) {
 
 fn reply_decoding(c: &mut Criterion) {
     let now_us: i64 = 1_760_000_000_123_456;
-    let one = Arc::new(Policy::new("api").limit(Limit::gcra(100, Duration::from_secs(60))));
+    let one =
+        Arc::new(Policy::new("api", [Limit::gcra(100, Duration::from_secs(60)).unwrap()]).unwrap());
     // allowed; gcra: allowed, 99 left, free again in 0.6 s, no retry.
     let one_reply = vec![now_us, 1, 1, 99, 600_000, 0];
     let three = Arc::new(
-        Policy::new("api")
-            .limit(Limit::gcra(10, Duration::from_secs(1)))
-            .limit(Limit::sliding_window(100, Duration::from_secs(60)))
-            .limit(Limit::fixed_window(1000, Duration::from_secs(86_400))),
+        Policy::new(
+            "api",
+            [
+                Limit::gcra(10, Duration::from_secs(1)).unwrap(),
+                Limit::sliding_window(100, Duration::from_secs(60)).unwrap(),
+                Limit::fixed_window(1000, Duration::from_secs(86_400)).unwrap(),
+            ],
+        )
+        .unwrap(),
     );
     let three_reply = vec![
         now_us,

@@ -10,19 +10,19 @@
 //! it does nothing: `cargo test --all-targets` (and `--benches`) still runs bench targets
 //! marked `test = false`, without that flag.
 
-#[allow(dead_code)]
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
+mod support;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, Value};
-use redlimit::bench_support::script_call;
-use redlimit::{Algorithm, Key, Limit, Policy, RedisStore};
+use redlimit::__private::script_call;
+use redlimit::store::RedisStore;
+use redlimit::{Algorithm, Limit, Policy};
 
-use redis_server::{redis_binary, RedisServer};
+use support::redis_server::{redis_binary, RedisServer};
+use support::{client_key, command_stats, redis_cpu_secs, redis_info, reset_redis_stats, Table};
 
 /// Distinct client keys the throughput workloads spread over.
 const CLIENT_KEYS: usize = 100_000;
@@ -33,10 +33,6 @@ const PREFIX: &str = "redlimit";
 /// A script doing the least a script can: one `INCR`. Its cost minus `INCR`'s is the price of
 /// going through Lua at all.
 const MINIMAL_SCRIPT: &str = "return redis.call('INCR', KEYS[1])";
-
-fn client_key(i: usize) -> Key {
-    Key::new(format!("ip:10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
-}
 
 /// One command of a workload, as `(name, args)`.
 type Command = (&'static str, Vec<String>);
@@ -113,43 +109,6 @@ impl Measured {
     }
 }
 
-/// `INFO section` as `field -> value`.
-fn info(con: &mut redis::Connection, section: &str) -> HashMap<String, String> {
-    let text: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
-    text.lines()
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.to_owned(), v.trim().to_owned()))
-        .collect()
-}
-
-/// Redis's own CPU time (user + system, all threads), in seconds.
-fn redis_cpu(con: &mut redis::Connection) -> f64 {
-    let cpu = info(con, "cpu");
-    let field = |name: &str| -> f64 {
-        cpu.get(name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("INFO cpu has no {name}"))
-    };
-    field("used_cpu_user") + field("used_cpu_sys")
-}
-
-/// `INFO commandstats` as `command -> (calls, usec)`.
-fn command_stats(con: &mut redis::Connection) -> HashMap<String, (u64, u64)> {
-    info(con, "commandstats")
-        .into_iter()
-        .filter_map(|(name, stats)| {
-            let name = name.strip_prefix("cmdstat_")?.to_owned();
-            let field = |f: &str| {
-                stats
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
-                    .and_then(|v| v.parse::<u64>().ok())
-            };
-            Some((name, (field("calls")?, field("usec")?)))
-        })
-        .collect()
-}
-
 /// Sends one pipeline; returns `(replies, allowed, errors)`.
 fn send(con: &mut redis::Connection, pipeline: &[u8], commands: usize) -> (u64, u64, u64) {
     let replies = con
@@ -194,11 +153,8 @@ fn measure(
     duration: Duration,
     client: &str,
 ) -> Measured {
-    redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .exec(con)
-        .expect("CONFIG RESETSTAT");
-    let cpu_before = redis_cpu(con);
+    reset_redis_stats(con);
+    let cpu_before = redis_cpu_secs(con);
     let start = Instant::now();
     let (mut decisions, mut allowed, mut errors) = (0, 0, 0);
     let mut i = 0;
@@ -211,13 +167,12 @@ fn measure(
         i += 1;
     }
     let wall = start.elapsed();
-    let cpu_secs = redis_cpu(con) - cpu_before;
+    let cpu_secs = redis_cpu_secs(con) - cpu_before;
     let stats = command_stats(con);
-    let exec_usec = stats.get(client).map_or(0, |s| s.1);
+    let exec_usec = stats.get(client).map_or(0, |s| s.usec);
     let calls = stats
         .into_iter()
-        .filter(|(name, _)| !name.starts_with("info") && !name.starts_with("config"))
-        .map(|(name, (calls, _))| (name, calls))
+        .map(|(name, stat)| (name, stat.calls))
         .collect();
     Measured {
         decisions,
@@ -303,12 +258,11 @@ fn memory_scenario(
     calls: usize,
     clients: usize,
 ) -> MemoryRow {
-    limit.validate().expect("valid limit");
     flush(con);
     let policy_name = "api";
-    let policy = Policy::new(policy_name).limit(limit);
+    let policy = Policy::new(policy_name, [limit]).unwrap();
     let used_memory = |con: &mut redis::Connection| -> f64 {
-        info(con, "memory")["used_memory"]
+        redis_info(con, "memory")["used_memory"]
             .parse()
             .expect("used_memory")
     };
@@ -383,7 +337,7 @@ fn memory_scenario(
 }
 
 fn machine_facts(con: &mut redis::Connection, out: &mut String) {
-    let server = info(con, "server");
+    let server = redis_info(con, "server");
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let model = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -408,8 +362,9 @@ fn machine_facts(con: &mut redis::Connection, out: &mut String) {
 }
 
 fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        println!("redis_cost: a load harness; run it with `cargo bench --bench redis_cost`");
+    if !support::bench_mode(
+        "redis_cost: a load harness; run it with `cargo bench --bench redis_cost`",
+    ) {
         return;
     }
     let binary = redis_binary();
@@ -423,10 +378,7 @@ fn main() {
         );
         return;
     }
-    let secs: f64 = std::env::var("REDLIMIT_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3.0);
+    let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 3.0);
     let duration = Duration::from_secs_f64(secs);
 
     let server = RedisServer::start();
@@ -450,12 +402,12 @@ fn main() {
     // Sanity: one real call decodes as the store would decode it.
     {
         let policy = std::sync::Arc::new(
-            Policy::new("sanity").limit(Limit::gcra(5, Duration::from_secs(1))),
+            Policy::new("sanity", [Limit::gcra(5, Duration::from_secs(1)).unwrap()]).unwrap(),
         );
         let reply: Vec<i64> = script_call(PREFIX, &policy, &client_key(0), 1)
             .query(&mut con)
             .expect("EVALSHA");
-        let decision = redlimit::bench_support::decode_reply(&policy, &reply).expect("decodes");
+        let decision = redlimit::__private::decode_reply(&policy, &reply).expect("decodes");
         assert!(decision.is_allowed());
     }
 
@@ -502,23 +454,27 @@ fn main() {
     let mut policies: Vec<(String, Option<Algorithm>, Policy)> = Algorithm::ALL
         .into_iter()
         .map(|a| {
-            let limit = Limit::new(a, 1_000_000, period);
+            let limit = Limit::new(a, 1_000_000, period).unwrap();
             (
                 format!("{a} 1M/60s"),
                 Some(a),
-                Policy::new(format!("tp-{a}")).limit(limit),
+                Policy::new(format!("tp-{a}"), [limit]).unwrap(),
             )
         })
         .collect();
     policies.push((
         "gcra 1M/60s + fixed-window 10M/1d (2 limits)".into(),
         None,
-        Policy::new("tp-multi")
-            .limit(Limit::gcra(1_000_000, period))
-            .limit(Limit::fixed_window(10_000_000, Duration::from_secs(86_400))),
+        Policy::new(
+            "tp-multi",
+            [
+                Limit::gcra(1_000_000, period).unwrap(),
+                Limit::fixed_window(10_000_000, Duration::from_secs(86_400)).unwrap(),
+            ],
+        )
+        .unwrap(),
     ));
     for (name, algorithm, policy) in &policies {
-        policy.validate().expect("valid policy");
         eprintln!("redis_cost: {name} ...");
         let workload = Workload::script(&sha, policy, 0..CLIENT_KEYS);
         warm_up(&mut con, &workload);
@@ -535,7 +491,7 @@ fn main() {
     let typical = Duration::from_secs(60);
     let mut memory = Vec::new();
     for algorithm in Algorithm::ALL {
-        let limit = Limit::new(algorithm, 100, typical);
+        let limit = Limit::new(algorithm, 100, typical).unwrap();
         if algorithm == Algorithm::SlidingLog {
             memory.push(memory_scenario(
                 &mut con,
@@ -557,7 +513,7 @@ fn main() {
                 &mut con,
                 &sha,
                 "sliding-log 200/60s, 200 entries (full)",
-                Limit::sliding_log(200, typical),
+                Limit::sliding_log(200, typical).unwrap(),
                 200,
                 100,
             ));
@@ -594,26 +550,36 @@ fn main() {
          {secs} s per row after one unmeasured pass over every key; limits high enough that \
          every check is admitted.\n"
     );
-    let _ = writeln!(
-        out,
-        "| workload | decisions/s (1 connection) | Redis CPU µs/decision | decisions/s per Redis core (1e6 / CPU µs) | CPU ratio to `INCR` | script exec µs (commandstats) | client commands/decision | `redis.call`s/decision | bytes/client key (100/60s) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---|"
-    );
+    let cost = Table::new(&[
+        "workload",
+        "decisions/s (1 connection)",
+        "Redis CPU µs/decision",
+        "decisions/s per Redis core (1e6 / CPU µs)",
+        "CPU ratio to `INCR`",
+        "script exec µs (commandstats)",
+        "client commands/decision",
+        "`redis.call`s/decision",
+        "bytes/client key (100/60s)",
+    ])
+    .left(8);
+    let _ = writeln!(out, "{}", cost.header());
     for row in &rows {
         let m = &row.measured;
         let (inner, _) = row.inner_per_decision();
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.2} | {:.0} | {:.1}× | {:.2} | {:.2} | {:.2} | {} |",
-            row.name,
-            m.per_sec(),
-            m.cpu_us(),
-            1e6 / m.cpu_us(),
-            m.cpu_us() / incr_cpu,
-            m.exec_us(),
-            row.client_per_decision(),
-            inner,
-            row.bytes_per_key,
+            "{}",
+            cost.row([
+                row.name.clone(),
+                format!("{:.0}", m.per_sec()),
+                format!("{:.2}", m.cpu_us()),
+                format!("{:.0}", 1e6 / m.cpu_us()),
+                format!("{:.1}×", m.cpu_us() / incr_cpu),
+                format!("{:.2}", m.exec_us()),
+                format!("{:.2}", row.client_per_decision()),
+                format!("{inner:.2}"),
+                row.bytes_per_key.clone(),
+            ])
         );
     }
     let _ = writeln!(out, "\n`redis.call`s inside the script, per decision:\n");
@@ -641,20 +607,26 @@ fn main() {
          and the growth of `used_memory` (adds the TTL entry and hash-table slots), \
          per client key; key names `{PREFIX}:<policy>:{{ip:10.0.x.y}}:...`.\n"
     );
-    let _ = writeln!(
-        out,
-        "| state | Redis keys/client key | `MEMORY USAGE` bytes/client key | `used_memory` growth bytes/client key | encoding, sample |\n\
-         |---|---:|---:|---:|---|"
-    );
+    let per_key = Table::new(&[
+        "state",
+        "Redis keys/client key",
+        "`MEMORY USAGE` bytes/client key",
+        "`used_memory` growth bytes/client key",
+        "encoding, sample",
+    ])
+    .left(4);
+    let _ = writeln!(out, "{}", per_key.header());
     for m in &memory {
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.0} | {:.0} | {} |",
-            m.name,
-            m.redis_keys_per_client,
-            m.usage_per_client,
-            m.used_memory_per_client,
-            m.encoding
+            "{}",
+            per_key.row([
+                m.name.clone(),
+                format!("{:.0}", m.redis_keys_per_client),
+                format!("{:.0}", m.usage_per_client),
+                format!("{:.0}", m.used_memory_per_client),
+                m.encoding.clone(),
+            ])
         );
     }
     out.push('\n');

@@ -4,10 +4,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use redlimit::{Decision, Key, Limit, ManualClock, MemoryStore, Policy, RedisStore};
+use redlimit::store::{ManualClock, MemoryStore, RedisStore};
+use redlimit::{Decision, Key, Limit, Policy};
 use support::{unique_prefix, RedisServer};
 
 /// A whole hour in µs, so epoch-aligned windows start exactly at `T0`.
@@ -40,11 +40,9 @@ impl Stores {
     }
 
     /// Checks at `now` in both stores; they must agree exactly.
-    async fn check(&self, policy: &Arc<Policy>, key: &str, cost: u64, now: u64) -> Decision {
+    async fn check(&self, policy: &Policy, key: &str, cost: u64, now: u64) -> Decision {
         let key = Key::new(key);
-        let from_redis = self
-            .redis
-            .check_at(policy, &key, cost, now)
+        let from_redis = redlimit::__private::check_at(&self.redis, policy, &key, cost, now)
             .await
             .expect("redis check");
         self.clock.set(now);
@@ -59,8 +57,8 @@ impl Stores {
     }
 }
 
-fn policy(limits: &[Limit]) -> Arc<Policy> {
-    Arc::new(limits.iter().fold(Policy::new("p"), |p, l| p.limit(*l)))
+fn policy(limits: &[Limit]) -> Policy {
+    Policy::new("p", limits.iter().copied()).unwrap()
 }
 
 fn us(d: Option<Duration>) -> Option<u64> {
@@ -70,7 +68,7 @@ fn us(d: Option<Duration>) -> Option<u64> {
 #[tokio::test]
 async fn fixed_window_resets_at_the_epoch_aligned_edge() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::fixed_window(3, Duration::from_secs(1))]);
+    let p = policy(&[Limit::fixed_window(3, Duration::from_secs(1)).unwrap()]);
     for left in [2, 1, 0] {
         let d = s.check(&p, "k", 1, T0 + 250 * MS).await;
         assert!(d.is_allowed());
@@ -90,7 +88,7 @@ async fn fixed_window_resets_at_the_epoch_aligned_edge() {
 #[tokio::test]
 async fn sliding_window_weighs_the_previous_window() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::sliding_window(10, Duration::from_secs(1))]);
+    let p = policy(&[Limit::sliding_window(10, Duration::from_secs(1)).unwrap()]);
     for _ in 0..10 {
         assert!(s.check(&p, "k", 1, T0 + 500 * MS).await.is_allowed());
     }
@@ -111,7 +109,7 @@ async fn sliding_window_weighs_the_previous_window() {
 #[tokio::test]
 async fn sliding_log_is_exact_in_any_span() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::sliding_log(5, Duration::from_secs(3))]);
+    let p = policy(&[Limit::sliding_log(5, Duration::from_secs(3)).unwrap()]);
     for i in 0..5 {
         assert!(s.check(&p, "k", 1, T0 + i * 100 * MS).await.is_allowed());
     }
@@ -137,7 +135,7 @@ async fn sliding_log_is_exact_in_any_span() {
 #[tokio::test]
 async fn token_bucket_bursts_then_refills_one_token_per_interval() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::token_bucket(5, Duration::from_secs(3))]);
+    let p = policy(&[Limit::token_bucket(5, Duration::from_secs(3)).unwrap()]);
     let d = s.check(&p, "k", 5, T0).await;
     assert!(d.is_allowed());
     assert_eq!(d.limits()[0].reset_after(), Duration::from_secs(3));
@@ -154,7 +152,7 @@ async fn token_bucket_bursts_then_refills_one_token_per_interval() {
 #[tokio::test]
 async fn gcra_allows_the_burst_then_one_per_emission_interval() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::gcra(4, Duration::from_secs(1))]);
+    let p = policy(&[Limit::gcra(4, Duration::from_secs(1)).unwrap()]);
     for left in [3, 2, 1, 0] {
         assert_eq!(s.check(&p, "k", 1, T0).await.remaining(), Some(left));
     }
@@ -170,11 +168,11 @@ async fn gcra_allows_the_burst_then_one_per_emission_interval() {
 async fn cost_is_weighed_and_an_impossible_cost_consumes_nothing() {
     let s = Stores::new().await;
     for limit in [
-        Limit::fixed_window(5, Duration::from_secs(60)),
-        Limit::sliding_window(5, Duration::from_secs(60)),
-        Limit::sliding_log(5, Duration::from_secs(60)),
-        Limit::token_bucket(5, Duration::from_secs(60)),
-        Limit::gcra(5, Duration::from_secs(60)),
+        Limit::fixed_window(5, Duration::from_secs(60)).unwrap(),
+        Limit::sliding_window(5, Duration::from_secs(60)).unwrap(),
+        Limit::sliding_log(5, Duration::from_secs(60)).unwrap(),
+        Limit::token_bucket(5, Duration::from_secs(60)).unwrap(),
+        Limit::gcra(5, Duration::from_secs(60)).unwrap(),
     ] {
         let p = policy(&[limit]);
         let key = limit.algorithm().name();
@@ -202,8 +200,8 @@ async fn cost_is_weighed_and_an_impossible_cost_consumes_nothing() {
 async fn multi_limit_table_holds_in_both_stores() {
     let s = Stores::new().await;
     let p = policy(&[
-        Limit::sliding_log(20, Duration::from_secs(60)),
-        Limit::sliding_log(5, Duration::from_secs(3)),
+        Limit::sliding_log(20, Duration::from_secs(60)).unwrap(),
+        Limit::sliding_log(5, Duration::from_secs(3)).unwrap(),
     ]);
     let mut allowed = 0;
     for round in 0..5u64 {
@@ -245,8 +243,8 @@ async fn multi_limit_table_holds_in_both_stores() {
 async fn mixed_algorithms_commit_together() {
     let s = Stores::new().await;
     let p = policy(&[
-        Limit::gcra(2, Duration::from_secs(1)),
-        Limit::fixed_window(3, Duration::from_secs(3600)),
+        Limit::gcra(2, Duration::from_secs(1)).unwrap(),
+        Limit::fixed_window(3, Duration::from_secs(3600)).unwrap(),
     ]);
     assert!(s.check(&p, "k", 1, T0).await.is_allowed());
     assert!(s.check(&p, "k", 1, T0).await.is_allowed());
@@ -273,8 +271,8 @@ async fn mixed_algorithms_commit_together() {
 #[tokio::test]
 async fn keys_and_policies_do_not_share_state() {
     let s = Stores::new().await;
-    let p = policy(&[Limit::gcra(1, Duration::from_secs(60))]);
-    let q = Arc::new(Policy::new("q").limit(Limit::gcra(1, Duration::from_secs(60))));
+    let p = policy(&[Limit::gcra(1, Duration::from_secs(60)).unwrap()]);
+    let q = Policy::new("q", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
     assert!(s.check(&p, "a", 1, T0).await.is_allowed());
     assert!(s.check(&p, "b", 1, T0).await.is_allowed());
     assert!(s.check(&q, "a", 1, T0).await.is_allowed());

@@ -8,7 +8,9 @@ use std::time::Duration;
 use axum::Router;
 use futures_util::future::join_all;
 use http::StatusCode;
-use redlimit::{Algorithm, Global, Limit, MemoryStore, Policy, RateLimitLayer, RedisStore};
+use redlimit::key::Global;
+use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::{Algorithm, Limit, Policy, RateLimitLayer};
 use support::*;
 
 const LIMIT: u64 = 25;
@@ -37,7 +39,11 @@ async fn admitted(a: &Router, b: &Router) -> usize {
 /// A day-long period: no refill or window edge during the burst, except a fixed or sliding
 /// window crossing midnight UTC, which the test detects and retries.
 fn policy(algorithm: Algorithm) -> Policy {
-    Policy::new("burst").limit(Limit::new(algorithm, LIMIT, Duration::from_secs(86_400)))
+    Policy::new(
+        "burst",
+        [Limit::new(algorithm, LIMIT, Duration::from_secs(86_400)).unwrap()],
+    )
+    .unwrap()
 }
 
 fn day() -> u64 {

@@ -4,22 +4,30 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use http::StatusCode;
-use redlimit::{DecisionSource, Key, Limit, Policy, RateLimitLayer, RedisStore, Store};
+use redlimit::store::{RedisStore, Store};
+use redlimit::{DecisionSource, Key, Limit, Policy, RateLimitLayer};
 use support::*;
 
 const PER_KEY: u64 = 5;
 
-fn policy() -> Arc<Policy> {
-    Arc::new(
-        Policy::new("dep")
-            .limit(Limit::gcra(PER_KEY, Duration::from_secs(3600)))
-            .limit(Limit::sliding_log(PER_KEY + 1, Duration::from_secs(3600))),
+fn policy() -> Policy {
+    Policy::new(
+        "dep",
+        [
+            Limit::gcra(PER_KEY, Duration::from_secs(3600)).unwrap(),
+            Limit::sliding_log(PER_KEY + 1, Duration::from_secs(3600)).unwrap(),
+        ],
     )
+    .unwrap()
+}
+
+/// The layer's policy in the failover tests: 2 per hour.
+fn two_per_hour() -> Policy {
+    gcra_policy("dep", 2, Duration::from_secs(3600))
 }
 
 /// Fires `burst` concurrent checks on each of `keys` keys through two stores (two
@@ -30,7 +38,7 @@ async fn admitted_per_key(a: &RedisStore, b: &RedisStore, keys: usize, burst: us
         .flat_map(|k| (0..burst).map(move |i| (k, i)))
         .map(|(k, i)| {
             let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-            let policy = Arc::clone(&policy);
+            let policy = policy.clone();
             async move {
                 let d = store
                     .check(&policy, &Key::new(format!("user-{k}")), 1)
@@ -110,11 +118,8 @@ async fn cluster_follows_a_master_failover() {
         .connect()
         .await
         .unwrap();
-    let app = app(RateLimitLayer::new(
-        store,
-        Policy::new("dep").limit(Limit::gcra(2, Duration::from_secs(3600))),
-    )
-    .store_deadline(Duration::from_millis(200)));
+    let app =
+        app(RateLimitLayer::new(store, two_per_hour()).store_deadline(Duration::from_millis(200)));
     assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
     // Kill the master of the key's slot; its replica takes over.
     let slot = {
@@ -155,11 +160,8 @@ async fn sentinel_follows_a_failover() {
     let policy = policy();
     let d = store.check(&policy, &Key::new("a"), 1).await.unwrap();
     assert_eq!(d.remaining(), Some(PER_KEY - 1));
-    let app = app(RateLimitLayer::new(
-        store,
-        Policy::new("dep").limit(Limit::gcra(2, Duration::from_secs(3600))),
-    )
-    .store_deadline(Duration::from_millis(200)));
+    let app =
+        app(RateLimitLayer::new(store, two_per_hour()).store_deadline(Duration::from_millis(200)));
     let old_master = set.master.port();
     set.master.kill();
     let promoted = eventually(Duration::from_secs(30), async || {
@@ -189,11 +191,8 @@ async fn fail_open_decisions_during_a_failover_say_so() {
         .unwrap();
     set.master.kill();
     set.replica.kill();
-    let layer = RateLimitLayer::new(
-        store,
-        Policy::new("dep").limit(Limit::gcra(1, Duration::from_secs(60))),
-    )
-    .store_deadline(Duration::from_millis(100));
+    let layer = RateLimitLayer::new(store, gcra_policy("dep", 1, Duration::from_secs(60)))
+        .store_deadline(Duration::from_millis(100));
     let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;

@@ -9,14 +9,15 @@
 
 mod support;
 
+use std::future::IntoFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
-use redlimit::{Algorithm, Decision, Key, Limit, ManualClock, MemoryStore, Policy, RedisStore};
+use redlimit::store::{ManualClock, MemoryStore, RedisStore};
+use redlimit::{Algorithm, Decision, Key, Limit, Policy};
 use support::{unique_prefix, RedisServer};
 
 /// Near 2023-11, off any round boundary so windows fall anywhere.
@@ -43,7 +44,7 @@ fn limit() -> impl Strategy<Value = Limit> {
         // Periods from 1 ms to 10 s, in ms, so ratios like P/N are rarely whole.
         prop_oneof![1u64..=50, 51u64..=10_000],
     )
-        .prop_map(|(a, n, ms)| Limit::new(a, n, Duration::from_millis(ms)))
+        .prop_map(|(a, n, ms)| Limit::new(a, n, Duration::from_millis(ms)).unwrap())
 }
 
 fn trace() -> impl Strategy<Value = Trace> {
@@ -86,12 +87,8 @@ fn canonical(mut decisions: Vec<Decision>) -> Vec<String> {
 }
 
 async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCaseError> {
-    let policy = Arc::new(
-        trace
-            .limits
-            .iter()
-            .fold(Policy::new(format!("c{case}")), |p, l| p.limit(*l)),
-    );
+    let policy = Policy::new(format!("c{case}"), trace.limits.iter().copied())
+        .map_err(|e| TestCaseError::fail(format!("policy: {e}")))?;
     let clock = ManualClock::new(T0);
     let memory = MemoryStore::with_clock(clock.clone());
     let mut now = T0;
@@ -99,12 +96,13 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
         now += step.advance_us;
         clock.set(now);
         let key = Key::new(format!("k{}", step.key));
-        let from_redis =
-            join_all((0..step.burst).map(|_| redis.check_at(&policy, &key, step.cost, now)))
-                .await
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
+        let from_redis = join_all((0..step.burst).map(|_| {
+            redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+        }))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
         let from_memory: Vec<Decision> = (0..step.burst)
             .map(|_| memory.check_now(&policy, &key, step.cost))
             .collect();

@@ -6,7 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
-use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer, RedisStore};
+use redlimit::store::RedisStore;
+use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer};
 use support::*;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -21,7 +22,7 @@ async fn layer(server: &RedisServer, mode: OnStoreError) -> RateLimitLayer {
         .unwrap();
     RateLimitLayer::new(
         store,
-        Policy::new("p").limit(Limit::gcra(2, Duration::from_secs(3600))),
+        Policy::new("p", [Limit::gcra(2, Duration::from_secs(3600)).unwrap()]).unwrap(),
     )
     .store_deadline(DEADLINE)
     .on_store_error(mode)
@@ -73,6 +74,14 @@ async fn fail_closed_answers_503_never_429() {
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(header(&res, "retry-after"), "");
         assert!(started.elapsed() < ANSWERED_WITHIN);
+        // An outer layer can tell why: the decision rides along.
+        let decision = res
+            .extensions()
+            .get::<redlimit::Decision>()
+            .expect("a decision");
+        assert_eq!(decision.source(), redlimit::DecisionSource::FailClosed);
+        assert!(!decision.is_allowed());
+        assert!(decision.limits().is_empty());
     }
 }
 
@@ -84,7 +93,7 @@ async fn a_silent_redis_costs_at_most_the_deadline() {
     let store = RedisStore::builder(url).connect_lazy().unwrap();
     let app = app(RateLimitLayer::new(
         store,
-        Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))),
+        Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
     .store_deadline(DEADLINE));
     for _ in 0..5 {
@@ -93,4 +102,57 @@ async fn a_silent_redis_costs_at_most_the_deadline() {
         let waited = started.elapsed();
         assert!(waited < ANSWERED_WITHIN, "waited {waited:?}");
     }
+}
+
+/// A store that is always down.
+struct Down;
+
+impl redlimit::store::Store for Down {
+    fn check(&self, _: &Policy, _: &redlimit::Key, _: u64) -> redlimit::store::Check {
+        redlimit::store::Check::ready(Err(redlimit::StoreError::connection("down")))
+    }
+}
+
+#[tokio::test]
+async fn the_local_fallback_scales_every_rule_whatever_the_order_of_the_calls() {
+    let policy =
+        |name, n| Policy::new(name, [Limit::gcra(n, Duration::from_secs(3600)).unwrap()]).unwrap();
+    let local = OnStoreError::Local { instances: 2 };
+    let mode_first = RateLimitLayer::new(Down, policy("all", 4))
+        .on_store_error(local)
+        .key(redlimit::key::PeerIp)
+        .route("/r", policy("r", 6), redlimit::key::PeerIp)
+        .unwrap();
+    let mode_last = RateLimitLayer::new(Down, policy("all", 4))
+        .route("/r", policy("r", 6), redlimit::key::PeerIp)
+        .unwrap()
+        .key(redlimit::key::PeerIp)
+        .on_store_error(local);
+    for layer in [mode_first, mode_last] {
+        let app = app(layer);
+        // Half of each limit in this instance: 2 of 4, 3 of 6.
+        for (path, admitted) in [("/", 2), ("/r", 3)] {
+            for _ in 0..admitted {
+                let res = send(&app, request(path, "10.0.0.1", &[])).await;
+                assert_eq!(res.status(), StatusCode::OK, "{path}");
+            }
+            let res = send(&app, request(path, "10.0.0.1", &[])).await;
+            assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+            let decision = res.extensions().get::<redlimit::Decision>().unwrap();
+            assert_eq!(decision.source(), redlimit::DecisionSource::Local);
+        }
+    }
+}
+
+#[tokio::test]
+async fn clones_share_the_local_fallback() {
+    let policy = Policy::new("p", [Limit::gcra(2, Duration::from_secs(3600)).unwrap()]).unwrap();
+    let layer = RateLimitLayer::new(Down, policy).on_store_error(OnStoreError::local());
+    let (a, b) = (app(layer.clone()), app(layer));
+    assert_eq!(status_of(&a, "10.0.0.1").await, StatusCode::OK);
+    assert_eq!(status_of(&b, "10.0.0.1").await, StatusCode::OK);
+    assert_eq!(
+        status_of(&a, "10.0.0.1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
 }

@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use http::StatusCode;
-use redlimit::{
-    CircuitBreaker, DecisionSource, Limit, OnStoreError, Policy, RateLimitLayer, RedisStore,
-};
+use redlimit::{CircuitBreaker, DecisionSource, OnStoreError, RateLimitLayer};
 use support::*;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -20,17 +18,12 @@ const ANSWERED_WITHIN: Duration = Duration::from_secs(2);
 const RESUMES_WITHIN: Duration = Duration::from_secs(10);
 
 async fn app_on(server: &RedisServer, mode: OnStoreError) -> Router {
-    let store = RedisStore::builder(server.url())
-        .prefix(unique_prefix("fault"))
-        .connect()
-        .await
-        .unwrap();
-    app(RateLimitLayer::new(
-        store,
-        Policy::new("p").limit(Limit::gcra(3, Duration::from_secs(3600))),
+    let store = redis_store(server, "fault").await;
+    app(
+        RateLimitLayer::new(store, gcra_policy("p", 3, Duration::from_secs(3600)))
+            .store_deadline(DEADLINE)
+            .on_store_error(mode),
     )
-    .store_deadline(DEADLINE)
-    .on_store_error(mode))
 }
 
 /// Three admitted, then 429: the limit is enforced by Redis for a client never seen before.
@@ -153,17 +146,10 @@ async fn fail_closed_during_a_freeze_answers_503_never_429() {
 #[tokio::test]
 async fn local_fallback_limits_in_memory_while_redis_is_down() {
     let mut server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .prefix(unique_prefix("local"))
-        .connect()
-        .await
-        .unwrap();
-    let layer = RateLimitLayer::new(
-        store,
-        Policy::new("p").limit(Limit::gcra(4, Duration::from_secs(3600))),
-    )
-    .store_deadline(DEADLINE)
-    .on_store_error(OnStoreError::Local { instances: 2 });
+    let store = redis_store(&server, "local").await;
+    let layer = RateLimitLayer::new(store, gcra_policy("p", 4, Duration::from_secs(3600)))
+        .store_deadline(DEADLINE)
+        .on_store_error(OnStoreError::Local { instances: 2 });
     let app = source_app(layer);
     server.kill();
     // This instance's share: 4 / 2 instances = 2.
@@ -181,17 +167,12 @@ async fn local_fallback_limits_in_memory_while_redis_is_down() {
 #[tokio::test]
 async fn an_open_breaker_adds_well_under_a_millisecond() {
     let server = RedisServer::start();
-    let store = RedisStore::builder(server.url())
-        .prefix(unique_prefix("breaker"))
-        .connect()
-        .await
-        .unwrap();
-    let app = app(RateLimitLayer::new(
-        store,
-        Policy::new("p").limit(Limit::gcra(3, Duration::from_secs(3600))),
-    )
-    .store_deadline(DEADLINE)
-    .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(3600))));
+    let store = redis_store(&server, "breaker").await;
+    let app = app(
+        RateLimitLayer::new(store, gcra_policy("p", 3, Duration::from_secs(3600)))
+            .store_deadline(DEADLINE)
+            .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(3600))),
+    );
     server.freeze();
     // Three timeouts open the breaker.
     for _ in 0..3 {

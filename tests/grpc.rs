@@ -9,9 +9,9 @@ mod support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use redlimit::{
-    GrpcStatus, Header, Limit, OnStoreError, Policy, RateLimitLayer, RedisStore, Route,
-};
+use redlimit::key::Route;
+use redlimit::store::RedisStore;
+use redlimit::{GrpcStatus, Limit, OnStoreError, Policy, RateLimitLayer};
 use support::*;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
@@ -65,13 +65,14 @@ async fn redis_layer(server: &RedisServer, limit: Limit) -> RateLimitLayer {
         .connect()
         .await
         .unwrap();
-    RateLimitLayer::new(store, Policy::new("grpc").limit(limit)).key(Header::new("x-api-key"))
+    RateLimitLayer::new(store, Policy::new("grpc", [limit]).unwrap()).key(api_key())
 }
 
 #[tokio::test]
 async fn resource_exhausted_with_retry_info_past_the_limit() {
     let redis = RedisServer::start();
-    let addr = serve(redis_layer(&redis, Limit::gcra(2, Duration::from_secs(10))).await).await;
+    let addr =
+        serve(redis_layer(&redis, Limit::gcra(2, Duration::from_secs(10)).unwrap()).await).await;
     let mut health = client(addr).await;
     for left in ["1", "0"] {
         let res = health.check(check()).await.expect("allowed");
@@ -112,8 +113,12 @@ async fn resource_exhausted_with_retry_info_past_the_limit() {
 async fn streaming_calls_are_limited_at_call_start() {
     let addr = serve(
         RateLimitLayer::new(
-            redlimit::MemoryStore::new(),
-            Policy::new("watch").limit(Limit::fixed_window(1, Duration::from_secs(3600))),
+            redlimit::store::MemoryStore::new(),
+            Policy::new(
+                "watch",
+                [Limit::fixed_window(1, Duration::from_secs(3600)).unwrap()],
+            )
+            .unwrap(),
         )
         .key(Route),
     )
@@ -148,10 +153,10 @@ async fn streaming_calls_are_limited_at_call_start() {
 async fn configurable_status_and_fail_closed_unavailable() {
     let addr = serve(
         RateLimitLayer::new(
-            redlimit::MemoryStore::new(),
-            Policy::new("u").limit(Limit::gcra(1, Duration::from_secs(60))),
+            redlimit::store::MemoryStore::new(),
+            Policy::new("u", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
         )
-        .key(Header::new("x-api-key"))
+        .key(api_key())
         .grpc_status(GrpcStatus::Unavailable),
     )
     .await;
@@ -168,7 +173,7 @@ async fn configurable_status_and_fail_closed_unavailable() {
     let closed = serve(
         RateLimitLayer::new(
             dead,
-            Policy::new("c").limit(Limit::gcra(1, Duration::from_secs(60))),
+            Policy::new("c", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
         )
         .on_store_error(OnStoreError::Closed),
     )
@@ -182,7 +187,7 @@ async fn configurable_status_and_fail_closed_unavailable() {
 async fn fails_open_when_redis_is_down() {
     let mut redis = RedisServer::start();
     let addr = serve(
-        redis_layer(&redis, Limit::gcra(1, Duration::from_secs(60)))
+        redis_layer(&redis, Limit::gcra(1, Duration::from_secs(60)).unwrap())
             .await
             .store_deadline(Duration::from_millis(100)),
     )
@@ -203,17 +208,19 @@ async fn fails_open_when_redis_is_down() {
 
 #[tokio::test]
 async fn per_service_and_per_method_policies() {
-    let layer = RateLimitLayer::per_route(redlimit::MemoryStore::new())
+    let layer = RateLimitLayer::per_route(redlimit::store::MemoryStore::new())
         .route(
             "/grpc.health.v1.Health/Check",
-            Policy::new("check").limit(Limit::gcra(2, Duration::from_secs(60))),
-            Header::new("x-api-key"),
+            Policy::new("check", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap(),
+            api_key(),
         )
+        .unwrap()
         .route(
             "/grpc.health.v1.Health/*",
-            Policy::new("health").limit(Limit::gcra(1, Duration::from_secs(60))),
-            redlimit::PeerIp,
-        );
+            Policy::new("health", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+            redlimit::key::PeerIp,
+        )
+        .unwrap();
     let mut health = client(serve(layer).await).await;
     health.check(check()).await.unwrap();
     health.check(check()).await.unwrap();
@@ -239,10 +246,10 @@ async fn axum_and_tonic_in_one_binary_share_one_layer() {
         .set_service_status("", ServingStatus::Serving)
         .await;
     let layer = RateLimitLayer::new(
-        redlimit::MemoryStore::new(),
-        Policy::new("both").limit(Limit::gcra(2, Duration::from_secs(60))),
+        redlimit::store::MemoryStore::new(),
+        Policy::new("both", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
-    .key(redlimit::Global);
+    .key(redlimit::key::Global);
     let app = axum::Router::new()
         .route("/http", axum::routing::get(|| async { "ok" }))
         .merge(tonic::service::Routes::new(health).into_axum_router())
@@ -290,10 +297,10 @@ async fn axum_and_tonic_in_one_binary_share_one_layer() {
 #[tokio::test]
 async fn http_requests_through_the_same_layer_get_429() {
     let layer = RateLimitLayer::new(
-        redlimit::MemoryStore::new(),
-        Policy::new("mixed").limit(Limit::gcra(1, Duration::from_secs(60))),
+        redlimit::store::MemoryStore::new(),
+        Policy::new("mixed", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
-    .key(redlimit::Global);
+    .key(redlimit::key::Global);
     let app = app(layer);
     assert_eq!(status_of(&app, "10.0.0.1").await, http::StatusCode::OK);
     assert_eq!(

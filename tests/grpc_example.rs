@@ -3,42 +3,19 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use support::{example_binary, unique_prefix, RedisServer};
+use support::{example_binary, unique_prefix, RedisServer, RunningExample};
 use tonic::transport::Channel;
 use tonic::Code;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_types::StatusExt;
 
-struct Example(Child);
-
-impl Drop for Example {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(args: &[&str]) -> (Example, String) {
-    let mut child = Command::new(example_binary("grpc"))
-        .args(["--bind", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn grpc example");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("listening line")
-        .to_owned();
-    (Example(child), addr)
+fn start(args: &[&str]) -> (RunningExample, String) {
+    let example = RunningExample::start("grpc", args);
+    let addr = example.addr.clone();
+    (example, addr)
 }
 
 async fn client(addr: &str) -> HealthClient<Channel> {

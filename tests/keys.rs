@@ -11,15 +11,18 @@ use axum::body::Body;
 use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, StatusCode};
-use redlimit::{
-    ClientIp, Header, Key, KeyExtractor, Limit, MemoryStore, MissingKey, PeerIp, Policy,
-    ProxyHeader, Query, RateLimitLayer, Subject, VerifiedSubject,
-};
+use redlimit::key::{ClientIp, Header, PeerIp, ProxyHeader, Query, Subject, VerifiedSubject};
+use redlimit::store::MemoryStore;
+use redlimit::{Key, KeyExtractor, Limit, MissingKey, Policy, RateLimitLayer};
 use support::*;
 
 /// One request a minute per key, in memory.
 fn one_per_minute(key: impl KeyExtractor) -> RateLimitLayer {
-    let policy = Policy::new("keys").limit(Limit::fixed_window(1, Duration::from_secs(60)));
+    let policy = Policy::new(
+        "keys",
+        [Limit::fixed_window(1, Duration::from_secs(60)).unwrap()],
+    )
+    .unwrap();
     RateLimitLayer::new(MemoryStore::new(), policy).key(key)
 }
 
@@ -44,7 +47,7 @@ fn client(key: &ClientIp, ip: &str, headers: &[(&str, &str)]) -> String {
 }
 
 fn proxies() -> ClientIp {
-    ClientIp::trusting(["10.0.0.0/8", "::1", "2001:db8:ffff::/48"])
+    ClientIp::trusting(["10.0.0.0/8", "::1", "2001:db8:ffff::/48"]).unwrap()
 }
 
 async fn statuses(app: &axum::Router, requests: Vec<Request<Body>>) -> Vec<u16> {
@@ -212,11 +215,15 @@ async fn ipv6_clients_share_their_64() {
         assert_eq!(status_of(&app, "[2001:db8:1:2:ffff::9]").await, 429);
         assert_eq!(status_of(&app, "[2001:db8:1:3::1]").await, 200);
     }
-    let exact = app(one_per_minute(ClientIp::peer().ipv6_prefix(128)));
+    let exact = app(one_per_minute(ClientIp::peer().ipv6_prefix(128).unwrap()));
     assert_eq!(status_of(&exact, "[2001:db8:1:2::1]").await, 200);
     assert_eq!(status_of(&exact, "[2001:db8:1:2::2]").await, 200);
     let wide = app(one_per_minute(
-        ClientIp::peer().ipv6_prefix(48).ipv4_prefix(24),
+        ClientIp::peer()
+            .ipv6_prefix(48)
+            .unwrap()
+            .ipv4_prefix(24)
+            .unwrap(),
     ));
     assert_eq!(status_of(&wide, "[2001:db8:1:2::1]").await, 200);
     assert_eq!(status_of(&wide, "[2001:db8:1:3::1]").await, 429);
@@ -244,11 +251,34 @@ async fn ipv4_mapped_ipv6_is_ipv4() {
 
 #[test]
 fn bad_configuration_is_an_error_not_a_panic_later() {
-    assert!(ClientIp::try_trusting(["10.0.0.0/8", "10.0.0.0/40"]).is_err());
-    assert!(ClientIp::try_trusting(["::/0"]).is_err());
-    assert!(ClientIp::peer().try_ipv6_prefix(0).is_err());
-    assert!(ClientIp::peer().try_ipv4_prefix(33).is_err());
-    assert!(std::panic::catch_unwind(|| ClientIp::trusting(["nope"])).is_err());
+    assert!(ClientIp::trusting(["10.0.0.0/8", "10.0.0.0/40"]).is_err());
+    assert!(ClientIp::trusting(["::/0"]).is_err());
+    assert!(ClientIp::peer().ipv6_prefix(0).is_err());
+    assert!(ClientIp::peer().ipv4_prefix(33).is_err());
+    assert!(matches!(
+        ClientIp::trusting(["nope"]),
+        Err(redlimit::ConfigError::InvalidRange { .. })
+    ));
+    assert!(matches!(
+        Header::new("bad header"),
+        Err(redlimit::ConfigError::InvalidHeaderName(name)) if name == "bad header"
+    ));
+    #[cfg(feature = "jwt")]
+    assert!(matches!(
+        redlimit::key::Jwt::hs256(b""),
+        Err(redlimit::ConfigError::InvalidKey(_))
+    ));
+}
+
+#[cfg(feature = "axum")]
+#[test]
+fn peer_ip_reads_axums_mock_connect_info() {
+    use axum::extract::connect_info::MockConnectInfo;
+    let mut req = http::Request::new(());
+    let addr: std::net::SocketAddr = "203.0.113.9:4000".parse().unwrap();
+    req.extensions_mut().insert(MockConnectInfo(addr));
+    let (parts, _) = req.into_parts();
+    assert_eq!(PeerIp.extract(&parts).unwrap().as_str(), "ip:203.0.113.9");
 }
 
 #[tokio::test]
@@ -333,11 +363,11 @@ async fn hostile_headers_never_break_the_layer() {
                 ))),
             )
         }),
-        Box::new(|| one_per_minute(Header::new("x-api-key"))),
+        Box::new(|| one_per_minute(Header::new("x-api-key").unwrap())),
         Box::new(|| one_per_minute(Query::new("k"))),
         Box::new(|| one_per_minute(Subject::verified())),
         #[cfg(feature = "jwt")]
-        Box::new(|| one_per_minute(redlimit::Jwt::hs256(b"secret"))),
+        Box::new(|| one_per_minute(redlimit::key::Jwt::hs256(b"secret").unwrap())),
     ];
     for make in &extractors {
         let app = app(make());
@@ -381,7 +411,7 @@ fn keys_of_hostile_input_are_bounded_and_brace_free() {
         .insert(VerifiedSubject(String::from_utf8_lossy(&huge).into_owned()));
     let (parts, _) = req.into_parts();
     let keys: Vec<Key> = vec![
-        Header::new("x-api-key").extract(&parts).unwrap(),
+        Header::new("x-api-key").unwrap().extract(&parts).unwrap(),
         Query::new("api_key").extract(&parts).unwrap(),
         Subject::verified().extract(&parts).unwrap(),
         proxies().extract(&parts).unwrap(),
@@ -420,7 +450,7 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
             raw_request("/", "203.0.113.7", &[("x-raw", b"\xff\xfe{")]),
         ),
         (
-            Arc::new(Header::new("x-api-key")),
+            Arc::new(Header::new("x-api-key").unwrap()),
             raw_request("/", "203.0.113.7", &[("x-api-key", &huge)]),
         ),
         (
@@ -441,15 +471,20 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
     let mut conn = server.connection();
     for (i, (key, req)) in cases.into_iter().enumerate() {
         let prefix = unique_prefix("hostile");
-        let store = redlimit::RedisStore::builder(server.url())
+        let store = redlimit::store::RedisStore::builder(server.url())
             .prefix(&prefix)
             .connect()
             .await
             .unwrap();
-        let policy = Policy::new("hostile")
-            .limit(Limit::gcra(5, Duration::from_secs(60)))
-            .limit(Limit::sliding_log(5, Duration::from_secs(60)))
-            .limit(Limit::fixed_window(5, Duration::from_secs(60)));
+        let policy = Policy::new(
+            "hostile",
+            [
+                Limit::gcra(5, Duration::from_secs(60)).unwrap(),
+                Limit::sliding_log(5, Duration::from_secs(60)).unwrap(),
+                Limit::fixed_window(5, Duration::from_secs(60)).unwrap(),
+            ],
+        )
+        .unwrap();
         let app = app(RateLimitLayer::new(store, policy).key(key));
         let res = send(&app, req).await;
         assert_eq!(res.status(), StatusCode::OK, "case {i}");
@@ -476,14 +511,14 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
 #[cfg(feature = "jwt")]
 mod jwt {
     use super::*;
-    use redlimit::jsonwebtoken::{encode, Algorithm, EncodingKey, Header as JwtHeader};
-    use redlimit::Jwt;
+    use redlimit::key::jsonwebtoken::{encode, Algorithm, EncodingKey, Header as JwtHeader};
+    use redlimit::key::Jwt;
     use serde_json::json;
 
     const SECRET: &[u8] = b"test secret, at least 32 bytes long!";
 
     fn now() -> u64 {
-        redlimit::jsonwebtoken::get_current_timestamp()
+        redlimit::key::jsonwebtoken::get_current_timestamp()
     }
 
     fn token(claims: serde_json::Value) -> String {
@@ -533,7 +568,7 @@ mod jwt {
             parts.join(".")
         };
         let readable: serde_json::Value =
-            redlimit::jsonwebtoken::dangerous::insecure_decode_claims(&tampered).unwrap();
+            redlimit::key::jsonwebtoken::dangerous::insecure_decode_claims(&tampered).unwrap();
         assert_eq!(readable["sub"], "bob", "only the signature is wrong");
         [
             bearer(&token_with(
@@ -580,7 +615,7 @@ mod jwt {
 
     #[tokio::test]
     async fn valid_tokens_are_keyed_per_subject() {
-        let app = app(one_per_minute(Jwt::hs256(SECRET)));
+        let app = app(one_per_minute(Jwt::hs256(SECRET).unwrap()));
         let alice = bearer(&token(json!({"sub": "alice", "exp": now() + 600})));
         let bob = bearer(&token(json!({"sub": "bob", "exp": now() + 600})));
         let alice_lower = format!("bearer  {}", &alice[7..]);
@@ -592,12 +627,25 @@ mod jwt {
         assert_eq!(statuses(&app, reqs).await, [200, 429, 200]);
 
         let (parts, _) = with_auth("203.0.113.7", alice.as_bytes()).into_parts();
-        let key = Jwt::hs256(SECRET).extract(&parts).unwrap();
+        let key = Jwt::hs256(SECRET).unwrap().extract(&parts).unwrap();
         assert_eq!(key.as_str(), "sub:alice");
         let tenant = token(json!({"sub": "a", "tenant": 42, "exp": now() + 600}));
         let (parts, _) = with_auth("203.0.113.7", bearer(&tenant).as_bytes()).into_parts();
-        let key = Jwt::hs256(SECRET).claim("tenant").extract(&parts).unwrap();
+        let key = Jwt::hs256(SECRET)
+            .unwrap()
+            .claim("tenant")
+            .extract(&parts)
+            .unwrap();
         assert_eq!(key.as_str(), "claim:tenant:42");
+        // A number and its text are the same client, as documented.
+        let text = token(json!({"sub": "a", "tenant": "42", "exp": now() + 600}));
+        let (parts, _) = with_auth("203.0.113.7", bearer(&text).as_bytes()).into_parts();
+        let same = Jwt::hs256(SECRET)
+            .unwrap()
+            .claim("tenant")
+            .extract(&parts)
+            .unwrap();
+        assert_eq!(same, key);
     }
 
     #[test]
@@ -605,7 +653,7 @@ mod jwt {
         // The forgeries are well-formed, so they fail for the reason they are meant to.
         assert_eq!(base64url(br#"{"alg":"none"}"#), "eyJhbGciOiJub25lIn0");
         assert_eq!(base64url(b"ab"), "YWI");
-        let jwt = Jwt::hs256(SECRET);
+        let jwt = Jwt::hs256(SECRET).unwrap();
         for auth in bad_authorizations() {
             let (parts, _) = with_auth("203.0.113.7", &auth).into_parts();
             assert_eq!(
@@ -619,7 +667,7 @@ mod jwt {
 
     #[tokio::test]
     async fn bad_tokens_fall_back_to_the_peer_ip_by_default() {
-        let app = app(one_per_minute(Jwt::hs256(SECRET)));
+        let app = app(one_per_minute(Jwt::hs256(SECRET).unwrap()));
         let bad = bad_authorizations();
         assert_eq!(
             send(&app, with_auth("203.0.113.7", &bad[0])).await.status(),
@@ -641,7 +689,7 @@ mod jwt {
 
     #[tokio::test]
     async fn bad_tokens_get_401_when_configured() {
-        let app = app(one_per_minute(Jwt::hs256(SECRET))
+        let app = app(one_per_minute(Jwt::hs256(SECRET).unwrap())
             .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)));
         for auth in bad_authorizations() {
             let res = send(&app, with_auth("203.0.113.7", &auth)).await;
@@ -656,6 +704,7 @@ mod jwt {
     #[test]
     fn issuer_and_audience_when_configured() {
         let jwt = Jwt::hs256(SECRET)
+            .unwrap()
             .issuer(["https://auth"])
             .audience(["api"]);
         let check = |claims: serde_json::Value| {
@@ -687,6 +736,6 @@ mod jwt {
             bearer(&token(json!({"sub": "a", "exp": exp, "aud": "web"}))).as_bytes(),
         )
         .into_parts();
-        assert!(Jwt::hs256(SECRET).extract(&parts).is_some());
+        assert!(Jwt::hs256(SECRET).unwrap().extract(&parts).is_some());
     }
 }

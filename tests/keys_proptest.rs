@@ -10,7 +10,8 @@ use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use proptest::collection::vec;
 use proptest::prelude::*;
-use redlimit::{ClientIp, Header, Key, KeyExtractor, ProxyHeader, Query, Subject, VerifiedSubject};
+use redlimit::key::{ClientIp, Header, ProxyHeader, Query, Subject, VerifiedSubject};
+use redlimit::{Key, KeyExtractor};
 
 const PROXY: &str = "10.255.255.254";
 
@@ -78,7 +79,7 @@ fn any_header_value() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn extractors() -> Vec<ClientIp> {
-    let trusted = || ClientIp::trusting(["10.0.0.0/8", "::1", "2001:db8::/32"]);
+    let trusted = || ClientIp::trusting(["10.0.0.0/8", "::1", "2001:db8::/32"]).unwrap();
     vec![
         ClientIp::peer(),
         trusted(),
@@ -86,7 +87,7 @@ fn extractors() -> Vec<ClientIp> {
         trusted().header(ProxyHeader::SingleValue(HeaderName::from_static(
             "x-real-ip",
         ))),
-        trusted().ipv6_prefix(128).ipv4_prefix(8),
+        trusted().ipv6_prefix(128).unwrap().ipv4_prefix(8).unwrap(),
     ]
 }
 
@@ -201,7 +202,7 @@ proptest! {
         let headers: Vec<(&str, Vec<u8>)> =
             lines(&elements, &cuts).into_iter().map(|l| (name, l)).collect();
         let header = if forwarded { ProxyHeader::Forwarded } else { ProxyHeader::XForwardedFor };
-        let key = ClientIp::trusting(&trusted).header(header);
+        let key = ClientIp::trusting(&trusted).unwrap().header(header);
         let parts = parts(PROXY, &headers);
         prop_assert_eq!(key.client(&parts), Some(expected), "{:?}", headers);
         // Untrusted, the same request is keyed on its peer.
@@ -220,7 +221,7 @@ proptest! {
         let header = elements.join(", ").into_bytes();
         let parts = parts(PROXY, &[("x-forwarded-for", header)]);
         let expected = right.first().copied().unwrap_or_else(|| PROXY.parse().unwrap());
-        let key = ClientIp::trusting(["10.0.0.0/8"]);
+        let key = ClientIp::trusting(["10.0.0.0/8"]).unwrap();
         prop_assert_eq!(key.client(&parts), Some(expected));
     }
 
@@ -234,7 +235,7 @@ proptest! {
         req.headers_mut().insert("x-api-key", HeaderValue::from_bytes(&value).unwrap());
         req.extensions_mut().insert(VerifiedSubject(subject));
         let (parts, _) = req.into_parts();
-        assert_safe(&Header::new("x-api-key").extract(&parts).unwrap());
+        assert_safe(&Header::new("x-api-key").unwrap().extract(&parts).unwrap());
         assert_safe(&Query::new("k").extract(&parts).unwrap());
         assert_safe(&Subject::verified().extract(&parts).unwrap());
     }
@@ -252,7 +253,7 @@ proptest! {
         ],
     ) {
         let parts = parts("203.0.113.7", &[("authorization", auth)]);
-        prop_assert!(redlimit::Jwt::hs256(b"secret").extract(&parts).is_none());
+        prop_assert!(redlimit::key::Jwt::hs256(b"secret").unwrap().extract(&parts).is_none());
     }
 }
 

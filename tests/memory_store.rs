@@ -1,10 +1,10 @@
 //! The memory store's memory stays bounded: expired state is reclaimed as requests come, and a
 //! flood of distinct keys stops at the cap.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use redlimit::{Key, Limit, ManualClock, MemoryStore, Policy};
+use redlimit::store::{ManualClock, MemoryStore};
+use redlimit::{Key, Limit, Policy};
 
 const T0: u64 = 1_700_000_000_000_000;
 
@@ -14,7 +14,11 @@ fn a_million_distinct_keys_stop_at_the_cap() {
         .max_keys(10_000)
         .clock(ManualClock::new(T0))
         .build();
-    let policy = Arc::new(Policy::new("flood").limit(Limit::gcra(10, Duration::from_secs(3600))));
+    let policy = Policy::new(
+        "flood",
+        [Limit::gcra(10, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap();
     for i in 0..1_000_000u32 {
         let d = store.check_now(&policy, &Key::new(i.to_le_bytes()), 1);
         assert!(d.is_allowed());
@@ -29,7 +33,11 @@ fn a_million_distinct_keys_stop_at_the_cap() {
 fn expired_state_is_reclaimed_without_a_cap() {
     let clock = ManualClock::new(T0);
     let store = MemoryStore::with_clock(clock.clone());
-    let policy = Arc::new(Policy::new("short").limit(Limit::gcra(1, Duration::from_millis(10))));
+    let policy = Policy::new(
+        "short",
+        [Limit::gcra(1, Duration::from_millis(10)).unwrap()],
+    )
+    .unwrap();
     // 200 000 keys, each live for 10 ms, one new key every 10 µs: about 1000 live at a time.
     for i in 0..200_000u32 {
         clock.advance(Duration::from_micros(10));
@@ -46,9 +54,12 @@ fn eviction_prefers_the_state_that_expires_soonest() {
         .max_keys(6_400)
         .clock(clock.clone())
         .build();
-    let long =
-        Arc::new(Policy::new("long").limit(Limit::fixed_window(1, Duration::from_secs(86_400))));
-    let short = Arc::new(Policy::new("short").limit(Limit::gcra(1, Duration::from_secs(1))));
+    let long = Policy::new(
+        "long",
+        [Limit::fixed_window(1, Duration::from_secs(86_400)).unwrap()],
+    )
+    .unwrap();
+    let short = Policy::new("short", [Limit::gcra(1, Duration::from_secs(1)).unwrap()]).unwrap();
     // Long-lived state for a few keys, then a flood of short-lived keys.
     let vips: Vec<Key> = (0..8).map(|i| Key::new(format!("vip{i}"))).collect();
     for k in &vips {
@@ -71,7 +82,7 @@ fn eviction_prefers_the_state_that_expires_soonest() {
 #[test]
 fn denied_requests_on_new_keys_store_nothing() {
     let store = MemoryStore::new();
-    let policy = Arc::new(Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))));
+    let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
     for i in 0..1000u32 {
         let d = store.check_now(&policy, &Key::new(i.to_le_bytes()), 5);
         assert!(d.exceeds_capacity());
@@ -83,8 +94,8 @@ fn denied_requests_on_new_keys_store_nothing() {
 fn a_changed_policy_under_the_same_name_starts_fresh() {
     let store = MemoryStore::new();
     let key = Key::new("k");
-    let a = Arc::new(Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))));
-    let b = Arc::new(Policy::new("p").limit(Limit::gcra(2, Duration::from_secs(60))));
+    let a = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    let b = Policy::new("p", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap();
     assert!(store.check_now(&a, &key, 1).is_allowed());
     assert!(!store.check_now(&a, &key, 1).is_allowed());
     assert_eq!(store.check_now(&b, &key, 1).remaining(), Some(1));

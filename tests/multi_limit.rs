@@ -6,7 +6,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
-use redlimit::{Limit, Policy, RateLimitLayer, RedisStore};
+use redlimit::store::RedisStore;
+use redlimit::{Limit, Policy, RateLimitLayer};
 use support::*;
 
 #[tokio::test]
@@ -17,9 +18,14 @@ async fn rounds_of_eight_admit_five_until_twenty() {
         .connect()
         .await
         .unwrap();
-    let policy = Policy::new("auth.create_token")
-        .limit(Limit::sliding_log(20, Duration::from_secs(60)))
-        .limit(Limit::sliding_log(5, Duration::from_secs(3)));
+    let policy = Policy::new(
+        "auth.create_token",
+        [
+            Limit::sliding_log(20, Duration::from_secs(60)).unwrap(),
+            Limit::sliding_log(5, Duration::from_secs(3)).unwrap(),
+        ],
+    )
+    .unwrap();
     let app = app(RateLimitLayer::new(store, policy).store_deadline(Duration::from_secs(2)));
     let mut allowed = 0;
     let start = Instant::now();

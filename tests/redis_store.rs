@@ -1,14 +1,15 @@
 //! The Redis store's contract: TTLs on every key, recovery from a flushed script cache, one
-//! round trip per decision, and typed errors for state it cannot read.
+//! round trip per decision, typed errors that keep the Redis error as their source, and no
+//! credentials in any `Debug` output or error message.
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Commands;
-use redlimit::{Algorithm, Key, Limit, Policy, RedisStore, Store, StoreError};
-use support::{unique_prefix, RedisServer};
+use redlimit::store::{RedisStore, Store};
+use redlimit::{ConfigError, Key, StoreError};
+use support::*;
 
 async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
     RedisStore::builder(server.url())
@@ -18,10 +19,26 @@ async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
         .expect("connect")
 }
 
-fn every_algorithm(count: u64, period: Duration) -> Arc<Policy> {
-    Arc::new(Algorithm::ALL.into_iter().fold(Policy::new("all"), |p, a| {
-        p.limit(Limit::new(a, count, period))
-    }))
+fn every_algorithm(count: u64, period: Duration) -> redlimit::Policy {
+    every_algorithm_policy("all", count, period)
+}
+
+/// What the credential tests put in URLs; none may ever be shown.
+const SECRETS: [&str; 3] = ["alice", "hunter2", "s3cr3t"];
+
+/// A loopback port nothing listens on.
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn assert_not_shown(text: &str) {
+    for secret in SECRETS {
+        assert!(!text.contains(secret), "`{secret}` shown in: {text}");
+    }
 }
 
 #[tokio::test]
@@ -53,8 +70,8 @@ async fn every_key_written_has_a_ttl_no_longer_than_its_state_needs() {
 #[tokio::test]
 async fn recovers_after_script_flush() {
     let server = RedisServer::start();
-    let store = store(&server, &unique_prefix("flush")).await;
-    let policy = Arc::new(Policy::new("p").limit(Limit::gcra(2, Duration::from_secs(60))));
+    let store = redis_store(&server, "flush").await;
+    let policy = gcra_policy("p", 2, Duration::from_secs(60));
     let key = Key::new("k");
     assert!(store.check(&policy, &key, 1).await.unwrap().is_allowed());
     let _: () = redis::cmd("SCRIPT")
@@ -77,7 +94,7 @@ async fn recovers_after_script_flush() {
 #[tokio::test]
 async fn one_script_call_per_decision() {
     let server = RedisServer::start();
-    let store = store(&server, &unique_prefix("calls")).await;
+    let store = redis_store(&server, "calls").await;
     let policy = every_algorithm(100, Duration::from_secs(60));
     // Load the script, then count.
     store.check(&policy, &Key::new("warm"), 1).await.unwrap();
@@ -114,7 +131,7 @@ async fn unreadable_state_is_reset_and_a_wrong_type_is_a_typed_error() {
     let server = RedisServer::start();
     let prefix = unique_prefix("garbage");
     let store = store(&server, &prefix).await;
-    let policy = Arc::new(Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(60))));
+    let policy = gcra_policy("p", 1, Duration::from_secs(60));
     let mut conn = server.connection();
     let key = format!("{prefix}:p:{{garbage}}:gc:1:60000000");
     let _: () = conn.set(&key, "not a number").unwrap();
@@ -126,7 +143,32 @@ async fn unreadable_state_is_reset_and_a_wrong_type_is_a_typed_error() {
         .check(&policy, &Key::new("garbage"), 1)
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+    // WRONGTYPE: the server answered with an error.
+    assert!(err.is_script(), "{err:?}");
+    let source = std::error::Error::source(&err).expect("the redis error");
+    assert!(source.downcast_ref::<redis::RedisError>().is_some());
+}
+
+#[tokio::test]
+async fn a_stopped_server_is_a_connection_error_with_the_redis_error_as_source() {
+    let mut server = RedisServer::start();
+    let store = redis_store(&server, "stopped").await;
+    let policy = gcra_policy("p", 5, Duration::from_secs(60));
+    assert!(store.check(&policy, &Key::new("k"), 1).await.is_ok());
+    server.kill();
+    for _ in 0..2 {
+        let err = store.check(&policy, &Key::new("k"), 1).await.unwrap_err();
+        assert!(err.is_connection(), "{err:?}");
+        let source = std::error::Error::source(&err).expect("the redis error");
+        assert!(
+            source.downcast_ref::<redis::RedisError>().is_some(),
+            "{source:?}"
+        );
+    }
+    let err = RedisStore::connect(&server.url()).await.unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    let source = std::error::Error::source(&err).expect("the redis error");
+    assert!(source.downcast_ref::<redis::RedisError>().is_some());
 }
 
 #[tokio::test]
@@ -155,10 +197,128 @@ async fn hostile_key_text_stays_inside_one_hash_tag() {
 #[tokio::test]
 async fn connect_errors_are_typed() {
     let err = RedisStore::builder("not a url").connect_lazy().unwrap_err();
-    assert!(matches!(err, StoreError::Config(_)), "{err:?}");
+    assert!(matches!(err, ConfigError::Redis(_)), "{err:?}");
     let err = RedisStore::builder("redis://127.0.0.1:1")
         .prefix("bad{prefix}")
         .connect_lazy()
         .unwrap_err();
-    assert!(matches!(err, StoreError::Config(_)), "{err:?}");
+    assert!(matches!(err, ConfigError::InvalidPrefix(_)), "{err:?}");
+    let err = RedisStore::builder("not a url")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Config(ConfigError::Redis(_))),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn debug_output_shows_no_credentials() {
+    let standalone = RedisStore::builder("redis://alice:hunter2@127.0.0.1:6379/2").prefix("rl");
+    let text = format!("{standalone:?}");
+    assert_not_shown(&text);
+    assert!(text.contains("redis://127.0.0.1:6379"), "{text}");
+    let store = standalone.connect_lazy().unwrap();
+    let text = format!("{store:?} {store:#?}");
+    assert_not_shown(&text);
+    assert!(
+        text.contains("redis://127.0.0.1:6379") && text.contains("rl"),
+        "{text}"
+    );
+
+    let cluster = RedisStore::cluster([
+        "redis://:hunter2@10.0.0.1:6379",
+        "redis://alice:s3cr3t@10.0.0.2:6379",
+    ]);
+    let text = format!("{cluster:?}");
+    assert_not_shown(&text);
+    assert!(text.contains("redis://10.0.0.1:6379") && text.contains("redis://10.0.0.2:6379"));
+    // The client refuses nodes with different passwords: the error names them, redacted.
+    let err = cluster.connect_lazy().unwrap_err();
+    assert!(err.to_string().contains("redis://10.0.0.2:6379"), "{err}");
+    assert_no_secret(&err, &SECRETS);
+    let cluster = RedisStore::cluster([
+        "redis://alice:hunter2@10.0.0.1:6379",
+        "redis://alice:hunter2@10.0.0.2:6379",
+    ]);
+    assert_not_shown(&format!("{cluster:?}"));
+    assert_not_shown(&format!("{:?}", cluster.connect_lazy().unwrap()));
+
+    let sentinel = RedisStore::sentinel(
+        [
+            "redis://:hunter2@10.0.0.1:26379",
+            "redis://alice:s3cr3t@10.0.0.2:26379",
+        ],
+        "mymaster",
+    );
+    let text = format!("{sentinel:?}");
+    assert_not_shown(&text);
+    assert!(
+        text.contains("redis://10.0.0.2:26379") && text.contains("mymaster"),
+        "{text}"
+    );
+    assert_not_shown(&format!("{:?}", sentinel.connect_lazy().unwrap()));
+}
+
+#[tokio::test]
+async fn an_invalid_url_is_not_echoed() {
+    for url in [
+        "redis://alice:hunter2@host:6379/notadb",
+        "redis://:hunter2@0.0.0.0:6379",
+        "alice:hunter2@host",
+        "http://alice:hunter2@host",
+    ] {
+        let err = RedisStore::builder(url).connect_lazy().unwrap_err();
+        assert!(matches!(err, ConfigError::Redis(_)), "{url}: {err:?}");
+        assert_no_secret(&err, &SECRETS);
+        let err = RedisStore::cluster([url]).connect_lazy().unwrap_err();
+        assert_no_secret(&err, &SECRETS);
+    }
+    let err = RedisStore::builder("alice:hunter2")
+        .connect_lazy()
+        .unwrap_err();
+    assert!(err.to_string().contains("<invalid url>"), "{err}");
+}
+
+#[tokio::test]
+async fn connect_failures_show_no_credentials() {
+    // Nothing listens.
+    let port = dead_port();
+    let url = format!("redis://alice:hunter2@127.0.0.1:{port}");
+    let err = RedisStore::connect(&url).await.unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    assert_no_secret(&err, &SECRETS);
+    let err = RedisStore::cluster([url.as_str()])
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    assert_no_secret(&err, &SECRETS);
+    let err = RedisStore::sentinel([url.as_str()], "mymaster")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    assert_no_secret(&err, &SECRETS);
+
+    // A server that refuses the password.
+    let server = RedisServer::start_with(&["--requirepass", "s3cr3t-right"]);
+    let wrong = format!("redis://:hunter2@127.0.0.1:{}", server.port());
+    let err = RedisStore::connect(&wrong).await.unwrap_err();
+    assert!(err.is_connection(), "authentication failed: {err:?}");
+    assert_no_secret(&err, &SECRETS);
+    let right = format!("redis://:s3cr3t-right@127.0.0.1:{}", server.port());
+    let store = RedisStore::builder(right)
+        .prefix(unique_prefix("auth"))
+        .connect()
+        .await
+        .expect("the right password");
+    assert_not_shown(&format!("{store:?}"));
+    let policy = gcra_policy("p", 1, Duration::from_secs(60));
+    assert!(store
+        .check(&policy, &Key::new("k"), 1)
+        .await
+        .unwrap()
+        .is_allowed());
 }

@@ -9,7 +9,9 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use axum::Router;
 use http::{Request, StatusCode};
-use redlimit::{Header, KeyExtractor, Limit, MemoryStore, PeerIp, Policy, RateLimitLayer};
+use redlimit::key::PeerIp;
+use redlimit::store::MemoryStore;
+use redlimit::{KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::*;
 
 fn router(layer: RateLimitLayer) -> Router {
@@ -30,24 +32,40 @@ fn post_login(ip: &str) -> Request<Body> {
 fn layer() -> RateLimitLayer {
     RateLimitLayer::new(
         MemoryStore::new(),
-        Policy::new("default").limit(Limit::gcra(100, Duration::from_secs(60))),
+        Policy::new(
+            "default",
+            [Limit::gcra(100, Duration::from_secs(60)).unwrap()],
+        )
+        .unwrap(),
     )
     .route(
         "POST /login",
-        Policy::new("login").limit(Limit::sliding_log(2, Duration::from_secs(60))),
+        Policy::new(
+            "login",
+            [Limit::sliding_log(2, Duration::from_secs(60)).unwrap()],
+        )
+        .unwrap(),
         PeerIp,
     )
+    .unwrap()
     .route(
         "/v1/*",
-        Policy::new("api").limit(Limit::fixed_window(3, Duration::from_secs(3600))),
-        Header::new("x-api-key").or_else(PeerIp),
+        Policy::new(
+            "api",
+            [Limit::fixed_window(3, Duration::from_secs(3600)).unwrap()],
+        )
+        .unwrap(),
+        api_key().or_else(PeerIp),
     )
+    .unwrap()
     .route(
         "/users/{id}",
-        Policy::new("users").limit(Limit::gcra(1, Duration::from_secs(60))),
-        redlimit::Route,
+        Policy::new("users", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+        redlimit::key::Route,
     )
+    .unwrap()
     .allow_ips(["192.0.2.0/24"])
+    .unwrap()
     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz")
 }
 
@@ -118,11 +136,13 @@ async fn the_allow_list_skips_limiting() {
 
 #[tokio::test]
 async fn a_per_route_layer_leaves_other_routes_alone() {
-    let layer = RateLimitLayer::per_route(MemoryStore::new()).route(
-        "POST /login",
-        Policy::new("login").limit(Limit::gcra(1, Duration::from_secs(60))),
-        PeerIp,
-    );
+    let layer = RateLimitLayer::per_route(MemoryStore::new())
+        .route(
+            "POST /login",
+            Policy::new("login", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+            PeerIp,
+        )
+        .unwrap();
     let app = router(layer);
     assert_eq!(
         send(&app, post_login("10.0.0.1")).await.status(),
@@ -141,12 +161,41 @@ async fn a_per_route_layer_leaves_other_routes_alone() {
 
 #[test]
 fn bad_rules_are_typed_errors() {
-    let policy = || Policy::new("p").limit(Limit::gcra(1, Duration::from_secs(1)));
+    let policy = || Policy::new("p", [Limit::gcra(1, Duration::from_secs(1)).unwrap()]).unwrap();
     let layer = || RateLimitLayer::per_route(MemoryStore::new());
-    assert!(layer().try_route("login", policy(), PeerIp).is_err());
-    assert!(layer()
-        .try_route("/x", Policy::new("empty"), PeerIp)
-        .is_err());
-    assert!(layer().try_allow_ips(["not an ip"]).is_err());
-    assert!(layer().try_route("GET /x", policy(), PeerIp).is_ok());
+    assert!(layer().route("login", policy(), PeerIp).is_err());
+    assert!(layer().route("GET  ", policy(), PeerIp).is_err());
+    assert!(layer().allow_ips(["not an ip"]).is_err());
+    assert!(layer().allow_ips(["10.0.0.0/33"]).is_err());
+    assert!(layer().route("GET /x", policy(), PeerIp).is_ok());
+}
+
+#[tokio::test]
+async fn rules_added_after_the_key_keep_their_own_keys() {
+    // The layer's key applies to its own policy only, whatever the order of the calls.
+    let policy =
+        |name| Policy::new(name, [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    let layer = RateLimitLayer::new(MemoryStore::new(), policy("default"))
+        .key(redlimit::key::Global)
+        .route("/users/{id}", policy("users"), PeerIp)
+        .unwrap();
+    let app = router(layer);
+    assert_eq!(
+        status_of_path(&app, "/users/1", "10.0.0.1").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status_of_path(&app, "/users/1", "10.0.0.2").await,
+        StatusCode::OK,
+        "per peer on the route"
+    );
+    assert_eq!(
+        status_of_path(&app, "/healthz", "10.0.0.1").await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        status_of_path(&app, "/healthz", "10.0.0.2").await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "one global quota elsewhere"
+    );
 }

@@ -3,43 +3,24 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use support::{example_binary, unique_prefix, RedisServer};
+use support::{example_binary, unique_prefix, RedisServer, RunningExample};
 
-/// A running server, killed on drop.
-struct Server {
-    child: Child,
-    addr: String,
-}
+/// A running server example, killed on drop.
+struct Server(RunningExample);
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(example_binary("server"))
-            .args(["--bind", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read stdout");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("first line was {line:?}"))
-            .to_owned();
-        Server { child, addr }
+        Server(RunningExample::start("server", args))
     }
 
     /// One HTTP/1.1 request; returns the status code and the raw response.
     fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).expect("connect");
+        let mut stream = TcpStream::connect(&self.0.addr).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
@@ -57,13 +38,6 @@ impl Server {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("bad response {response:?}"));
         (status, response)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -178,13 +152,43 @@ fn bad_flags_exit_non_zero_with_a_message() {
         &["--redis", "not a url"],
         &["--frobnicate"],
         &["--limit"],
+        &["--on-store-error", "local:0"],
+        &["--on-store-error=local:many"],
+        &["--jwt-secret", ""],
+        &["--jwt-secret="],
     ] {
         let out = run(args);
-        assert!(!out.status.success(), "{args:?} succeeded");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn help_lists_the_flags_and_exits_0() {
+    for flag in ["--help", "-h"] {
+        let out = run(&[flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.starts_with("usage: server [OPTIONS]"), "{stdout}");
+        assert!(stdout.contains("--on-store-error MODE"), "{stdout}");
+        assert!(out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn a_short_jwt_secret_is_a_one_line_warning() {
+    // The bad URL makes the server exit after the warning instead of serving.
+    let out = run(&["--jwt-secret", "short", "--redis", "not a url"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("warning: --jwt-secret is 5 bytes"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with("error: --redis"), "{stderr}");
 }
 
 #[test]
@@ -228,6 +232,22 @@ fn cluster_sentinel_and_local_fallback_flags() {
 }
 
 #[test]
+fn local_fallback_shares_the_limit_among_instances() {
+    // Two instances falling back together each admit half of 4 per minute.
+    let local = Server::start(&[
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--on-store-error",
+        "local:2",
+        "--limit",
+        "4/60s",
+    ]);
+    assert_eq!(local.get("/", &[]).0, 200);
+    assert_eq!(local.get("/", &[]).0, 200);
+    assert_eq!(local.get("/", &[]).0, 429);
+}
+
+#[test]
 fn trusted_proxies_and_combined_keys() {
     // Behind a trusted proxy (the test itself, on 127.0.0.1), X-Forwarded-For names the client.
     let server = Server::start(&["--limit", "1/60s", "--trusted-proxy", "127.0.0.1"]);
@@ -264,7 +284,7 @@ fn trusted_proxies_and_combined_keys() {
 #[cfg(feature = "jwt")]
 #[test]
 fn jwt_subjects() {
-    use redlimit::jsonwebtoken::{encode, EncodingKey, Header as JwtHeader};
+    use redlimit::key::jsonwebtoken::{encode, EncodingKey, Header as JwtHeader};
     let token = |sub: &str, secret: &str| {
         let exp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -279,12 +299,13 @@ fn jwt_subjects() {
         )
         .unwrap()
     };
-    let server = Server::start(&["--limit", "1/60s", "--key", "jwt", "--jwt-secret", "s3cret"]);
+    let secret = "a secret of thirty-two bytes, ok";
+    let server = Server::start(&["--limit", "1/60s", "--key", "jwt", "--jwt-secret", secret]);
     let bearer = |t: &str| format!("Bearer {t}");
-    let alice = bearer(&token("alice", "s3cret"));
+    let alice = bearer(&token("alice", secret));
     assert_eq!(server.get("/", &[("authorization", &alice)]).0, 200);
     assert_eq!(server.get("/", &[("authorization", &alice)]).0, 429);
-    let bob = bearer(&token("bob", "s3cret"));
+    let bob = bearer(&token("bob", secret));
     assert_eq!(server.get("/", &[("authorization", &bob)]).0, 200);
     // A forged token (wrong secret) does not spend bob's quota: it falls back to the IP key.
     let forged = bearer(&token("bob", "guess"));

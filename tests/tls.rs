@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use redlimit::{Key, Limit, Policy, RedisStore, Store};
+use redlimit::store::{RedisStore, Store};
+use redlimit::Key;
 use support::*;
 
 struct Pki {
@@ -74,7 +74,7 @@ async fn limits_over_tls_with_a_private_ca() {
         .connect()
         .await
         .expect("TLS connection with the private CA");
-    let policy = Arc::new(Policy::new("tls").limit(Limit::gcra(1, Duration::from_secs(60))));
+    let policy = gcra_policy("tls", 1, Duration::from_secs(60));
     assert!(store
         .check(&policy, &Key::new("k"), 1)
         .await
@@ -90,7 +90,25 @@ async fn limits_over_tls_with_a_private_ca() {
     let untrusted = RedisStore::builder(format!("rediss://127.0.0.1:{tls_port}"))
         .connect()
         .await;
-    assert!(untrusted.is_err());
+    let err = untrusted.unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_root_certificate_shows_as_its_size_only() {
+    let pki = pki();
+    let builder = RedisStore::builder("rediss://alice:hunter2@127.0.0.1:6380")
+        .tls_root_certificate(pki.ca.as_bytes());
+    let text = format!("{builder:?}");
+    let body = pki.ca.lines().nth(1).expect("a PEM body line");
+    for secret in ["alice", "hunter2", "BEGIN CERTIFICATE", body] {
+        assert!(!text.contains(secret), "`{secret}` shown in: {text}");
+    }
+    assert!(
+        text.contains(&format!("Some(<{} bytes>)", pki.ca.len())),
+        "{text}"
+    );
+    assert!(text.contains("rediss://127.0.0.1:6380"), "{text}");
 }

@@ -3,18 +3,14 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use redlimit::{Algorithm, Key, Limit, ManualClock, MemoryStore, Policy, RedisStore, Store};
+use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
+use redlimit::{Algorithm, Key, Limit, Policy};
 use support::*;
 
 const T0: u64 = 1_700_002_800_000_000;
-
-async fn store(server: &RedisServer) -> RedisStore {
-    store_with_prefix(server, &unique_prefix("valkey")).await
-}
 
 async fn store_with_prefix(server: &RedisServer, prefix: &str) -> RedisStore {
     RedisStore::builder(server.url())
@@ -42,21 +38,18 @@ async fn multi_limit_table_and_every_algorithm_match_the_memory_store() {
     else {
         return;
     };
-    let valkey = store(&server).await;
+    let valkey = redis_store(&server, "valkey").await;
     let clock = ManualClock::new(T0);
     let memory = MemoryStore::with_clock(clock.clone());
-    let table = Arc::new(
-        Policy::new("table")
-            .limit(Limit::sliding_log(20, Duration::from_secs(60)))
-            .limit(Limit::sliding_log(5, Duration::from_secs(3))),
-    );
-    let mixed = Arc::new(
-        Algorithm::ALL
-            .into_iter()
-            .fold(Policy::new("mixed"), |p, a| {
-                p.limit(Limit::new(a, 7, Duration::from_millis(1_300)))
-            }),
-    );
+    let table = Policy::new(
+        "table",
+        [
+            Limit::sliding_log(20, Duration::from_secs(60)).unwrap(),
+            Limit::sliding_log(5, Duration::from_secs(3)).unwrap(),
+        ],
+    )
+    .unwrap();
+    let mixed = every_algorithm_policy("mixed", 7, Duration::from_millis(1_300));
     let mut allowed = 0;
     for round in 0..5u64 {
         for i in 0..8u64 {
@@ -64,7 +57,9 @@ async fn multi_limit_table_and_every_algorithm_match_the_memory_store() {
             clock.set(now);
             for (policy, key) in [(&table, "t"), (&mixed, "m")] {
                 let key = Key::new(key);
-                let v = valkey.check_at(policy, &key, 1, now).await.unwrap();
+                let v = redlimit::__private::check_at(&valkey, policy, &key, 1, now)
+                    .await
+                    .unwrap();
                 assert_eq!(
                     v,
                     memory.check_now(policy, &key, 1),
@@ -91,15 +86,12 @@ async fn exact_under_concurrency() {
         store_with_prefix(&server, &prefix).await,
     );
     for algorithm in Algorithm::ALL {
-        let policy = Arc::new(Policy::new("c").limit(Limit::new(
-            algorithm,
-            10,
-            Duration::from_secs(86_400),
-        )));
+        let limit = Limit::new(algorithm, 10, Duration::from_secs(86_400)).unwrap();
+        let policy = Policy::new("c", [limit]).unwrap();
         let key = Key::new(algorithm.name());
         let calls = (0..60).map(|i| {
             let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-            let (policy, key) = (Arc::clone(&policy), key.clone());
+            let (policy, key) = (policy.clone(), key.clone());
             async move { store.check(&policy, &key, 1).await.unwrap().is_allowed() }
         });
         let admitted = join_all(calls).await.into_iter().filter(|&ok| ok).count();
@@ -112,8 +104,8 @@ async fn recovers_after_script_flush() {
     let Some(server) = valkey("recovers_after_script_flush") else {
         return;
     };
-    let store = store(&server).await;
-    let policy = Arc::new(Policy::new("f").limit(Limit::gcra(2, Duration::from_secs(60))));
+    let store = redis_store(&server, "valkey-flush").await;
+    let policy = gcra_policy("f", 2, Duration::from_secs(60));
     assert!(store
         .check(&policy, &Key::new("k"), 1)
         .await

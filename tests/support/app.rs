@@ -12,7 +12,7 @@ use redlimit::RateLimitLayer;
 use tower::ServiceExt;
 
 /// An app answering `ok` on every path, behind `layer`.
-pub fn app(layer: RateLimitLayer) -> Router {
+pub(crate) fn app(layer: RateLimitLayer) -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/{*rest}", get(|| async { "ok" }))
@@ -20,15 +20,13 @@ pub fn app(layer: RateLimitLayer) -> Router {
 }
 
 /// An app whose handler answers with its decision's source (`Store`, `FailOpen`, `Local`).
-pub fn source_app(layer: RateLimitLayer) -> Router {
-    let source = |axum::Extension(d): axum::Extension<redlimit::Decision>| async move {
-        format!("{:?}", d.source())
-    };
+pub(crate) fn source_app(layer: RateLimitLayer) -> Router {
+    let source = |d: redlimit::Decision| async move { format!("{:?}", d.source()) };
     Router::new().route("/", get(source)).layer(layer)
 }
 
 /// A GET of `path` from the peer `ip`, with extra headers.
-pub fn request(path: &str, ip: &str, headers: &[(&str, &str)]) -> Request<Body> {
+pub(crate) fn request(path: &str, ip: &str, headers: &[(&str, &str)]) -> Request<Body> {
     let mut builder = Request::get(path);
     for (name, value) in headers {
         builder = builder.header(*name, *value);
@@ -41,18 +39,18 @@ pub fn request(path: &str, ip: &str, headers: &[(&str, &str)]) -> Request<Body> 
 }
 
 /// Sends one request through the app.
-pub async fn send(app: &Router, req: Request<Body>) -> Response<Body> {
+pub(crate) async fn send(app: &Router, req: Request<Body>) -> Response<Body> {
     let result: Result<_, Infallible> = app.clone().oneshot(req).await;
     result.expect("infallible")
 }
 
 /// Sends a GET `/` from `ip` and returns the status.
-pub async fn status_of(app: &Router, ip: &str) -> StatusCode {
+pub(crate) async fn status_of(app: &Router, ip: &str) -> StatusCode {
     send(app, request("/", ip, &[])).await.status()
 }
 
 /// A header's value as text ("" when absent).
-pub fn header<B>(response: &Response<B>, name: &str) -> String {
+pub(crate) fn header<B>(response: &Response<B>, name: &str) -> String {
     response
         .headers()
         .get(name)
@@ -61,7 +59,7 @@ pub fn header<B>(response: &Response<B>, name: &str) -> String {
 }
 
 /// The whole body as text.
-pub async fn body_text(response: Response<Body>) -> String {
+pub(crate) async fn body_text(response: Response<Body>) -> String {
     let bytes = response
         .into_body()
         .collect()
@@ -69,4 +67,9 @@ pub async fn body_text(response: Response<Body>) -> String {
         .expect("body")
         .to_bytes();
     String::from_utf8(bytes.to_vec()).expect("utf-8 body")
+}
+
+/// `Header::new("x-api-key")`, unwrapped.
+pub(crate) fn api_key() -> redlimit::key::Header {
+    redlimit::key::Header::new("x-api-key").expect("a valid header name")
 }

