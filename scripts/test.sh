@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The whole test suite: installs redis-server if missing, then fmt, clippy, docs and every test.
+# The whole test suite: installs redis-server (and libfaketime) if missing, then fmt, clippy,
+# docs and every test.
 # Tests start their own redis-server processes on free loopback ports; a Redis on 6379 is
 # never used.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found; installing it with apt-get" >&2
+# redis-server for every store test; libfaketime to step a store's clock in the clock tests.
+faketime_lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[ -f "$faketime_lib" ] || missing+=(libfaketime)
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "installing ${missing[*]} with apt-get" >&2
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null ||
+    echo "WARNING: could not install ${missing[*]}" >&2
 fi
 redis-server --version
 
@@ -35,7 +42,31 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --all-features -- -D warnings
+
+# Each feature builds alone, and none: no feature may lean on another by accident.
 cargo clippy --lib --no-default-features -- -D warnings
+for feature in redis axum tls grpc jwt; do
+  cargo clippy --lib --no-default-features --features "$feature" -- -D warnings
+done
+
+# The declared minimum Rust version builds the library with every feature.
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+  echo "installing Rust $msrv (the declared MSRV) with rustup" >&2
+  rustup toolchain install "$msrv" --profile minimal
+fi
+CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --lib --all-features --quiet
+echo "MSRV $msrv: the library builds"
+
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
+# docs.rs builds with nightly and --cfg docsrs (feature badges); check that build too when a
+# nightly toolchain is at hand.
+if rustup run nightly rustdoc --version >/dev/null 2>&1; then
+  CARGO_TARGET_DIR=target/docsrs RUSTDOCFLAGS="--cfg docsrs -D warnings" \
+    cargo +nightly doc --no-deps --all-features --quiet
+  echo "docs.rs build (nightly, --cfg docsrs): ok"
+else
+  echo "no nightly toolchain: skipping the docs.rs-style build" >&2
+fi
 cargo test --all-features --all-targets
 cargo test --all-features --doc
