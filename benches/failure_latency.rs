@@ -124,7 +124,13 @@ fn main() {
             &run(&refused, 500).await,
             bare_p50,
         );
-        let refused_open = layered(&url, CircuitBreaker::new(5, Duration::from_secs(3600))).await;
+        let refused_open = layered(
+            &url,
+            CircuitBreaker::new()
+                .min_calls(5)
+                .cool_down(Duration::from_secs(3600)),
+        )
+        .await;
         run(&refused_open, 5).await; // trips the breaker
         row(
             "refusing connections, breaker open",
@@ -135,7 +141,13 @@ fn main() {
         // Frozen: connections accepted, nothing answered; every call waits out the deadline.
         redis.restart();
         let frozen = layered(&url, CircuitBreaker::disabled()).await;
-        let frozen_open = layered(&url, CircuitBreaker::new(5, Duration::from_secs(3600))).await;
+        let frozen_open = layered(
+            &url,
+            CircuitBreaker::new()
+                .min_calls(5)
+                .cool_down(Duration::from_secs(3600)),
+        )
+        .await;
         run(&frozen, 20).await;
         run(&frozen_open, 20).await;
         redis.freeze();

@@ -60,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Only allowed requests get here; the decision says how many are left.
 async fn hello(decision: Option<Decision>) -> String {
-    // If the store failed, the layer let the request through (fail open) without a count.
+    // With `OnStoreError::Open`, a failed store lets the request through without a count.
     match decision.and_then(|d| d.remaining()) {
         Some(left) => format!("hello! {left} requests left in this burst\n"),
         None => "hello! (not rate limited right now)\n".to_owned(),

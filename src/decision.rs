@@ -30,9 +30,15 @@ pub enum DecisionSource {
     /// `UNAVAILABLE`) without limit state ([`OnStoreError::Closed`](crate::OnStoreError::Closed));
     /// the decision is in that response's extensions.
     FailClosed,
-    /// The store failed or missed its deadline and this instance's in-memory fallback decided
-    /// ([`OnStoreError::Local`](crate::OnStoreError::Local)).
+    /// This instance decided in memory, with its share of the policy: the store failed, missed
+    /// its deadline or its circuit was open ([`OnStoreError::Local`](crate::OnStoreError::Local),
+    /// the default), or more store calls were in flight than the layer allows
+    /// ([`RateLimitLayer::max_store_calls`](crate::RateLimitLayer::max_store_calls)).
     Local,
+    /// The store denied this key moments ago and the denial still stands: answered from the
+    /// layer's deny cache without asking the store, with the store's states counted down
+    /// ([`RateLimitLayer::deny_cache`](crate::RateLimitLayer::deny_cache)).
+    DenyCache,
 }
 
 /// What one limit of a policy says about a request.
@@ -311,6 +317,18 @@ impl Decision {
             source: DecisionSource::FailClosed,
             ..Decision::fail_open(policy)
         }
+    }
+
+    /// The same decision `elapsed` later, as nothing but time changed it: every wait shorter
+    /// by `elapsed` (never below zero), evaluated `elapsed` later.
+    pub(crate) fn aged(&self, elapsed: Duration) -> Decision {
+        let mut aged = self.clone();
+        aged.now += elapsed;
+        for state in aged.limits.iter_mut() {
+            state.reset_after = state.reset_after.saturating_sub(elapsed);
+            state.retry_after = state.retry_after.map(|r| r.saturating_sub(elapsed));
+        }
+        aged
     }
 
     /// The same decision, marked as coming from `source`.

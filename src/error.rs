@@ -88,8 +88,10 @@ pub enum ConfigError {
 /// [`StoreError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Why a store could not decide. The layer turns every one of these into its failure policy
-/// (fail open by default); it never reaches the client as a 5xx from the layer itself.
+/// Why a store could not decide. The layer decides a timeout in memory and turns every other
+/// one into its failure policy (deciding in memory by default); it never reaches the client as
+/// a 5xx from the layer itself (only [`OnStoreError::Closed`](crate::OnStoreError::Closed)
+/// answers 503, on purpose).
 ///
 /// The backend's own error (e.g. a `redis::RedisError`) is kept as the
 /// [`source`](std::error::Error::source); branch on the kind with [`StoreError::is_timeout`],
@@ -156,14 +158,24 @@ impl StoreError {
         StoreError::Script(source.into())
     }
 
-    /// Whether the store missed the deadline.
+    /// Whether the store did not answer in time: the layer's deadline passed, or the
+    /// connection gave up waiting for the reply (a connection error caused by a timeout, such
+    /// as redis-rs's response timeout). Either way the store may be slow rather than gone.
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert!(redlimit::StoreError::Timeout(Duration::from_millis(5)).is_timeout());
+    /// use redlimit::StoreError;
+    /// assert!(StoreError::Timeout(Duration::from_millis(5)).is_timeout());
+    /// let waited = std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
+    /// assert!(StoreError::connection(waited).is_timeout());
+    /// assert!(!StoreError::connection("refused").is_timeout());
     /// ```
     pub fn is_timeout(&self) -> bool {
-        matches!(self, StoreError::Timeout(_))
+        match self {
+            StoreError::Timeout(_) => true,
+            StoreError::Connection(source) => timed_out(source.as_ref()),
+            _ => false,
+        }
     }
 
     /// Whether the store could not be reached.
@@ -207,4 +219,15 @@ impl std::fmt::Display for Chain<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a connection error's source says it timed out.
+fn timed_out(source: &(dyn std::error::Error + 'static)) -> bool {
+    #[cfg(feature = "redis")]
+    if let Some(redis) = source.downcast_ref::<redis::RedisError>() {
+        return redis.is_timeout();
+    }
+    source
+        .downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }

@@ -70,8 +70,9 @@
 //! | what happens | the layer does |
 //! |---|---|
 //! | the store answers within the deadline (default 100 ms) | decides by it |
-//! | the store errs or misses the deadline | [`OnStoreError::Open`] (default): lets the request through, logs (`warn` at most once a second); [`OnStoreError::Closed`]: `503` (gRPC `UNAVAILABLE`), never 429; [`OnStoreError::Local`]: decides in memory with this instance's share of each limit |
-//! | the store keeps failing | the [`CircuitBreaker`] opens: requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
+//! | the store misses the deadline, or more than 256 store calls are in flight | decides in memory with this instance's share of each limit ([`DecisionSource::Local`]): a slow store may be a flood, and load must never turn limiting off; the late call finishes in the background for the breaker to count |
+//! | the store errs, or its circuit is open | the failure mode: [`OnStoreError::Local`] (default): decides in memory with this instance's share of each limit; [`OnStoreError::Open`]: lets the request through, logs (`warn` at most once a second); [`OnStoreError::Closed`]: `503` (gRPC `UNAVAILABLE`), never 429 |
+//! | most calls fail (errors, or no answer at all for 1 s) | the [`CircuitBreaker`] opens (half of at least 20 calls in 10 s, per Cluster slot range): requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
 //! | a store call timed out or failed on I/O | it is never replayed (it may have run); only `NOSCRIPT` is retried |
 //! | the request has no key | [`MissingKey`] (default: the peer IP) |
 //! | Redis answers garbage | a typed [`StoreError`], then the failure mode; never a panic, never a 500 from the layer |

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use http::StatusCode;
 use redlimit::store::{RedisStore, Store};
-use redlimit::{DecisionSource, Key, Limit, Policy, RateLimitLayer};
+use redlimit::{DecisionSource, Key, Limit, OnStoreError, Policy, RateLimitLayer};
 use support::*;
 
 const PER_KEY: u64 = 5;
@@ -118,8 +118,10 @@ async fn cluster_follows_a_master_failover() {
         .connect()
         .await
         .unwrap();
-    let app =
-        app(RateLimitLayer::new(store, two_per_hour()).store_deadline(Duration::from_millis(200)));
+    // Failing open, a rate-limit header can only come from the store.
+    let app = app(RateLimitLayer::new(store, two_per_hour())
+        .store_deadline(Duration::from_millis(200))
+        .on_store_error(OnStoreError::Open));
     assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
     // Kill the master of the key's slot; its replica takes over.
     let slot = {
@@ -160,8 +162,10 @@ async fn sentinel_follows_a_failover() {
     let policy = policy();
     let d = store.check(&policy, &Key::new("a"), 1).await.unwrap();
     assert_eq!(d.remaining(), Some(PER_KEY - 1));
-    let app =
-        app(RateLimitLayer::new(store, two_per_hour()).store_deadline(Duration::from_millis(200)));
+    // Failing open, a rate-limit header can only come from the store.
+    let app = app(RateLimitLayer::new(store, two_per_hour())
+        .store_deadline(Duration::from_millis(200))
+        .on_store_error(OnStoreError::Open));
     let old_master = set.master.port();
     set.master.kill();
     let promoted = eventually(Duration::from_secs(30), async || {
@@ -192,7 +196,8 @@ async fn fail_open_decisions_during_a_failover_say_so() {
     set.master.kill();
     set.replica.kill();
     let layer = RateLimitLayer::new(store, gcra_policy("dep", 1, Duration::from_secs(60)))
-        .store_deadline(Duration::from_millis(100));
+        .store_deadline(Duration::from_millis(100))
+        .on_store_error(OnStoreError::Open);
     let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;

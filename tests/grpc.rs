@@ -189,7 +189,10 @@ async fn fails_open_when_redis_is_down() {
     let addr = serve(
         redis_layer(&redis, Limit::gcra(1, Duration::from_secs(60)).unwrap())
             .await
-            .store_deadline(Duration::from_millis(100)),
+            .store_deadline(Duration::from_millis(100))
+            .on_store_error(redlimit::OnStoreError::Open)
+            // Every call has the same key: a cached denial would outlive Redis (rightly).
+            .deny_cache(0),
     )
     .await;
     let mut health = client(addr).await;

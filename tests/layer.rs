@@ -13,7 +13,9 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use redlimit::key::{Global, Route};
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::{Decision, DecisionSource, HeaderStyle, Limit, MissingKey, Policy, RateLimitLayer};
+use redlimit::{
+    Decision, DecisionSource, HeaderStyle, Limit, MissingKey, OnStoreError, Policy, RateLimitLayer,
+};
 use support::*;
 use tower::{ServiceBuilder, ServiceExt};
 
@@ -307,7 +309,8 @@ async fn fail_open_decision_is_visible_to_the_handler() {
     let layer = RateLimitLayer::new(
         store,
         policy(Limit::gcra(1, Duration::from_secs(60)).unwrap()),
-    );
+    )
+    .on_store_error(OnStoreError::Open);
     let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;

@@ -121,9 +121,19 @@ fn header_and_global_keys() {
 }
 
 #[test]
-fn fails_open_and_closed_when_redis_is_unreachable() {
-    // Nothing listens on port 1.
-    let open = Server::start(&["--redis", "redis://127.0.0.1:1", "--limit", "1/60s"]);
+fn limits_locally_or_fails_open_or_closed_when_redis_is_unreachable() {
+    // Nothing listens on port 1. By default the server limits in memory.
+    let local = Server::start(&["--redis", "redis://127.0.0.1:1", "--limit", "1/60s"]);
+    assert_eq!(local.get("/", &[]).0, 200);
+    assert_eq!(local.get("/", &[]).0, 429);
+    let open = Server::start(&[
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--limit",
+        "1/60s",
+        "--on-store-error",
+        "open",
+    ]);
     for _ in 0..3 {
         assert_eq!(open.get("/", &[]).0, 200);
     }

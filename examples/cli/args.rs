@@ -35,6 +35,8 @@ pub(crate) struct Args {
     pub(crate) on_store_error: OnStoreError,
     pub(crate) store_timeout: Duration,
     pub(crate) prefix: String,
+    /// Whether denied keys are answered from memory until their retry time (the default).
+    pub(crate) deny_cache: bool,
     /// One line each, for stderr: settings that work but are probably mistakes.
     pub(crate) warnings: Vec<String>,
 }
@@ -57,9 +59,10 @@ impl Args {
             trusted_proxies: Vec::new(),
             ipv6_prefix: 0,
             jwt_secret: None,
-            on_store_error: OnStoreError::Open,
+            on_store_error: OnStoreError::local(),
             store_timeout: Duration::ZERO,
             prefix: String::new(),
+            deny_cache: true,
             warnings: Vec::new(),
         }
     }
@@ -286,7 +289,7 @@ pub(super) mod tests {
         );
         assert_eq!(args.key, KeySpec(vec![KeyPart::Ip]));
         assert_eq!(args.ipv6_prefix, 64);
-        assert_eq!(args.on_store_error, OnStoreError::Open);
+        assert_eq!(args.on_store_error, OnStoreError::local());
         assert_eq!(args.store_timeout, Duration::from_millis(100));
         assert_eq!(args.prefix, "redlimit");
         assert!(args.warnings.is_empty());
@@ -495,6 +498,13 @@ pub(super) mod tests {
         assert!(error(&["--key", "route+"]).contains("unknown key"));
         assert!(error(&["--key", "query:"]).starts_with("--key: query:"));
         assert!(error(&["--ipv6-prefix", "wide"]).starts_with("--ipv6-prefix: "));
+    }
+
+    #[test]
+    fn the_deny_cache_is_on_unless_turned_off() {
+        assert!(parse(&[]).unwrap().deny_cache);
+        assert!(!parse(&["--no-deny-cache"]).unwrap().deny_cache);
+        assert!(parse(&["--no-deny-cache=yes"]).is_err());
     }
 
     #[test]

@@ -203,14 +203,14 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag::new(
         "--on-store-error",
         "MODE",
-        "while the store fails: `open` (let requests through), `closed` (answer 503) or \
-         `local` (limit in this instance's memory); `local:N` when N instances share the limit",
+        "while the store fails: `local` (limit in this instance's memory; `local:N` when N \
+         instances share the limit), `open` (let requests through) or `closed` (answer 503)",
         |a, v| {
             a.on_store_error = args::on_store_error(&v)?;
             Ok(())
         },
     )
-    .default("open"),
+    .default("local"),
     Flag::new(
         "--store-timeout-ms",
         "MS",
@@ -226,6 +226,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         Ok(())
     })
     .default("redlimit"),
+    Flag::switch(
+        "--no-deny-cache",
+        "ask the store on every request, even for a key it denied moments ago",
+        |a, _| {
+            a.deny_cache = false;
+            Ok(())
+        },
+    ),
     Flag::switch("--help", "print this help", |a, _| {
         a.help = true;
         Ok(())

@@ -51,6 +51,11 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
         }
         None => RateLimitLayer::new(MemoryStore::new(), policy),
     };
+    let layer = if args.deny_cache {
+        layer
+    } else {
+        layer.deny_cache(0)
+    };
     Ok(layer
         .key(key_extractor(args)?)
         .on_store_error(args.on_store_error)

@@ -1,56 +1,144 @@
-//! A circuit breaker in front of the store: after repeated failures, stop calling it for a
+//! A circuit breaker in front of the store: when most recent calls fail, stop calling it for a
 //! cool-down and decide at once by the failure policy; then let one probe through, and close
 //! on its success.
+//!
+//! It opens on a failure *rate* over a sliding window with a minimum number of calls, never on
+//! a run of bad luck: a flood that pushes some calls past the deadline while others succeed
+//! is load, not a dead store, and must not buy an attacker an unlimited window.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// When to stop calling a failing store, and for how long.
 ///
-/// After `failures` consecutive failures (errors or missed deadlines) the breaker opens: for
-/// `cool_down`, requests do not touch the store and get the failure policy's answer at once
-/// (no deadline to wait out). Then one request probes the store: success closes the breaker,
-/// failure opens it for another cool-down. The default is 5 failures and 1 s.
+/// The breaker counts the store's calls over a sliding `window` (default 10 s). It opens when
+/// the window holds at least `min_calls` calls (default 20) and at least `failure_rate` of
+/// them failed (default 0.5). Errors always count as failures; calls that missed the deadline
+/// count only while no call in the window succeeded, since a store that answers some calls in
+/// time is slow (overloaded), not gone. While open, for `cool_down` (default 1 s), requests do
+/// not touch the store and get the failure policy's answer at once. Then one request probes
+/// the store: success closes the breaker (with a fresh window), failure opens it again.
 ///
 /// ```
 /// use std::time::Duration;
 /// use redlimit::CircuitBreaker;
-/// let breaker = CircuitBreaker::new(3, Duration::from_millis(500));
-/// assert_eq!(CircuitBreaker::default(), CircuitBreaker::new(5, Duration::from_secs(1)));
+/// let breaker = CircuitBreaker::new()
+///     .window(Duration::from_secs(5))
+///     .min_calls(50)
+///     .failure_rate(0.8)
+///     .cool_down(Duration::from_millis(500));
+/// assert_ne!(breaker, CircuitBreaker::new());
+/// assert_eq!(CircuitBreaker::default(), CircuitBreaker::new());
 /// assert!(CircuitBreaker::disabled().is_disabled());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CircuitBreaker {
-    failures: u32,
+    window: Duration,
+    min_calls: u32,
+    /// The failure rate that opens the breaker, in thousandths (1 to 1000).
+    failure_permille: u32,
     cool_down: Duration,
+    disabled: bool,
 }
 
+/// The sliding window is this many buckets: old calls leave it a tenth at a time.
+const BUCKETS: usize = 10;
+
 impl CircuitBreaker {
-    /// Opens after `failures` consecutive failures (at least 1) for `cool_down`.
-    pub fn new(failures: u32, cool_down: Duration) -> Self {
+    /// The default breaker: opens when at least half of at least 20 calls within 10 s failed,
+    /// for 1 s.
+    ///
+    /// ```
+    /// let breaker = redlimit::CircuitBreaker::new();
+    /// assert!(!breaker.is_disabled());
+    /// ```
+    pub fn new() -> Self {
         CircuitBreaker {
-            failures: failures.max(1),
-            cool_down,
+            window: Duration::from_secs(10),
+            min_calls: 20,
+            failure_permille: 500,
+            cool_down: Duration::from_secs(1),
+            disabled: false,
         }
     }
 
+    /// The span of recent calls the failure rate is taken over (at least 10 ms).
+    ///
+    /// ```
+    /// let breaker = redlimit::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
+    /// ```
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window.max(Duration::from_millis(BUCKETS as u64));
+        self
+    }
+
+    /// The fewest calls in the window before the breaker may open (at least 1): a handful of
+    /// failures at low traffic says little.
+    ///
+    /// ```
+    /// let breaker = redlimit::CircuitBreaker::new().min_calls(5);
+    /// ```
+    pub fn min_calls(mut self, calls: u32) -> Self {
+        self.min_calls = calls.max(1);
+        self
+    }
+
+    /// The share of failed calls in the window that opens the breaker, from 0.001 to 1 (a
+    /// value outside, or NaN, is clamped; NaN keeps the current rate).
+    ///
+    /// ```
+    /// let breaker = redlimit::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
+    /// ```
+    pub fn failure_rate(mut self, rate: f64) -> Self {
+        if !rate.is_nan() {
+            self.failure_permille = (rate * 1000.0).round().clamp(1.0, 1000.0) as u32;
+        }
+        self
+    }
+
+    /// How long the breaker stays open before it lets a probe through.
+    ///
+    /// ```
+    /// let breaker = redlimit::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
+    /// ```
+    pub fn cool_down(mut self, cool_down: Duration) -> Self {
+        self.cool_down = cool_down;
+        self
+    }
+
     /// Never opens: every request tries the store (and may wait up to the deadline).
+    ///
+    /// ```
+    /// assert!(redlimit::CircuitBreaker::disabled().is_disabled());
+    /// ```
     pub fn disabled() -> Self {
         CircuitBreaker {
-            failures: u32::MAX,
-            cool_down: Duration::ZERO,
+            disabled: true,
+            ..CircuitBreaker::new()
         }
     }
 
     /// Whether this breaker never opens.
+    ///
+    /// ```
+    /// assert!(!redlimit::CircuitBreaker::default().is_disabled());
+    /// ```
     pub fn is_disabled(&self) -> bool {
-        self.failures == u32::MAX
+        self.disabled
+    }
+
+    pub(crate) fn cool_down_value(&self) -> Duration {
+        self.cool_down
+    }
+
+    fn bucket_ms(&self) -> u64 {
+        (self.window.as_millis() as u64 / BUCKETS as u64).max(1)
     }
 }
 
 impl Default for CircuitBreaker {
     fn default() -> Self {
-        CircuitBreaker::new(5, Duration::from_secs(1))
+        CircuitBreaker::new()
     }
 }
 
@@ -65,51 +153,96 @@ pub(crate) enum Admission {
     Skip,
 }
 
-/// The breaker's state, shared by every clone of a layer. Lock-free: a closed breaker costs
-/// one atomic load per request.
-#[derive(Debug)]
+/// How a store call ended, as the breaker counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Success,
+    /// The store answered with an error (or could not be reached).
+    Failure,
+    /// The store did not answer within the deadline.
+    Timeout,
+}
+
+/// A change of a breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Opened on these calls in the window.
+    Opened {
+        calls: u32,
+        failures: u32,
+        timeouts: u32,
+    },
+    /// Closed by a successful probe.
+    Closed,
+}
+
+/// One tenth of the window: the calls of one time slice, tagged with the slice's number so a
+/// stale bucket is recognised and restarted.
+#[derive(Debug, Default)]
+struct Bucket {
+    slice: AtomicU64,
+    calls: AtomicU32,
+    failures: AtomicU32,
+    timeouts: AtomicU32,
+}
+
+/// The calls in the window, summed over its buckets.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Tally {
+    calls: u32,
+    failures: u32,
+    timeouts: u32,
+}
+
+impl Tally {
+    /// Whether these calls open the breaker: errors always count; timeouts only when nothing
+    /// in the window succeeded (a slow store answers some calls, a dead one none).
+    fn opens(&self, config: &CircuitBreaker) -> bool {
+        let successes = self
+            .calls
+            .saturating_sub(self.failures)
+            .saturating_sub(self.timeouts);
+        let bad = if successes == 0 {
+            self.failures + self.timeouts
+        } else {
+            self.failures
+        };
+        self.calls >= config.min_calls
+            && u64::from(bad) * 1000 >= u64::from(config.failure_permille) * u64::from(self.calls)
+    }
+}
+
+/// One breaker's state. Lock-free: a closed breaker costs an atomic load and an increment per
+/// call; the counts are approximate under races (a bucket restarted while another thread
+/// counts into it may lose that count), which a rate over a window tolerates.
+#[derive(Debug, Default)]
 pub(crate) struct Breaker {
-    config: CircuitBreaker,
-    epoch: Instant,
-    consecutive: AtomicU32,
-    /// Milliseconds since `epoch` until which the breaker is open; 0 when closed.
+    buckets: [Bucket; BUCKETS],
+    /// Milliseconds (of the owner's clock) until which the breaker is open; 0 when closed.
     open_until: AtomicU64,
-    /// When the current probe started (ms since `epoch`, +1); 0 when none is in flight.
+    /// When the current probe started (ms, at least 1); 0 when none is in flight.
     probe_started: AtomicU64,
 }
 
 impl Breaker {
-    pub(crate) fn new(config: CircuitBreaker) -> Self {
-        Breaker {
-            config,
-            epoch: Instant::now(),
-            consecutive: AtomicU32::new(0),
-            open_until: AtomicU64::new(0),
-            probe_started: AtomicU64::new(0),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64 + 1
-    }
-
-    /// Whether a request may call the store. `deadline` bounds a probe: one that has not
-    /// reported within twice the deadline is presumed lost, and another may start.
-    pub(crate) fn admit(&self, deadline: Duration) -> Admission {
+    /// Whether a request may call the store at `now_ms` (at least 1). `deadline` bounds a
+    /// probe: one that has not reported within twice the deadline is presumed lost, and
+    /// another may start.
+    pub(crate) fn admit(&self, now_ms: u64, deadline: Duration) -> Admission {
         let until = self.open_until.load(Ordering::Acquire);
         if until == 0 {
             return Admission::Call;
         }
-        let now = self.now_ms();
-        if now < until {
+        if now_ms < until {
             return Admission::Skip;
         }
         let started = self.probe_started.load(Ordering::Acquire);
-        let stale = started != 0 && now.saturating_sub(started) > 2 * deadline.as_millis() as u64;
+        let stale =
+            started != 0 && now_ms.saturating_sub(started) > 2 * deadline.as_millis() as u64;
         if (started == 0 || stale)
             && self
                 .probe_started
-                .compare_exchange(started, now, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(started, now_ms, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
             return Admission::Probe;
@@ -117,41 +250,110 @@ impl Breaker {
         Admission::Skip
     }
 
-    /// Records the outcome of a store call.
-    pub(crate) fn record(&self, admission: Admission, success: bool) {
-        if success {
-            // Loads first: a healthy store costs no write to shared cache lines.
-            if self.consecutive.load(Ordering::Relaxed) != 0 {
-                self.consecutive.store(0, Ordering::Relaxed);
-            }
-            if self.open_until.load(Ordering::Acquire) != 0
-                && self.open_until.swap(0, Ordering::AcqRel) != 0
-            {
-                self.probe_started.store(0, Ordering::Release);
-                tracing::info!("rate-limit store answers again; circuit closed");
-            }
-            return;
-        }
-        let open = |breaker: &Self| {
-            let until = breaker.now_ms() + breaker.config.cool_down.as_millis() as u64;
-            breaker.open_until.store(until.max(1), Ordering::Release);
-        };
-        if admission == Admission::Probe {
-            open(self);
+    /// Records how a store call ended; returns what changed, for the caller to log.
+    pub(crate) fn record(
+        &self,
+        config: &CircuitBreaker,
+        now_ms: u64,
+        admission: Admission,
+        outcome: Outcome,
+    ) -> Option<Change> {
+        if admission == Admission::Probe && !config.disabled {
             self.probe_started.store(0, Ordering::Release);
-            return;
+            if outcome == Outcome::Success {
+                self.clear();
+                self.open_until.store(0, Ordering::Release);
+                return Some(Change::Closed);
+            }
+            self.open(config, now_ms);
+            return None;
         }
-        let failures = self
-            .consecutive
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        if failures >= self.config.failures && self.open_until.load(Ordering::Acquire) == 0 {
-            open(self);
-            tracing::warn!(
-                failures,
-                cool_down = ?self.config.cool_down,
-                "rate-limit store keeps failing; circuit open, deciding without it"
-            );
+        if admission == Admission::Skip {
+            return None;
+        }
+        let slice = now_ms / config.bucket_ms();
+        let bucket = &self.buckets[slice as usize % BUCKETS];
+        let seen = bucket.slice.load(Ordering::Acquire);
+        if seen != slice
+            && bucket
+                .slice
+                .compare_exchange(seen, slice, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            bucket.calls.store(0, Ordering::Relaxed);
+            bucket.failures.store(0, Ordering::Relaxed);
+            bucket.timeouts.store(0, Ordering::Relaxed);
+        }
+        bucket.calls.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            // A success cannot open the breaker: no need to look at the window.
+            Outcome::Success => return None,
+            Outcome::Failure => bucket.failures.fetch_add(1, Ordering::Relaxed),
+            Outcome::Timeout => bucket.timeouts.fetch_add(1, Ordering::Relaxed),
+        };
+        if config.disabled || self.open_until.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let tally = self.tally(slice);
+        if tally.opens(config)
+            && self
+                .open_until
+                .compare_exchange(
+                    0,
+                    now_ms + config.cool_down.as_millis() as u64,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            self.clear();
+            return Some(Change::Opened {
+                calls: tally.calls,
+                failures: tally.failures,
+                timeouts: tally.timeouts,
+            });
+        }
+        None
+    }
+
+    /// Lets another request probe: this one's probe was never sent.
+    pub(crate) fn abandon_probe(&self) {
+        self.probe_started.store(0, Ordering::Release);
+    }
+
+    /// Whether the breaker is closed (one atomic load).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.open_until.load(Ordering::Acquire) == 0
+    }
+
+    fn open(&self, config: &CircuitBreaker, now_ms: u64) {
+        let until = now_ms + config.cool_down.as_millis() as u64;
+        self.open_until.store(until.max(1), Ordering::Release);
+    }
+
+    /// The calls of the buckets still inside the window ending in `slice`.
+    fn tally(&self, slice: u64) -> Tally {
+        let oldest = slice.saturating_sub(BUCKETS as u64 - 1);
+        let mut tally = Tally::default();
+        for bucket in &self.buckets {
+            let s = bucket.slice.load(Ordering::Acquire);
+            if s >= oldest && s <= slice {
+                tally.calls += bucket.calls.load(Ordering::Relaxed);
+                tally.failures += bucket.failures.load(Ordering::Relaxed);
+                tally.timeouts += bucket.timeouts.load(Ordering::Relaxed);
+            }
+        }
+        tally
+    }
+
+    /// Forgets the window: after a state change, the old calls say nothing about the new
+    /// state.
+    fn clear(&self) {
+        for bucket in &self.buckets {
+            bucket.slice.store(0, Ordering::Relaxed);
+            bucket.calls.store(0, Ordering::Relaxed);
+            bucket.failures.store(0, Ordering::Relaxed);
+            bucket.timeouts.store(0, Ordering::Relaxed);
         }
     }
 }
@@ -162,50 +364,126 @@ mod tests {
 
     const DEADLINE: Duration = Duration::from_millis(100);
 
-    #[test]
-    fn opens_after_consecutive_failures_and_probes_after_the_cool_down() {
-        let b = Breaker::new(CircuitBreaker::new(3, Duration::ZERO));
-        for _ in 0..2 {
-            assert_eq!(b.admit(DEADLINE), Admission::Call);
-            b.record(Admission::Call, false);
-        }
-        b.record(Admission::Call, true);
-        for _ in 0..3 {
-            b.record(Admission::Call, false);
-        }
-        // Cool-down of zero: the next request is the probe, and only one.
-        assert_eq!(b.admit(DEADLINE), Admission::Probe);
-        assert_eq!(b.admit(DEADLINE), Admission::Skip);
-        b.record(Admission::Probe, true);
-        assert_eq!(b.admit(DEADLINE), Admission::Call);
+    fn config(min_calls: u32) -> CircuitBreaker {
+        CircuitBreaker::new()
+            .min_calls(min_calls)
+            .cool_down(Duration::from_millis(1000))
+    }
+
+    /// Records `n` calls with this outcome at `now` (ms).
+    fn record(b: &Breaker, c: &CircuitBreaker, now: u64, n: u32, outcome: Outcome) -> bool {
+        (0..n).any(|_| {
+            matches!(
+                b.record(c, now, Admission::Call, outcome),
+                Some(Change::Opened { .. })
+            )
+        })
     }
 
     #[test]
-    fn stays_open_during_the_cool_down() {
-        let b = Breaker::new(CircuitBreaker::new(1, Duration::from_secs(3600)));
-        b.record(Admission::Call, false);
-        assert_eq!(b.admit(DEADLINE), Admission::Skip);
+    fn opens_on_a_failure_rate_only_after_the_minimum_of_calls() {
+        let (b, c) = (Breaker::default(), config(20));
+        assert!(!record(&b, &c, 1, 19, Outcome::Failure), "19 calls < 20");
+        assert_eq!(b.admit(1, DEADLINE), Admission::Call);
+        assert!(record(&b, &c, 1, 1, Outcome::Failure));
+        assert_eq!(b.admit(2, DEADLINE), Admission::Skip);
     }
 
     #[test]
-    fn a_failed_probe_reopens() {
-        let b = Breaker::new(CircuitBreaker::new(1, Duration::ZERO));
-        b.record(Admission::Call, false);
-        assert_eq!(b.admit(DEADLINE), Admission::Probe);
-        b.record(Admission::Probe, false);
+    fn a_failure_rate_under_the_threshold_keeps_it_closed() {
+        let (b, c) = (Breaker::default(), config(20));
+        for _ in 0..100 {
+            assert!(!record(&b, &c, 5, 2, Outcome::Success));
+            assert!(!record(&b, &c, 5, 1, Outcome::Failure), "a third failing");
+        }
+        assert_eq!(b.admit(5, DEADLINE), Admission::Call);
+    }
+
+    #[test]
+    fn timeouts_among_successes_do_not_open_it() {
+        // A flood: most calls miss the deadline, some are answered in time.
+        let (b, c) = (Breaker::default(), config(20));
+        assert!(!record(&b, &c, 1, 1, Outcome::Success));
+        assert!(!record(&b, &c, 1, 10_000, Outcome::Timeout));
+        assert_eq!(b.admit(1, DEADLINE), Admission::Call);
+    }
+
+    #[test]
+    fn timeouts_alone_open_it() {
+        // A silent store: nothing answers.
+        let (b, c) = (Breaker::default(), config(20));
+        assert!(record(&b, &c, 1, 20, Outcome::Timeout));
+        assert_eq!(b.admit(2, DEADLINE), Admission::Skip);
+    }
+
+    #[test]
+    fn old_calls_leave_the_window() {
+        let (b, c) = (Breaker::default(), config(20));
+        // 10 s window: a success at t=0 no longer excuses timeouts at t=20 s.
+        assert!(!record(&b, &c, 1, 1, Outcome::Success));
+        assert!(record(&b, &c, 20_000, 20, Outcome::Timeout));
+        // Failures spread thinner than the window never add up to the minimum.
+        let (b, c) = (Breaker::default(), config(20));
+        for second in 0..100 {
+            assert!(!record(&b, &c, 1 + second * 1000, 1, Outcome::Failure));
+        }
+    }
+
+    #[test]
+    fn probes_once_after_the_cool_down_and_closes_on_success() {
+        let (b, c) = (Breaker::default(), config(1));
+        assert!(record(&b, &c, 1, 1, Outcome::Failure));
+        assert_eq!(b.admit(999, DEADLINE), Admission::Skip);
+        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
         assert_eq!(
-            b.admit(DEADLINE),
-            Admission::Probe,
-            "cool-down of zero: probe again"
+            b.admit(1001, DEADLINE),
+            Admission::Skip,
+            "one probe at a time"
         );
+        assert_eq!(
+            b.record(&c, 1002, Admission::Probe, Outcome::Success),
+            Some(Change::Closed)
+        );
+        assert_eq!(b.admit(1003, DEADLINE), Admission::Call);
     }
 
     #[test]
-    fn disabled_never_opens() {
-        let b = Breaker::new(CircuitBreaker::disabled());
-        for _ in 0..1000 {
-            b.record(Admission::Call, false);
-        }
-        assert_eq!(b.admit(DEADLINE), Admission::Call);
+    fn a_failed_probe_reopens_and_a_lost_one_is_replaced() {
+        let (b, c) = (Breaker::default(), config(1));
+        assert!(record(&b, &c, 1, 1, Outcome::Failure));
+        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
+        assert_eq!(b.record(&c, 1001, Admission::Probe, Outcome::Timeout), None);
+        assert_eq!(b.admit(1500, DEADLINE), Admission::Skip, "open again");
+        assert_eq!(b.admit(2002, DEADLINE), Admission::Probe);
+        // This probe never reports (its request was dropped): after 2 × the deadline, another.
+        assert_eq!(b.admit(2100, DEADLINE), Admission::Skip);
+        assert_eq!(b.admit(2203, DEADLINE), Admission::Probe);
+    }
+
+    #[test]
+    fn closing_forgets_the_failures_before() {
+        let (b, c) = (Breaker::default(), config(20));
+        assert!(record(&b, &c, 1, 20, Outcome::Failure));
+        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
+        b.record(&c, 1001, Admission::Probe, Outcome::Success);
+        assert!(!record(&b, &c, 1002, 19, Outcome::Failure));
+    }
+
+    #[test]
+    fn settings_are_clamped() {
+        let c = CircuitBreaker::new()
+            .min_calls(0)
+            .failure_rate(7.0)
+            .window(Duration::ZERO);
+        assert_eq!(c.min_calls, 1);
+        assert_eq!(c.failure_permille, 1000);
+        assert_eq!(c.window, Duration::from_millis(10));
+        assert_eq!(
+            CircuitBreaker::new()
+                .failure_rate(f64::NAN)
+                .failure_permille,
+            500
+        );
+        assert_eq!(CircuitBreaker::new().failure_rate(-1.0).failure_permille, 1);
     }
 }

@@ -9,9 +9,12 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 
-use super::breaker::{Breaker, CircuitBreaker};
+use super::breaker::CircuitBreaker;
+use super::breakers::Breakers;
+use super::deny_cache::{DenyCache, DEFAULT_DENY_CACHE};
 use super::grpc_status::GrpcStatus;
 use super::header_style::HeaderStyle;
+use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
 use super::rule::Rule;
@@ -37,11 +40,14 @@ pub(crate) struct Config {
     pub(crate) missing_key: MissingKey,
     pub(crate) cost: Option<Arc<CostFn>>,
     pub(crate) on_store_error: OnStoreError,
-    /// The in-memory store of [`OnStoreError::Local`], made when that mode is chosen so that
-    /// every clone of the layer falls back to the same counts.
-    pub(crate) local_store: Option<MemoryStore>,
+    /// The in-memory store of [`OnStoreError::Local`] and of the overflow past
+    /// `in_flight`, made with the settings so that every clone of the layer decides in memory
+    /// with the same counts.
+    pub(crate) local_store: MemoryStore,
     pub(crate) deadline: Duration,
-    pub(crate) breaker: Arc<Breaker>,
+    pub(crate) breakers: Arc<Breakers>,
+    pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) deny_cache: Arc<DenyCache>,
     pub(crate) headers: HeaderStyle,
     pub(crate) grpc_status: GrpcStatus,
     pub(crate) rejection: Option<Arc<RejectFn>>,
@@ -59,9 +65,11 @@ impl Config {
             missing_key: MissingKey::default(),
             cost: None,
             on_store_error: OnStoreError::default(),
-            local_store: None,
+            local_store: MemoryStore::new(),
             deadline: DEFAULT_DEADLINE,
-            breaker: Arc::new(Breaker::new(CircuitBreaker::default())),
+            breakers: Arc::new(Breakers::new(CircuitBreaker::default())),
+            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
+            deny_cache: Arc::new(DenyCache::new(DEFAULT_DENY_CACHE)),
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
             rejection: None,

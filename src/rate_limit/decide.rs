@@ -4,34 +4,61 @@
 use std::future::IntoFuture;
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
 use http::{Response, StatusCode};
 
-use super::breaker::Admission;
+use super::breaker::{Admission, Outcome};
 use super::config::Config;
+use super::deny_cache::Lookup;
 use super::grpc;
 use super::headers::RateHeaders;
+use super::in_flight::Permit;
 use super::local::LocalFallback;
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
 use crate::key::{Key, KeyExtractor, PeerIp};
+use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
+
+/// How long a store call that missed the request's deadline may still answer before the
+/// breaker counts it as lost (at least ten deadlines).
+const LOST_AFTER: Duration = Duration::from_secs(1);
 
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
-    local: Option<LocalFallback>,
+    local: LocalFallback,
 }
 
-/// What a store call needs to be settled: its rule and breaker admission, whether it is a
-/// gRPC call, and for a local fallback the key and cost.
+/// What a store call needs to be settled: its rule, failure domain and breaker admission,
+/// whether it is a gRPC call, for a local fallback the key and cost, and its place among the
+/// calls in flight.
 pub(crate) struct Pending {
     rule: usize,
+    domain: u16,
     admission: Admission,
+    grpc: bool,
+    key: Key,
+    cost: u64,
+    permit: Option<Permit>,
+    /// The turn at the deny cache's gate of this key, while its expired denial is refreshed:
+    /// released once the answer is cached.
+    _gate: Option<OwnedSemaphorePermit>,
+    /// When the store call was made, before it was sent (a store future does nothing until
+    /// polled): the deny cache counts from here. Only for calls that wait.
+    asked: Option<Instant>,
+}
+
+/// A request waiting for another to refresh its key's expired denial.
+pub(crate) struct Queued {
+    rule: usize,
     grpc: bool,
     key: Key,
     cost: u64,
@@ -43,6 +70,8 @@ pub(crate) struct Pending {
 pub(crate) enum Start {
     /// Ask the store.
     Check(CheckFuture, Pending),
+    /// Wait at the gate (at most the deadline), then [`Decider::resume`].
+    Wait(Arc<Semaphore>, Queued),
     /// Decided without waiting.
     Decided(Verdict),
     /// Call the inner service without limiting it.
@@ -99,32 +128,149 @@ impl Decider {
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        let admission = config.breaker.admit(config.deadline);
-        let pending = Pending {
+        let gate = match config.deny_cache.lookup(rule_id, &key, cost, false) {
+            Lookup::Miss => None,
+            Lookup::Hit(denial) => return Start::Decided(self.decided(denial, grpc)),
+            Lookup::Refresh(turn) => Some(turn),
+            Lookup::Wait(gate) => {
+                let queued = Queued {
+                    rule: rule_id,
+                    grpc,
+                    key,
+                    cost,
+                };
+                return Start::Wait(gate, queued);
+            }
+        };
+        self.ask(rule_id, &rule.policy, grpc, key, cost, gate)
+    }
+
+    /// After waiting at the gate: with `turn`, or without it if the deadline passed first.
+    pub(crate) fn resume(&self, queued: Queued, turn: Option<OwnedSemaphorePermit>) -> Start {
+        let Queued {
+            rule,
+            grpc,
+            key,
+            cost,
+        } = queued;
+        if let Lookup::Hit(denial) = self.config.deny_cache.lookup(rule, &key, cost, true) {
+            return Start::Decided(self.decided(denial, grpc));
+        }
+        // The id comes from this decider's own (immutable) rules: always there.
+        let Some(policy) = self.config.rule(rule).map(|r| &r.policy) else {
+            return Start::Decided(Verdict::Respond(self.unavailable(grpc)));
+        };
+        self.ask(rule, policy, grpc, key, cost, turn)
+    }
+
+    /// Asks the store (through the breaker and the bound on calls in flight).
+    fn ask(
+        &self,
+        rule_id: usize,
+        policy: &Policy,
+        grpc: bool,
+        key: Key,
+        cost: u64,
+        gate: Option<OwnedSemaphorePermit>,
+    ) -> Start {
+        let config = &*self.config;
+        let domain = config.store.failure_domain(policy, &key);
+        let admission = config.breakers.admit(domain, config.deadline);
+        let mut pending = Pending {
             rule: rule_id,
+            domain,
             admission,
             grpc,
             key,
             cost,
+            permit: None,
+            _gate: gate,
+            asked: None,
         };
         if admission == Admission::Skip {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
         }
-        match config.store.check(&rule.policy, &pending.key, cost) {
-            Check::Ready(outcome) => Start::Decided(self.verdict(outcome, &pending)),
-            pending_check => Start::Check(pending_check.into_future(), pending),
+        match config.store.check(policy, &pending.key, cost) {
+            // An answer without I/O cannot hang: the breaker only watches calls that wait,
+            // unless this one was its probe.
+            Check::Ready(outcome) => {
+                if admission == Admission::Probe {
+                    self.record(&pending, &outcome);
+                }
+                Start::Decided(self.settle(outcome, &pending))
+            }
+            waiting => match config.in_flight.try_acquire() {
+                Some(permit) => {
+                    pending.permit = Some(permit);
+                    pending.asked = Some(Instant::now());
+                    Start::Check(waiting.into_future(), pending)
+                }
+                // The call is dropped unsent (a store future does nothing until polled).
+                None => {
+                    config.breakers.abandon(domain, admission);
+                    Start::Decided(self.in_memory(
+                        &pending,
+                        "too many rate-limit store calls in flight; deciding in memory",
+                    ))
+                }
+            },
         }
     }
 
-    /// Settles a store call: its decision, or the failure mode's.
+    /// Settles a store call that waited: the breaker counts it, then its decision or the
+    /// failure mode's.
     pub(crate) fn verdict(
         &self,
         outcome: Result<Decision, StoreError>,
         pending: &Pending,
     ) -> Verdict {
+        self.record(pending, &outcome);
+        if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
+            self.config.deny_cache.insert(
+                pending.rule,
+                &pending.key,
+                pending.cost,
+                asked,
+                decision,
+            );
+        }
+        self.settle(outcome, pending)
+    }
+
+    /// The store did not answer within the deadline. That alone does not show it failed: a
+    /// flood that queues calls (here or in the store) looks the same for a while, and failing
+    /// open on it would hand an attacker an unlimited window. So the request is decided in
+    /// memory, and the call is left to finish in the background (holding its place among the
+    /// calls in flight) for the breaker to learn whether the store answered late (alive,
+    /// busy) or not within [`LOST_AFTER`] (gone).
+    pub(crate) fn missed_deadline(&self, check: CheckFuture, pending: &mut Pending) -> Verdict {
+        let breakers = Arc::clone(&self.config.breakers);
+        let (domain, admission, permit) =
+            (pending.domain, pending.admission, pending.permit.take());
+        let lost_after = LOST_AFTER.max(10 * self.config.deadline);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let outcome = tokio::time::timeout(lost_after, check).await;
+                    breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
+                    drop(permit);
+                });
+            }
+            Err(_) => breakers.record(domain, admission, Outcome::Timeout),
+        }
+        self.in_memory(
+            pending,
+            "rate-limit store missed the deadline; deciding in memory",
+        )
+    }
+
+    fn record(&self, pending: &Pending, outcome: &Result<Decision, StoreError>) {
         self.config
-            .breaker
-            .record(pending.admission, outcome.is_ok());
+            .breakers
+            .record(pending.domain, pending.admission, outcome_of(Some(outcome)));
+    }
+
+    fn settle(&self, outcome: Result<Decision, StoreError>, pending: &Pending) -> Verdict {
         match outcome {
             Ok(decision) => self.decided(decision, pending.grpc),
             Err(error) => self.store_failed(&error, pending),
@@ -167,6 +313,11 @@ impl Decider {
     /// circuit breaker's transitions are logged too), at `debug` otherwise.
     fn store_failed(&self, error: &StoreError, pending: &Pending) -> Verdict {
         let config = &*self.config;
+        // A reply that did not come in time may be load as well as failure: see
+        // `missed_deadline`. Only errors and an open circuit say the store is gone.
+        if error.is_timeout() {
+            return self.in_memory(pending, "rate-limit store timed out; deciding in memory");
+        }
         // The id comes from this decider's own (immutable) rules: always there.
         let Some(rule) = config.rule(pending.rule) else {
             return Verdict::Respond(self.unavailable(pending.grpc));
@@ -182,10 +333,7 @@ impl Decider {
         } else {
             tracing::debug!(policy, error = %Chain(error), "rate-limit store failed; {mode}");
         }
-        let local = self
-            .local
-            .as_ref()
-            .and_then(|local| local.get(pending.rule));
+        let local = self.local.get(pending.rule);
         match (config.on_store_error, local) {
             (OnStoreError::Closed, _) => {
                 let mut response = self.unavailable(pending.grpc);
@@ -207,6 +355,34 @@ impl Decider {
         }
     }
 
+    /// Load, not failure: more store calls in flight than the layer allows, or a call that
+    /// missed its deadline while the store answers others. Decided in memory with this
+    /// instance's share of the limits, whatever the failure mode, so that load never buys an
+    /// unlimited window (and never a 503: the store is busy, not gone).
+    fn in_memory(&self, pending: &Pending, why: &str) -> Verdict {
+        let config = &*self.config;
+        let Some((store, scaled)) = self.local.get(pending.rule) else {
+            return Verdict::Respond(self.unavailable(pending.grpc));
+        };
+        if config.throttle.should_warn() {
+            tracing::warn!(
+                policy = scaled.name(),
+                max = config.in_flight.max(),
+                "{why}"
+            );
+        } else {
+            tracing::debug!(
+                policy = scaled.name(),
+                max = config.in_flight.max(),
+                "{why}"
+            );
+        }
+        let decision = store
+            .check_now(scaled, &pending.key, pending.cost)
+            .with_source(DecisionSource::Local);
+        self.decided(decision, pending.grpc)
+    }
+
     /// Fail closed: 503, or gRPC `UNAVAILABLE`; never 429, the client did nothing wrong.
     fn unavailable(&self, grpc: bool) -> Response<Bytes> {
         if grpc {
@@ -223,6 +399,16 @@ impl Decider {
         if self.config.throttle.should_warn() {
             tracing::warn!(policy, why, "request not rate limited");
         }
+    }
+}
+
+/// How the breaker counts a call's end (`None`: no answer at all).
+fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
+    match outcome {
+        Some(Ok(_)) => Outcome::Success,
+        Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
+        Some(Err(_)) => Outcome::Failure,
+        None => Outcome::Timeout,
     }
 }
 

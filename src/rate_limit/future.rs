@@ -2,7 +2,7 @@
 //! or answer at once.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -10,14 +10,15 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit};
 use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::{Decider, Pending, Verdict};
+use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
 use crate::error::StoreError;
-use crate::store::CheckFuture;
+use crate::store::{Check, CheckFuture};
 
 pin_project! {
     /// The future of [`RateLimit`](crate::RateLimit): the store's answer (bounded by the
@@ -30,6 +31,9 @@ pin_project! {
         state: State<S, ReqBody>,
     }
 }
+
+/// The wait for a turn at a deny-cache gate.
+type Turn = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 pin_project! {
     #[project = StateProj]
@@ -44,6 +48,15 @@ pin_project! {
             // Armed only if the store does not answer on the first poll, so an in-memory
             // store never touches the timer.
             deadline: Option<Pin<Box<Sleep>>>,
+            request: Option<Request<ReqBody>>,
+            inner: Option<S>,
+        },
+        Wait {
+            decider: Arc<Decider>,
+            turn: Turn,
+            // Bounds the wait: past the store deadline, the request asks the store itself.
+            deadline: Pin<Box<Sleep>>,
+            queued: Option<Queued>,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
         },
@@ -62,23 +75,34 @@ impl<S, ReqBody> ResponseFuture<S, ReqBody>
 where
     S: Service<Request<ReqBody>>,
 {
-    pub(crate) fn check(
-        decider: Arc<Decider>,
-        check: CheckFuture,
-        pending: Pending,
+    /// The future of a request that starts as `start` says.
+    pub(crate) fn start(
+        decider: &Arc<Decider>,
+        start: Start,
         request: Request<ReqBody>,
         inner: S,
     ) -> Self {
-        ResponseFuture {
-            state: State::Check {
-                decider,
+        let state = match start {
+            Start::Check(check, pending) => State::Check {
+                decider: Arc::clone(decider),
                 check,
                 pending,
                 deadline: None,
                 request: Some(request),
                 inner: Some(inner),
             },
-        }
+            Start::Wait(gate, queued) => State::Wait {
+                decider: Arc::clone(decider),
+                turn: Box::pin(gate.acquire_owned()),
+                deadline: Box::pin(tokio::time::sleep(decider.config.deadline)),
+                queued: Some(queued),
+                request: Some(request),
+                inner: Some(inner),
+            },
+            Start::Decided(verdict) => return ResponseFuture::decided(verdict, inner, request),
+            Start::Unlimited => return ResponseFuture::unlimited(inner, request),
+        };
+        ResponseFuture { state }
     }
 
     pub(crate) fn decided(verdict: Verdict, mut inner: S, mut request: Request<ReqBody>) -> Self {
@@ -125,21 +149,46 @@ where
                     request,
                     inner,
                 } => {
-                    let outcome = match Pin::new(&mut *check).poll(cx) {
-                        Poll::Ready(outcome) => outcome,
+                    let verdict = match Pin::new(&mut *check).poll(cx) {
+                        Poll::Ready(outcome) => decider.verdict(outcome, pending),
                         Poll::Pending => {
                             let limit = decider.config.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));
-                            Err(StoreError::Timeout(limit))
+                            let placeholder = Check::ready(Err(StoreError::Timeout(limit)));
+                            let check = std::mem::replace(check, placeholder.into_future());
+                            decider.missed_deadline(check, pending)
                         }
                     };
                     let (Some(request), Some(inner)) = (request.take(), inner.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let verdict = decider.verdict(outcome, pending);
                     state.set(ResponseFuture::decided(verdict, inner, request).state);
+                }
+                StateProj::Wait {
+                    decider,
+                    turn,
+                    deadline,
+                    queued,
+                    request,
+                    inner,
+                } => {
+                    let turn = match turn.as_mut().poll(cx) {
+                        Poll::Ready(turn) => turn.ok(),
+                        Poll::Pending => {
+                            ready!(deadline.as_mut().poll(cx));
+                            None
+                        }
+                    };
+                    let (Some(queued), Some(request), Some(inner)) =
+                        (queued.take(), request.take(), inner.take())
+                    else {
+                        panic!("ResponseFuture polled after completion");
+                    };
+                    let start = decider.resume(queued, turn);
+                    let decider = Arc::clone(decider);
+                    state.set(ResponseFuture::start(&decider, start, request, inner).state);
                 }
                 StateProj::Call { future, headers } => {
                     let mut response = ready!(future.poll(cx))?;
@@ -164,6 +213,7 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
             State::Check { .. } => "waiting for the store",
+            State::Wait { .. } => "waiting for another request's answer from the store",
             State::Call { .. } => "calling the inner service",
             State::Respond { .. } => "answering",
         };

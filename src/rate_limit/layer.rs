@@ -8,11 +8,14 @@ use http::request::Parts;
 use http::Response;
 use tower_layer::Layer;
 
-use super::breaker::{Breaker, CircuitBreaker};
+use super::breaker::CircuitBreaker;
+use super::breakers::Breakers;
 use super::config::Config;
 use super::decide::Decider;
+use super::deny_cache::DenyCache;
 use super::grpc_status::GrpcStatus;
 use super::header_style::HeaderStyle;
+use super::in_flight::InFlight;
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
 use super::route_pattern::RoutePattern;
@@ -22,7 +25,7 @@ use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Policy;
-use crate::store::{MemoryStore, Store};
+use crate::store::Store;
 
 /// Applies a rate-limit [`Policy`] to every request of the wrapped service.
 ///
@@ -203,8 +206,8 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz");
@@ -237,8 +240,8 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).cost(|parts: &http::request::Parts| {
     ///     parts.headers.get("x-batch-size")
@@ -252,12 +255,14 @@ impl RateLimitLayer {
     }
 
     /// What to do when the store fails, misses the deadline, or its circuit is open (default:
-    /// [`OnStoreError::Open`]).
+    /// [`OnStoreError::Local`] with one instance: each replica enforces the whole limit in
+    /// memory, so N replicas falling back together admit up to N times the limit; say how
+    /// many share it, or choose [`OnStoreError::Open`] to admit everything).
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy.clone()).on_store_error(OnStoreError::Closed);
     /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
@@ -266,40 +271,87 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_store_error(self, mode: OnStoreError) -> Self {
-        self.edit(|c| {
-            c.on_store_error = mode;
-            c.local_store = match mode {
-                OnStoreError::Local { .. } => {
-                    c.local_store.take().or_else(|| Some(MemoryStore::new()))
-                }
-                _ => None,
-            };
-        })
+        self.edit(|c| c.on_store_error = mode)
     }
 
-    /// When to stop calling a failing store (default: after 5 consecutive failures, for 1 s).
-    /// While open, requests are decided at once by the store-error mode.
+    /// When to stop calling a failing store (default [`CircuitBreaker::new`]: when half of at
+    /// least 20 calls within 10 s failed, for 1 s). While open, requests are decided at once by
+    /// the store-error mode. A store with several failure domains (the shards of a Redis
+    /// Cluster, see [`Store::failure_domain`]) gets a breaker per domain: one sick shard does
+    /// not switch limiting off for the others.
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
-    ///     .circuit_breaker(CircuitBreaker::new(3, Duration::from_secs(2)));
+    ///     .circuit_breaker(CircuitBreaker::new().min_calls(50).cool_down(Duration::from_secs(2)));
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn circuit_breaker(self, breaker: CircuitBreaker) -> Self {
-        self.edit(|c| c.breaker = Arc::new(Breaker::new(breaker)))
+        self.edit(|c| c.breakers = Arc::new(Breakers::new(breaker)))
     }
 
-    /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
-    /// store-error mode decides; the store call is abandoned, never replayed.
+    /// The most store calls this layer (all its clones) keeps in flight (default 256; at
+    /// least 1). A request past it is decided in memory with this instance's share of its
+    /// policy (as [`OnStoreError::Local`] would, whatever the failure mode), with the source
+    /// [`DecisionSource::Local`](crate::DecisionSource::Local): under a flood, calls do not
+    /// queue behind the store until they all miss the deadline, and load never turns limiting
+    /// off. Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) are not
+    /// counted.
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).max_store_calls(1024);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn max_store_calls(self, calls: usize) -> Self {
+        self.edit(|c| c.in_flight = Arc::new(InFlight::new(calls)))
+    }
+
+    /// How many denials the layer remembers (default 10 000; 0 turns the cache off). When the
+    /// store denies a key, later requests for it with at least the same cost are answered in
+    /// memory until the store's retry time, with its headers counted down
+    /// ([`DecisionSource::DenyCache`](crate::DecisionSource::DenyCache)): a client hammering a
+    /// denied key costs the store nothing until it may pass again.
+    ///
+    /// This is exact, not an approximation: a denied request consumes nothing, and other
+    /// requests (here or on other replicas) can only consume more, so the store would have
+    /// denied every one of them too. The retry time is counted from before the store call was
+    /// sent, so the cache never outlasts the store's own denial. Denials that can never pass
+    /// (a cost above a limit's capacity) and decisions the store did not make are not cached.
+    /// Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) never
+    /// fill it. Memory stays bounded: past the capacity, expired entries and then those
+    /// expiring soonest are evicted.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).deny_cache(0); // off
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn deny_cache(self, capacity: usize) -> Self {
+        self.edit(|c| c.deny_cache = Arc::new(DenyCache::new(capacity)))
+    }
+
+    /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
+    /// request is decided in memory with this instance's share of its policy (source
+    /// [`DecisionSource::Local`](crate::DecisionSource::Local)), whatever the failure mode: a
+    /// store that is late may be one a flood queues calls for, and failing open on load would
+    /// hand the flood an unlimited window. The late call is never replayed; it may finish in
+    /// the background (for up to 1 s, at least ten deadlines) so the circuit breaker learns
+    /// whether the store is slow or gone.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
     ///     .store_deadline(Duration::from_millis(25));
@@ -313,8 +365,8 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{HeaderStyle, Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{HeaderStyle, Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).headers(HeaderStyle::Both);
     /// # Ok::<(), redlimit::ConfigError>(())
@@ -331,8 +383,8 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # use std::time::Duration;
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{GrpcStatus, Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{GrpcStatus, Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).grpc_status(GrpcStatus::Unavailable);
     /// # Ok::<(), redlimit::ConfigError>(())
@@ -348,8 +400,8 @@ impl RateLimitLayer {
     /// # use std::time::Duration;
     /// use bytes::Bytes;
     /// use http::{Response, StatusCode};
-    ///use redlimit::store::MemoryStore;
-    ///use redlimit::{Decision, Limit, Policy, RateLimitLayer};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Decision, Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).on_rejection(|d: &Decision| {
     ///     let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());

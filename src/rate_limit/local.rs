@@ -1,4 +1,5 @@
-//! The in-memory fallback of [`OnStoreError::Local`]: this instance's share of every policy.
+//! The in-memory decisions of [`OnStoreError::Local`] and of the overflow past the bound on
+//! store calls in flight: this instance's share of every policy.
 
 use super::config::Config;
 use super::on_store_error::OnStoreError;
@@ -14,18 +15,20 @@ pub(crate) struct LocalFallback {
 }
 
 impl LocalFallback {
-    /// The fallback `config` asks for, if it asks for one.
-    pub(crate) fn of(config: &Config) -> Option<Self> {
-        let OnStoreError::Local { instances } = config.on_store_error else {
-            return None;
+    /// The fallback of `config`: each policy divided by the instances of
+    /// [`OnStoreError::Local`] (whole, in any other mode).
+    pub(crate) fn of(config: &Config) -> Self {
+        let instances = match config.on_store_error {
+            OnStoreError::Local { instances } => instances,
+            _ => 1,
         };
-        Some(LocalFallback {
-            store: config.local_store.clone().unwrap_or_default(),
+        LocalFallback {
+            store: config.local_store.clone(),
             policies: config
                 .rules()
                 .map(|rule| rule.policy.scaled(instances))
                 .collect(),
-        })
+        }
     }
 
     /// The store to decide in, and the scaled policy of rule `id`.

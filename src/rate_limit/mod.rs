@@ -24,8 +24,10 @@
 
 mod body;
 mod breaker;
+mod breakers;
 mod config;
 mod decide;
+mod deny_cache;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
@@ -33,6 +35,7 @@ mod grpc;
 mod grpc_status;
 mod header_style;
 mod headers;
+mod in_flight;
 mod layer;
 mod local;
 mod missing_key;

@@ -1,21 +1,26 @@
 //! What the layer does when the store fails, misses its deadline, or its circuit is open.
 
-/// What happens when the store fails or misses its deadline.
+/// What happens when the store fails, misses its deadline, or its circuit is open.
+///
+/// The default is [`Local`](Self::Local) with one instance: limiting goes on in memory, each
+/// replica enforcing the whole limit, so N replicas falling back together admit up to N times
+/// the limit (set `instances` to N to admit about the limit). [`Open`](Self::Open) admits
+/// everything while the store is away: a choice for limits whose only job is to protect the
+/// store's own users from each other, never for abuse protection.
 ///
 /// ```
 /// use redlimit::OnStoreError;
-/// assert_eq!(OnStoreError::default(), OnStoreError::Open);
+/// assert_eq!(OnStoreError::default(), OnStoreError::Local { instances: 1 });
 /// assert_eq!("closed".parse::<OnStoreError>().unwrap(), OnStoreError::Closed);
 /// assert_eq!("local".parse::<OnStoreError>().unwrap(), OnStoreError::local());
 /// assert!("maybe".parse::<OnStoreError>().is_err());
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OnStoreError {
     /// Let the request through, unlimited, and log it (`warn`, at most once a second).
     /// The handler sees a [`Decision`](crate::Decision) whose source is
     /// [`DecisionSource::FailOpen`](crate::DecisionSource::FailOpen).
-    #[default]
     Open,
     /// Answer `503 Service Unavailable` (never 429: the client did nothing wrong).
     Closed,
@@ -23,10 +28,17 @@ pub enum OnStoreError {
     /// divided by `instances` (rounded up), so that `instances` replicas falling back together
     /// admit about what the shared store would. The decision's source is
     /// [`DecisionSource::Local`](crate::DecisionSource::Local); headers are sent as usual.
+    /// The default, with one instance.
     Local {
         /// How many instances share the limit (1: each instance enforces the whole limit).
         instances: u32,
     },
+}
+
+impl Default for OnStoreError {
+    fn default() -> Self {
+        OnStoreError::local()
+    }
 }
 
 impl OnStoreError {

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::{Decider, Start};
+use super::decide::Decider;
 use super::future::ResponseFuture;
 use super::layer::RateLimitLayer;
 
@@ -126,12 +126,6 @@ where
         let (parts, body) = request.into_parts();
         let start = self.decider.start(&parts);
         let request = Request::from_parts(parts, body);
-        match start {
-            Start::Check(check, pending) => {
-                ResponseFuture::check(Arc::clone(&self.decider), check, pending, request, inner)
-            }
-            Start::Decided(verdict) => ResponseFuture::decided(verdict, inner, request),
-            Start::Unlimited => ResponseFuture::unlimited(inner, request),
-        }
+        ResponseFuture::start(&self.decider, start, request, inner)
     }
 }

@@ -14,7 +14,9 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Sen
 /// or a future (a store across the network). `.await` it either way.
 ///
 /// The layer takes a ready answer without allocating or arming a timer; a pending one is
-/// bounded by the layer's deadline and dropped (never replayed) when it misses it.
+/// bounded by the layer's deadline; one that misses it is never replayed, and is left to finish
+/// in the background (for up to a second) so the layer's circuit breaker can tell a slow store
+/// from a gone one.
 ///
 /// ```
 /// use redlimit::store::Check;

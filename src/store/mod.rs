@@ -81,10 +81,33 @@ pub trait Store: Send + Sync + 'static {
     /// Checks `cost` units for `key` against every limit of `policy`, committing them if all
     /// allow it.
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check;
+
+    /// Which part of the store answers for `key` under `policy`, among parts that fail
+    /// independently: the layer keeps a circuit breaker per domain (folded onto 128), so one
+    /// sick part does not switch limiting off for the others. The default, one domain, suits
+    /// a store that is up or down as a whole; a Redis Cluster store answers with the key's
+    /// hash-slot range.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// assert_eq!(MemoryStore::new().failure_domain(&policy, &Key::new("k")), 0);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
+        let _ = (policy, key);
+        0
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         (**self).check(policy, key, cost)
+    }
+
+    fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
+        (**self).failure_domain(policy, key)
     }
 }

@@ -6,12 +6,14 @@
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod example;
+pub(crate) mod proxy;
 pub(crate) mod redis_server;
 pub(crate) mod sentinel;
 
 pub(crate) use app::*;
 pub(crate) use cluster::RedisCluster;
 pub(crate) use example::{example_binary, RunningExample};
+pub(crate) use proxy::Proxy;
 pub(crate) use redis_server::{redis_binary, RedisServer};
 pub(crate) use sentinel::{SentinelSet, MASTER_NAME};
 

@@ -1,20 +1,22 @@
 //! The three deployments behind one store: a standalone server, a Cluster, or a master found
 //! through Sentinels. Each runs one script invocation and never replays it after an error that
-//! may have followed its execution.
+//! may have followed its execution; each heals its connection (`heal`) when calls go
+//! unanswered or the server refuses it.
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
-use redis::{Cmd, RedisResult};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Cmd, RedisResult};
 
-use super::cluster::ClusterBackend;
+use super::cluster::ClusterDial;
+use super::heal::{Dial, Healing};
 use super::script::evalsha;
 use super::sentinel::SentinelBackend;
 
 #[derive(Clone)]
 pub(super) enum Backend {
-    Standalone(ConnectionManager),
-    Cluster(Arc<ClusterBackend>),
+    Standalone(Arc<Healing<Standalone>>),
+    Cluster(Arc<Healing<ClusterDial>>),
     Sentinel(Arc<SentinelBackend>),
 }
 
@@ -23,7 +25,13 @@ impl Backend {
     /// retrying once).
     pub(super) async fn run(&self, command: &Cmd) -> RedisResult<Vec<i64>> {
         match self {
-            Backend::Standalone(connection) => evalsha(command, &mut connection.clone()).await,
+            Backend::Standalone(standalone) => {
+                standalone
+                    .call(0, |mut manager| async move {
+                        evalsha(command, &mut manager).await
+                    })
+                    .await
+            }
             Backend::Cluster(cluster) => cluster.run(command).await,
             Backend::Sentinel(sentinel) => sentinel.run(command).await,
         }
@@ -32,16 +40,27 @@ impl Backend {
     /// Connects now and proves the server answers.
     pub(super) async fn ping(&self) -> RedisResult<()> {
         match self {
-            Backend::Standalone(manager) => {
-                redis::cmd("PING")
-                    .query_async::<()>(&mut manager.clone())
-                    .await
+            Backend::Standalone(standalone) => {
+                let (_, mut manager) = standalone.connection().await?;
+                redis::cmd("PING").query_async(&mut manager).await
             }
-            Backend::Cluster(cluster) => cluster.connect().await.map(drop),
-            Backend::Sentinel(sentinel) => {
-                let mut manager = sentinel.resolve().await?;
-                redis::cmd("PING").query_async::<()>(&mut manager).await
-            }
+            Backend::Cluster(cluster) => cluster.connection().await.map(drop),
+            Backend::Sentinel(sentinel) => sentinel.ping().await,
         }
+    }
+}
+
+/// Dials a standalone server: a `ConnectionManager` that connects on first use (and
+/// reconnects by itself after I/O errors).
+pub(super) struct Standalone {
+    pub(super) client: Client,
+    pub(super) config: ConnectionManagerConfig,
+}
+
+impl Dial for Standalone {
+    type Connection = ConnectionManager;
+
+    async fn dial(&self) -> RedisResult<ConnectionManager> {
+        ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
     }
 }

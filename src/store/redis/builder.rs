@@ -5,16 +5,25 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
-use redis::sentinel::{SentinelClient, SentinelServerType};
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{ConnectionInfo, IntoConnectionInfo};
 
-use super::backend::Backend;
-use super::cluster::ClusterBackend;
+use super::backend::{Backend, Standalone};
+use super::cluster::{ClusterDial, BUCKETS};
 use super::error::config_error;
+use super::heal::Healing;
 use super::redact::Redacted;
 use super::sentinel::SentinelBackend;
+use super::tcp;
 use crate::error::ConfigError;
+
+/// How long a Cluster call may wait for its node's answer, queueing in the client included:
+/// a frozen node then fails calls (and the client's own slot-map queries) instead of hanging
+/// them. Generous, since thousands of concurrent calls queue for a while on a busy host; the
+/// layer's deadline ends a request's wait long before.
+const CLUSTER_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The default key prefix.
 const DEFAULT_PREFIX: &str = "redlimit";
@@ -187,12 +196,13 @@ impl RedisStoreBuilder {
     }
 
     fn client(&self, url: &str) -> Result<redis::Client, ConfigError> {
+        let info = connection_info(url)?;
         #[cfg(feature = "tls")]
         if let Some(certificates) = self.certificates() {
-            return redis::Client::build_with_tls(url, certificates)
+            return redis::Client::build_with_tls(info, certificates)
                 .map_err(|e| config_error([url], &e));
         }
-        redis::Client::open(url).map_err(|e| config_error([url], &e))
+        redis::Client::open(info).map_err(|e| config_error([url], &e))
     }
 
     fn manager_config(&self) -> ConnectionManagerConfig {
@@ -206,40 +216,53 @@ impl RedisStoreBuilder {
 
     fn backend(&self) -> Result<Backend, ConfigError> {
         self.check_prefix()?;
+        let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {
-                let client = self.client(url)?;
-                let manager =
-                    ConnectionManager::new_lazy_with_config(client, self.manager_config())
-                        .map_err(|e| config_error([url.as_str()], &e))?;
-                Ok(Backend::Standalone(manager))
+                let dial = Standalone {
+                    client: self.client(url)?,
+                    config: self.manager_config(),
+                };
+                Ok(Backend::Standalone(Arc::new(Healing::new(dial, target, 1))))
             }
             Topology::Cluster(nodes) => {
                 let urls = nodes.iter().map(String::as_str);
                 // No retries inside the client: it would replay a call after an I/O error.
                 let builder = ClusterClient::builder(urls.clone())
                     .retries(0)
-                    .connection_timeout(self.connect_timeout);
+                    .connection_timeout(self.connect_timeout)
+                    .response_timeout(CLUSTER_RESPONSE_TIMEOUT)
+                    .tcp_settings(tcp::settings());
                 #[cfg(feature = "tls")]
                 let builder = match self.certificates() {
                     Some(certificates) => builder.certs(certificates),
                     None => builder,
                 };
                 let client = builder.build().map_err(|e| config_error(urls, &e))?;
-                Ok(Backend::Cluster(Arc::new(ClusterBackend::new(client))))
+                let dial = ClusterDial(client);
+                Ok(Backend::Cluster(Arc::new(Healing::new(
+                    dial, target, BUCKETS,
+                ))))
             }
             Topology::Sentinel { sentinels, master } => {
                 let urls = sentinels.iter().map(String::as_str);
+                let infos = urls
+                    .clone()
+                    .map(connection_info)
+                    .collect::<Result<Vec<_>, _>>()?;
+                let to_master =
+                    SentinelNodeConnectionInfo::default().set_tcp_settings(tcp::settings());
                 let client = SentinelClient::build(
-                    urls.clone().collect(),
+                    infos,
                     master.clone(),
-                    None,
+                    Some(to_master),
                     SentinelServerType::Master,
                 )
                 .map_err(|e| config_error(urls, &e))?;
                 Ok(Backend::Sentinel(Arc::new(SentinelBackend::new(
                     client,
                     self.manager_config(),
+                    target,
                 ))))
             }
         }
@@ -254,6 +277,14 @@ impl RedisStoreBuilder {
             topology: self.topology,
         })
     }
+}
+
+/// The connection details of `url`, with the store's TCP settings (keepalive, user timeout).
+fn connection_info(url: &str) -> Result<ConnectionInfo, ConfigError> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| config_error([url], &e))?;
+    Ok(info.set_tcp_settings(tcp::settings()))
 }
 
 #[cfg(test)]

@@ -2,16 +2,21 @@
 //! a Cluster, or a master found through Sentinels.
 //!
 //! Layout (dependencies flow down): this file is the store; `builder` its settings; `backend`,
-//! `cluster` and `sentinel` the deployments; `script` the Lua script's Rust side; `error` and
-//! `redact` how failures and URLs may be shown.
+//! `cluster` and `sentinel` the deployments; `heal` the connection each keeps and replaces when
+//! `health` (its calls' outcomes) says so, `tcp` its sockets' keepalive; `script` the Lua
+//! script's Rust side; `error` and `redact` how failures and URLs may be shown.
 
 mod backend;
 mod builder;
 mod cluster;
 mod error;
+mod heal;
+mod health;
 mod redact;
 mod script;
 mod sentinel;
+mod slot;
+mod tcp;
 
 use std::sync::Arc;
 
@@ -46,6 +51,18 @@ pub use self::builder::RedisStoreBuilder;
 ///   across failovers without a restart.
 ///
 /// Cheap to clone: clones share one connection.
+///
+/// The connection heals. After three calls in a row go unanswered (dropped by the layer, timed
+/// out, lost on I/O) while no other call on it was answered, or at once when the server
+/// refuses the connection (a changed password, a refused `SELECT`), the store dials a new one
+/// in the background, at most once a second, and later calls use it; the unanswered calls are
+/// never sent again. This replaces a connection that went silent without
+/// a FIN or RST (a host powered off, a NAT entry flushed, a proxy that lost its upstream),
+/// which would otherwise never be replaced. In a Cluster the whole connection is rebuilt and
+/// reads the slot map anew, so the slots of a frozen master go to its promoted replica (a
+/// Cluster call waits at most 5 s for its node); with Sentinels the master is reconnected even
+/// when it did not move. Sockets use TCP keepalive (first probe after 10 s idle, then every 5 s) and, on
+/// Linux, a 5 s `TCP_USER_TIMEOUT`, so the kernel drops a connection whose peer vanished.
 ///
 /// Failures keep the `redis::RedisError` as their [`source`](std::error::Error::source): an
 /// unreachable server, a lost connection or a refused password is a
@@ -190,6 +207,16 @@ pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Deci
 impl Store for RedisStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         self.invoke(policy, key, cost, None)
+    }
+
+    /// In a Cluster, the key's range of 128 hash slots (so a layer keeps a circuit breaker
+    /// per shard, roughly); one domain otherwise.
+    fn failure_domain(&self, _policy: &Policy, key: &Key) -> u16 {
+        if matches!(self.inner.backend, backend::Backend::Cluster(_)) {
+            slot::domain(key)
+        } else {
+            0
+        }
     }
 }
 

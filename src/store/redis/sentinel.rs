@@ -1,34 +1,76 @@
-//! A master found through Sentinels, followed across failovers without a restart.
+//! A master found through Sentinels, followed across failovers without a restart, and
+//! reconnected (a fresh connection to the same master) when calls go unanswered or the master
+//! refuses the connection, even if the Sentinels name the same master.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::SentinelClient;
-use redis::{Cmd, ConnectionAddr, ErrorKind, RedisResult, ServerErrorKind};
+use redis::{Client, Cmd, ConnectionAddr, ErrorKind, RedisResult, ServerErrorKind};
 
+use super::heal::{Dial, Healing};
 use super::script::evalsha;
 
 /// The least time between two questions to the Sentinels while the master seems unwell.
 const RESOLVE_INTERVAL: Duration = Duration::from_millis(200);
 
 pub(super) struct SentinelBackend {
-    sentinels: tokio::sync::Mutex<SentinelClient>,
-    config: ConnectionManagerConfig,
     /// The master the Sentinels named last, and a connection to it.
-    current: RwLock<Option<(ConnectionAddr, ConnectionManager)>>,
+    healing: Arc<Healing<SentinelDial>>,
     resolving: AtomicBool,
     started: Instant,
     last_resolve_ms: AtomicU64,
 }
 
+/// Dials the master: asks the Sentinels for it, then connects on first use.
+struct SentinelDial {
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    config: ConnectionManagerConfig,
+}
+
+/// A master and a connection to it.
+#[derive(Clone)]
+struct Master {
+    addr: ConnectionAddr,
+    manager: ConnectionManager,
+}
+
+impl SentinelDial {
+    /// A client for the master the Sentinels name now.
+    async fn master(&self) -> RedisResult<Client> {
+        self.sentinels.lock().await.async_get_client().await
+    }
+
+    fn connect(&self, client: Client) -> RedisResult<Master> {
+        let addr = client.get_connection_info().addr().clone();
+        let manager = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
+        Ok(Master { addr, manager })
+    }
+}
+
+impl Dial for SentinelDial {
+    type Connection = Master;
+
+    async fn dial(&self) -> RedisResult<Master> {
+        let client = self.master().await?;
+        self.connect(client)
+    }
+}
+
 impl SentinelBackend {
-    pub(super) fn new(sentinels: SentinelClient, config: ConnectionManagerConfig) -> Self {
-        SentinelBackend {
+    pub(super) fn new(
+        sentinels: SentinelClient,
+        config: ConnectionManagerConfig,
+        target: String,
+    ) -> Self {
+        let dial = SentinelDial {
             sentinels: tokio::sync::Mutex::new(sentinels),
             config,
-            current: RwLock::new(None),
+        };
+        SentinelBackend {
+            healing: Arc::new(Healing::new(dial, target, 1)),
             resolving: AtomicBool::new(false),
             started: Instant::now(),
             last_resolve_ms: AtomicU64::new(0),
@@ -36,36 +78,36 @@ impl SentinelBackend {
     }
 
     /// Asks the Sentinels for the master; connects anew only if it moved.
-    pub(super) async fn resolve(&self) -> RedisResult<ConnectionManager> {
-        let client = self.sentinels.lock().await.async_get_client().await?;
-        let addr = client.get_connection_info().addr().clone();
-        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some((known, connection)) = current.as_ref() {
-            if *known == addr {
-                return Ok(connection.clone());
+    async fn resolve(&self) -> RedisResult<()> {
+        let client = self.healing.dialer().master().await?;
+        let addr = client.get_connection_info().addr();
+        if let Some(known) = self.healing.current() {
+            if known.addr == *addr {
+                return Ok(());
             }
-            tracing::warn!(master = %address(&addr), "redis master moved (sentinel failover); following it");
+            tracing::warn!(master = %address(addr), "redis master moved (sentinel failover); following it");
         }
-        let connection = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
-        *current = Some((addr, connection.clone()));
-        Ok(connection)
+        let master = self.healing.dialer().connect(client)?;
+        self.healing.install(master);
+        Ok(())
+    }
+
+    /// Connects now (asking the Sentinels first) and proves the master answers.
+    pub(super) async fn ping(&self) -> RedisResult<()> {
+        let (_, mut master) = self.healing.connection().await?;
+        redis::cmd("PING").query_async(&mut master.manager).await
     }
 
     pub(super) async fn run(self: &Arc<Self>, command: &Cmd) -> RedisResult<Vec<i64>> {
-        let known = self
-            .current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map(|(_, c)| c.clone());
-        let mut connection = match known {
-            Some(connection) => connection,
-            None => self.resolve().await?,
-        };
         // If this call never completes (the layer's deadline drops it: a frozen master), the
         // guard asks the Sentinels whether the master moved.
         let mut guard = Unfinished(Some(self));
-        let result = evalsha(command, &mut connection).await;
+        let result = self
+            .healing
+            .call(0, |mut master| async move {
+                evalsha(command, &mut master.manager).await
+            })
+            .await;
         match &result {
             Err(err) if master_may_have_moved(err.kind(), err.is_io_error()) => {}
             _ => guard.0 = None,

@@ -1,0 +1,323 @@
+//! The deny cache: a key the store denied is answered in memory until its retry time, so a
+//! client hammering a denied key costs the store nothing until then.
+//!
+//! # Why it is exact
+//!
+//! The store denied cost `c` for a key at its time `t` and said the same request would pass
+//! after `r` (`retry_after`: for each denying limit, the earliest time its state admits `c` if
+//! nobody consumes anything more; the decision's is the longest of those). Until `t + r`:
+//!
+//! - a denied request consumes nothing, so the state only changes by time passing (accounted
+//!   for in `r`) and by admissions, here or on other instances, which only consume more and
+//!   push the admission time later, never earlier;
+//! - a request of cost `c' ≥ c` needs at least what `c` needs, in every algorithm.
+//!
+//! So every request of cost at least `c` for that key before `t + r` would have been denied by
+//! the store too. The cache measures `t + r` from an instant taken before the store call was
+//! sent (never later than the store's `t`), so it ends no later than the store's own answer
+//! would change. Every algorithm's `retry_after` is such a lower bound, to the microsecond (a
+//! property test holds each of them to it); a denial that can never pass (the cost exceeds a
+//! limit's capacity) is not cached, and neither is a decision the store did not make.
+//!
+//! When a denial expires, one request asks the store for the key while the others wait for
+//! its answer (at most the store deadline): a fresh denial answers them all, an admission
+//! hands the question to the next. A key held at its limit costs the store about two calls
+//! per retry period per instance (the admission, then the next denial), not one per waiting
+//! client.
+//!
+//! Only a change of the limits themselves (an override, a reset) would break the argument:
+//! whatever makes such changes must drop the key's entries.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::decision::{Decision, DecisionSource};
+use crate::key::Key;
+
+/// Entries a layer's deny cache holds by default: about 3 MB at most.
+pub(crate) const DEFAULT_DENY_CACHE: usize = 10_000;
+
+const SHARDS: usize = 16;
+/// Entries looked at to find one to evict when a shard is full.
+const SAMPLE: usize = 8;
+
+/// A denial of `key` under rule `rule`, valid until `until` for costs of at least `cost`.
+#[derive(Debug)]
+struct Entry {
+    rule: usize,
+    key: Key,
+    decision: Decision,
+    cost: u64,
+    /// When the store was asked (never after it evaluated).
+    asked: Instant,
+    until: Instant,
+    /// Who asks the store for this key once the denial has expired: one at a time.
+    gate: Arc<Semaphore>,
+}
+
+/// What the cache says about a request.
+// Lives on the stack for one call; boxing the hit would allocate per cached answer.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    /// Nothing cached: ask the store.
+    Miss,
+    /// Denied, as the store would: answer with this.
+    Hit(Decision),
+    /// The denial expired: ask the store, holding this so that others wait for the answer.
+    Refresh(OwnedSemaphorePermit),
+    /// The denial expired and another request is asking the store: wait on this gate.
+    Wait(Arc<Semaphore>),
+}
+
+/// Entries by the hash of (rule, key): a lookup clones nothing, and an entry whose rule and
+/// key do not match (a collision) is a miss, never a wrong answer.
+type Shard = Mutex<foldhash::HashMap<u64, Entry>>;
+
+/// A bounded map from (rule, key) to the store's last denial.
+#[derive(Debug)]
+pub(crate) struct DenyCache {
+    shards: Box<[Shard]>,
+    per_shard: usize,
+    hasher: foldhash::fast::RandomState,
+    /// Entries across all shards: an empty cache costs a request one atomic load.
+    len: AtomicUsize,
+}
+
+impl DenyCache {
+    /// A cache of at most `capacity` entries; 0 turns it off.
+    pub(crate) fn new(capacity: usize) -> Self {
+        DenyCache {
+            shards: (0..if capacity == 0 { 0 } else { SHARDS })
+                .map(|_| Mutex::default())
+                .collect(),
+            per_shard: capacity.div_ceil(SHARDS),
+            hasher: foldhash::fast::RandomState::default(),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, rule: usize, key: &Key) -> Option<(&Shard, u64)> {
+        if self.shards.is_empty() {
+            return None;
+        }
+        let hash = self.hasher.hash_one((rule, key));
+        Some((
+            &self.shards[(hash >> 56) as usize % self.shards.len()],
+            hash,
+        ))
+    }
+
+    /// What the cache knows of `cost` for `key` under rule `rule`. `gated`: the caller has
+    /// already waited its turn at the key's gate (or given up waiting), so an expired denial
+    /// sends it to the store.
+    pub(crate) fn lookup(&self, rule: usize, key: &Key, cost: u64, gated: bool) -> Lookup {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return Lookup::Miss;
+        }
+        let Some((shard, hash)) = self.shard(rule, key) else {
+            return Lookup::Miss;
+        };
+        let now = Instant::now();
+        let map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = map.get(&hash) else {
+            return Lookup::Miss;
+        };
+        if entry.rule != rule || entry.key != *key {
+            return Lookup::Miss;
+        }
+        if now >= entry.until {
+            if gated {
+                return Lookup::Miss;
+            }
+            return match Arc::clone(&entry.gate).try_acquire_owned() {
+                Ok(permit) => Lookup::Refresh(permit),
+                Err(_) => Lookup::Wait(Arc::clone(&entry.gate)),
+            };
+        }
+        if cost < entry.cost {
+            return Lookup::Miss;
+        }
+        Lookup::Hit(
+            entry
+                .decision
+                .aged(now - entry.asked)
+                .with_source(DecisionSource::DenyCache),
+        )
+    }
+
+    /// Remembers the store's `decision` for `cost`, asked at `asked`, if it is a denial that
+    /// can be cached.
+    pub(crate) fn insert(
+        &self,
+        rule: usize,
+        key: &Key,
+        cost: u64,
+        asked: Instant,
+        decision: &Decision,
+    ) {
+        let Some(retry) = cacheable_retry(decision) else {
+            return;
+        };
+        let Some((shard, hash)) = self.shard(rule, key) else {
+            return;
+        };
+        let until = asked + retry;
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = map.get_mut(&hash) {
+            if entry.rule == rule && entry.key == *key {
+                // The same gate: requests waiting on it find this denial.
+                entry.decision = decision.clone();
+                entry.cost = cost;
+                entry.asked = asked;
+                entry.until = until;
+                return;
+            }
+        }
+        let entry = Entry {
+            rule,
+            key: key.clone(),
+            decision: decision.clone(),
+            cost,
+            asked,
+            until,
+            gate: Arc::new(Semaphore::new(1)),
+        };
+        if map.insert(hash, entry).is_some() {
+            return;
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
+        if map.len() > self.per_shard {
+            // Expired entries go first, else the one that would expire soonest of a sample.
+            let now = Instant::now();
+            let victim = map
+                .iter()
+                .filter(|(h, _)| **h != hash)
+                .take(SAMPLE)
+                .min_by_key(|(_, e)| if e.until <= now { None } else { Some(e.until) })
+                .map(|(h, _)| *h);
+            if let Some(victim) = victim {
+                map.remove(&victim);
+                self.len.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Entries held (expired ones included until they are looked up or evicted).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+/// How long a store decision says its denial stands, if it can be cached: a denial by the
+/// store with a retry time (not one whose cost can never pass).
+fn cacheable_retry(decision: &Decision) -> Option<Duration> {
+    if decision.is_allowed() || decision.source() != DecisionSource::Store {
+        return None;
+    }
+    decision.retry_after().filter(|retry| !retry.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use crate::{Limit, Policy};
+
+    fn denial(store: &MemoryStore, policy: &Policy, key: &Key, cost: u64) -> Decision {
+        loop {
+            let d = store.check_now(policy, key, cost);
+            if !d.is_allowed() {
+                return d;
+            }
+        }
+    }
+
+    #[test]
+    fn answers_until_the_retry_time_for_costs_at_least_the_denied_one() {
+        let policy =
+            Policy::new("p", [Limit::gcra(2, Duration::from_secs(3600)).unwrap()]).unwrap();
+        let store = MemoryStore::new();
+        let key = Key::new("k");
+        let d = denial(&store, &policy, &key, 1);
+        let cache = DenyCache::new(100);
+        let asked = Instant::now();
+        cache.insert(0, &key, 2, asked, &d);
+        let Lookup::Hit(hit) = cache.lookup(0, &key, 2, false) else {
+            panic!("not cached")
+        };
+        assert_eq!(hit.source(), DecisionSource::DenyCache);
+        assert!(!hit.is_allowed());
+        assert!(hit.retry_after().unwrap() <= d.retry_after().unwrap());
+        let miss =
+            |rule, key: &Key, cost| matches!(cache.lookup(rule, key, cost, false), Lookup::Miss);
+        assert!(miss(0, &key, 1), "a smaller cost asks the store");
+        assert!(miss(1, &key, 2), "another rule");
+        assert!(miss(0, &Key::new("other"), 2));
+        // Expired (asked long enough ago): one request asks the store, the others wait.
+        let long_ago = Instant::now() - d.retry_after().unwrap() - Duration::from_millis(1);
+        cache.insert(0, &key, 2, long_ago, &d);
+        let Lookup::Refresh(turn) = cache.lookup(0, &key, 2, false) else {
+            panic!("no refresh")
+        };
+        let Lookup::Wait(gate) = cache.lookup(0, &key, 2, false) else {
+            panic!("no wait")
+        };
+        assert!(miss_gated(&cache, &key), "its turn: ask the store");
+        // A fresh denial on the same gate: the waiters find it once the turn is over.
+        cache.insert(0, &key, 2, Instant::now(), &d);
+        drop(turn);
+        assert!(gate.try_acquire().is_ok());
+        assert!(matches!(cache.lookup(0, &key, 2, false), Lookup::Hit(_)));
+        assert_eq!(cache.len(), 1);
+    }
+
+    fn miss_gated(cache: &DenyCache, key: &Key) -> bool {
+        matches!(cache.lookup(0, key, 2, true), Lookup::Miss)
+    }
+
+    #[test]
+    fn caches_only_store_denials_that_can_pass_later() {
+        let policy = Policy::new("p", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap();
+        let store = MemoryStore::new();
+        let key = Key::new("k");
+        let cache = DenyCache::new(100);
+        let allowed = store.check_now(&policy, &key, 1);
+        cache.insert(0, &key, 1, Instant::now(), &allowed);
+        let never = store.check_now(&policy, &key, 3);
+        assert!(never.exceeds_capacity());
+        cache.insert(0, &key, 3, Instant::now(), &never);
+        let local = denial(&store, &policy, &key, 1).with_source(DecisionSource::Local);
+        cache.insert(0, &key, 1, Instant::now(), &local);
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn stays_within_its_capacity_and_can_be_off() {
+        let policy =
+            Policy::new("p", [Limit::gcra(1, Duration::from_secs(3600)).unwrap()]).unwrap();
+        let store = MemoryStore::new();
+        let cache = DenyCache::new(32);
+        for i in 0..1000 {
+            let key = Key::new(format!("k{i}"));
+            let d = denial(&store, &policy, &key, 1);
+            cache.insert(0, &key, 1, Instant::now(), &d);
+        }
+        assert!(cache.len() <= 32 + SHARDS, "{}", cache.len());
+        let off = DenyCache::new(0);
+        let key = Key::new("k0");
+        off.insert(
+            0,
+            &key,
+            1,
+            Instant::now(),
+            &denial(&store, &policy, &key, 1),
+        );
+        assert!(matches!(off.lookup(0, &key, 1, false), Lookup::Miss));
+    }
+}
