@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::Router;
 use http::StatusCode;
 use proptest::prelude::*;
+use redlimit::key::PeerIp;
 use redlimit::store::{ManualClock, MemoryStore};
 use redlimit::{Algorithm, Decision, DecisionSource, Key, Limit, Policy, RateLimitLayer};
 use support::*;
@@ -212,6 +213,32 @@ async fn a_smaller_cost_still_asks_the_store() {
         DecisionSource::DenyCache
     );
     let res = send(&app, with_cost("2")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(body_text(res).await, "Store");
+}
+
+#[tokio::test]
+async fn layers_built_from_one_base_keep_their_own_denials() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "deny-base").await;
+    let base = RateLimitLayer::per_route(store);
+    let policy =
+        |name, n| Policy::new(name, [Limit::gcra(n, Duration::from_secs(3600)).unwrap()]).unwrap();
+    // Rule 0 of each layer is a different policy.
+    let strict = source_app(
+        base.clone()
+            .route("/", policy("strict", 1), PeerIp)
+            .unwrap(),
+    );
+    let loose = source_app(base.route("/", policy("loose", 100), PeerIp).unwrap());
+    assert_eq!(status_of(&strict, "10.0.0.1").await, StatusCode::OK);
+    for _ in 0..2 {
+        assert_eq!(
+            status_of(&strict, "10.0.0.1").await,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+    }
+    let res = send(&loose, request("/", "10.0.0.1", &[])).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(body_text(res).await, "Store");
 }

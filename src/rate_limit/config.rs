@@ -11,7 +11,7 @@ use http::Response;
 
 use super::breaker::CircuitBreaker;
 use super::breakers::Breakers;
-use super::deny_cache::{DenyCache, DEFAULT_DENY_CACHE};
+use super::deny_cache::DEFAULT_DENY_CACHE;
 use super::grpc_status::GrpcStatus;
 use super::header_style::HeaderStyle;
 use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
@@ -47,7 +47,9 @@ pub(crate) struct Config {
     pub(crate) deadline: Duration,
     pub(crate) breakers: Arc<Breakers>,
     pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) deny_cache: Arc<DenyCache>,
+    /// Entries of the deny cache, which [`Decider::new`](super::decide::Decider::new) makes:
+    /// its entries name rules by their index here, so it belongs to exactly these rules.
+    pub(crate) deny_cache: usize,
     pub(crate) headers: HeaderStyle,
     pub(crate) grpc_status: GrpcStatus,
     pub(crate) rejection: Option<Arc<RejectFn>>,
@@ -69,7 +71,7 @@ impl Config {
             deadline: DEFAULT_DEADLINE,
             breakers: Arc::new(Breakers::new(CircuitBreaker::default())),
             in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
-            deny_cache: Arc::new(DenyCache::new(DEFAULT_DENY_CACHE)),
+            deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
             rejection: None,

@@ -14,7 +14,7 @@ use http::{Response, StatusCode};
 
 use super::breaker::{Admission, Outcome};
 use super::config::Config;
-use super::deny_cache::Lookup;
+use super::deny_cache::{DenyCache, Lookup};
 use super::grpc;
 use super::headers::RateHeaders;
 use super::in_flight::Permit;
@@ -35,6 +35,7 @@ const LOST_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
     local: LocalFallback,
+    deny_cache: DenyCache,
 }
 
 /// What a store call needs to be settled: its rule, failure domain and breaker admission,
@@ -91,7 +92,12 @@ impl Decider {
     /// Derives what the settings imply: the local fallback's store and scaled policies.
     pub(crate) fn new(config: Arc<Config>) -> Self {
         let local = LocalFallback::of(&config);
-        Decider { config, local }
+        let deny_cache = DenyCache::new(config.deny_cache);
+        Decider {
+            config,
+            local,
+            deny_cache,
+        }
     }
 
     pub(crate) fn start(&self, parts: &Parts) -> Start {
@@ -128,7 +134,7 @@ impl Decider {
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        let gate = match config.deny_cache.lookup(rule_id, &key, cost, false) {
+        let gate = match self.deny_cache.lookup(rule_id, &key, cost, false) {
             Lookup::Miss => None,
             Lookup::Hit(denial) => return Start::Decided(self.decided(denial, grpc)),
             Lookup::Refresh(turn) => Some(turn),
@@ -153,7 +159,7 @@ impl Decider {
             key,
             cost,
         } = queued;
-        if let Lookup::Hit(denial) = self.config.deny_cache.lookup(rule, &key, cost, true) {
+        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true) {
             return Start::Decided(self.decided(denial, grpc));
         }
         // The id comes from this decider's own (immutable) rules: always there.
@@ -226,13 +232,8 @@ impl Decider {
     ) -> Verdict {
         self.record(pending, &outcome);
         if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
-            self.config.deny_cache.insert(
-                pending.rule,
-                &pending.key,
-                pending.cost,
-                asked,
-                decision,
-            );
+            self.deny_cache
+                .insert(pending.rule, &pending.key, pending.cost, asked, decision);
         }
         self.settle(outcome, pending)
     }

@@ -12,7 +12,6 @@ use super::breaker::CircuitBreaker;
 use super::breakers::Breakers;
 use super::config::Config;
 use super::decide::Decider;
-use super::deny_cache::DenyCache;
 use super::grpc_status::GrpcStatus;
 use super::header_style::HeaderStyle;
 use super::in_flight::InFlight;
@@ -337,7 +336,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn deny_cache(self, capacity: usize) -> Self {
-        self.edit(|c| c.deny_cache = Arc::new(DenyCache::new(capacity)))
+        self.edit(|c| c.deny_cache = capacity)
     }
 
     /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
