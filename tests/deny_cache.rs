@@ -242,3 +242,43 @@ async fn layers_built_from_one_base_keep_their_own_denials() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(body_text(res).await, "Store");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_a_denial_expires_one_request_asks_for_everyone() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "deny-herd").await;
+    let period = Duration::from_millis(200);
+    let policy = Policy::new("herd", [Limit::gcra(1, period).unwrap()]).unwrap();
+    let app = source_app(RateLimitLayer::new(store, policy));
+    assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
+    assert_eq!(
+        status_of(&app, "10.0.0.1").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let before = commands(&server);
+    let started = std::time::Instant::now();
+    // 32 clients hammering the key across several retry times.
+    let clients: Vec<_> = (0..32)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                for _ in 0..300 {
+                    let status = status_of(&app, "10.0.0.1").await;
+                    assert!(status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS);
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.await.unwrap();
+    }
+    let calls = commands(&server) - before;
+    // Each retry time that passed lets one request ask (admitted), then the next (denied):
+    // two calls, not one per waiting client (32).
+    let expiries = (started.elapsed().as_micros() / period.as_micros()) as u64 + 1;
+    assert!(
+        calls <= 3 * expiries,
+        "{calls} Redis calls over {expiries} expiries of the denial"
+    );
+}

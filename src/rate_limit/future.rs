@@ -55,7 +55,8 @@ pin_project! {
             decider: Arc<Decider>,
             turn: Turn,
             // Bounds the wait: past the store deadline, the request asks the store itself.
-            deadline: Pin<Box<Sleep>>,
+            // Armed on the first poll that has to wait (inside the runtime, as for `Check`).
+            deadline: Option<Pin<Box<Sleep>>>,
             queued: Option<Queued>,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
@@ -94,7 +95,7 @@ where
             Start::Wait(gate, queued) => State::Wait {
                 decider: Arc::clone(decider),
                 turn: Box::pin(gate.acquire_owned()),
-                deadline: Box::pin(tokio::time::sleep(decider.config.deadline)),
+                deadline: None,
                 queued: Some(queued),
                 request: Some(request),
                 inner: Some(inner),
@@ -177,7 +178,10 @@ where
                     let turn = match turn.as_mut().poll(cx) {
                         Poll::Ready(turn) => turn.ok(),
                         Poll::Pending => {
-                            ready!(deadline.as_mut().poll(cx));
+                            let limit = decider.config.deadline;
+                            let sleep =
+                                deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                            ready!(sleep.as_mut().poll(cx));
                             None
                         }
                     };
