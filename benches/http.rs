@@ -180,15 +180,16 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
 async fn raw(url: &str, keys: Keys) -> Router {
     let client = redis::Client::open(url).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let policy = policy(Algorithm::Gcra);
     let _: String = redis::cmd("SCRIPT")
         .arg("LOAD")
-        .arg(RedisStore::script_source())
+        .arg(RedisStore::script_source_for(&policy))
         .query_async(&mut connection)
         .await
         .unwrap();
     let state = Raw {
         connection,
-        policy: Arc::new(policy(Algorithm::Gcra)),
+        policy: Arc::new(policy),
         keys,
     };
     app().layer(middleware::from_fn_with_state(state, raw_evalsha))

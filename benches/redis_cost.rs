@@ -2,14 +2,21 @@
 //! that one client connection drives through pipelined `EVALSHA`s, the Redis CPU time per
 //! decision (the honest "one Redis core" number, independent of the client), the commands per
 //! decision, and the memory per client key at a typical state. A plain `INCR` and a minimal
-//! script are measured the same way, as baselines.
+//! script are measured the same way, as baselines. Then each algorithm's script time against a
+//! minimal hand-written script of the same algorithm (`redis_cost/per_call.rs`).
 //!
 //! `cargo bench --bench redis_cost` starts a private `redis-server` (`$REDIS_SERVER`, else the
-//! one on the PATH) on a free loopback port and kills it at the end; about 50 s.
-//! `REDLIMIT_BENCH_SECS` sets the measured time per workload (default 3). Run without `--bench`
-//! it does nothing: `cargo test --all-targets` (and `--benches`) still runs bench targets
-//! marked `test = false`, without that flag.
+//! one on the PATH) on a free loopback port and kills it at the end; about 2 minutes.
+//! `REDLIMIT_BENCH_SECS` sets the measured time per workload (default 3);
+//! `REDLIMIT_BENCH_ONLY=per-call` runs the comparison with minimal scripts alone (its knobs are
+//! in `redis_cost/per_call.rs`). Run without `--bench` it does nothing: `cargo test
+//! --all-targets` (and `--benches`) still runs bench targets marked `test = false`, without
+//! that flag.
 
+#[path = "redis_cost/function.rs"]
+mod function;
+#[path = "redis_cost/per_call.rs"]
+mod per_call;
 mod support;
 
 use std::collections::HashMap;
@@ -61,9 +68,27 @@ impl Workload {
     }
 
     /// `EVALSHA` of the redlimit script for `policy`, one per client key.
-    fn script(sha: &str, policy: &Policy, clients: impl Iterator<Item = usize>) -> Self {
-        Workload::new(clients.map(|i| evalsha(sha, policy, i)))
+    /// (Loads the policy's script first.)
+    fn script(
+        con: &mut redis::Connection,
+        policy: &Policy,
+        clients: impl Iterator<Item = usize>,
+    ) -> Self {
+        let sha = load_script(con, policy);
+        Workload::new(clients.map(|i| evalsha(&sha, policy, i)))
     }
+}
+
+/// Loads the script the Redis store runs for `policy`; returns its SHA1.
+fn load_script(con: &mut redis::Connection, policy: &Policy) -> String {
+    let source = RedisStore::script_source_for(policy);
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query(con)
+        .expect("SCRIPT LOAD");
+    assert_eq!(sha, redis::Script::new(source).get_hash());
+    sha
 }
 
 /// The `EVALSHA` the Redis store sends for one check of client key `i` (the script must be
@@ -252,7 +277,6 @@ fn flush(con: &mut redis::Connection) {
 /// of a key has its own time), then sums `MEMORY USAGE` over the keys written.
 fn memory_scenario(
     con: &mut redis::Connection,
-    sha: &str,
     name: &str,
     limit: Limit,
     calls: usize,
@@ -267,7 +291,7 @@ fn memory_scenario(
             .expect("used_memory")
     };
     let used_before = used_memory(con);
-    let workload = Workload::script(sha, &policy, (0..calls).flat_map(|_| 0..clients));
+    let workload = Workload::script(con, &policy, (0..calls).flat_map(|_| 0..clients));
     for (pipeline, commands) in &workload.pipelines {
         let (n, allowed, errors) = send(con, pipeline, *commands);
         assert_eq!(
@@ -384,15 +408,19 @@ fn main() {
     let server = RedisServer::start();
     let mut con = server.connection();
 
-    let sha: String = redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(RedisStore::script_source())
-        .query(&mut con)
-        .expect("SCRIPT LOAD");
-    assert_eq!(
-        sha,
-        redis::Script::new(RedisStore::script_source()).get_hash()
-    );
+    let only: Option<String> = support::optional_knob("REDLIMIT_BENCH_ONLY");
+    if let Some(only) = only.as_deref() {
+        if only != "per-call" {
+            eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call");
+            std::process::exit(2);
+        }
+        let mut out = per_call::run(&server.url(), &mut con);
+        out.push('\n');
+        machine_facts(&mut con, &mut out);
+        println!("{out}");
+        return;
+    }
+
     let minimal_sha: String = redis::cmd("SCRIPT")
         .arg("LOAD")
         .arg(MINIMAL_SCRIPT)
@@ -404,6 +432,7 @@ fn main() {
         let policy = std::sync::Arc::new(
             Policy::new("sanity", [Limit::gcra(5, Duration::from_secs(1)).unwrap()]).unwrap(),
         );
+        load_script(&mut con, &policy);
         let reply: Vec<i64> = script_call(PREFIX, &policy, &client_key(0), 1)
             .query(&mut con)
             .expect("EVALSHA");
@@ -476,7 +505,7 @@ fn main() {
     ));
     for (name, algorithm, policy) in &policies {
         eprintln!("redis_cost: {name} ...");
-        let workload = Workload::script(&sha, policy, 0..CLIENT_KEYS);
+        let workload = Workload::script(&mut con, policy, 0..CLIENT_KEYS);
         warm_up(&mut con, &workload);
         rows.push(Row {
             name: name.clone(),
@@ -495,7 +524,6 @@ fn main() {
         if algorithm == Algorithm::SlidingLog {
             memory.push(memory_scenario(
                 &mut con,
-                &sha,
                 "sliding-log 100/60s, 10 entries",
                 limit,
                 10,
@@ -503,7 +531,6 @@ fn main() {
             ));
             memory.push(memory_scenario(
                 &mut con,
-                &sha,
                 "sliding-log 100/60s, 100 entries (full)",
                 limit,
                 100,
@@ -511,7 +538,6 @@ fn main() {
             ));
             memory.push(memory_scenario(
                 &mut con,
-                &sha,
                 "sliding-log 200/60s, 200 entries (full)",
                 Limit::sliding_log(200, typical).unwrap(),
                 200,
@@ -520,7 +546,6 @@ fn main() {
         } else {
             memory.push(memory_scenario(
                 &mut con,
-                &sha,
                 &format!("{algorithm} 100/60s, after 10 checks"),
                 limit,
                 10,
@@ -539,6 +564,8 @@ fn main() {
             .collect();
         row.bytes_per_key = per_algorithm.join(" / ");
     }
+    eprintln!("redis_cost: per-call against minimal scripts ...");
+    let per_call = per_call::run(&server.url(), &mut con);
     let elapsed = started.elapsed();
 
     let incr_cpu = rows[0].measured.cpu_us();
@@ -629,6 +656,7 @@ fn main() {
             ])
         );
     }
+    out.push_str(&per_call);
     out.push('\n');
     machine_facts(&mut con, &mut out);
     let _ = writeln!(out, "total time: {:.1} s", elapsed.as_secs_f64());

@@ -2,41 +2,44 @@
 -- Twin of src/algorithm/fixed_window.rs.
 --
 -- KEYS     the limit's key: a string "<window index> <count>", TTL until the window ends.
--- ARGV     (passed by check.lua) n = N, p = P in µs, cost, now in µs.
--- Reply    an eval table; commit writes the new count. A stored window other than the current
---          one (older, or from before a clock step back) counts nothing.
+-- Defines  fixed_window(key, n, p, cost, now), returning what prelude.lua describes; the state
+--          is the new count, its TTL -1 (keep) when the key already holds this window (its
+--          first write set the TTL until the window ends). A stored window other than the
+--          current one (older, or from before a clock step back) counts nothing.
 
-local function fixed_window_check(key, n, p, cost, now)
+local function fixed_window(key, n, p, cost, now)
   local window = math.floor(now / p)
-  local used = 0
+  local until_end = (window + 1) * p - now
+  local used, ttl, same = 0, until_end, nil
   local v = redis.call('GET', key)
   if v then
     local w, c = string.match(v, '^(%d+) (%d+)$')
     if w and tonumber(w) == window then
-      used = tonumber(c)
+      used, ttl, same = tonumber(c), -1, w
     end
   end
-  local until_end = (window + 1) * p - now
   local remaining = math.max(0, n - used)
   local reset_before = until_end
   if used == 0 then
     reset_before = 0
   end
-  local e
   if cost > n then
-    e = never(remaining, reset_before)
+    return false, remaining, remaining, reset_before, reset_before, -1
   elseif used + cost <= n then
-    local sa = reset_before
+    local reset_after = reset_before
     if used + cost > 0 then
-      sa = until_end
+      reset_after = until_end
     end
-    e = { ok = true, rb = remaining, ra = remaining - cost, sb = reset_before, sa = sa, retry = 0 }
-  else
-    e = { ok = false, rb = remaining, ra = remaining, sb = reset_before, sa = reset_before, retry = until_end }
+    -- In the same window its stored text is reused and the count concatenated: Lua writes
+    -- numbers below 10^14 (every count: N <= 2^45) as exact integers, at half the price of
+    -- string.format.
+    local state
+    if same then
+      state = same .. ' ' .. (used + cost)
+    else
+      state = string.format('%.0f %.0f', window, used + cost)
+    end
+    return true, remaining, remaining - cost, reset_before, reset_after, 0, state, ttl
   end
-  e.state = int(window) .. ' ' .. int(used + cost)
-  e.ttl = until_end
-  return e
+  return false, remaining, remaining, reset_before, reset_before, until_end
 end
-
-local fixed_window_commit = commit_state

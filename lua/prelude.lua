@@ -1,63 +1,54 @@
 -- redlimit: check every limit of one policy for one key; commit all of them or none.
 --
--- This file is the head of one script assembled from prelude.lua, the five algorithm files
--- and check.lua (see src/store/script.rs). The contract of the assembled script:
+-- The store runs one script per algorithm mix: this prelude, the file of each algorithm the
+-- policy uses (once each), and a tail written for the policy's limits (its contract below;
+-- src/store/redis/script/tail.rs writes it). The contract of every such script:
 --
 -- KEYS[i]  the state key of limit i. All keys share one {hash tag}, so one cluster slot.
 --          Sliding-log limits of a policy share one sorted set: their KEYS[i] are equal.
 -- ARGV[1]  '' in production: the time is Redis TIME. TEST ONLY: an integer of Unix µs to use
 --          as the time instead, so differential tests are deterministic.
 -- ARGV[2]  cost (integer >= 0)
--- ARGV[3i], ARGV[3i+1], ARGV[3i+2] for limit i:
---          algorithm code (fw, sw, sl, tb, gc), count N, period P in µs
+-- ARGV[2i+1], ARGV[2i+2]
+--          count N and period P in µs of limit i (its algorithm is fixed by the script)
+-- ARGV[2k+3]  with k limits, some of them sliding logs: the logs' TTL in ms, the longest log
+--          period rounded up (plus the test slack below when ARGV[1] is a time)
 -- Reply    { now (Unix µs), allowed (1/0),
 --            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
 --                              retry (µs until this cost would pass; 0 allowed, -1 never) }
 --
--- Every algorithm defines NAME_check(key, n, p, cost, now, span), which reads state and returns
--- an eval table { ok, rb, ra, sb, sa, retry, state, ttl } (remaining and reset before/after this
--- request; the state string to write and its TTL in µs), and NAME_commit(key, e, cost, now),
--- which writes it. `span` is the longest period among the policy's limits on the same key (only
--- sliding logs share a key). Integers only: times are whole µs; Lua numbers are doubles, exact
--- below 2^53. State that a monotonic clock could not have produced (a step back of the Redis
--- clock: a failover, an NTP step) is clamped on read, so a client is never asked to wait longer
--- than a limit's period.
+-- Every algorithm but the sliding log defines NAME(key, n, p, cost, now), which reads the
+-- limit's state and returns
+--   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl
+-- where the last two (set when ok) are the value to write and its TTL in µs. If every limit is
+-- ok the tail writes `SET key state PX ttl`; for a ttl of -1 `SET key state KEEPTTL` (the key
+-- already has the TTL it needs: none to convert or re-index); for 0, DEL. The sliding log's
+-- functions are described in sliding_log.lua.
+--
+-- Integers only: times are whole µs; Lua numbers are doubles, exact below 2^53. A number
+-- passed to redis.call reaches Redis as its exact integer text (Redis writes 17 digits; Lua's
+-- own tostring writes 14, then an exponent), and more cheaply than string.format makes it.
+-- State that a monotonic clock could not have produced (a step back of the Redis clock: a
+-- failover, an NTP step) is clamped on read, so a client is never asked to wait longer than a
+-- limit's period.
+--
+-- The floor this code is held to (benches/redis_cost/per_call.rs) is a hand-written script of
+-- one algorithm: so no table but the reply and no closure but one per algorithm (each costs
+-- Redis a good part of a GET), and no string.format where a number will do.
 
-if redis.replicate_commands then
-  -- Redis < 5 replicates scripts verbatim, which forbids writes after TIME; later versions
-  -- replicate effects and ignore this call.
+if not redis.REDIS_VERSION then
+  -- Before Redis 7 a server may replicate scripts verbatim (lua-replicate-commands no), which
+  -- forbids writes after TIME; this makes it replicate their effects. Redis 7 and later (and
+  -- Valkey) always do.
   pcall(redis.replicate_commands)
 end
 
--- Integers as Redis arguments, without the exponent tostring() would use.
-local function int(x)
-  return string.format('%.0f', x)
+local now, ttl_slack_ms = tonumber(ARGV[1]), 60000
+if not now then
+  local t = redis.call('TIME')
+  -- TEST ONLY otherwise: with an explicit time, real time passing during a test must not
+  -- expire state that the simulated time still needs, so TTLs get a minute of slack. Expiry
+  -- never changes a decision (a key expires only once its state is moot).
+  now, ttl_slack_ms = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
 end
-
--- TEST ONLY: with an explicit time (ARGV[1]), real time passing during a test must not expire
--- state that the simulated time still needs, so TTLs get a minute of slack. Expiry never
--- changes a decision (a key expires only once its state is moot), so this changes none.
-local ttl_slack_ms = 0
-if ARGV[1] ~= '' then
-  ttl_slack_ms = 60000
-end
-
--- µs to the millisecond TTL that outlives them.
-local function ttl_ms(us)
-  return math.max(1, math.ceil(us / 1000)) + ttl_slack_ms
-end
-
--- The eval table of a cost larger than the limit's capacity: denied, nothing consumed.
-local function never(remaining, reset)
-  return { ok = false, rb = remaining, ra = remaining, sb = reset, sa = reset, retry = -1 }
-end
-
--- The commit of an algorithm whose state is one string: write it with its TTL, or delete it
--- once it is moot.
-local function commit_state(key, e)
-  if e.ttl > 0 then
-    redis.call('SET', key, e.state, 'PX', ttl_ms(e.ttl))
-  else
-    redis.call('DEL', key)
-  end
-end
+local cost = tonumber(ARGV[2])

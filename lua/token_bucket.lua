@@ -3,11 +3,12 @@
 --
 -- KEYS     the limit's key: a string "<tokens> <last>", where last is when the latest token
 --          arrived (or the bucket filled); TTL until the bucket is full again.
--- ARGV     (passed by check.lua) n = N, p = P in µs, cost, now in µs.
--- Reply    an eval table; commit writes tokens and last (or deletes a full bucket). A `last`
---          in the future (a clock step back) is clamped to now, so refilling resumes at once.
+-- Defines  token_bucket(key, n, p, cost, now), returning what prelude.lua describes; the state
+--          is the tokens left and `last` (a full bucket has a TTL of 0: it is deleted). A
+--          `last` in the future (a clock step back) is clamped to now, so refilling resumes
+--          at once.
 
-local function token_bucket_check(key, n, p, cost, now)
+local function token_bucket(key, n, p, cost, now)
   local t = math.ceil(p / n)
   local tokens, last = n, now
   local v = redis.call('GET', key)
@@ -25,24 +26,21 @@ local function token_bucket_check(key, n, p, cost, now)
       end
     end
   end
-  local function until_full(k)
-    if k >= n then
-      return 0
-    end
-    return math.max(0, last + (n - k) * t - now)
+  -- Until the bucket is full again (inline, not a helper: a closure per call costs).
+  local full_before = 0
+  if tokens < n then
+    full_before = math.max(0, last + (n - tokens) * t - now)
   end
-  local e
   if cost > n then
-    e = never(tokens, until_full(tokens))
+    return false, tokens, tokens, full_before, full_before, -1
   elseif tokens >= cost then
-    e = { ok = true, rb = tokens, ra = tokens - cost, sb = until_full(tokens), sa = until_full(tokens - cost), retry = 0 }
-  else
-    local retry = math.max(0, last + (cost - tokens) * t - now)
-    e = { ok = false, rb = tokens, ra = tokens, sb = until_full(tokens), sa = until_full(tokens), retry = retry }
+    local left = tokens - cost
+    local full_after = 0
+    if left < n then
+      full_after = math.max(0, last + (n - left) * t - now)
+    end
+    return true, tokens, left, full_before, full_after, 0,
+      string.format('%.0f %.0f', left, last), full_after
   end
-  e.state = int(e.ra) .. ' ' .. int(last)
-  e.ttl = e.sa
-  return e
+  return false, tokens, tokens, full_before, full_before, math.max(0, last + (cost - tokens) * t - now)
 end
-
-local token_bucket_commit = commit_state

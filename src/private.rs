@@ -18,8 +18,8 @@ pub fn decode_reply(policy: &crate::Policy, reply: &[i64]) -> Result<Decision, c
 }
 
 /// The very `EVALSHA` the Redis store sends for one check (Redis `TIME`), so a baseline can
-/// send the same call by hand; the script must be loaded first (`SCRIPT LOAD` of
-/// `RedisStore::script_source()`).
+/// send the same call by hand; the policy's script must be loaded first (`SCRIPT LOAD` of
+/// `RedisStore::script_source_for(policy)`).
 #[cfg(feature = "redis")]
 pub fn script_call(
     prefix: &str,

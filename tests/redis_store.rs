@@ -1,14 +1,15 @@
-//! The Redis store's contract: TTLs on every key, recovery from a flushed script cache, one
-//! round trip per decision, typed errors that keep the Redis error as their source, and no
-//! credentials in any `Debug` output or error message.
+//! The Redis store's contract: TTLs on every key, recovery from a flushed script cache (each
+//! policy's own script), one round trip per decision, the largest policy in one script, typed
+//! errors that keep the Redis error as their source, and no credentials in any `Debug` output
+//! or error message.
 
 mod support;
 
 use std::time::Duration;
 
 use redis::Commands;
-use redlimit::store::{RedisStore, Store};
-use redlimit::{ConfigError, Key, StoreError};
+use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
+use redlimit::{Algorithm, ConfigError, Key, Limit, Policy, StoreError, MAX_LIMITS};
 use support::*;
 
 async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
@@ -89,6 +90,119 @@ async fn recovers_after_script_flush() {
         "counted once: the reload did not double-count"
     );
     assert!(!store.check(&policy, &key, 1).await.unwrap().is_allowed());
+}
+
+#[tokio::test]
+async fn a_rewritten_window_keeps_the_ttl_its_first_write_set() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("keepttl");
+    let store = store(&server, &prefix).await;
+    let period = Duration::from_secs(3_600);
+    let policy = Policy::new(
+        "w",
+        [
+            Limit::fixed_window(100, period).unwrap(),
+            Limit::sliding_window(100, period).unwrap(),
+        ],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let mut conn = server.connection();
+    assert!(store.check(&policy, &key, 1).await.unwrap().is_allowed());
+    let keys: Vec<String> = conn.keys(format!("{prefix}:*")).unwrap();
+    assert_eq!(keys.len(), 2);
+    let first: Vec<i64> = keys.iter().map(|k| conn.pttl(k).unwrap()).collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for _ in 0..3 {
+        assert!(store.check(&policy, &key, 1).await.unwrap().is_allowed());
+    }
+    for (key, first) in keys.iter().zip(first) {
+        let ttl: i64 = conn.pttl(key).unwrap();
+        // Still counting down from the window's first write, never renewed nor removed.
+        assert!(ttl > 0 && ttl < first, "{key}: PTTL {ttl} after {first}");
+        let state: String = conn.get(key).unwrap();
+        assert!(state.contains(" 4"), "{key}: {state}");
+    }
+}
+
+#[tokio::test]
+async fn each_policy_s_own_script_is_reloaded_after_a_flush() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "mixes").await;
+    let minute = Duration::from_secs(60);
+    let policies = [
+        gcra_policy("one", 2, minute),
+        every_algorithm(2, minute),
+        Policy::new(
+            "logs",
+            [
+                Limit::sliding_log(2, minute).unwrap(),
+                Limit::gcra(2, minute).unwrap(),
+                Limit::sliding_log(3, Duration::from_secs(120)).unwrap(),
+            ],
+        )
+        .unwrap(),
+    ];
+    let key = Key::new("k");
+    for policy in &policies {
+        assert!(store.check(policy, &key, 1).await.unwrap().is_allowed());
+    }
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.connection())
+        .unwrap();
+    for policy in &policies {
+        let d = store
+            .check(policy, &key, 1)
+            .await
+            .expect("reloads the policy's script on NOSCRIPT");
+        assert!(d.is_allowed(), "{}", policy.name());
+        assert_eq!(d.remaining(), Some(0), "{}: counted once", policy.name());
+        assert!(!store.check(policy, &key, 1).await.unwrap().is_allowed());
+    }
+}
+
+#[tokio::test]
+async fn the_largest_policy_runs_in_one_script_and_decides_as_the_memory_store() {
+    // MAX_LIMITS limits cycling through every algorithm (so several sliding logs of different
+    // periods share one key), counts and periods all different.
+    let limits: Vec<Limit> = (0..MAX_LIMITS as u64)
+        .map(|i| {
+            let algorithm = Algorithm::ALL[i as usize % Algorithm::ALL.len()];
+            Limit::new(algorithm, 3 + i, Duration::from_millis(700 + 130 * i)).unwrap()
+        })
+        .collect();
+    let policy = Policy::new("sixteen", limits).unwrap();
+    assert_eq!(policy.limits().len(), MAX_LIMITS);
+    let server = RedisServer::start();
+    let redis = redis_store(&server, "sixteen").await;
+    let t0 = 1_700_000_123_456_789;
+    let clock = ManualClock::new(t0);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let key = Key::new("k");
+    let (mut allowed, mut denied) = (0, 0);
+    for step in 0..60u64 {
+        let now = t0 + step * 47_000;
+        clock.set(now);
+        let cost = step % 3;
+        let from_redis = redlimit::__private::check_at(&redis, &policy, &key, cost, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            from_redis,
+            memory.check_now(&policy, &key, cost),
+            "step {step}"
+        );
+        if from_redis.is_allowed() {
+            allowed += 1;
+        } else {
+            denied += 1;
+        }
+    }
+    assert!(
+        allowed > 0 && denied > 0,
+        "{allowed} allowed, {denied} denied"
+    );
 }
 
 #[tokio::test]

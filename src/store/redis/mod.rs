@@ -4,7 +4,8 @@
 //! Layout (dependencies flow down): this file is the store; `builder` its settings; `backend`,
 //! `cluster` and `sentinel` the deployments; `heal` the connection each keeps and replaces when
 //! `health` (its calls' outcomes) says so, `tcp` its sockets' keepalive; `script` the Lua
-//! script's Rust side; `error` and `redact` how failures and URLs may be shown.
+//! scripts' Rust side (one script per algorithm mix); `error` and `redact` how failures and
+//! URLs may be shown.
 
 mod backend;
 mod builder;
@@ -22,7 +23,7 @@ use std::sync::Arc;
 
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{decode, script_command, SOURCE};
+use self::script::{decode, every_algorithm_source, script_command, script_for};
 use super::{Check, Store};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
@@ -33,13 +34,16 @@ pub use self::builder::RedisStoreBuilder;
 /// A store in Redis (or Valkey): every replica of a service that points at the same Redis
 /// shares the same limits.
 ///
-/// Each decision is one `EVALSHA` of one script that reads Redis `TIME`, evaluates every limit
-/// of the policy and commits all or none. The script is loaded on `NOSCRIPT` (after a restart,
-/// a failover or `SCRIPT FLUSH`; in a Cluster on every primary) and the call retried once; a
-/// call that timed out or failed on I/O is never replayed, since it may have run. Keys look
-/// like `PREFIX:POLICY:{KEY}:ALGORITHM:N:P` (e.g. `redlimit:api:{ip:203.0.113.7}:gc:10:1000000`,
-/// where `{ip:203.0.113.7}` is the cluster hash tag: all keys of one evaluation share a slot)
-/// and always carry a TTL no longer than their state needs.
+/// Each decision is one `EVALSHA` of the policy's script, which reads Redis `TIME`, evaluates
+/// every limit of the policy and commits all or none. A script holds only the algorithms its
+/// policy uses ([`RedisStore::script_source_for`]), so a decision costs Redis about what a
+/// hand-written script of the same algorithm would. Each script is loaded on `NOSCRIPT`
+/// (after a restart, a failover or `SCRIPT FLUSH`; in a Cluster on every primary) and the call
+/// retried once; a call that timed out or failed on I/O is never replayed, since it may have
+/// run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM:N:P` (e.g.
+/// `redlimit:api:{ip:203.0.113.7}:gc:10:1000000`, where `{ip:203.0.113.7}` is the cluster hash
+/// tag: all keys of one evaluation share a slot) and always carry a TTL no longer than their
+/// state needs.
 ///
 /// Deployments, all behind the same [`Store`] interface:
 ///
@@ -155,13 +159,38 @@ impl RedisStore {
         })
     }
 
-    /// The assembled Lua script this store runs (its contract heads `lua/prelude.lua`).
+    /// The Lua script this store runs for a policy with one limit of each algorithm, in the
+    /// order of [`Algorithm::ALL`](crate::Algorithm::ALL): every line of Lua the store's
+    /// scripts can hold, for review. The store runs one script per algorithm mix: the prelude
+    /// (`lua/prelude.lua`, the contract), the algorithms the policy uses and a tail written
+    /// for its limits. [`RedisStore::script_source_for`] gives the one a policy runs.
     ///
     /// ```
-    /// assert!(redlimit::store::RedisStore::script_source().contains("redis.call('TIME')"));
+    /// let lua = redlimit::store::RedisStore::script_source();
+    /// assert!(lua.contains("redis.call('TIME')"));
+    /// assert!(lua.contains("local function gcra(") && lua.contains("local function sliding_log("));
     /// ```
     pub fn script_source() -> &'static str {
-        SOURCE
+        every_algorithm_source()
+    }
+
+    /// The Lua script this store runs for `policy` (the same for every policy whose limits use
+    /// the same algorithms in the same order; counts and periods are arguments). For review,
+    /// or to load it ahead with `SCRIPT LOAD`; the store loads it itself when Redis answers
+    /// `NOSCRIPT`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{store::RedisStore, Limit, Policy};
+    ///
+    /// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+    /// let lua = RedisStore::script_source_for(&policy);
+    /// assert!(lua.contains("local function gcra("));
+    /// assert!(!lua.contains("local function sliding_log("));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn script_source_for(policy: &Policy) -> &'static str {
+        &script_for(policy.limits()).source
     }
 
     /// The key prefix.
@@ -194,7 +223,8 @@ impl RedisStore {
 }
 
 /// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
-/// call by hand (the script must be loaded: `SCRIPT LOAD` of [`RedisStore::script_source`]).
+/// call by hand (the script must be loaded: `SCRIPT LOAD` of
+/// [`RedisStore::script_source_for`] the policy).
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
     script_command(prefix, policy, key, cost, None)
 }

@@ -1,0 +1,36 @@
+//! The Rust side of the Lua scripts (their contract heads `lua/prelude.lua`). The store runs
+//! one script per algorithm mix, not one script for every policy: a script defines only the
+//! algorithms its policy uses and ends in a tail written for its limits, so a decision costs
+//! Redis what a hand-written script of the same algorithm does (`benches/redis_cost`).
+//!
+//! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
+//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `reply`: decoding.
+
+mod call;
+mod registry;
+mod reply;
+mod signature;
+mod source;
+mod tail;
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use crate::limit::{Algorithm, Limit};
+
+pub(super) use self::call::{evalsha, script_command};
+pub(super) use self::registry::script_for;
+pub(super) use self::reply::decode;
+
+/// The script of a policy with one limit of each algorithm, in the order of
+/// [`Algorithm::ALL`]: every line of Lua a script of this store can hold.
+pub(super) fn every_algorithm_source() -> &'static str {
+    static EVERY: LazyLock<&'static str> = LazyLock::new(|| {
+        let limits: Vec<Limit> = Algorithm::ALL
+            .into_iter()
+            .map(|a| Limit::new(a, 1, Duration::from_secs(1)).expect("a valid limit"))
+            .collect();
+        &script_for(&limits).source
+    });
+    &EVERY
+}

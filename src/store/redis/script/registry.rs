@@ -1,0 +1,90 @@
+//! The scripts in use: one per signature, written and hashed once, then kept for the life of
+//! the process (a service has as many as it has distinct algorithm mixes: a handful), and found
+//! again by hash when Redis answers `NOSCRIPT`.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, RwLock};
+
+use super::signature::{position, Signature};
+use super::source::source;
+use crate::limit::{Algorithm, Limit};
+
+/// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names).
+#[derive(Debug)]
+pub(crate) struct LuaScript {
+    pub(crate) source: String,
+    pub(crate) script: redis::Script,
+}
+
+impl LuaScript {
+    fn new(signature: Signature) -> &'static LuaScript {
+        let source = source(signature);
+        let script = redis::Script::new(&source);
+        // Kept for the process's life, so calls borrow it without counting references.
+        Box::leak(Box::new(LuaScript { source, script }))
+    }
+}
+
+/// Single-limit policies, the common case, by algorithm: no lock on their path.
+static SINGLE: [OnceLock<&'static LuaScript>; Algorithm::ALL.len()] =
+    [const { OnceLock::new() }; Algorithm::ALL.len()];
+
+/// Every other mix.
+static MIXES: LazyLock<RwLock<HashMap<Signature, &'static LuaScript>>> =
+    LazyLock::new(Default::default);
+
+/// The script of a policy with these limits.
+pub(crate) fn script_for(limits: &[Limit]) -> &'static LuaScript {
+    let signature = Signature::of(limits);
+    if let Some(algorithm) = signature.single() {
+        return SINGLE[position(algorithm)].get_or_init(|| LuaScript::new(signature));
+    }
+    if let Some(script) = read(&MIXES).get(&signature) {
+        return script;
+    }
+    let mut mixes = MIXES
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    mixes
+        .entry(signature)
+        .or_insert_with(|| LuaScript::new(signature))
+}
+
+/// The script whose SHA1 is `hash`, if this process has made it.
+pub(crate) fn by_hash(hash: &str) -> Option<&'static LuaScript> {
+    let singles = SINGLE.iter().filter_map(|s| s.get().copied());
+    let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
+    singles.chain(mixes).find(|s| s.script.get_hash() == hash)
+}
+
+/// The map, even if a thread panicked while holding it (entries are inserted whole).
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn one_script_per_signature_found_again_by_hash() {
+        let a = [Limit::gcra(5, Duration::from_secs(1)).unwrap()];
+        let b = [Limit::gcra(50, Duration::from_secs(60)).unwrap()];
+        let mix = [
+            Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+            Limit::sliding_log(50, Duration::from_secs(60)).unwrap(),
+        ];
+        assert!(std::ptr::eq(script_for(&a), script_for(&b)));
+        assert!(std::ptr::eq(script_for(&mix), script_for(&mix)));
+        assert!(!std::ptr::eq(script_for(&a), script_for(&mix)));
+        for limits in [&a[..], &mix[..]] {
+            let script = script_for(limits);
+            assert!(std::ptr::eq(
+                by_hash(script.script.get_hash()).unwrap(),
+                script
+            ));
+        }
+        assert!(by_hash("0000000000000000000000000000000000000000").is_none());
+    }
+}

@@ -1,0 +1,99 @@
+//! The decoding of a script's reply (`{ now, allowed, per limit: allowed, remaining, reset,
+//! retry }`), which rejects anything the script never returns.
+
+use crate::decision::{Decision, LimitState, LimitStates};
+use crate::error::StoreError;
+use crate::policy::Policy;
+
+/// Builds the decision from the script's integers, rejecting anything the script never
+/// returns as [`StoreError::UnexpectedReply`].
+pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreError> {
+    let limits = policy.limits();
+    let bad = |what: &str| StoreError::UnexpectedReply(format!("{what} in {reply:?}"));
+    if reply.len() != 2 + 4 * limits.len() {
+        return Err(bad("wrong length"));
+    }
+    let now = u64::try_from(reply[0]).map_err(|_| bad("negative time"))?;
+    let flag = |v: i64| match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(bad("non-boolean flag")),
+    };
+    let allowed = flag(reply[1])?;
+    let states = limits
+        .iter()
+        .zip(reply[2..].chunks_exact(4))
+        .map(|(limit, raw)| {
+            let remaining = u64::try_from(raw[1]).map_err(|_| bad("negative remaining"))?;
+            let reset = u64::try_from(raw[2]).map_err(|_| bad("negative reset"))?;
+            if raw[3] < -1 || remaining > limit.count() {
+                return Err(bad("out-of-range limit state"));
+            }
+            Ok(LimitState::from_raw(
+                *limit,
+                flag(raw[0])?,
+                remaining,
+                reset,
+                raw[3],
+            ))
+        })
+        .collect::<Result<LimitStates, _>>()?;
+    let decision = Decision::from_states(policy.name_arc(), now, states);
+    if decision.is_allowed() != allowed {
+        return Err(bad("inconsistent verdict"));
+    }
+    Ok(decision)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use std::time::Duration;
+
+    fn policy() -> Policy {
+        Policy::new(
+            "p",
+            [
+                Limit::sliding_log(20, Duration::from_secs(60)).unwrap(),
+                Limit::sliding_log(5, Duration::from_secs(3)).unwrap(),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn names_the_denying_limit() {
+        let d = decode(
+            &policy(),
+            &[
+                1_000_000, 0, 1, 15, 60_000_000, 0, 0, 0, 2_500_000, 2_500_000,
+            ],
+        )
+        .unwrap();
+        assert!(!d.is_allowed());
+        assert_eq!(d.denied_by(), Some(1));
+        assert_eq!(d.retry_after(), Some(Duration::from_micros(2_500_000)));
+        assert_eq!(d.limit(), Some(5));
+    }
+
+    #[test]
+    fn garbage_is_a_typed_error() {
+        let p = policy();
+        for reply in [
+            &[][..],
+            &[1, 1],
+            &[1, 2, 1, 0, 0, 0, 1, 0, 0, 0],
+            &[-1, 1, 1, 0, 0, 0, 1, 0, 0, 0],
+            &[1, 1, 1, 99, 0, 0, 1, 0, 0, 0],
+            &[1, 1, 1, 0, -5, 0, 1, 0, 0, 0],
+            &[1, 0, 1, 0, 0, 0, 1, 0, 0, 0],
+            &[1, 1, 1, 0, 0, -7, 1, 0, 0, 0],
+        ] {
+            assert!(
+                matches!(decode(&p, reply), Err(StoreError::UnexpectedReply(_))),
+                "{reply:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What a script is written for: the algorithms of a policy's limits, in order. Counts and
+//! periods are arguments, so every policy with the same algorithms runs the same script.
+
+use crate::limit::{Algorithm, Limit};
+use crate::policy::MAX_LIMITS;
+
+/// Bits per limit: the algorithm's position in [`Algorithm::ALL`], plus one (0 ends the list).
+const BITS: u32 = 3;
+
+// Every policy fits: 16 limits of 3 bits.
+const _: () = assert!(MAX_LIMITS as u32 * BITS <= u64::BITS);
+const _: () = assert!(Algorithm::ALL.len() < 1 << BITS);
+
+/// The algorithms of a policy's limits, in order, packed into one integer (first limit in the
+/// lowest bits): `Copy`, hashed in one step, no allocation on the hot path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Signature(u64);
+
+impl Signature {
+    /// The signature of a policy's limits (1 to [`MAX_LIMITS`]).
+    pub(crate) fn of(limits: &[Limit]) -> Signature {
+        debug_assert!((1..=MAX_LIMITS).contains(&limits.len()));
+        let packed = limits.iter().rev().fold(0, |packed, limit| {
+            (packed << BITS) | (position(limit.algorithm()) as u64 + 1)
+        });
+        Signature(packed)
+    }
+
+    /// The single algorithm of a one-limit policy.
+    pub(crate) fn single(self) -> Option<Algorithm> {
+        (self.0 < 1 << BITS).then(|| Algorithm::ALL[self.0 as usize - 1])
+    }
+
+    /// The algorithms, in the order of the policy's limits.
+    pub(crate) fn algorithms(self) -> impl Iterator<Item = Algorithm> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            let code = rest & ((1 << BITS) - 1);
+            rest >>= BITS;
+            (code != 0).then(|| Algorithm::ALL[code as usize - 1])
+        })
+    }
+
+    /// Whether any limit uses `algorithm`.
+    pub(crate) fn uses(self, algorithm: Algorithm) -> bool {
+        self.algorithms().any(|a| a == algorithm)
+    }
+}
+
+/// The position of `algorithm` in [`Algorithm::ALL`].
+pub(crate) fn position(algorithm: Algorithm) -> usize {
+    Algorithm::ALL
+        .iter()
+        .position(|a| *a == algorithm)
+        .expect("every algorithm is in ALL")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn limits(algorithms: &[Algorithm]) -> Vec<Limit> {
+        algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn keeps_the_order_and_every_algorithm() {
+        let all = Algorithm::ALL;
+        let mut sixteen: Vec<Algorithm> = all.iter().cycle().take(MAX_LIMITS).copied().collect();
+        sixteen.reverse();
+        for algorithms in [&all[..], &sixteen[..], &[Algorithm::Gcra][..]] {
+            let s = Signature::of(&limits(algorithms));
+            assert_eq!(s.algorithms().collect::<Vec<_>>(), algorithms);
+        }
+    }
+
+    #[test]
+    fn counts_and_periods_do_not_matter_order_does() {
+        let a = Signature::of(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        let b = Signature::of(&[Limit::gcra(9, Duration::from_secs(60)).unwrap()]);
+        assert_eq!(a, b);
+        assert_eq!(a.single(), Some(Algorithm::Gcra));
+        let ab = Signature::of(&limits(&[Algorithm::Gcra, Algorithm::SlidingLog]));
+        let ba = Signature::of(&limits(&[Algorithm::SlidingLog, Algorithm::Gcra]));
+        assert_ne!(ab, ba);
+        assert_eq!(ab.single(), None);
+        assert!(ab.uses(Algorithm::SlidingLog) && !ab.uses(Algorithm::TokenBucket));
+    }
+}

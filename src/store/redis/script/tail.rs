@@ -1,0 +1,183 @@
+//! The end of a script, written for one signature: it calls each limit's algorithm (the
+//! functions `lua/*.lua` define), commits all limits or none, and replies (the contract heads
+//! `lua/prelude.lua`). Written out limit by limit rather than looping over tables: with every
+//! value a local, a decision allocates nothing but its reply, which is what lets a script of
+//! several algorithms cost what a hand-written one does.
+//!
+//! For `gcra` then `fixed_window`, it reads:
+//!
+//! ```lua
+//! local ok1, rb1, ra1, sb1, sa1, retry1, state1, ttl1 = gcra(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), cost, now)
+//! local ok2, rb2, ra2, sb2, sa2, retry2, state2, ttl2 = fixed_window(KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[6]), cost, now)
+//! if ok1 and ok2 then
+//!   if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
+//!   if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
+//!   return { now, 1, 1, ra1, sa1, 0, 1, ra2, sa2, 0 }
+//! end
+//! return { now, 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
+//! ```
+//!
+//! Sliding-log limits share one sorted set: it is opened once, before the limits, with the
+//! longest log period as its span, and committed once, with the TTL the store passes (a string
+//! written once in Rust costs Redis less than a number converted on every call).
+
+use std::fmt::Write as _;
+
+use super::signature::Signature;
+use crate::limit::Algorithm;
+
+/// The Lua function that checks one limit of `algorithm` (defined in its `lua/` file).
+fn function(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "fixed_window",
+        Algorithm::SlidingWindow => "sliding_window",
+        Algorithm::SlidingLog => "sliding_log",
+        Algorithm::TokenBucket => "token_bucket",
+        Algorithm::Gcra => "gcra",
+    }
+}
+
+/// The tail for `signature`.
+pub(super) fn tail(signature: Signature) -> String {
+    let algorithms: Vec<Algorithm> = signature.algorithms().collect();
+    // Limit i (from 1) is KEYS[i], count ARGV[2i+1], period ARGV[2i+2].
+    let limits = || (1..).zip(algorithms.iter().copied());
+    let logs: Vec<usize> = limits()
+        .filter(|(_, a)| *a == Algorithm::SlidingLog)
+        .map(|(i, _)| i)
+        .collect();
+    let mut lua = String::from("-- The tail: every limit, then all or none committed.\n");
+    let w = &mut lua;
+    if let Some(&log) = logs.first() {
+        for i in &logs {
+            let _ = writeln!(w, "local p{i} = tonumber(ARGV[{}])", 2 * i + 2);
+        }
+        let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
+        let span = match &periods[..] {
+            [one] => one.clone(),
+            many => format!("math.max({})", many.join(", ")),
+        };
+        let _ = writeln!(w, "local log_span = {span}");
+        let _ = writeln!(
+            w,
+            "local log_at, log_newest, log_total, log_base = sliding_log_open(KEYS[{log}], now, log_span)"
+        );
+    }
+    for (i, algorithm) in limits() {
+        let count = format!("tonumber(ARGV[{}])", 2 * i + 1);
+        if algorithm == Algorithm::SlidingLog {
+            // The longest log limit's span starts at the base; a shorter one's at the newest
+            // member at or before its own start (0 if none: nothing was trimmed yet).
+            let before = if logs.len() == 1 {
+                "log_base".to_owned()
+            } else {
+                format!(
+                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15"
+                )
+            };
+            let _ = writeln!(
+                w,
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = sliding_log(KEYS[{i}], {count}, p{i}, cost, log_at, log_newest, log_total, {before})"
+            );
+        } else {
+            let _ = writeln!(
+                w,
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}(KEYS[{i}], {count}, tonumber(ARGV[{}]), cost, now)",
+                function(algorithm),
+                2 * i + 2
+            );
+        }
+    }
+    let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
+    let _ = writeln!(w, "if {} then", all_ok.join(" and "));
+    for (i, algorithm) in limits() {
+        if algorithm != Algorithm::SlidingLog {
+            let _ = writeln!(
+                w,
+                "  if ttl{i} > 0 then redis.call('SET', KEYS[{i}], state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', KEYS[{i}], state{i}, 'KEEPTTL') else redis.call('DEL', KEYS[{i}]) end"
+            );
+        }
+    }
+    if let Some(&log) = logs.first() {
+        let _ = writeln!(
+            w,
+            "  if cost > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + cost) end"
+        );
+        let _ = writeln!(
+            w,
+            "  redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])",
+            2 * algorithms.len() + 3
+        );
+    }
+    let allowed: Vec<String> = limits()
+        .map(|(i, _)| format!("1, ra{i}, sa{i}, 0"))
+        .collect();
+    let _ = writeln!(w, "  return {{ now, 1, {} }}", allowed.join(", "));
+    let _ = writeln!(w, "end");
+    let denied: Vec<String> = limits()
+        .map(|(i, _)| format!("ok{i} and 1 or 0, rb{i}, sb{i}, retry{i}"))
+        .collect();
+    let _ = writeln!(w, "return {{ now, 0, {} }}", denied.join(", "));
+    lua
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use std::time::Duration;
+
+    fn tail_of(algorithms: &[Algorithm]) -> String {
+        let limits: Vec<Limit> = algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        tail(Signature::of(&limits))
+    }
+
+    #[test]
+    fn reads_as_the_module_documentation_shows() {
+        let lua = tail_of(&[Algorithm::Gcra, Algorithm::FixedWindow]);
+        let documented: String = include_str!("tail.rs")
+            .lines()
+            .skip_while(|l| *l != "//! ```lua")
+            .skip(1)
+            .take_while(|l| *l != "//! ```")
+            .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+            .collect();
+        assert_eq!(
+            lua.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+            documented
+        );
+    }
+
+    #[test]
+    fn opens_and_commits_a_shared_log_once() {
+        let lua = tail_of(&[
+            Algorithm::SlidingLog,
+            Algorithm::Gcra,
+            Algorithm::SlidingLog,
+        ]);
+        assert_eq!(lua.matches("sliding_log_open(").count(), 1);
+        assert!(lua.contains("local log_span = math.max(p1, p3)"));
+        assert!(lua.contains(
+            "p3 == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[3]"
+        ));
+        assert_eq!(lua.matches("'ZADD'").count(), 1);
+        assert_eq!(lua.matches("'PEXPIRE'").count(), 1);
+        assert!(lua.contains("redis.call('PEXPIRE', KEYS[1], ARGV[9])"));
+        assert_eq!(
+            lua.matches("'SET'").count(),
+            2,
+            "PX or KEEPTTL, for the one other limit"
+        );
+    }
+
+    #[test]
+    fn a_single_log_starts_at_its_base() {
+        let lua = tail_of(&[Algorithm::SlidingLog]);
+        assert!(lua.contains("local log_span = p1\n"));
+        assert!(lua.contains("log_total, log_base)"));
+        assert!(!lua.contains("ZREVRANGEBYSCORE"));
+    }
+}
