@@ -530,17 +530,20 @@ fn main() {
     }
 }
 
-/// `docs/benchmarks.svg`: throughput and p99 latency per variant, at both connection counts.
+/// `docs/benchmarks.svg`: throughput, server CPU per request and p99 latency per variant, at
+/// both connection counts. CPU per request sits beside throughput because on a shared 2-core
+/// machine it is the steadier of the two.
 fn plot(variants: &[Variant], summary: &[Vec<Sample>]) {
     use plotters::prelude::*;
 
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks.svg");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let n = variants.len();
-    let root = SVGBackend::new(&path, (1000, 34 * n as u32 + 110)).into_drawing_area();
+    let root = SVGBackend::new(&path, (1360, 34 * n as u32 + 110)).into_drawing_area();
     root.fill(&WHITE).unwrap();
     let (names, charts) = root.split_horizontally(270);
-    let (left, right) = charts.split_horizontally(365);
+    let (left, rest) = charts.split_horizontally(365);
+    let (middle, right) = rest.split_horizontally(360);
     let colors = [RGBColor(70, 130, 180), RGBColor(230, 140, 40)];
     // Variant i occupies the band [n-1-i, n-i) from the top; one bar per connection count.
     let band = |vi: usize, ci: usize| {
@@ -553,6 +556,11 @@ fn plot(variants: &[Variant], summary: &[Vec<Sample>]) {
             &left,
             "requests/s (more is better)",
             &(|s: &Sample| s.rps) as &dyn Fn(&Sample) -> f64,
+        ),
+        (
+            &middle,
+            "server CPU µs/request (less is better)",
+            &|s: &Sample| s.server_cpu_us,
         ),
         (&right, "p99 latency µs (less is better)", &|s: &Sample| {
             s.p99_us

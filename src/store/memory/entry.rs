@@ -49,6 +49,22 @@ impl Entry {
         }
     }
 
+    /// Forgets every limit's state (it became moot), keeping the entry's allocation: a hot
+    /// key whose state lapses between requests must not allocate on each of them.
+    pub(super) fn clear(&mut self) {
+        for slot in self.slots.iter_mut() {
+            *slot = match slot {
+                Slot::FixedWindow(_) => Slot::FixedWindow(None),
+                Slot::SlidingWindow(_) => Slot::SlidingWindow(None),
+                Slot::SlidingLog => Slot::SlidingLog,
+                Slot::TokenBucket(_) => Slot::TokenBucket(None),
+                Slot::Gcra(_) => Slot::Gcra(None),
+            };
+        }
+        self.log = Log::default();
+        self.expires_at = 0;
+    }
+
     /// Whether this entry was made for these limits (a policy changed under the same name
     /// starts fresh, as the Redis keys, which name their limit, do).
     pub(super) fn fits(&self, policy: &Policy) -> bool {

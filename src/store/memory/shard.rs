@@ -66,7 +66,7 @@ impl Shard {
         &mut self,
         hash: u64,
         id: IdRef<'_>,
-        fresh: impl Fn() -> Entry,
+        fresh: impl FnOnce() -> Entry,
         key: impl FnOnce() -> (Arc<str>, Key),
         cap: usize,
         now: u64,
@@ -80,7 +80,7 @@ impl Shard {
             RawEntryMut::Occupied(mut occupied) => {
                 let entry = occupied.get_mut();
                 if entry.expires_at <= now {
-                    *entry = fresh();
+                    entry.clear();
                 }
                 (check(entry), false)
             }
