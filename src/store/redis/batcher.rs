@@ -281,3 +281,68 @@ impl Future for AllClosed<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use crate::store::redis::script::script_for;
+    use std::time::Duration;
+
+    fn decision(script: &'static LuaScript, slot: u16, n: u64) -> (Decision, Reply) {
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(n);
+        let decision = Decision {
+            command,
+            script,
+            keys: 1,
+            slot,
+        };
+        (decision, oneshot::channel().0)
+    }
+
+    fn tag(batch: &[(Decision, Reply)]) -> Vec<String> {
+        batch
+            .iter()
+            .map(|(d, _)| match d.command.args_iter().nth(1) {
+                Some(redis::Arg::Simple(n)) => String::from_utf8_lossy(n).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_hold_one_script_and_slot_in_arrival_order_up_to_max() {
+        let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        let log = script_for(&[Limit::sliding_log(1, Duration::from_secs(1)).unwrap()]);
+        let waiting = vec![
+            decision(gcra, 7, 1),
+            decision(log, 7, 2),
+            decision(gcra, 9, 3),
+            decision(gcra, 7, 4),
+            decision(gcra, 7, 5),
+            decision(log, 7, 6),
+        ];
+        let mut made: Vec<Vec<String>> = batches(waiting, 2).iter().map(|b| tag(b)).collect();
+        made.sort();
+        assert_eq!(made, [["1", "4"].as_slice(), &["2", "6"], &["3"], &["5"]]);
+    }
+
+    #[test]
+    fn the_queue_is_taken_once_at_a_time_and_only_with_room() {
+        let mut queue = Queue::default();
+        assert!(!queue.take_now(2), "nothing waiting");
+        let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        queue.waiting.push(decision(gcra, 0, 1));
+        assert!(queue.take_now(2));
+        assert!(!queue.take_now(2), "a task will take it already");
+        queue.taken_soon = false;
+        queue.sending = 2;
+        assert!(
+            !queue.take_now(2),
+            "two calls in flight: the first to end takes it"
+        );
+        queue.sending = 1;
+        assert!(queue.take_now(2));
+    }
+}

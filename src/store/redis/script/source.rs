@@ -124,4 +124,20 @@ mod tests {
             assert_eq!(lua.matches(algorithm_file(algorithm)).count(), 1);
         }
     }
+
+    #[test]
+    fn a_batch_runs_the_same_tail_once_per_decision() {
+        let signature = signature(&[Algorithm::Gcra, Algorithm::SlidingLog]);
+        let lua = batch_source(signature);
+        assert!(lua.starts_with(PRELUDE));
+        assert_eq!(lua.matches(algorithm_file(Algorithm::Gcra)).count(), 1);
+        assert!(lua.contains("local function decide(out, len, o, a, now, cost, ttl_slack_ms)"));
+        assert!(lua.contains("gcra(KEYS[o + 1], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])"));
+        // Two keys and seven arguments (time, cost, two limits, the log's TTL) per decision;
+        // each reply is 2 + 4 * 2 integers.
+        assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
+        assert!(lua.contains("len = len + 10\n"));
+        assert!(lua.contains("pcall(decide, "));
+        assert!(!lua.contains("return {"), "answers go into `out`");
+    }
 }
