@@ -9,10 +9,13 @@
 //! one on the PATH) on a free loopback port and kills it at the end; about 2 minutes.
 //! `REDLIMIT_BENCH_SECS` sets the measured time per workload (default 3);
 //! `REDLIMIT_BENCH_ONLY=per-call` runs the comparison with minimal scripts alone (its knobs are
-//! in `redis_cost/per_call.rs`). Run without `--bench` it does nothing: `cargo test
+//! in `redis_cost/per_call.rs`); `REDLIMIT_BENCH_ONLY=batched` the store's batched calls against
+//! one call per decision at 64 concurrent tasks (`redis_cost/batched.rs`). Run without `--bench` it does nothing: `cargo test
 //! --all-targets` (and `--benches`) still runs bench targets marked `test = false`, without
 //! that flag.
 
+#[path = "redis_cost/batched.rs"]
+mod batched;
 #[path = "redis_cost/function.rs"]
 mod function;
 #[path = "redis_cost/per_call.rs"]
@@ -410,11 +413,14 @@ fn main() {
 
     let only: Option<String> = support::optional_knob("REDLIMIT_BENCH_ONLY");
     if let Some(only) = only.as_deref() {
-        if only != "per-call" {
-            eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call");
-            std::process::exit(2);
-        }
-        let mut out = per_call::run(&server.url(), &mut con);
+        let mut out = match only {
+            "per-call" => per_call::run(&server.url(), &mut con),
+            "batched" => batched::run(&server.url(), &mut con),
+            _ => {
+                eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call or batched");
+                std::process::exit(2);
+            }
+        };
         out.push('\n');
         machine_facts(&mut con, &mut out);
         println!("{out}");
@@ -566,6 +572,9 @@ fn main() {
     }
     eprintln!("redis_cost: per-call against minimal scripts ...");
     let per_call = per_call::run(&server.url(), &mut con);
+    eprintln!("redis_cost: batched calls against one call per decision ...");
+    flush(&mut con);
+    let batched = batched::run(&server.url(), &mut con);
     let elapsed = started.elapsed();
 
     let incr_cpu = rows[0].measured.cpu_us();
@@ -658,6 +667,7 @@ fn main() {
     }
     out.push_str(&per_call);
     out.push('\n');
+    out.push_str(&batched);
     machine_facts(&mut con, &mut out);
     let _ = writeln!(out, "total time: {:.1} s", elapsed.as_secs_f64());
     println!("{out}");

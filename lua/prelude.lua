@@ -17,6 +17,11 @@
 --            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
 --                              retry (µs until this cost would pass; 0 allowed, -1 never) }
 --
+-- Batches: several decisions of one signature in one call run a batch variant of the script
+-- (the same prelude and algorithms, the tail as a function called once per decision; its
+-- contract heads src/store/redis/script/batch.rs). The prelude's `now` and `cost` are then the
+-- first decision's; each decision is passed its own.
+--
 -- Every algorithm but the sliding log defines NAME(key, n, p, cost, now), which reads the
 -- limit's state and returns
 --   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl

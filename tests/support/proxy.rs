@@ -1,7 +1,9 @@
 //! A TCP proxy on a free loopback port in front of a server, which can black-hole the
 //! connections open at a moment: they stay open, every byte sent on them is read and dropped,
 //! nothing comes back (no data, no FIN, no RST), as after a host vanished behind a NAT or a
-//! proxy lost its upstream. Connections made afterwards are forwarded as usual.
+//! proxy lost its upstream. Connections made afterwards are forwarded as usual. It can also
+//! withhold the replies of the connections open at a moment (requests still reach the server,
+//! which runs them) and then sever those connections: calls that ran whose answers were lost.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,8 +18,8 @@ use tokio::task::{JoinHandle, JoinSet};
 pub(crate) struct Proxy {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
-    /// The black-hole switch of every connection accepted so far.
-    switches: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
+    /// The switches of every connection accepted so far.
+    switches: Arc<Mutex<Vec<Arc<Switches>>>>,
     task: JoinHandle<()>,
 }
 
@@ -28,7 +30,7 @@ impl Proxy {
         let addr = listener.local_addr().expect("proxy address");
         let upstream: SocketAddr = ([127, 0, 0, 1], upstream_port).into();
         let accepted = Arc::new(AtomicUsize::new(0));
-        let switches: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
+        let switches: Arc<Mutex<Vec<Arc<Switches>>>> = Arc::default();
         let task = tokio::spawn({
             let accepted = Arc::clone(&accepted);
             let switches = Arc::clone(&switches);
@@ -37,9 +39,9 @@ impl Proxy {
                 let mut connections = JoinSet::new();
                 while let Ok((client, _)) = listener.accept().await {
                     accepted.fetch_add(1, Ordering::SeqCst);
-                    let hole = Arc::new(AtomicBool::new(false));
-                    switches.lock().unwrap().push(Arc::clone(&hole));
-                    connections.spawn(relay(client, upstream, hole));
+                    let switch = Arc::new(Switches::default());
+                    switches.lock().unwrap().push(Arc::clone(&switch));
+                    connections.spawn(relay(client, upstream, switch));
                 }
             }
         });
@@ -68,10 +70,34 @@ impl Proxy {
 
     /// Black-holes every connection open now; later ones are forwarded.
     pub(crate) fn black_hole(&self) {
-        for hole in self.switches.lock().unwrap().iter() {
-            hole.store(true, Ordering::SeqCst);
+        for switch in self.switches.lock().unwrap().iter() {
+            switch.hole.store(true, Ordering::SeqCst);
         }
     }
+
+    /// Drops every reply on the connections open now; their requests still reach the server.
+    pub(crate) fn withhold_replies(&self) {
+        for switch in self.switches.lock().unwrap().iter() {
+            switch.withheld.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Closes the connections whose replies are withheld, both ways.
+    pub(crate) fn sever_withheld(&self) {
+        for switch in self.switches.lock().unwrap().iter() {
+            if switch.withheld.load(Ordering::SeqCst) {
+                switch.sever.send_replace(true);
+            }
+        }
+    }
+}
+
+/// What the test has done to one connection.
+#[derive(Default)]
+struct Switches {
+    hole: AtomicBool,
+    withheld: AtomicBool,
+    sever: tokio::sync::watch::Sender<bool>,
 }
 
 impl Drop for Proxy {
@@ -80,28 +106,40 @@ impl Drop for Proxy {
     }
 }
 
-async fn relay(client: TcpStream, upstream: SocketAddr, hole: Arc<AtomicBool>) {
+async fn relay(client: TcpStream, upstream: SocketAddr, switch: Arc<Switches>) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
     let (from_client, to_client) = client.into_split();
     let (from_server, to_server) = server.into_split();
-    tokio::join!(
-        pump(from_client, to_server, &hole),
-        pump(from_server, to_client, &hole),
-    );
+    let mut sever = switch.sever.subscribe();
+    let no_replies = AtomicBool::new(false);
+    tokio::select! {
+        _ = async {
+            tokio::join!(
+                pump(from_client, to_server, &switch.hole, &no_replies),
+                pump(from_server, to_client, &switch.hole, &switch.withheld),
+            )
+        } => {}
+        _ = sever.wait_for(|severed| *severed) => {}
+    }
 }
 
 /// Copies `from` to `to` until `from` ends; once black-holed, reads and drops everything and
-/// never closes `to` (closing would send a FIN).
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, hole: &AtomicBool) {
+/// never closes `to` (closing would send a FIN); once `withheld`, drops what it reads.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    hole: &AtomicBool,
+    withheld: &AtomicBool,
+) {
     let mut buf = vec![0; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        if hole.load(Ordering::SeqCst) {
+        if hole.load(Ordering::SeqCst) || withheld.load(Ordering::SeqCst) {
             continue;
         }
         if to.write_all(&buf[..n]).await.is_err() {

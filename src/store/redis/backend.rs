@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Cmd, RedisResult};
+use redis::{Client, Cmd, FromRedisValue, RedisResult};
 
 use super::cluster::ClusterDial;
 use super::heal::{Dial, Healing};
@@ -23,7 +23,7 @@ pub(super) enum Backend {
 impl Backend {
     /// Runs the script once (reloading it on `NOSCRIPT`, which proves it did not run, and
     /// retrying once).
-    pub(super) async fn run(&self, command: &Cmd) -> RedisResult<Vec<i64>> {
+    pub(super) async fn run<T: FromRedisValue>(&self, command: &Cmd) -> RedisResult<T> {
         match self {
             Backend::Standalone(standalone) => {
                 standalone

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, ServerErrorKind};
 
 use super::heal::{Dial, Healing};
 use super::script::evalsha;
@@ -40,7 +40,7 @@ impl Dial for ClusterDial {
 }
 
 impl Healing<ClusterDial> {
-    pub(super) async fn run(self: &Arc<Self>, command: &Cmd) -> RedisResult<Vec<i64>> {
+    pub(super) async fn run<T: FromRedisValue>(self: &Arc<Self>, command: &Cmd) -> RedisResult<T> {
         self.call(bucket(command), |mut connection| async move {
             let mut attempt = 1;
             loop {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::sentinel::SentinelClient;
-use redis::{Client, Cmd, ConnectionAddr, ErrorKind, RedisResult, ServerErrorKind};
+use redis::{Client, Cmd, ConnectionAddr, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use super::heal::{Dial, Healing};
 use super::script::evalsha;
@@ -98,7 +98,7 @@ impl SentinelBackend {
         redis::cmd("PING").query_async(&mut master.manager).await
     }
 
-    pub(super) async fn run(self: &Arc<Self>, command: &Cmd) -> RedisResult<Vec<i64>> {
+    pub(super) async fn run<T: FromRedisValue>(self: &Arc<Self>, command: &Cmd) -> RedisResult<T> {
         // If this call never completes (the layer's deadline drops it: a frozen master), the
         // guard asks the Sentinels whether the master moved.
         let mut guard = Unfinished(Some(self));

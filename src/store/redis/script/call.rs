@@ -2,7 +2,7 @@
 //! and the one reload a `NOSCRIPT` answer allows.
 
 use redis::aio::ConnectionLike;
-use redis::{Arg, Cmd, ErrorKind, RedisResult, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
 use super::registry::{by_hash, script_for};
 use crate::key::Key;
@@ -74,17 +74,17 @@ const TEST_TTL_SLACK_MS: u64 = 60_000;
 /// sends it once more, as `redis::Script::invoke_async` does, without copying the arguments
 /// again. Any other failure is returned as is: after a timeout or an I/O error the call may
 /// have run, and sending it again could count it twice.
-pub(crate) async fn evalsha(
+pub(crate) async fn evalsha<T: FromRedisValue>(
     command: &Cmd,
     connection: &mut impl ConnectionLike,
-) -> RedisResult<Vec<i64>> {
+) -> RedisResult<T> {
     match command.query_async(connection).await {
         Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
             // Every command names a script this process made (`script_command`).
             let Some(script) = named_script(command) else {
                 return Err(err);
             };
-            script.script.load_async(connection).await?;
+            script.load_async(connection).await?;
             command.query_async(connection).await
         }
         result => result,
@@ -92,7 +92,7 @@ pub(crate) async fn evalsha(
 }
 
 /// The script an `EVALSHA` names (its first argument).
-fn named_script(command: &Cmd) -> Option<&'static super::registry::LuaScript> {
+fn named_script(command: &Cmd) -> Option<&'static redis::Script> {
     match command.args_iter().nth(1)? {
         Arg::Simple(hash) => by_hash(std::str::from_utf8(hash).ok()?),
         _ => None,
@@ -150,7 +150,7 @@ mod tests {
         );
         assert!(std::ptr::eq(
             named_script(&command).unwrap(),
-            script_for(policy.limits())
+            &script_for(policy.limits()).script
         ));
     }
 }

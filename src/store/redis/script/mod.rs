@@ -4,8 +4,10 @@
 //! Redis what a hand-written script of the same algorithm does (`benches/redis_cost`).
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
-//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `reply`: decoding.
+//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `batch`: several
+//! decisions in one call; `reply`: decoding.
 
+mod batch;
 mod call;
 mod registry;
 mod reply;
@@ -18,8 +20,9 @@ use std::time::Duration;
 
 use crate::limit::{Algorithm, Limit};
 
+pub(super) use self::batch::{batch_command, split};
 pub(super) use self::call::{evalsha, script_command};
-pub(super) use self::registry::script_for;
+pub(super) use self::registry::{script_for, LuaScript};
 pub(super) use self::reply::decode;
 
 /// The script of a policy with one limit of each algorithm, in the order of

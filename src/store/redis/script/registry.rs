@@ -6,22 +6,29 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
 use super::signature::{position, Signature};
-use super::source::source;
+use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};
 
-/// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names).
+/// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names), and the
+/// batch script of the same signature (several decisions in one call).
 #[derive(Debug)]
 pub(crate) struct LuaScript {
     pub(crate) source: String,
     pub(crate) script: redis::Script,
+    pub(crate) batch: redis::Script,
 }
 
 impl LuaScript {
     fn new(signature: Signature) -> &'static LuaScript {
         let source = source(signature);
         let script = redis::Script::new(&source);
+        let batch = redis::Script::new(&batch_source(signature));
         // Kept for the process's life, so calls borrow it without counting references.
-        Box::leak(Box::new(LuaScript { source, script }))
+        Box::leak(Box::new(LuaScript {
+            source,
+            script,
+            batch,
+        }))
     }
 }
 
@@ -50,11 +57,14 @@ pub(crate) fn script_for(limits: &[Limit]) -> &'static LuaScript {
         .or_insert_with(|| LuaScript::new(signature))
 }
 
-/// The script whose SHA1 is `hash`, if this process has made it.
-pub(crate) fn by_hash(hash: &str) -> Option<&'static LuaScript> {
+/// The script (of one decision or a batch) whose SHA1 is `hash`, if this process has made it.
+pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     let singles = SINGLE.iter().filter_map(|s| s.get().copied());
     let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
-    singles.chain(mixes).find(|s| s.script.get_hash() == hash)
+    singles
+        .chain(mixes)
+        .flat_map(|s| [&s.script, &s.batch])
+        .find(|s| s.get_hash() == hash)
 }
 
 /// The map, even if a thread panicked while holding it (entries are inserted whole).
@@ -80,10 +90,9 @@ mod tests {
         assert!(!std::ptr::eq(script_for(&a), script_for(&mix)));
         for limits in [&a[..], &mix[..]] {
             let script = script_for(limits);
-            assert!(std::ptr::eq(
-                by_hash(script.script.get_hash()).unwrap(),
-                script
-            ));
+            for made in [&script.script, &script.batch] {
+                assert!(std::ptr::eq(by_hash(made.get_hash()).unwrap(), made));
+            }
         }
         assert!(by_hash("0000000000000000000000000000000000000000").is_none());
     }

@@ -3,7 +3,7 @@
 //! signature's limits.
 
 use super::signature::Signature;
-use super::tail::tail;
+use super::tail::{tail, tail_in, Frame};
 use crate::limit::Algorithm;
 
 /// The head of every script: its contract, the time, the cost.
@@ -22,6 +22,61 @@ pub(super) fn algorithm_file(algorithm: Algorithm) -> &'static str {
 
 /// The whole script for `signature`.
 pub(super) fn source(signature: Signature) -> String {
+    let mut lua = head(signature);
+    lua.push_str(&tail(signature));
+    lua
+}
+
+/// The batch script for `signature`: the same head, the tail as a function of one decision,
+/// and the loop that runs it for each decision of the batch (its contract heads
+/// `src/store/redis/script/batch.rs`).
+pub(super) fn batch_source(signature: Signature) -> String {
+    let limits = signature.algorithms().count();
+    let logs = signature.uses(Algorithm::SlidingLog);
+    let mut lua = head(signature);
+    lua.push_str("local function decide(out, len, o, a, now, cost, ttl_slack_ms)\n");
+    lua.push_str(&tail_in(signature, Frame::Batch));
+    lua.push_str("end\n");
+    lua.push_str(
+        &BATCH_LOOP
+            .replace("{KEYS}", &limits.to_string())
+            .replace("{ARGS}", &(2 * limits + 2 + usize::from(logs)).to_string())
+            .replace("{WIDTH}", &(2 + 4 * limits).to_string()),
+    );
+    lua
+}
+
+/// The loop of a batch script. Each decision reads the time it was given, or Redis `TIME`
+/// (read once per batch: the prelude read it if the first decision asked for it). A decision
+/// that raises an error (a key of the wrong type) answers with the error's text alone and
+/// leaves the others be, as if each had been its own call.
+const BATCH_LOOP: &str = "-- The batch: each decision in turn, committed on its own.
+local keys_each, args_each = {KEYS}, {ARGS}
+local clock = ttl_slack_ms == 0 and now or nil
+local out, len = {}, 0
+for j = 0, #KEYS / keys_each - 1 do
+  local a = j * args_each
+  local at, slack = tonumber(ARGV[a + 1]), 60000
+  if not at then
+    if not clock then
+      local t = redis.call('TIME')
+      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    at, slack = clock, 0
+  end
+  local ok, err = pcall(decide, out, len, j * keys_each, a, at, tonumber(ARGV[a + 2]), slack)
+  if ok then
+    len = len + {WIDTH}
+  else
+    len = len + 1
+    out[len] = type(err) == 'table' and err.err or tostring(err)
+  end
+end
+return out
+";
+
+/// The prelude and the file of each algorithm `signature` uses.
+fn head(signature: Signature) -> String {
     let mut lua = String::from(PRELUDE);
     for algorithm in Algorithm::ALL {
         if signature.uses(algorithm) {
@@ -30,7 +85,6 @@ pub(super) fn source(signature: Signature) -> String {
         }
     }
     lua.push('\n');
-    lua.push_str(&tail(signature));
     lua
 }
 
@@ -69,5 +123,21 @@ mod tests {
         for algorithm in [Algorithm::SlidingLog, Algorithm::Gcra] {
             assert_eq!(lua.matches(algorithm_file(algorithm)).count(), 1);
         }
+    }
+
+    #[test]
+    fn a_batch_runs_the_same_tail_once_per_decision() {
+        let signature = signature(&[Algorithm::Gcra, Algorithm::SlidingLog]);
+        let lua = batch_source(signature);
+        assert!(lua.starts_with(PRELUDE));
+        assert_eq!(lua.matches(algorithm_file(Algorithm::Gcra)).count(), 1);
+        assert!(lua.contains("local function decide(out, len, o, a, now, cost, ttl_slack_ms)"));
+        assert!(lua.contains("gcra(KEYS[o + 1], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])"));
+        // Two keys and seven arguments (time, cost, two limits, the log's TTL) per decision;
+        // each reply is 2 + 4 * 2 integers.
+        assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
+        assert!(lua.contains("len = len + 10\n"));
+        assert!(lua.contains("pcall(decide, "));
+        assert!(!lua.contains("return {"), "answers go into `out`");
     }
 }

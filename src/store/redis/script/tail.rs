@@ -37,11 +37,62 @@ fn function(algorithm: Algorithm) -> &'static str {
     }
 }
 
+/// Where a tail finds its limits and puts its reply: a script of one decision reads
+/// `KEYS[i]` and `ARGV[n]` and returns its reply; a batch's decision function
+/// (`batch.rs`) reads them at its offsets `o` and `a` and writes its reply into `out`.
+#[derive(Clone, Copy)]
+pub(super) enum Frame {
+    /// The whole script decides once.
+    Single,
+    /// The tail is the body of `decide(out, len, o, a, now, cost, ttl_slack_ms)`.
+    Batch,
+}
+
+impl Frame {
+    fn key(self, i: usize) -> String {
+        match self {
+            Frame::Single => format!("KEYS[{i}]"),
+            Frame::Batch => format!("KEYS[o + {i}]"),
+        }
+    }
+
+    fn arg(self, n: usize) -> String {
+        match self {
+            Frame::Single => format!("ARGV[{n}]"),
+            Frame::Batch => format!("ARGV[a + {n}]"),
+        }
+    }
+
+    /// `indent` then the statement(s) that answer `items`.
+    fn reply(self, indent: &str, items: &[String]) -> String {
+        match self {
+            Frame::Single => format!("{indent}return {{ {} }}\n", items.join(", ")),
+            // One assignment per value: a multiple assignment of 66 values would need more
+            // registers than a Lua function has.
+            Frame::Batch => {
+                let mut lua = String::new();
+                for (x, item) in (1..).zip(items) {
+                    let _ = writeln!(lua, "{indent}out[len + {x}] = {item}");
+                }
+                let _ = writeln!(lua, "{indent}return");
+                lua
+            }
+        }
+    }
+}
+
 /// The tail for `signature`.
 pub(super) fn tail(signature: Signature) -> String {
+    tail_in(signature, Frame::Single)
+}
+
+/// The tail for `signature` in `frame`.
+pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     let algorithms: Vec<Algorithm> = signature.algorithms().collect();
     // Limit i (from 1) is KEYS[i], count ARGV[2i+1], period ARGV[2i+2].
     let limits = || (1..).zip(algorithms.iter().copied());
+    let key = |i: usize| frame.key(i);
+    let arg = |n: usize| frame.arg(n);
     let logs: Vec<usize> = limits()
         .filter(|(_, a)| *a == Algorithm::SlidingLog)
         .map(|(i, _)| i)
@@ -50,7 +101,7 @@ pub(super) fn tail(signature: Signature) -> String {
     let w = &mut lua;
     if let Some(&log) = logs.first() {
         for i in &logs {
-            let _ = writeln!(w, "local p{i} = tonumber(ARGV[{}])", 2 * i + 2);
+            let _ = writeln!(w, "local p{i} = tonumber({})", arg(2 * i + 2));
         }
         let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
         let span = match &periods[..] {
@@ -60,11 +111,12 @@ pub(super) fn tail(signature: Signature) -> String {
         let _ = writeln!(w, "local log_span = {span}");
         let _ = writeln!(
             w,
-            "local log_at, log_newest, log_total, log_base = sliding_log_open(KEYS[{log}], now, log_span)"
+            "local log_at, log_newest, log_total, log_base = sliding_log_open({}, now, log_span)",
+            key(log)
         );
     }
     for (i, algorithm) in limits() {
-        let count = format!("tonumber(ARGV[{}])", 2 * i + 1);
+        let count = format!("tonumber({})", arg(2 * i + 1));
         if algorithm == Algorithm::SlidingLog {
             // The longest log limit's span starts at the base; a shorter one's at the newest
             // member at or before its own start (0 if none: nothing was trimmed yet).
@@ -72,19 +124,22 @@ pub(super) fn tail(signature: Signature) -> String {
                 "log_base".to_owned()
             } else {
                 format!(
-                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15"
+                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15",
+                    key(i)
                 )
             };
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = sliding_log(KEYS[{i}], {count}, p{i}, cost, log_at, log_newest, log_total, {before})"
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = sliding_log({}, {count}, p{i}, cost, log_at, log_newest, log_total, {before})",
+                key(i)
             );
         } else {
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}(KEYS[{i}], {count}, tonumber(ARGV[{}]), cost, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({}, {count}, tonumber({}), cost, now)",
                 function(algorithm),
-                2 * i + 2
+                key(i),
+                arg(2 * i + 2)
             );
         }
     }
@@ -92,32 +147,47 @@ pub(super) fn tail(signature: Signature) -> String {
     let _ = writeln!(w, "if {} then", all_ok.join(" and "));
     for (i, algorithm) in limits() {
         if algorithm != Algorithm::SlidingLog {
+            let k = key(i);
             let _ = writeln!(
                 w,
-                "  if ttl{i} > 0 then redis.call('SET', KEYS[{i}], state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', KEYS[{i}], state{i}, 'KEEPTTL') else redis.call('DEL', KEYS[{i}]) end"
+                "  if ttl{i} > 0 then redis.call('SET', {k}, state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', {k}, state{i}, 'KEEPTTL') else redis.call('DEL', {k}) end"
             );
         }
     }
     if let Some(&log) = logs.first() {
         let _ = writeln!(
             w,
-            "  if cost > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + cost) end"
+            "  if cost > 0 then redis.call('ZADD', {}, log_at, 1e15 + log_total + cost) end",
+            key(log)
         );
         let _ = writeln!(
             w,
-            "  redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])",
-            2 * algorithms.len() + 3
+            "  redis.call('PEXPIRE', {}, {})",
+            key(log),
+            arg(2 * algorithms.len() + 3)
         );
     }
-    let allowed: Vec<String> = limits()
-        .map(|(i, _)| format!("1, ra{i}, sa{i}, 0"))
-        .collect();
-    let _ = writeln!(w, "  return {{ now, 1, {} }}", allowed.join(", "));
+    let mut allowed = vec!["now".to_owned(), "1".to_owned()];
+    for (i, _) in limits() {
+        allowed.extend([
+            "1".to_owned(),
+            format!("ra{i}"),
+            format!("sa{i}"),
+            "0".to_owned(),
+        ]);
+    }
+    w.push_str(&frame.reply("  ", &allowed));
     let _ = writeln!(w, "end");
-    let denied: Vec<String> = limits()
-        .map(|(i, _)| format!("ok{i} and 1 or 0, rb{i}, sb{i}, retry{i}"))
-        .collect();
-    let _ = writeln!(w, "return {{ now, 0, {} }}", denied.join(", "));
+    let mut denied = vec!["now".to_owned(), "0".to_owned()];
+    for (i, _) in limits() {
+        denied.extend([
+            format!("ok{i} and 1 or 0"),
+            format!("rb{i}"),
+            format!("sb{i}"),
+            format!("retry{i}"),
+        ]);
+    }
+    w.push_str(&frame.reply("", &denied));
     lua
 }
 

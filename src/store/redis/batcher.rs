@@ -1,0 +1,348 @@
+//! Batched calls: decisions that wait at the same moment go to Redis as one script call.
+//!
+//! A decision made while no call of this store is in flight is sent at once, as its own
+//! `EVALSHA`: the uncontended path costs what it did before batching. Under load (calls in
+//! flight), a decision joins a queue, and the first to join spawns a task that takes what the
+//! queue holds once the tasks ready at that moment have run (one `yield`, never a timer: a
+//! batch is never waited for). What it takes, grouped by script (and by Cluster slot, since one
+//! script call reaches one node), goes out as one call per group of at most `max` decisions,
+//! each group sent without waiting for the others; a group of one is that decision's own
+//! `EVALSHA`. While [`WINDOW`] calls from the queue are in flight to one server, the queue is
+//! taken when the first of them ends: Redis runs one connection's calls in order, so the
+//! decisions queued meanwhile would have waited behind those calls in Redis anyway.
+//!
+//! A failed call fails each of its decisions with its error, and is never sent again but on
+//! `NOSCRIPT` (`evalsha`), as a single call. A call whose callers all gave up (the layer's
+//! deadline) is dropped, which the connection's health counts as one missed call (`heal`).
+
+use std::future::Future;
+use std::mem;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use redis::{Cmd, RedisError, RedisResult, Value};
+use tokio::sync::oneshot;
+
+use super::backend::Backend;
+use super::script::{batch_command, split, LuaScript};
+
+/// The decisions per call unless the builder says otherwise.
+pub(super) const DEFAULT_MAX: usize = 32;
+
+/// Batch calls in flight at once on one server's connection. While they are, the decisions
+/// made meanwhile wait in the queue for the first to return, then go out together: Redis
+/// answers one connection's calls in order, so with another call still ahead of them they
+/// start no later in Redis than if sent at once, and the calls get full.
+const WINDOW: usize = 2;
+
+/// One decision: its own `EVALSHA`, the script it runs, its number of keys (of limits), and its
+/// Cluster slot (0 elsewhere).
+pub(super) struct Decision {
+    pub(super) command: Cmd,
+    pub(super) script: &'static LuaScript,
+    pub(super) keys: usize,
+    pub(super) slot: u16,
+}
+
+type Reply = oneshot::Sender<RedisResult<Vec<i64>>>;
+
+/// The calls of one store.
+pub(super) struct Batcher {
+    backend: Backend,
+    /// Decisions per call; 1 sends each alone.
+    max: usize,
+    /// Batch calls in flight at once ([`WINDOW`]; unbounded in a Cluster, whose calls go to
+    /// several servers).
+    window: usize,
+    /// Script calls sent and not yet answered (or dropped).
+    in_flight: AtomicUsize,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<(Decision, Reply)>,
+    /// A task will take `waiting`.
+    taken_soon: bool,
+    /// Calls sent from the queue and not yet answered (or dropped).
+    sending: usize,
+}
+
+impl Queue {
+    /// Whether a task must be spawned to take `waiting` now (and if so, notes that one is).
+    fn take_now(&mut self, window: usize) -> bool {
+        let now = !self.taken_soon && !self.waiting.is_empty() && self.sending < window;
+        self.taken_soon |= now;
+        now
+    }
+}
+
+impl Batcher {
+    pub(super) fn new(backend: Backend, max: usize) -> Self {
+        let window = match backend {
+            Backend::Cluster(_) => usize::MAX,
+            _ => WINDOW,
+        };
+        Batcher {
+            backend,
+            max: max.max(1),
+            window,
+            in_flight: AtomicUsize::new(0),
+            queue: Mutex::default(),
+        }
+    }
+
+    /// Runs `decision`, alone or in a batch; its reply (or error) as its own call gives it.
+    pub(super) async fn run(self: &Arc<Self>, decision: Decision) -> RedisResult<Vec<i64>> {
+        if self.contended() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                return self.queue(decision, &runtime).await;
+            }
+        }
+        let _flight = InFlight::start(&self.in_flight);
+        self.backend.run(&decision.command).await
+    }
+
+    /// Queues `decision` for the next batch and waits for its answer.
+    async fn queue(
+        self: &Arc<Self>,
+        decision: Decision,
+        runtime: &tokio::runtime::Handle,
+    ) -> RedisResult<Vec<i64>> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.waiting.push((decision, reply));
+            if queue.take_now(self.window) {
+                runtime.spawn(Arc::clone(self).take());
+            }
+        }
+        answer.await.unwrap_or_else(|_| Err(dropped()))
+    }
+
+    /// Whether a decision made now may wait for others: batching is on and calls are in
+    /// flight (the connection is busy; alone, it goes out at once).
+    fn contended(&self) -> bool {
+        self.max > 1 && self.in_flight.load(Ordering::Relaxed) > 0
+    }
+
+    /// Takes the queue once the tasks ready now have queued their decisions, and sends it.
+    async fn take(self: Arc<Self>) {
+        tokio::task::yield_now().await;
+        let mut batches = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.taken_soon = false;
+            // A decision whose caller already gave up is not sent at all.
+            let waiting = mem::take(&mut queue.waiting)
+                .into_iter()
+                .filter(|(_, reply)| !reply.is_closed())
+                .collect();
+            let batches = batches(waiting, self.max);
+            queue.sending += batches.len();
+            batches
+        };
+        let last = batches.pop();
+        for batch in batches {
+            tokio::spawn(Arc::clone(&self).send(batch));
+        }
+        if let Some(batch) = last {
+            self.send(batch).await;
+        }
+    }
+
+    /// Sends one batch (of one script and slot) and answers each of its decisions.
+    async fn send(self: Arc<Self>, mut batch: Vec<(Decision, Reply)>) {
+        let _sending = Sending(&self);
+        let _flight = InFlight::start(&self.in_flight);
+        if batch.len() == 1 {
+            let (decision, mut reply) = batch.pop().expect("a batch of one");
+            tokio::select! {
+                biased;
+                result = self.backend.run(&decision.command) => {
+                    let _ = reply.send(result);
+                }
+                // Its caller gave up: dropping the call counts it as missed, as before.
+                () = reply.closed() => return,
+            }
+            return answered().await;
+        }
+        let (decisions, mut replies): (Vec<Decision>, Vec<Reply>) = batch.into_iter().unzip();
+        let first = &decisions[0];
+        let command = batch_command(first.script, decisions.iter().map(|d| (&d.command, d.keys)));
+        let result = tokio::select! {
+            biased;
+            result = self.backend.run::<Vec<Value>>(&command) => result,
+            () = AllClosed(&mut replies) => return,
+        };
+        match result {
+            Ok(values) => {
+                let results = split(values, decisions.len(), first.keys);
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+            Err(err) => {
+                for reply in replies {
+                    let _ = reply.send(Err(err.clone()));
+                }
+            }
+        }
+        answered().await;
+    }
+}
+
+/// Lets the callers just answered run before their call stops counting as in flight: their
+/// next decisions then join the queue (and the next batch) instead of each going out alone
+/// because nothing happened to be in flight at that instant.
+async fn answered() {
+    tokio::task::yield_now().await;
+}
+
+/// `waiting` grouped by script and slot (in the order they came within each group), in groups
+/// of at most `max`.
+fn batches(mut waiting: Vec<(Decision, Reply)>, max: usize) -> Vec<Vec<(Decision, Reply)>> {
+    waiting.sort_by_key(|(d, _)| (std::ptr::from_ref(d.script) as usize, d.slot));
+    let mut batches: Vec<Vec<(Decision, Reply)>> = Vec::new();
+    for item in waiting {
+        match batches.last_mut() {
+            Some(batch)
+                if batch.len() < max
+                    && std::ptr::eq(batch[0].0.script, item.0.script)
+                    && batch[0].0.slot == item.0.slot =>
+            {
+                batch.push(item);
+            }
+            _ => batches.push(vec![item]),
+        }
+    }
+    batches
+}
+
+/// The error of a decision whose call was dropped before it answered (its runtime shut down).
+fn dropped() -> RedisError {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the batch carrying this decision was dropped",
+    )
+    .into()
+}
+
+/// Counts a call in flight until dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn start(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A call sent from the queue: when it ends (answered or dropped), the decisions that waited
+/// for it to make room go out.
+struct Sending<'a>(&'a Arc<Batcher>);
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        let batcher = self.0;
+        let mut queue = batcher.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.sending -= 1;
+        if queue.take_now(batcher.window) {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(Arc::clone(batcher).take())),
+                Err(_) => queue.taken_soon = false,
+            }
+        }
+    }
+}
+
+/// Ready once every caller of a batch has given up on it.
+struct AllClosed<'a>(&'a mut [Reply]);
+
+impl Future for AllClosed<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut open = false;
+        for reply in self.0.iter_mut() {
+            open |= reply.poll_closed(cx).is_pending();
+        }
+        if open {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use crate::store::redis::script::script_for;
+    use std::time::Duration;
+
+    fn decision(script: &'static LuaScript, slot: u16, n: u64) -> (Decision, Reply) {
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(n);
+        let decision = Decision {
+            command,
+            script,
+            keys: 1,
+            slot,
+        };
+        (decision, oneshot::channel().0)
+    }
+
+    fn tag(batch: &[(Decision, Reply)]) -> Vec<String> {
+        batch
+            .iter()
+            .map(|(d, _)| match d.command.args_iter().nth(1) {
+                Some(redis::Arg::Simple(n)) => String::from_utf8_lossy(n).into_owned(),
+                _ => String::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_hold_one_script_and_slot_in_arrival_order_up_to_max() {
+        let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        let log = script_for(&[Limit::sliding_log(1, Duration::from_secs(1)).unwrap()]);
+        let waiting = vec![
+            decision(gcra, 7, 1),
+            decision(log, 7, 2),
+            decision(gcra, 9, 3),
+            decision(gcra, 7, 4),
+            decision(gcra, 7, 5),
+            decision(log, 7, 6),
+        ];
+        let mut made: Vec<Vec<String>> = batches(waiting, 2).iter().map(|b| tag(b)).collect();
+        made.sort();
+        assert_eq!(made, [["1", "4"].as_slice(), &["2", "6"], &["3"], &["5"]]);
+    }
+
+    #[test]
+    fn the_queue_is_taken_once_at_a_time_and_only_with_room() {
+        let mut queue = Queue::default();
+        assert!(!queue.take_now(2), "nothing waiting");
+        let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        queue.waiting.push(decision(gcra, 0, 1));
+        assert!(queue.take_now(2));
+        assert!(!queue.take_now(2), "a task will take it already");
+        queue.taken_soon = false;
+        queue.sending = 2;
+        assert!(
+            !queue.take_now(2),
+            "two calls in flight: the first to end takes it"
+        );
+        queue.sending = 1;
+        assert!(queue.take_now(2));
+    }
+}
