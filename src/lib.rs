@@ -88,6 +88,7 @@
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
 //! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
+//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below) |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
@@ -110,6 +111,7 @@ mod limit;
 mod policy;
 mod rate_limit;
 pub mod store;
+mod telemetry;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -122,5 +124,5 @@ pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
 pub use rate_limit::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
-    ResponseBody, ResponseFuture,
+    ResponseBody, ResponseFuture, Shadow,
 };

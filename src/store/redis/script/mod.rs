@@ -7,6 +7,7 @@
 //! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `reply`: decoding.
 
 mod call;
+pub(super) mod peek;
 mod registry;
 mod reply;
 mod signature;
