@@ -79,6 +79,19 @@
 //!
 //! Every decision says where it came from ([`Decision::source`]).
 //!
+//! # Seeing and steering
+//!
+//! - **Metrics** (feature `metrics`, default) through the [`metrics`](https://docs.rs/metrics)
+//!   facade: `redlimit_decisions_total{policy,outcome,source,limit}`,
+//!   `redlimit_store_duration_seconds{store}`, `redlimit_store_failures_total{store,reason}`,
+//!   `redlimit_breaker_transitions_total{state}`, `redlimit_memory_evictions_total`. Install a
+//!   recorder before the first request: a layer takes its handles at first use.
+//! - **Tracing**: a `redlimit.decision` span per decision at `debug` (policy, outcome, source,
+//!   store latency, the key as a short hash).
+//! - **Shadow mode** ([`Shadow`], [`RateLimitLayer::shadow`]): every decision made and
+//!   recorded, none denied.
+//! - **Inspect and reset** a key ([`store::Store::inspect`], [`RateLimitLayer::reset`]).
+//!
 //! # Feature flags
 //!
 //! | feature | default | what it adds |
