@@ -11,7 +11,8 @@
 /// allowed).
 #[cfg(feature = "metrics")]
 pub(crate) const DECISIONS: &str = "redlimit_decisions_total";
-/// Store calls that waited for an answer, by `store` kind: seconds until it answered or failed.
+/// Store calls that waited for an answer, by `store` kind: seconds until it answered or failed
+/// (an answer after the deadline included).
 #[cfg(feature = "metrics")]
 pub(crate) const STORE_DURATION: &str = "redlimit_store_duration_seconds";
 /// Decisions the store did not make, by `store` kind and `reason` (`deadline`, `overload`,

@@ -287,11 +287,15 @@ impl Decider {
         let (domain, admission, permit) =
             (pending.domain, pending.admission, pending.permit.take());
         let lost_after = LOST_AFTER.max(10 * self.config.deadline);
+        let (latency, asked) = (self.meters.latency_handle(), pending.asked);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     let outcome = tokio::time::timeout(lost_after, check).await;
                     breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
+                    if let (Ok(_), Some(asked)) = (&outcome, asked) {
+                        latency.record(asked.elapsed());
+                    }
                     drop(permit);
                 });
             }

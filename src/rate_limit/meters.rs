@@ -125,10 +125,33 @@ impl Meters {
 
     /// Records how long a store call that waited took to answer or fail.
     pub(crate) fn store_latency(&self, latency: Duration) {
+        self.latency_handle().record(latency);
+    }
+
+    /// The latency histogram, for a call that outlives its request (it missed the deadline
+    /// and finishes in the background): its answer, however late, is recorded too.
+    pub(crate) fn latency_handle(&self) -> Latency {
+        Latency {
+            #[cfg(feature = "metrics")]
+            histogram: self
+                .latency
+                .get_or_init(|| metrics::histogram!(STORE_DURATION, "store" => self.store))
+                .clone(),
+        }
+    }
+}
+
+/// The store-latency histogram of one layer.
+pub(crate) struct Latency {
+    #[cfg(feature = "metrics")]
+    histogram: Histogram,
+}
+
+impl Latency {
+    /// Records one store call's time until it answered or failed.
+    pub(crate) fn record(&self, latency: Duration) {
         #[cfg(feature = "metrics")]
-        self.latency
-            .get_or_init(|| metrics::histogram!(STORE_DURATION, "store" => self.store))
-            .record(latency.as_secs_f64());
+        self.histogram.record(latency.as_secs_f64());
         #[cfg(not(feature = "metrics"))]
         let _ = latency;
     }
