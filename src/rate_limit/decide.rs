@@ -342,7 +342,7 @@ impl Decider {
         let shadowed = shadow.is_on() && !decision.is_allowed();
         self.meters.decision(rule, &decision, shadowed);
         if tracing::enabled!(tracing::Level::DEBUG) {
-            trace(key, &decision, shadowed, latency);
+            crate::telemetry::trace(key, &decision, shadowed, latency);
         }
         let style = self.config.headers;
         if decision.is_allowed() || shadowed {
@@ -408,7 +408,10 @@ impl Decider {
         } else {
             tracing::debug!(policy, error = %Chain(error), "rate-limit store failed; {mode}");
         }
-        crate::telemetry::store_failure(self.meters.store(), failure_reason(error));
+        crate::telemetry::store_failure(
+            self.meters.store(),
+            crate::telemetry::failure_reason(error),
+        );
         let local = self.local.get(pending.rule);
         let decision = match (config.on_store_error, local) {
             (OnStoreError::Closed, _) => Decision::fail_closed(rule.policy.name_arc()),
@@ -464,41 +467,6 @@ impl Decider {
         if self.config.throttle.should_warn() {
             tracing::warn!(policy, why, "request not rate limited");
         }
-    }
-}
-
-/// The `reason` label of a store failure.
-fn failure_reason(error: &StoreError) -> &'static str {
-    match error {
-        _ if error.is_timeout() => "timeout",
-        StoreError::CircuitOpen => "circuit_open",
-        StoreError::Connection(_) => "connection",
-        StoreError::Script(_) => "script",
-        StoreError::UnexpectedReply(_) => "reply",
-        _ => "other",
-    }
-}
-
-/// The decision's span (debug level): policy, outcome, source, the store's latency and the
-/// key only as a short hash (a key may be personal data: an IP, a user id).
-fn trace(key: &Key, decision: &Decision, shadowed: bool, latency: Option<Duration>) {
-    let outcome = match (decision.is_allowed(), shadowed) {
-        (true, _) => "allowed",
-        (false, false) => "denied",
-        (false, true) => "shadow_denied",
-    };
-    let span = tracing::debug_span!(
-        "redlimit.decision",
-        policy = decision.policy(),
-        outcome,
-        source = ?decision.source(),
-        store_latency_us = latency.map(|l| u64::try_from(l.as_micros()).unwrap_or(u64::MAX)),
-        key = %crate::telemetry::KeyHash(key),
-    );
-    let _entered = span.enter();
-    match decision.denied_by().and_then(|i| decision.limits().get(i)) {
-        Some(state) => tracing::debug!(denied_by = %state.limit(), "rate limited"),
-        None => tracing::debug!("decided"),
     }
 }
 
