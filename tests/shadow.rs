@@ -1,5 +1,6 @@
 //! Shadow mode: every decision is made and recorded (store, metrics, the decision in the
-//! request's extensions) and none denies.
+//! request's extensions) and none denies. And the metrics beside the decision counters:
+//! breaker transitions, store failures, memory-store evictions.
 
 mod support;
 
@@ -11,7 +12,9 @@ use axum::Router;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use redlimit::key::PeerIp;
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::{Decision, Limit, OnStoreError, Policy, RateLimitLayer, Shadow};
+use redlimit::{
+    CircuitBreaker, Decision, Key, Limit, OnStoreError, Policy, RateLimitLayer, Shadow,
+};
 use support::{header, request, send, unique_prefix, RedisServer};
 
 /// The process's recorder: every test counts under policy names of its own.
@@ -23,10 +26,17 @@ static METRICS: LazyLock<PrometheusHandle> = LazyLock::new(|| {
 
 /// The value of `redlimit_decisions_total` with these labels (0 if never counted).
 fn decisions(labels: &[(&str, &str)]) -> u64 {
+    sample("redlimit_decisions_total", labels)
+}
+
+/// The sum of the samples of `metric` with these labels (0 if never counted).
+fn sample(metric: &str, labels: &[(&str, &str)]) -> u64 {
     METRICS
         .render()
         .lines()
-        .filter(|line| line.starts_with("redlimit_decisions_total{"))
+        .filter(|line| {
+            line.starts_with(&format!("{metric}{{")) || line.starts_with(&format!("{metric} "))
+        })
         .filter(|line| {
             labels
                 .iter()
@@ -162,6 +172,7 @@ async fn failing_closed_in_shadow_mode_lets_requests_through() {
         // A dead Redis refuses at once; a deadline this long keeps a slow machine from
         // turning that into a missed deadline (decided in memory instead).
         .store_deadline(Duration::from_secs(5))
+        .circuit_breaker(CircuitBreaker::new().min_calls(2))
         .shadow(Shadow::On);
     let app = app(layer);
     assert_eq!(
@@ -192,4 +203,29 @@ async fn failing_closed_in_shadow_mode_lets_requests_through() {
         1
     );
     assert_eq!(of("shadow_denied", "fail_closed"), 3);
+    // Two failures among four calls: the breaker opened, and the third went unasked.
+    assert!(sample("redlimit_breaker_transitions_total", &[("state", "open")]) >= 1);
+    assert!(
+        sample(
+            "redlimit_store_failures_total",
+            &[("reason", "circuit_open")]
+        ) >= 1
+    );
+}
+
+#[test]
+fn memory_store_evictions_are_counted() {
+    LazyLock::force(&METRICS);
+    let before = sample("redlimit_memory_evictions_total", &[]);
+    let store = MemoryStore::builder().max_keys(64).build();
+    let policy = policy("evict", 5);
+    for i in 0..10_000 {
+        store.check_now(&policy, &Key::new(format!("k{i}")), 1);
+    }
+    assert!(store.evictions() > 0);
+    // Other tests of this binary evict nothing (their stores stay far below the cap).
+    assert_eq!(
+        sample("redlimit_memory_evictions_total", &[]) - before,
+        store.evictions()
+    );
 }
