@@ -7,9 +7,12 @@ mod support;
 use std::time::Duration;
 
 use redlimit::__private::{check_at, inspect_at};
-use redlimit::store::{Check, KeyState, ManualClock, MemoryStore, Store};
+use redlimit::store::{Check, KeyState, ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy, RateLimitLayer};
-use support::{app, redis_store, request, send, RedisServer};
+use support::{
+    app, redis_store, request, send, unique_prefix, RedisCluster, RedisServer, SentinelSet,
+    MASTER_NAME,
+};
 
 const T0: u64 = 1_700_000_000_000_000;
 
@@ -194,4 +197,48 @@ async fn stores_of_their_own_say_they_do_not_support_it() {
         .unwrap_err()
         .is_unsupported());
     assert_eq!(Nothing.kind(), "custom");
+}
+
+/// Inspect, use up, inspect, reset, inspect: on any deployment.
+async fn inspect_and_reset_on(store: &RedisStore) {
+    let policy = &policies()[2]; // a sliding log twice (one key) and nothing else
+    for i in 0..20 {
+        // Keys over many slots (in a Cluster, over every shard).
+        let key = Key::new(format!("client-{i}"));
+        assert_eq!(
+            store.inspect(policy, &key).await.unwrap().limits()[0].remaining(),
+            4
+        );
+        while store.check(policy, &key, 1).await.unwrap().is_allowed() {}
+        let spent = store.inspect(policy, &key).await.unwrap();
+        assert!(!spent.would_allow());
+        assert_eq!(spent.limits()[0].remaining(), 0);
+        store.reset(policy, &key).await.unwrap();
+        assert_eq!(
+            store.inspect(policy, &key).await.unwrap().limits()[0].remaining(),
+            4
+        );
+    }
+}
+
+#[tokio::test]
+async fn inspect_and_reset_in_a_cluster() {
+    let cluster = RedisCluster::start();
+    let store = RedisStore::cluster(cluster.urls())
+        .prefix(unique_prefix("cluster-admin"))
+        .connect()
+        .await
+        .unwrap();
+    inspect_and_reset_on(&store).await;
+}
+
+#[tokio::test]
+async fn inspect_and_reset_behind_sentinels() {
+    let set = SentinelSet::start();
+    let store = RedisStore::sentinel(set.sentinel_urls(), MASTER_NAME)
+        .prefix(unique_prefix("sentinel-admin"))
+        .connect()
+        .await
+        .unwrap();
+    inspect_and_reset_on(&store).await;
 }
