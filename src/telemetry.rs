@@ -33,6 +33,38 @@ use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
 
+/// Describes every metric to the recorder (Prometheus shows it as `# HELP`). Called when a
+/// layer takes a handle, once per label set: by then the application's recorder is installed.
+#[cfg(feature = "metrics")]
+pub(crate) fn describe() {
+    use metrics::{describe_counter, describe_histogram, Unit};
+    describe_counter!(
+        DECISIONS,
+        Unit::Count,
+        "Rate-limit decisions by policy, outcome, source and denying limit"
+    );
+    describe_histogram!(
+        STORE_DURATION,
+        Unit::Seconds,
+        "Time until a rate-limit store call answered or failed"
+    );
+    describe_counter!(
+        STORE_FAILURES,
+        Unit::Count,
+        "Decisions the rate-limit store did not make, by reason"
+    );
+    describe_counter!(
+        BREAKER_TRANSITIONS,
+        Unit::Count,
+        "Circuit breaker transitions, by state entered"
+    );
+    describe_counter!(
+        MEMORY_EVICTIONS,
+        Unit::Count,
+        "Live state the memory store evicted at its key cap"
+    );
+}
+
 /// The memory store evicted live state.
 pub(crate) fn memory_eviction() {
     #[cfg(feature = "metrics")]

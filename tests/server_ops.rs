@@ -138,6 +138,7 @@ fn metrics_count_a_known_sequence_exactly() {
         assert_eq!(http(&server.addr, "GET", "/", &client("a")).status, 429);
     }
     let text = scrape(&server);
+    assert!(text.contains("# HELP redlimit_decisions_total "), "{text}");
     let decisions = |labels: &[(&str, &str)]| sample(&text, "redlimit_decisions_total", labels);
     let server_policy = ("policy", "server");
     assert_eq!(

@@ -109,6 +109,7 @@ impl Meters {
                 return;
             };
             cell.get_or_init(|| {
+                crate::telemetry::describe();
                 metrics::counter!(
                     DECISIONS,
                     "policy" => SharedString::from(Arc::clone(&meters.policy)),
@@ -135,7 +136,10 @@ impl Meters {
             #[cfg(feature = "metrics")]
             histogram: self
                 .latency
-                .get_or_init(|| metrics::histogram!(STORE_DURATION, "store" => self.store))
+                .get_or_init(|| {
+                    crate::telemetry::describe();
+                    metrics::histogram!(STORE_DURATION, "store" => self.store)
+                })
                 .clone(),
         }
     }
