@@ -9,7 +9,8 @@
 //! The flags, their values and defaults: `--help`, or the flag table in README.md; both are
 //! generated from the one declaration in `examples/cli/flags.rs`. Once the listener is bound
 //! the server prints `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals
-//! its port). A bad flag prints one line on stderr and exits with status 2. Logs go to stderr
+//! its port), after `metrics on ADDR` and `admin on ADDR` for the listeners of
+//! `--metrics-bind` and `--admin-bind`. A bad flag prints one line on stderr and exits with status 2. Logs go to stderr
 //! at `warn`; `RUST_LOG` overrides. Run the tests of the flag parser with `cargo test
 //! --examples`.
 
@@ -27,6 +28,27 @@ async fn main() -> ExitCode {
         Ok(setup) => setup,
         Err(status) => return status,
     };
+    // Before the first request: the layer takes its metric handles from the recorder then.
+    if let Some(addr) = args.metrics_bind {
+        let handle = match cli::metrics::install() {
+            Ok(handle) => handle,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match cli::listen_for("metrics", addr).await {
+            Ok(listener) => cli::serve_beside(listener, cli::metrics::router(handle)),
+            Err(status) => return status,
+        }
+    }
+    if let (Some(addr), Some(token)) = (args.admin_bind, args.admin_token.clone()) {
+        match cli::listen_for("admin", addr).await {
+            // The very layer that serves requests: a reset clears its deny cache too.
+            Ok(listener) => cli::serve_beside(listener, cli::admin::router(layer.clone(), token)),
+            Err(status) => return status,
+        }
+    }
     // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
     let app = Router::new().fallback(|| async { "ok" }).layer(layer);
 

@@ -135,6 +135,11 @@ pub enum StoreError {
     /// The store was configured wrongly (a bad URL or prefix).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The store does not offer this operation (a [`Store`](crate::store::Store) of your own
+    /// that does not implement [`inspect`](crate::store::Store::inspect) or
+    /// [`reset`](crate::store::Store::reset)).
+    #[error("the store does not support {0}")]
+    Unsupported(&'static str),
 }
 
 impl StoreError {
@@ -203,6 +208,15 @@ impl StoreError {
     /// ```
     pub fn is_circuit_open(&self) -> bool {
         matches!(self, StoreError::CircuitOpen)
+    }
+
+    /// Whether the store does not offer the operation.
+    ///
+    /// ```
+    /// assert!(redlimit::StoreError::Unsupported("inspect").is_unsupported());
+    /// ```
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, StoreError::Unsupported(_))
     }
 }
 

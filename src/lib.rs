@@ -79,6 +79,19 @@
 //!
 //! Every decision says where it came from ([`Decision::source`]).
 //!
+//! # Seeing and steering
+//!
+//! - **Metrics** (feature `metrics`, default) through the [`metrics`](https://docs.rs/metrics)
+//!   facade: `redlimit_decisions_total{policy,outcome,source,limit}`,
+//!   `redlimit_store_duration_seconds{store}`, `redlimit_store_failures_total{store,reason}`,
+//!   `redlimit_breaker_transitions_total{state}`, `redlimit_memory_evictions_total`. Install a
+//!   recorder before the first request: a layer takes its handles at first use.
+//! - **Tracing**: a `redlimit.decision` span per decision at `debug` (policy, outcome, source,
+//!   store latency, the key as a short hash).
+//! - **Shadow mode** ([`Shadow`], [`RateLimitLayer::shadow`]): every decision made and
+//!   recorded, none denied.
+//! - **Inspect and reset** a key ([`store::Store::inspect`], [`RateLimitLayer::reset`]).
+//!
 //! # Feature flags
 //!
 //! | feature | default | what it adds |
@@ -88,6 +101,7 @@
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
 //! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
+//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below) |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
@@ -110,6 +124,7 @@ mod limit;
 mod policy;
 mod rate_limit;
 pub mod store;
+mod telemetry;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -122,5 +137,5 @@ pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
 pub use rate_limit::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
-    ResponseBody, ResponseFuture,
+    ResponseBody, ResponseFuture, Shadow,
 };

@@ -43,3 +43,15 @@ pub fn check_at(
 ) -> crate::store::Check {
     store.check_at(policy, key, cost, now_us)
 }
+
+/// TEST ONLY: a Redis inspection whose script uses `now_us` (Unix µs) instead of Redis `TIME`,
+/// to compare with [`check_at`] at the same time.
+#[cfg(feature = "redis")]
+pub fn inspect_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    now_us: u64,
+) -> crate::store::AdminFuture<crate::store::KeyState> {
+    store.inspect_at(policy, key, now_us)
+}

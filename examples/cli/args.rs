@@ -37,6 +37,14 @@ pub(crate) struct Args {
     pub(crate) prefix: String,
     /// Whether denied keys are answered from memory until their retry time (the default).
     pub(crate) deny_cache: bool,
+    /// Where to serve `GET /metrics` (Prometheus text), if anywhere.
+    pub(crate) metrics_bind: Option<SocketAddr>,
+    /// Record decisions without denying any.
+    pub(crate) shadow: bool,
+    /// Where to serve the admin endpoints, if anywhere (with `admin_token`).
+    pub(crate) admin_bind: Option<SocketAddr>,
+    /// The bearer token the admin endpoints require.
+    pub(crate) admin_token: Option<String>,
     /// One line each, for stderr: settings that work but are probably mistakes.
     pub(crate) warnings: Vec<String>,
 }
@@ -63,6 +71,10 @@ impl Args {
             store_timeout: Duration::ZERO,
             prefix: String::new(),
             deny_cache: true,
+            metrics_bind: None,
+            shadow: false,
+            admin_bind: None,
+            admin_token: None,
             warnings: Vec::new(),
         }
     }
@@ -160,6 +172,9 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
         }
     }
     check_stores(&parsed)?;
+    if parsed.admin_bind.is_some() != parsed.admin_token.is_some() {
+        return Err("--admin-bind and --admin-token go together".into());
+    }
     // Only now: `--algorithm` may come after the limits.
     parsed.limits = layer::limits(parsed.algorithm, &parsed.rates)?;
     parsed.warnings = warnings(&parsed);
@@ -252,6 +267,14 @@ pub(crate) fn on_store_error(value: &str) -> Result<OnStoreError, String> {
             "unknown mode `{value}`: expected open, closed, local or local:N"
         )),
     }
+}
+
+/// `--admin-token`: not empty, printable ASCII without spaces (it travels in a header).
+pub(crate) fn admin_token(value: String) -> Result<String, String> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("expected a non-empty token of printable ASCII without spaces".into());
+    }
+    Ok(value)
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.
@@ -441,6 +464,35 @@ pub(super) mod tests {
         assert_eq!(args.bind.port(), 2);
         let args = parse(&["--on-store-error=local:3", "--on-store-error=closed"]).unwrap();
         assert_eq!(args.on_store_error, OnStoreError::Closed);
+    }
+
+    #[test]
+    fn operations_flags() {
+        let args = parse(&[
+            "--metrics-bind",
+            "127.0.0.1:9090",
+            "--shadow",
+            "--admin-bind",
+            "127.0.0.1:9091",
+            "--admin-token",
+            "s3cret",
+        ])
+        .unwrap();
+        assert_eq!(args.metrics_bind, Some("127.0.0.1:9090".parse().unwrap()));
+        assert!(args.shadow);
+        assert_eq!(args.admin_bind, Some("127.0.0.1:9091".parse().unwrap()));
+        assert_eq!(args.admin_token.as_deref(), Some("s3cret"));
+        let defaults = parse(&[]).unwrap();
+        assert!(
+            defaults.metrics_bind.is_none() && !defaults.shadow && defaults.admin_bind.is_none()
+        );
+        assert!(error(&["--admin-bind", "127.0.0.1:0"]).contains("go together"));
+        assert!(error(&["--admin-token", "t"]).contains("go together"));
+        assert!(
+            error(&["--admin-bind", "127.0.0.1:0", "--admin-token", "a b"])
+                .contains("--admin-token")
+        );
+        assert!(error(&["--metrics-bind", "nowhere"]).starts_with("--metrics-bind: "));
     }
 
     #[test]

@@ -234,6 +234,43 @@ pub(crate) const FLAGS: &[Flag] = &[
             Ok(())
         },
     ),
+    Flag::switch(
+        "--shadow",
+        "shadow mode: decide and record every request (store, metrics) but deny none, and send \
+         no rate-limit headers",
+        |a, _| {
+            a.shadow = true;
+            Ok(())
+        },
+    ),
+    Flag::new(
+        "--metrics-bind",
+        "ADDR",
+        "serve the metrics in Prometheus text format at `GET /metrics` on ADDR",
+        |a, v| {
+            a.metrics_bind = Some(args::bind(&v)?);
+            Ok(())
+        },
+    ),
+    Flag::new(
+        "--admin-bind",
+        "ADDR",
+        "serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads \
+         a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it",
+        |a, v| {
+            a.admin_bind = Some(args::bind(&v)?);
+            Ok(())
+        },
+    ),
+    Flag::new(
+        "--admin-token",
+        "TOKEN",
+        "the bearer token the admin endpoints require (`Authorization: Bearer TOKEN`)",
+        |a, v| {
+            a.admin_token = Some(args::admin_token(v)?);
+            Ok(())
+        },
+    ),
     Flag::switch("--help", "print this help", |a, _| {
         a.help = true;
         Ok(())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use redlimit::key::{Both, ClientIp, Global, Header, Query, Route};
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer};
+use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer, Shadow};
 
 use super::args::{Args, KeyPart};
 
@@ -55,6 +55,11 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
         layer
     } else {
         layer.deny_cache(0)
+    };
+    let layer = if args.shadow {
+        layer.shadow(Shadow::On)
+    } else {
+        layer
     };
     Ok(layer
         .key(key_extractor(args)?)

@@ -5,11 +5,15 @@
 //! - `args.rs`: the command line parsed and checked into plain [`Args`].
 //! - `layer.rs`: the layer the arguments describe, the only code calling the library's
 //!   constructors.
+//! - `metrics.rs`: `--metrics-bind`, the Prometheus recorder and `GET /metrics`.
+//! - `admin/`: `--admin-bind`, the admin endpoints behind a bearer token.
 #![allow(dead_code)] // each example uses a different part
 
+pub(crate) mod admin;
 mod args;
 mod flags;
 mod layer;
+pub(crate) mod metrics;
 
 use std::net::SocketAddr;
 
@@ -76,6 +80,32 @@ pub(crate) async fn listen(
         std::process::ExitCode::FAILURE
     })?;
     println!("listening on {}", listener.local_addr().unwrap_or(addr));
+    let _ = std::io::stdout().flush();
+    Ok(listener)
+}
+
+/// Serves `app` on `listener` in the background (the admin and metrics listeners: they stop with
+/// the process).
+pub(crate) fn serve_beside(listener: tokio::net::TcpListener, app: axum::Router) {
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            eprintln!("error: listener failed: {e}");
+        }
+    });
+}
+
+/// Binds `addr` for `what` and prints `WHAT on ADDR`; `Err` carries the exit status.
+pub(crate) async fn listen_for(
+    what: &str,
+    addr: SocketAddr,
+) -> Result<tokio::net::TcpListener, std::process::ExitCode> {
+    use std::io::Write;
+
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        eprintln!("error: cannot listen on {addr} for {what}: {e}");
+        std::process::ExitCode::FAILURE
+    })?;
+    println!("{what} on {}", listener.local_addr().unwrap_or(addr));
     let _ = std::io::stdout().flush();
     Ok(listener)
 }

@@ -63,6 +63,27 @@ impl Key {
         Key::from_ascii(&buf)
     }
 
+    /// The key whose encoded text is `text` (what [`as_str`](Self::as_str) shows, what an
+    /// extractor produced): for admin tools that receive a key as text. `None` for text no key
+    /// can have (empty, too long, or with a character encoding never produces).
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let key = Key::new("a b");
+    /// assert_eq!(Key::from_encoded(key.as_str()), Some(key));
+    /// assert_eq!(Key::from_encoded("ip:127.0.0.1").unwrap().as_str(), "ip:127.0.0.1");
+    /// assert_eq!(Key::from_encoded("a{b}"), None);
+    /// assert_eq!(Key::from_encoded(""), None);
+    /// ```
+    pub fn from_encoded(text: &str) -> Option<Self> {
+        let valid = !text.is_empty()
+            && text.len() <= 2 * MAX_LEN
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_:/@%+#".contains(&b));
+        valid.then(|| Key::from_ascii(text.as_bytes()))
+    }
+
     /// A key of bytes that are already encoded (ASCII by construction).
     fn from_ascii(bytes: &[u8]) -> Self {
         Key(Arc::from(std::str::from_utf8(bytes).unwrap_or("%")))

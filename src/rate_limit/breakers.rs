@@ -60,15 +60,19 @@ impl Breakers {
                 calls,
                 failures,
                 timeouts,
-            }) => tracing::warn!(
+            }) => {
+                crate::telemetry::breaker_transition("open");
+                tracing::warn!(
                 domain,
                 calls,
                 failures,
                 timeouts,
                 cool_down = ?self.config.cool_down_value(),
-                "rate-limit store keeps failing; circuit open, deciding without it"
-            ),
+                    "rate-limit store keeps failing; circuit open, deciding without it"
+                )
+            }
             Some(Change::Closed) => {
+                crate::telemetry::breaker_transition("closed");
                 tracing::info!(domain, "rate-limit store answers again; circuit closed")
             }
             None => {}

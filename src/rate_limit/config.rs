@@ -18,6 +18,7 @@ use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
 use super::rule::Rule;
+use super::shadow::Shadow;
 use super::throttle::Throttle;
 use crate::decision::Decision;
 use crate::store::{MemoryStore, Store};
@@ -54,6 +55,8 @@ pub(crate) struct Config {
     pub(crate) grpc_status: GrpcStatus,
     pub(crate) rejection: Option<Arc<RejectFn>>,
     pub(crate) throttle: Arc<Throttle>,
+    /// The shadow mode of rules that do not set their own.
+    pub(crate) shadow: Shadow,
 }
 
 impl Config {
@@ -76,6 +79,7 @@ impl Config {
             grpc_status: GrpcStatus::default(),
             rejection: None,
             throttle: Arc::new(Throttle::default()),
+            shadow: Shadow::Off,
         }
     }
 

@@ -19,8 +19,10 @@ use super::grpc;
 use super::headers::RateHeaders;
 use super::in_flight::Permit;
 use super::local::LocalFallback;
+use super::meters::Meters;
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
+use super::shadow::Shadow;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
 use crate::key::{Key, KeyExtractor, PeerIp};
@@ -36,6 +38,9 @@ pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
     local: LocalFallback,
     deny_cache: DenyCache,
+    meters: Meters,
+    /// Each rule's mode, by rule id: its own, else the layer's.
+    shadow: Box<[Shadow]>,
 }
 
 /// What a store call needs to be settled: its rule, failure domain and breaker admission,
@@ -93,10 +98,34 @@ impl Decider {
     pub(crate) fn new(config: Arc<Config>) -> Self {
         let local = LocalFallback::of(&config);
         let deny_cache = DenyCache::new(config.deny_cache);
+        let meters = Meters::new(config.store.kind(), config.rules().map(|r| &r.policy));
+        let shadow = config
+            .rules()
+            .map(|rule| rule.shadow.unwrap_or(config.shadow))
+            .collect();
         Decider {
             config,
             local,
             deny_cache,
+            meters,
+            shadow,
+        }
+    }
+
+    fn shadow(&self, rule: usize) -> Shadow {
+        self.shadow.get(rule).copied().unwrap_or_default()
+    }
+
+    /// Forgets what this layer remembers of `key` under the policy named `policy`: the deny
+    /// cache's denials and the local fallback's state, after the store's state was reset.
+    pub(crate) fn forget(&self, policy: &str, key: &Key) {
+        for (id, rule) in self.config.rules().enumerate() {
+            if rule.policy.name() == policy {
+                self.deny_cache.remove(id, key);
+                if let Some((store, scaled)) = self.local.get(id) {
+                    store.reset_now(scaled, key);
+                }
+            }
         }
     }
 
@@ -123,6 +152,8 @@ impl Decider {
                     }
                 },
                 MissingKey::Allow => return Start::Unlimited,
+                // Shadow mode denies nothing, not even a request without a key.
+                MissingKey::Reject(_) if self.shadow(rule_id).is_on() => return Start::Unlimited,
                 MissingKey::Reject(status) => {
                     let response = if grpc {
                         grpc::status(grpc::code_for(status), "missing rate-limit key", None)
@@ -136,7 +167,9 @@ impl Decider {
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
         let gate = match self.deny_cache.lookup(rule_id, &key, cost, false) {
             Lookup::Miss => None,
-            Lookup::Hit(denial) => return Start::Decided(self.decided(denial, grpc)),
+            Lookup::Hit(denial) => {
+                return Start::Decided(self.decided(rule_id, &key, denial, grpc, None))
+            }
             Lookup::Refresh(turn) => Some(turn),
             Lookup::Wait(gate) => {
                 let queued = Queued {
@@ -160,7 +193,7 @@ impl Decider {
             cost,
         } = queued;
         if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true) {
-            return Start::Decided(self.decided(denial, grpc));
+            return Start::Decided(self.decided(rule, &key, denial, grpc, None));
         }
         // The id comes from this decider's own (immutable) rules: always there.
         let Some(policy) = self.config.rule(rule).map(|r| &r.policy) else {
@@ -203,7 +236,7 @@ impl Decider {
                 if admission == Admission::Probe {
                     self.record(&pending, &outcome);
                 }
-                Start::Decided(self.settle(outcome, &pending))
+                Start::Decided(self.settle(outcome, &pending, None))
             }
             waiting => match config.in_flight.try_acquire() {
                 Some(permit) => {
@@ -214,6 +247,7 @@ impl Decider {
                 // The call is dropped unsent (a store future does nothing until polled).
                 None => {
                     config.breakers.abandon(domain, admission);
+                    crate::telemetry::store_failure(self.meters.store(), "overload");
                     Start::Decided(self.in_memory(
                         &pending,
                         "too many rate-limit store calls in flight; deciding in memory",
@@ -231,11 +265,15 @@ impl Decider {
         pending: &Pending,
     ) -> Verdict {
         self.record(pending, &outcome);
+        let latency = pending.asked.map(|asked| asked.elapsed());
+        if let Some(latency) = latency {
+            self.meters.store_latency(latency);
+        }
         if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
             self.deny_cache
                 .insert(pending.rule, &pending.key, pending.cost, asked, decision);
         }
-        self.settle(outcome, pending)
+        self.settle(outcome, pending, latency)
     }
 
     /// The store did not answer within the deadline. That alone does not show it failed: a
@@ -249,16 +287,21 @@ impl Decider {
         let (domain, admission, permit) =
             (pending.domain, pending.admission, pending.permit.take());
         let lost_after = LOST_AFTER.max(10 * self.config.deadline);
+        let (latency, asked) = (self.meters.latency_handle(), pending.asked);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     let outcome = tokio::time::timeout(lost_after, check).await;
                     breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
+                    if let (Ok(_), Some(asked)) = (&outcome, asked) {
+                        latency.record(asked.elapsed());
+                    }
                     drop(permit);
                 });
             }
             Err(_) => breakers.record(domain, admission, Outcome::Timeout),
         }
+        crate::telemetry::store_failure(self.meters.store(), "deadline");
         self.in_memory(
             pending,
             "rate-limit store missed the deadline; deciding in memory",
@@ -271,19 +314,50 @@ impl Decider {
             .record(pending.domain, pending.admission, outcome_of(Some(outcome)));
     }
 
-    fn settle(&self, outcome: Result<Decision, StoreError>, pending: &Pending) -> Verdict {
+    fn settle(
+        &self,
+        outcome: Result<Decision, StoreError>,
+        pending: &Pending,
+        latency: Option<Duration>,
+    ) -> Verdict {
         match outcome {
-            Ok(decision) => self.decided(decision, pending.grpc),
+            Ok(decision) => {
+                self.decided(pending.rule, &pending.key, decision, pending.grpc, latency)
+            }
             Err(error) => self.store_failed(&error, pending),
         }
     }
 
-    fn decided(&self, decision: Decision, grpc: bool) -> Verdict {
-        if decision.is_allowed() {
-            let headers = RateHeaders::of(&decision, self.config.headers);
+    /// Every decision ends here: counted, traced, then enforced (or, in shadow mode, only
+    /// recorded). `latency`: how long the store took, when it was asked and waited for.
+    fn decided(
+        &self,
+        rule: usize,
+        key: &Key,
+        decision: Decision,
+        grpc: bool,
+        latency: Option<Duration>,
+    ) -> Verdict {
+        let shadow = self.shadow(rule);
+        let shadowed = shadow.is_on() && !decision.is_allowed();
+        self.meters.decision(rule, &decision, shadowed);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            crate::telemetry::trace(key, &decision, shadowed, latency);
+        }
+        let style = self.config.headers;
+        if decision.is_allowed() || shadowed {
+            let headers = match shadow {
+                Shadow::Off => RateHeaders::of(&decision, style),
+                Shadow::On => RateHeaders::default(),
+                _ => RateHeaders::of(&decision, style).without_retry_after(),
+            };
             return Verdict::Proceed(decision, headers);
         }
-        tracing::debug!(policy = decision.policy(), denied_by = ?decision.denied_by(), "rate limited");
+        if decision.source() == DecisionSource::FailClosed {
+            let mut response = self.unavailable(grpc);
+            response.extensions_mut().insert(decision);
+            return Verdict::Respond(response);
+        }
         Verdict::Respond(self.reject(decision, grpc))
     }
 
@@ -334,26 +408,19 @@ impl Decider {
         } else {
             tracing::debug!(policy, error = %Chain(error), "rate-limit store failed; {mode}");
         }
+        crate::telemetry::store_failure(
+            self.meters.store(),
+            crate::telemetry::failure_reason(error),
+        );
         let local = self.local.get(pending.rule);
-        match (config.on_store_error, local) {
-            (OnStoreError::Closed, _) => {
-                let mut response = self.unavailable(pending.grpc);
-                response
-                    .extensions_mut()
-                    .insert(Decision::fail_closed(rule.policy.name_arc()));
-                Verdict::Respond(response)
-            }
-            (OnStoreError::Local { .. }, Some((store, scaled))) => {
-                let decision = store
-                    .check_now(scaled, &pending.key, pending.cost)
-                    .with_source(DecisionSource::Local);
-                self.decided(decision, pending.grpc)
-            }
-            _ => Verdict::Proceed(
-                Decision::fail_open(rule.policy.name_arc()),
-                RateHeaders::default(),
-            ),
-        }
+        let decision = match (config.on_store_error, local) {
+            (OnStoreError::Closed, _) => Decision::fail_closed(rule.policy.name_arc()),
+            (OnStoreError::Local { .. }, Some((store, scaled))) => store
+                .check_now(scaled, &pending.key, pending.cost)
+                .with_source(DecisionSource::Local),
+            _ => Decision::fail_open(rule.policy.name_arc()),
+        };
+        self.decided(pending.rule, &pending.key, decision, pending.grpc, None)
     }
 
     /// Load, not failure: more store calls in flight than the layer allows, or a call that
@@ -381,7 +448,7 @@ impl Decider {
         let decision = store
             .check_now(scaled, &pending.key, pending.cost)
             .with_source(DecisionSource::Local);
-        self.decided(decision, pending.grpc)
+        self.decided(pending.rule, &pending.key, decision, pending.grpc, None)
     }
 
     /// Fail closed: 503, or gRPC `UNAVAILABLE`; never 429, the client did nothing wrong.

@@ -207,6 +207,22 @@ impl DenyCache {
         }
     }
 
+    /// Drops the denial of `key` under rule `rule`, if any (its state was reset: the denial no
+    /// longer stands).
+    pub(crate) fn remove(&self, rule: usize, key: &Key) {
+        let Some((shard, hash)) = self.shard(rule, key) else {
+            return;
+        };
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        if map
+            .get(&hash)
+            .is_some_and(|entry| entry.rule == rule && entry.key == *key)
+        {
+            map.remove(&hash);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
     /// Entries held (expired ones included until they are looked up or evicted).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -57,6 +57,12 @@ impl RateHeaders {
         headers
     }
 
+    /// The same headers without `Retry-After` (for a request let through in shadow mode).
+    pub(crate) fn without_retry_after(mut self) -> Self {
+        self.retry_after = None;
+        self
+    }
+
     /// Inserts the headers `target` does not have yet: an inner (more specific) layer's
     /// rate-limit headers win over an outer one's.
     pub(crate) fn write_missing(&self, target: &mut HeaderMap) {

@@ -20,6 +20,7 @@ use super::on_store_error::OnStoreError;
 use super::route_pattern::RoutePattern;
 use super::rule::Rule;
 use super::service::RateLimit;
+use super::shadow::Shadow;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::{KeyExtractor, PeerIp};
@@ -53,7 +54,7 @@ use crate::store::Store;
 #[derive(Clone)]
 #[must_use]
 pub struct RateLimitLayer {
-    config: Arc<Config>,
+    pub(super) config: Arc<Config>,
     /// The decider for `config`, made by the first [`Layer::layer`] call and shared by every
     /// service and clone since; a builder call starts a new one.
     decider: Arc<OnceLock<Arc<Decider>>>,
@@ -77,6 +78,7 @@ impl RateLimitLayer {
                 pattern: None,
                 policy,
                 key: Arc::new(PeerIp),
+                shadow: None,
             });
         })
     }
@@ -113,7 +115,7 @@ impl RateLimitLayer {
     }
 
     /// The decider of the current settings, derived once.
-    fn decider(&self) -> Arc<Decider> {
+    pub(super) fn decider(&self) -> Arc<Decider> {
         let decider = self
             .decider
             .get_or_init(|| Arc::new(Decider::new(Arc::clone(&self.config))));
@@ -167,12 +169,63 @@ impl RateLimitLayer {
         policy: Policy,
         key: impl KeyExtractor,
     ) -> Result<Self, ConfigError> {
+        self.add_route(route, policy, Arc::new(key), None)
+    }
+
+    /// Like [`route`](Self::route), with a shadow mode of the rule's own (whatever the
+    /// layer's [`shadow`](Self::shadow) is): roll out one route's new limit in shadow while the
+    /// others enforce theirs.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::key::PeerIp;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer, Shadow};
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// let layer = RateLimitLayer::per_route(MemoryStore::new())
+    ///     .route_shadow("POST /login", login, PeerIp, Shadow::On)?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn route_shadow(
+        self,
+        route: &str,
+        policy: Policy,
+        key: impl KeyExtractor,
+        shadow: Shadow,
+    ) -> Result<Self, ConfigError> {
+        self.add_route(route, policy, Arc::new(key), Some(shadow))
+    }
+
+    fn add_route(
+        self,
+        route: &str,
+        policy: Policy,
+        key: Arc<dyn KeyExtractor>,
+        shadow: Option<Shadow>,
+    ) -> Result<Self, ConfigError> {
         let rule = Rule {
             pattern: Some(RoutePattern::parse(route)?),
             policy,
-            key: Arc::new(key),
+            key,
+            shadow,
         };
         Ok(self.edit(|c| c.routes.push(rule)))
+    }
+
+    /// Shadow mode for the layer's own policy and every route rule without a mode of its own
+    /// (default [`Shadow::Off`]): every decision is made and recorded, none denies. See
+    /// [`Shadow`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer, Shadow};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy).shadow(Shadow::OnWithHeaders);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn shadow(self, shadow: Shadow) -> Self {
+        self.edit(|c| c.shadow = shadow)
     }
 
     /// Skips limiting for requests whose socket peer is in one of `ranges` (addresses or CIDRs,

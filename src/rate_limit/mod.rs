@@ -22,6 +22,7 @@
 //! # Ok::<(), redlimit::ConfigError>(())
 //! ```
 
+mod admin;
 mod body;
 mod breaker;
 mod breakers;
@@ -38,11 +39,13 @@ mod headers;
 mod in_flight;
 mod layer;
 mod local;
+mod meters;
 mod missing_key;
 mod on_store_error;
 mod route_pattern;
 mod rule;
 mod service;
+mod shadow;
 mod throttle;
 
 pub use body::ResponseBody;
@@ -55,3 +58,4 @@ pub use layer::RateLimitLayer;
 pub use missing_key::MissingKey;
 pub use on_store_error::OnStoreError;
 pub use service::RateLimit;
+pub use shadow::Shadow;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use http::request::Parts;
 
 use super::route_pattern::RoutePattern;
+use super::shadow::Shadow;
 use crate::key::KeyExtractor;
 use crate::policy::Policy;
 
@@ -15,6 +16,8 @@ pub(crate) struct Rule {
     pub(crate) pattern: Option<RoutePattern>,
     pub(crate) policy: Policy,
     pub(crate) key: Arc<dyn KeyExtractor>,
+    /// Its own shadow mode; `None`: the layer's.
+    pub(crate) shadow: Option<Shadow>,
 }
 
 impl Rule {

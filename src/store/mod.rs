@@ -27,6 +27,7 @@
 
 mod check;
 mod clock;
+mod key_state;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -37,6 +38,7 @@ pub(crate) use self::redis::{decode_reply, script_call};
 pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use key_state::{AdminFuture, KeyState};
 pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
 
 use std::sync::Arc;
@@ -100,6 +102,60 @@ pub trait Store: Send + Sync + 'static {
         let _ = (policy, key);
         0
     }
+
+    /// Reads `key`'s state under `policy` without consuming anything: what a request of cost 1
+    /// would find now ([`KeyState`]). For support tools and tests. Stores that do not offer it
+    /// answer [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let policy = Policy::new("p", [Limit::gcra(3, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let state = MemoryStore::new().inspect(&policy, &Key::new("k")).await.unwrap();
+    /// assert_eq!(state.limits()[0].remaining(), 3);
+    /// # });
+    /// ```
+    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+        let _ = (policy, key);
+        key_state::unsupported("inspect")
+    }
+
+    /// Deletes `key`'s state under `policy`: every limit of it starts afresh. For support
+    /// tools and tests. A layer in front of the store may still answer from its deny cache:
+    /// reset through [`RateLimitLayer::reset`](crate::RateLimitLayer::reset) to drop that
+    /// too. Stores that do not offer it answer
+    /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// store.reset(&policy, &Key::new("k")).await.unwrap();
+    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// # });
+    /// ```
+    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        let _ = (policy, key);
+        key_state::unsupported("reset")
+    }
+
+    /// What kind of store this is, for metrics labels (`memory`, `redis`; `custom` by
+    /// default). A short constant: it becomes a label value.
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert_eq!(MemoryStore::new().kind(), "memory");
+    /// ```
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -109,5 +165,17 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
         (**self).failure_domain(policy, key)
+    }
+
+    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+        (**self).inspect(policy, key)
+    }
+
+    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        (**self).reset(policy, key)
+    }
+
+    fn kind(&self) -> &'static str {
+        (**self).kind()
     }
 }

@@ -63,32 +63,59 @@ pub(crate) struct RunningExample {
     child: std::process::Child,
     /// The address it listens on, as it announced it.
     pub(crate) addr: String,
+    /// Its other listeners, as announced before that (`metrics on ADDR` gives `("metrics",
+    /// ADDR)`).
+    pub(crate) listeners: Vec<(String, String)>,
 }
 
 impl RunningExample {
     /// Starts the example `name` on a free loopback port with `args`, and waits for its
-    /// `listening on ADDR` line (it prints it once the listener is bound; if it exits first,
-    /// this panics with what it printed instead).
+    /// `listening on ADDR` line (it prints it once the listener is bound, after a `WHAT on ADDR`
+    /// line for each other listener; if it exits first, this panics with what it printed
+    /// instead).
     pub(crate) fn start(name: &str, args: &[&str]) -> RunningExample {
         use std::io::BufRead;
-        let mut child = Command::new(example_binary(name))
+        let child = Command::new(example_binary(name))
             .args(["--bind", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn the {name} example: {e}"));
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::io::BufReader::new(stdout)
-            .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("read the {name} example's stdout: {e}"));
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("the {name} example's first line was {line:?}"))
-            .to_owned();
-        RunningExample { child, addr }
+        // Killed on drop, also if this panics.
+        let mut example = RunningExample {
+            child,
+            addr: String::new(),
+            listeners: Vec::new(),
+        };
+        let stdout = example.child.stdout.take().expect("piped stdout");
+        let mut stdout = std::io::BufReader::new(stdout);
+        loop {
+            let mut line = String::new();
+            stdout
+                .read_line(&mut line)
+                .unwrap_or_else(|e| panic!("read the {name} example's stdout: {e}"));
+            let line = line.trim();
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                example.addr = addr.to_owned();
+                return example;
+            }
+            match line.split_once(" on ") {
+                Some((what, addr)) if !what.contains(' ') => {
+                    example.listeners.push((what.to_owned(), addr.to_owned()))
+                }
+                _ => panic!("the {name} example printed {line:?} before `listening on`"),
+            }
+        }
+    }
+
+    /// The address of the listener announced as `what` (`metrics`, `admin`).
+    pub(crate) fn listener(&self, what: &str) -> &str {
+        self.listeners
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, addr)| addr.as_str())
+            .unwrap_or_else(|| panic!("no {what} listener announced: {:?}", self.listeners))
     }
 }
 

@@ -76,13 +76,46 @@ impl Entry {
     /// Evaluates every limit, commits all or none, and reports each limit's state.
     pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let max_log = policy.max_log_period_us();
+        let evals = self.evaluate(max_log, cost, now);
+        let allowed = evals.iter().all(|(e, _, _)| e.allowed);
+        if allowed {
+            for (slot, (_, next, ttl)) in self.slots.iter_mut().zip(&evals) {
+                *slot = *next;
+                self.expires_at = self.expires_at.max(now.saturating_add(*ttl));
+            }
+            if max_log > 0 {
+                self.log.record(now, cost);
+            }
+        }
+        self.report(&evals, allowed)
+    }
+
+    /// Each limit's state for `cost` now, committing nothing: what a check would find before
+    /// consuming. Trims the log of entries no span counts, as a check would: no decision
+    /// changes.
+    pub(super) fn peek(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
+        let evals = self.evaluate(policy.max_log_period_us(), cost, now);
+        self.report(&evals, false)
+    }
+
+    fn report(&self, evals: &[(Eval, Slot, u64)], committed: bool) -> LimitStates {
+        self.limits
+            .iter()
+            .zip(evals)
+            .map(|(limit, (e, _, _))| {
+                let (remaining, reset) = e.reported(committed);
+                LimitState::from_raw(*limit, e.allowed, remaining, reset, e.retry)
+            })
+            .collect()
+    }
+
+    /// Each limit's verdict, its next state, and how long that state matters.
+    fn evaluate(&mut self, max_log: u64, cost: u64, now: u64) -> SmallVec<[(Eval, Slot, u64); 4]> {
         if max_log > 0 {
             self.log.trim(now, max_log);
         }
-        // Each limit's verdict, its next state, and how long that state matters.
         // On the stack for up to four limits: no allocation besides the decision's own.
-        let evals: SmallVec<[(Eval, Slot, u64); 4]> = self
-            .limits
+        self.limits
             .iter()
             .zip(self.slots.iter())
             .map(|(limit, slot)| {
@@ -108,24 +141,6 @@ impl Entry {
                         (step.eval, Slot::Gcra(Some(step.next)), step.ttl)
                     }
                 }
-            })
-            .collect();
-        let allowed = evals.iter().all(|(e, _, _)| e.allowed);
-        if allowed {
-            for (slot, (_, next, ttl)) in self.slots.iter_mut().zip(&evals) {
-                *slot = *next;
-                self.expires_at = self.expires_at.max(now.saturating_add(*ttl));
-            }
-            if max_log > 0 {
-                self.log.record(now, cost);
-            }
-        }
-        self.limits
-            .iter()
-            .zip(&evals)
-            .map(|(limit, (e, _, _))| {
-                let (remaining, reset) = e.reported(allowed);
-                LimitState::from_raw(*limit, e.allowed, remaining, reset, e.retry)
             })
             .collect()
     }

@@ -6,12 +6,13 @@ mod shard;
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use entry::Entry;
 use shard::{IdRef, Shard};
 
 use super::clock::{Clock, SystemClock};
+use super::key_state::{AdminFuture, KeyState};
 use super::{Check, Store};
 use crate::decision::Decision;
 use crate::key::Key;
@@ -111,17 +112,7 @@ impl MemoryStore {
     pub fn check_now(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
         let inner = &*self.inner;
         let now = inner.clock.now_us();
-        let id = IdRef {
-            policy: policy.name(),
-            key: key.as_str(),
-        };
-        let hash = inner.hasher.hash_one(&id);
-        // Not the bits the map uses for buckets or tags: mix before picking the shard.
-        let mixed = (hash ^ (hash >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let shard = &inner.shards[(mixed >> 58) as usize % SHARDS];
-        // Every write is a whole-value assignment, so a lock poisoned by a panic elsewhere
-        // still guards consistent state.
-        let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        let (hash, id, mut shard) = self.shard(policy, key);
         let (states, evicted) = shard.with_entry(
             hash,
             id,
@@ -139,9 +130,91 @@ impl MemoryStore {
         drop(shard);
         if evicted {
             inner.evictions.fetch_add(1, Ordering::Relaxed);
+            crate::telemetry::memory_eviction();
             tracing::debug!("memory store at its key cap: evicted live state");
         }
         Decision::from_states(policy.name_arc(), now, states)
+    }
+
+    /// Reads synchronously what [`Store::inspect`] reads: `key`'s state under `policy` for a
+    /// request of cost 1, nothing consumed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::fixed_window(3, Duration::from_secs(9))?])?;
+    /// store.check_now(&policy, &Key::new("k"), 1);
+    /// assert_eq!(store.inspect_now(&policy, &Key::new("k")).limits()[0].remaining(), 2);
+    /// assert_eq!(store.inspect_now(&policy, &Key::new("k")).limits()[0].remaining(), 2);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn inspect_now(&self, policy: &Policy, key: &Key) -> KeyState {
+        let inner = &*self.inner;
+        let now = inner.clock.now_us();
+        let (hash, id, mut shard) = self.shard(policy, key);
+        // A state that is not kept (absent, expired, or made for other limits) reads as fresh;
+        // nothing is inserted, since nothing is committed.
+        let (states, _) = shard.with_entry(
+            hash,
+            id,
+            || Entry::new(policy),
+            || (policy.name_arc(), key.clone()),
+            inner.cap_per_shard,
+            now,
+            |entry| {
+                if entry.fits(policy) {
+                    entry.peek(policy, 1, now)
+                } else {
+                    Entry::new(policy).peek(policy, 1, now)
+                }
+            },
+        );
+        KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
+    }
+
+    /// Deletes synchronously what [`Store::reset`] deletes: `key`'s state under `policy`.
+    /// Returns whether there was any.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::fixed_window(1, Duration::from_secs(9))?])?;
+    /// store.check_now(&policy, &Key::new("k"), 1);
+    /// assert!(store.reset_now(&policy, &Key::new("k")));
+    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn reset_now(&self, policy: &Policy, key: &Key) -> bool {
+        let (hash, id, mut shard) = self.shard(policy, key);
+        shard.remove(hash, id)
+    }
+
+    /// The hash and identity of (policy, key), and its shard, locked.
+    fn shard<'a>(
+        &'a self,
+        policy: &'a Policy,
+        key: &'a Key,
+    ) -> (u64, IdRef<'a>, MutexGuard<'a, Shard>) {
+        let inner = &*self.inner;
+        let id = IdRef {
+            policy: policy.name(),
+            key: key.as_str(),
+        };
+        let hash = inner.hasher.hash_one(&id);
+        // Not the bits the map uses for buckets or tags: mix before picking the shard.
+        let mixed = (hash ^ (hash >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let shard = &inner.shards[(mixed >> 58) as usize % SHARDS];
+        // Every write is a whole-value assignment, so a lock poisoned by a panic elsewhere
+        // still guards consistent state.
+        (
+            hash,
+            id,
+            shard.lock().unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// How many keys hold state (across policies).
@@ -201,6 +274,19 @@ impl std::fmt::Debug for MemoryStore {
 impl Store for MemoryStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         Check::Ready(Ok(self.check_now(policy, key, cost)))
+    }
+
+    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+        Box::pin(std::future::ready(Ok(self.inspect_now(policy, key))))
+    }
+
+    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        self.reset_now(policy, key);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn kind(&self) -> &'static str {
+        "memory"
     }
 }
 

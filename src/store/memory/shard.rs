@@ -103,6 +103,20 @@ impl Shard {
         }
     }
 
+    /// Removes the entry of `id`; returns whether there was one.
+    pub(super) fn remove(&mut self, hash: u64, id: IdRef<'_>) -> bool {
+        let found = self.map.raw_entry_mut_v1().from_hash(hash, |k| {
+            *k.policy == *id.policy && k.key.as_str() == id.key
+        });
+        match found {
+            RawEntryMut::Occupied(occupied) => {
+                occupied.swap_remove();
+                true
+            }
+            RawEntryMut::Vacant(_) => false,
+        }
+    }
+
     /// Looks at up to `steps` entries from the cursor, removing those whose state is moot.
     /// Every insert sweeps, so expired entries go within one pass of the cursor: memory
     /// follows the keys live within their TTL, with no full scan on any request.

@@ -8,6 +8,7 @@
 //! scripts' Rust side (one script per algorithm mix); `error` and `redact` how failures and
 //! URLs may be shown.
 
+mod admin;
 mod backend;
 mod batcher;
 mod builder;
@@ -27,7 +28,7 @@ use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
 use self::script::{decode, every_algorithm_source, script_command, script_for};
-use super::{Check, Store};
+use super::{AdminFuture, Check, KeyState, Store};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::policy::Policy;
@@ -271,6 +272,18 @@ impl Store for RedisStore {
         } else {
             0
         }
+    }
+
+    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+        self.peek(policy, key, None)
+    }
+
+    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        self.delete(policy, key)
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
     }
 }
 

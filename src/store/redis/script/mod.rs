@@ -9,6 +9,7 @@
 
 mod batch;
 mod call;
+pub(super) mod peek;
 mod registry;
 mod reply;
 mod signature;

@@ -1,0 +1,44 @@
+//! Shadow mode: decide and record everything, deny nothing.
+
+/// Whether a rule enforces its decisions or only records them.
+///
+/// In shadow mode every decision is made and recorded as usual (the store is called and
+/// counts the request, metrics count it, the [`Decision`](crate::Decision) is in the request's
+/// extensions), but no request is denied: a request the limit would have refused (429, a gRPC
+/// status, or a fail-closed 503) reaches the service, and is counted with the outcome
+/// `shadow_denied`. Roll a new limit out in shadow mode, watch what it would deny, then
+/// enforce it.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, Policy, RateLimitLayer, Shadow};
+/// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+/// let layer = RateLimitLayer::new(MemoryStore::new(), policy).shadow(Shadow::On);
+/// assert_eq!(Shadow::default(), Shadow::Off);
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Shadow {
+    /// Enforce: deny what the limit denies (the default).
+    #[default]
+    Off,
+    /// Record, never deny, and send no rate-limit headers: clients see no difference.
+    On,
+    /// Record, never deny, but send the rate-limit headers (`X-RateLimit-*` or the IETF
+    /// fields; never `Retry-After`), so clients can be checked before enforcement.
+    OnWithHeaders,
+}
+
+impl Shadow {
+    /// Whether decisions are only recorded.
+    ///
+    /// ```
+    /// assert!(redlimit::Shadow::On.is_on());
+    /// assert!(!redlimit::Shadow::Off.is_on());
+    /// ```
+    pub fn is_on(self) -> bool {
+        self != Shadow::Off
+    }
+}

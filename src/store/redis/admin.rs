@@ -1,0 +1,56 @@
+//! Inspect and reset on Redis: one script call each, on the deployment's connection (in a
+//! Cluster, routed to the key's slot like a check).
+
+use std::sync::Arc;
+
+use super::error::store_error;
+use super::script::decode;
+use super::script::peek::{peek_command, reset_command};
+use super::RedisStore;
+use crate::error::StoreError;
+use crate::key::Key;
+use crate::policy::Policy;
+use crate::store::{AdminFuture, KeyState};
+
+impl RedisStore {
+    /// What [`Store::inspect`](crate::store::Store::inspect) runs: the peek script, with Redis
+    /// `TIME` (or `now_us`, tests only).
+    pub(super) fn peek(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        now_us: Option<u64>,
+    ) -> AdminFuture<KeyState> {
+        let command = peek_command(&self.inner.prefix, policy, key, now_us);
+        let inner = Arc::clone(&self.inner);
+        let policy = policy.clone();
+        Box::pin(async move {
+            let reply = inner.backend.run(&command).await.map_err(store_error)?;
+            decode(&policy, &reply).map(KeyState::from_uncommitted)
+        })
+    }
+
+    /// TEST ONLY (`redlimit::__private::inspect_at`): the script uses `now_us` instead of
+    /// Redis `TIME`.
+    pub(crate) fn inspect_at(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        now_us: u64,
+    ) -> AdminFuture<KeyState> {
+        self.peek(policy, key, Some(now_us))
+    }
+
+    /// What [`Store::reset`](crate::store::Store::reset) runs: one `DEL` of every state key.
+    pub(super) fn delete(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        let command = reset_command(&self.inner.prefix, policy, key);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let reply = inner.backend.run(&command).await.map_err(store_error)?;
+            match reply[..] {
+                [deleted] if deleted >= 0 => Ok(()),
+                _ => Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL"))),
+            }
+        })
+    }
+}
