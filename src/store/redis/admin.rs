@@ -25,7 +25,7 @@ impl RedisStore {
         let inner = Arc::clone(&self.inner);
         let policy = policy.clone();
         Box::pin(async move {
-            let reply = inner.backend.run(&command).await.map_err(store_error)?;
+            let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
             decode(&policy, &reply).map(KeyState::from_uncommitted)
         })
     }
@@ -46,10 +46,11 @@ impl RedisStore {
         let command = reset_command(&self.inner.prefix, policy, key);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
-            let reply = inner.backend.run(&command).await.map_err(store_error)?;
-            match reply[..] {
-                [deleted] if deleted >= 0 => Ok(()),
-                _ => Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL"))),
+            let deleted: i64 = inner.backend.run(&command).await.map_err(store_error)?;
+            if deleted >= 0 {
+                Ok(())
+            } else {
+                Err(StoreError::UnexpectedReply(format!("{deleted} to DEL")))
             }
         })
     }
