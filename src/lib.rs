@@ -61,8 +61,8 @@
 //!
 //! Allowed and denied responses carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //! `X-RateLimit-Reset` (Unix seconds) of the most restrictive limit; a 429 adds `Retry-After`
-//! (seconds, rounded up, at least 1). The IETF draft's `RateLimit-Policy` / `RateLimit` fields
-//! are an option ([`HeaderStyle`]). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
+//! (seconds, rounded up, at least 1). The IETF draft's `RateLimit-Policy` / `RateLimit` fields,
+//! listing every limit of the policy, are an option ([`HeaderStyle`]). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
 //! an HTTP 200 response instead of a 429 ([`GrpcStatus`]).
 //!
 //! # Failure modes

@@ -6,7 +6,8 @@
 /// - `XRateLimit` (default), GitHub's: `X-RateLimit-Limit: 10`, `X-RateLimit-Remaining: 3`,
 ///   `X-RateLimit-Reset: 1767225600` (Unix seconds when the governing limit is fully free).
 /// - `Ietf`, the IETF draft's structured fields: `RateLimit-Policy: "api";q=10;w=1` and
-///   `RateLimit: "api";r=3;t=1` (`t` in seconds from now).
+///   `RateLimit: "api";r=3;t=1` (`t` in seconds from now), one item per limit of the policy
+///   (`"api-1"`, `"api-2"`, ... when it has several), from the same decision.
 ///
 /// ```
 /// use redlimit::HeaderStyle;

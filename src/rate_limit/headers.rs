@@ -1,6 +1,5 @@
 //! Rendering a decision as response headers.
 
-use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -25,8 +24,8 @@ fn ceil_secs(d: Duration) -> u64 {
 pub(crate) struct RateHeaders {
     /// Limit, remaining and reset (Unix seconds) of the governing limit, for `X-RateLimit-*`.
     x: Option<[u64; 3]>,
-    /// Policy name, limit, window, remaining and seconds to reset, for the IETF fields.
-    ietf: Option<(Arc<str>, [u64; 4])>,
+    /// The IETF fields' values, `RateLimit-Policy` then `RateLimit`: one item per limit.
+    ietf: Option<(HeaderValue, HeaderValue)>,
     /// Seconds to wait, for `Retry-After`.
     retry_after: Option<u64>,
 }
@@ -46,12 +45,7 @@ impl RateHeaders {
                 headers.x = Some([limit, remaining, reset]);
             }
             if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
-                let window = ceil_secs(state.limit().period());
-                let reset_after = ceil_secs(state.reset_after());
-                headers.ietf = Some((
-                    decision.policy_arc(),
-                    [limit, window, remaining, reset_after],
-                ));
+                headers.ietf = ietf_fields(decision);
             }
         }
         headers
@@ -77,17 +71,9 @@ impl RateHeaders {
                 .entry(X_RESET)
                 .or_insert_with(|| HeaderValue::from(reset));
         }
-        if let Some((name, [limit, window, remaining, reset_after])) = &self.ietf {
-            let policy = format!("\"{name}\";q={limit};w={window}");
-            let current = format!("\"{name}\";r={remaining};t={reset_after}");
-            // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
-            if let (Ok(p), Ok(c)) = (
-                HeaderValue::try_from(policy),
-                HeaderValue::try_from(current),
-            ) {
-                target.entry(POLICY).or_insert(p);
-                target.entry(RATELIMIT).or_insert(c);
-            }
+        if let Some((policy, current)) = &self.ietf {
+            target.entry(POLICY).or_insert_with(|| policy.clone());
+            target.entry(RATELIMIT).or_insert_with(|| current.clone());
         }
         if let Some(wait) = self.retry_after {
             target
@@ -95,6 +81,39 @@ impl RateHeaders {
                 .or_insert_with(|| HeaderValue::from(wait));
         }
     }
+}
+
+/// The IETF draft's fields for every limit of the decision, from the same atomic evaluation:
+/// `RateLimit-Policy: "api-1";q=10;w=1, "api-2";q=1000;w=3600` and
+/// `RateLimit: "api-1";r=3;t=1, "api-2";r=997;t=3600`. A policy of one limit names its item
+/// after the policy (`"api"`); with several, item `i` (from 1, in the policy's order) is
+/// `"{policy}-{i}"`, so a client can tell which quota ran out.
+fn ietf_fields(decision: &Decision) -> Option<(HeaderValue, HeaderValue)> {
+    let states = decision.limits();
+    let mut policy = String::new();
+    let mut current = String::new();
+    for (i, state) in states.iter().enumerate() {
+        let separator = if i == 0 { "" } else { ", " };
+        let name = decision.policy();
+        let suffix = if states.len() == 1 {
+            String::new()
+        } else {
+            format!("-{}", i + 1)
+        };
+        let (limit, window) = (state.limit().count(), ceil_secs(state.limit().period()));
+        let (remaining, reset) = (state.remaining(), ceil_secs(state.reset_after()));
+        policy.push_str(&format!(
+            "{separator}\"{name}{suffix}\";q={limit};w={window}"
+        ));
+        current.push_str(&format!(
+            "{separator}\"{name}{suffix}\";r={remaining};t={reset}"
+        ));
+    }
+    // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
+    Some((
+        HeaderValue::try_from(policy).ok()?,
+        HeaderValue::try_from(current).ok()?,
+    ))
 }
 
 /// The headers a decision renders to.
@@ -107,6 +126,58 @@ pub(crate) fn render(decision: &Decision, style: HeaderStyle) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::{Limit, LimitState, Policy};
+    use std::time::SystemTime;
+
+    fn text(headers: &HeaderMap, name: &str) -> String {
+        headers[name].to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn ietf_fields_list_every_limit_and_legacy_ones_the_tightest() {
+        let per_second = Limit::gcra(10, Duration::from_secs(1)).unwrap();
+        let per_hour = Limit::fixed_window(1000, Duration::from_secs(3600)).unwrap();
+        let policy = Policy::new("api", [per_second, per_hour]).unwrap();
+        let decision = Decision::new(
+            &policy,
+            SystemTime::UNIX_EPOCH + Duration::from_secs(100),
+            [
+                LimitState::allowed(per_second, 7, Duration::from_millis(300)),
+                LimitState::allowed(per_hour, 2, Duration::from_secs(1800)),
+            ],
+        )
+        .unwrap();
+        let headers = render(&decision, HeaderStyle::Both);
+        assert_eq!(
+            text(&headers, "ratelimit-policy"),
+            "\"api-1\";q=10;w=1, \"api-2\";q=1000;w=3600"
+        );
+        assert_eq!(
+            text(&headers, "ratelimit"),
+            "\"api-1\";r=7;t=1, \"api-2\";r=2;t=1800"
+        );
+        // The legacy fields keep the most restrictive limit: the hourly one, 2 left.
+        assert_eq!(text(&headers, "x-ratelimit-limit"), "1000");
+        assert_eq!(text(&headers, "x-ratelimit-remaining"), "2");
+        assert_eq!(text(&headers, "x-ratelimit-reset"), "1900");
+    }
+
+    #[test]
+    fn a_single_limit_is_named_after_its_policy() {
+        let limit = Limit::gcra(5, Duration::from_secs(60)).unwrap();
+        let policy = Policy::new("login", [limit]).unwrap();
+        let decision = Decision::new(
+            &policy,
+            SystemTime::now(),
+            [LimitState::allowed(limit, 4, Duration::from_secs(12))],
+        )
+        .unwrap();
+        let headers = render(&decision, HeaderStyle::Ietf);
+        assert_eq!(text(&headers, "ratelimit-policy"), "\"login\";q=5;w=60");
+        assert_eq!(text(&headers, "ratelimit"), "\"login\";r=4;t=12");
+        assert!(!headers.contains_key("x-ratelimit-limit"));
+    }
 
     #[test]
     fn rounds_up() {
