@@ -342,11 +342,6 @@ impl Decision {
         self.allowed
     }
 
-    /// The name of the policy, shared.
-    pub(crate) fn policy_arc(&self) -> Arc<str> {
-        Arc::clone(&self.policy)
-    }
-
     /// The name of the policy that decided.
     pub fn policy(&self) -> &str {
         &self.policy

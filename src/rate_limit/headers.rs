@@ -24,8 +24,9 @@ fn ceil_secs(d: Duration) -> u64 {
 pub(crate) struct RateHeaders {
     /// Limit, remaining and reset (Unix seconds) of the governing limit, for `X-RateLimit-*`.
     x: Option<[u64; 3]>,
-    /// The IETF fields' values, `RateLimit-Policy` then `RateLimit`: one item per limit.
-    ietf: Option<(HeaderValue, HeaderValue)>,
+    /// The IETF fields' values, `RateLimit-Policy` then `RateLimit`: one item per limit
+    /// (boxed: an opt-in style must not grow every request's state).
+    ietf: Option<Box<(HeaderValue, HeaderValue)>>,
     /// Seconds to wait, for `Retry-After`.
     retry_after: Option<u64>,
 }
@@ -71,7 +72,8 @@ impl RateHeaders {
                 .entry(X_RESET)
                 .or_insert_with(|| HeaderValue::from(reset));
         }
-        if let Some((policy, current)) = &self.ietf {
+        if let Some(fields) = &self.ietf {
+            let (policy, current) = &**fields;
             target.entry(POLICY).or_insert_with(|| policy.clone());
             target.entry(RATELIMIT).or_insert_with(|| current.clone());
         }
@@ -88,7 +90,7 @@ impl RateHeaders {
 /// `RateLimit: "api-1";r=3;t=1, "api-2";r=997;t=3600`. A policy of one limit names its item
 /// after the policy (`"api"`); with several, item `i` (from 1, in the policy's order) is
 /// `"{policy}-{i}"`, so a client can tell which quota ran out.
-fn ietf_fields(decision: &Decision) -> Option<(HeaderValue, HeaderValue)> {
+fn ietf_fields(decision: &Decision) -> Option<Box<(HeaderValue, HeaderValue)>> {
     let states = decision.limits();
     let mut policy = String::new();
     let mut current = String::new();
@@ -110,10 +112,10 @@ fn ietf_fields(decision: &Decision) -> Option<(HeaderValue, HeaderValue)> {
         ));
     }
     // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
-    Some((
+    Some(Box::new((
         HeaderValue::try_from(policy).ok()?,
         HeaderValue::try_from(current).ok()?,
-    ))
+    )))
 }
 
 /// The headers a decision renders to.
