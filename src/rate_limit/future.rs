@@ -81,7 +81,7 @@ where
         decider: &Arc<Decider>,
         start: Start,
         request: Request<ReqBody>,
-        inner: S,
+        mut inner: S,
     ) -> Self {
         let state = match start {
             Start::Check(check, pending) => State::Check {
@@ -100,13 +100,16 @@ where
                 request: Some(request),
                 inner: Some(inner),
             },
-            Start::Decided(verdict) => return ResponseFuture::decided(verdict, inner, request),
-            Start::Unlimited => return ResponseFuture::unlimited(inner, request),
+            Start::Decided(verdict) => {
+                return ResponseFuture::decided(verdict, &mut inner, request)
+            }
+            Start::Unlimited => return ResponseFuture::unlimited(&mut inner, request),
         };
         ResponseFuture { state }
     }
 
-    pub(crate) fn decided(verdict: Verdict, mut inner: S, mut request: Request<ReqBody>) -> Self {
+    /// The future of a request decided now: `inner` (ready) is called at once, if at all.
+    pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
             Verdict::Proceed(decision, headers) => {
                 request.extensions_mut().insert(decision);
@@ -122,7 +125,8 @@ where
         ResponseFuture { state }
     }
 
-    pub(crate) fn unlimited(mut inner: S, request: Request<ReqBody>) -> Self {
+    /// The future of a request that is not limited: `inner` (ready) is called at once.
+    pub(crate) fn unlimited(inner: &mut S, request: Request<ReqBody>) -> Self {
         ResponseFuture {
             state: State::Call {
                 future: inner.call(request),
@@ -162,10 +166,10 @@ where
                             decider.missed_deadline(check, pending)
                         }
                     };
-                    let (Some(request), Some(inner)) = (request.take(), inner.take()) else {
+                    let (Some(request), Some(mut inner)) = (request.take(), inner.take()) else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    state.set(ResponseFuture::decided(verdict, inner, request).state);
+                    state.set(ResponseFuture::decided(verdict, &mut inner, request).state);
                 }
                 StateProj::Wait {
                     decider,

@@ -7,7 +7,7 @@ use http::{Request, Response};
 use tower_service::Service;
 
 use super::body::ResponseBody;
-use super::decide::Decider;
+use super::decide::{Decider, Start};
 use super::future::ResponseFuture;
 use super::layer::RateLimitLayer;
 
@@ -120,12 +120,21 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The ready service goes into the future; a fresh clone stays for the next call.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         let (parts, body) = request.into_parts();
         let start = self.decider.start(&parts);
         let request = Request::from_parts(parts, body);
-        ResponseFuture::start(&self.decider, start, request, inner)
+        match start {
+            // Decided now (an in-memory store, a cached denial, no limit): the ready service
+            // is called now, with no clone of it (for axum's `Route`, an allocation).
+            Start::Decided(verdict) => ResponseFuture::decided(verdict, &mut self.inner, request),
+            Start::Unlimited => ResponseFuture::unlimited(&mut self.inner, request),
+            // The store answers later: the ready service goes into the future, and a fresh
+            // clone stays for the next call.
+            waiting => {
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::start(&self.decider, waiting, request, inner)
+            }
+        }
     }
 }
