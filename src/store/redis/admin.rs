@@ -46,11 +46,11 @@ impl RedisStore {
         let command = reset_command(&self.inner.prefix, policy, key);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
-            let deleted: i64 = inner.backend.run(&command).await.map_err(store_error)?;
-            if deleted >= 0 {
-                Ok(())
-            } else {
-                Err(StoreError::UnexpectedReply(format!("{deleted} to DEL")))
+            // The reset script answers `{ deleted }`.
+            let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
+            match reply[..] {
+                [deleted] if deleted >= 0 => Ok(()),
+                _ => Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL"))),
             }
         })
     }
