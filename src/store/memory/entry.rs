@@ -25,7 +25,7 @@ enum Slot {
     SlidingWindow(Option<sliding_window::State>),
     SlidingLog,
     TokenBucket(Option<token_bucket::State>),
-    Gcra(Option<u64>),
+    Gcra(Option<gcra::State>),
 }
 
 impl Entry {
@@ -65,12 +65,26 @@ impl Entry {
         self.expires_at = 0;
     }
 
-    /// Whether this entry was made for these limits (a policy changed under the same name
-    /// starts fresh, as the Redis keys, which name their limit, do).
+    /// Whether this entry was made for limits of this layout: the same algorithms in the same
+    /// positions, as the Redis keys (which name a limit's position and algorithm) are. A
+    /// changed `N` or period keeps the state (each algorithm says how it reads state written
+    /// under another limit); a changed algorithm or number of limits starts fresh.
     pub(super) fn fits(&self, policy: &Policy) -> bool {
-        // The same `Arc` in the common case; equal limits after a policy was rebuilt.
+        // The same `Arc` in the common case.
         std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
-            || *self.limits == *policy.limits()
+            || (self.limits.len() == policy.limits().len()
+                && self
+                    .limits
+                    .iter()
+                    .zip(policy.limits())
+                    .all(|(a, b)| a.algorithm() == b.algorithm()))
+    }
+
+    /// Takes this (fitting) policy's limits as the ones to enforce and report.
+    pub(super) fn adopt(&mut self, policy: &Policy) {
+        if !std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr()) {
+            self.limits = policy.limits_arc();
+        }
     }
 
     /// Evaluates every limit, commits all or none, and reports each limit's state.

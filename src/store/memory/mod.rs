@@ -121,7 +121,9 @@ impl MemoryStore {
             inner.cap_per_shard,
             now,
             |entry| {
-                if !entry.fits(policy) {
+                if entry.fits(policy) {
+                    entry.adopt(policy);
+                } else {
                     *entry = Entry::new(policy);
                 }
                 entry.check(policy, cost, now)
@@ -165,6 +167,7 @@ impl MemoryStore {
             now,
             |entry| {
                 if entry.fits(policy) {
+                    entry.adopt(policy);
                     entry.peek(policy, 1, now)
                 } else {
                     Entry::new(policy).peek(policy, 1, now)

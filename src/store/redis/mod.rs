@@ -44,8 +44,8 @@ pub use self::builder::RedisStoreBuilder;
 /// hand-written script of the same algorithm would. Each script is loaded on `NOSCRIPT`
 /// (after a restart, a failover or `SCRIPT FLUSH`; in a Cluster on every primary) and the call
 /// retried once; a call that timed out or failed on I/O is never replayed, since it may have
-/// run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM:N:P` (e.g.
-/// `redlimit:api:{ip:203.0.113.7}:gc:10:1000000`, where `{ip:203.0.113.7}` is the cluster hash
+/// run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM POSITION` (e.g.
+/// `redlimit:api:{ip:203.0.113.7}:gc0`, where `{ip:203.0.113.7}` is the cluster hash
 /// tag: all keys of one evaluation share a slot) and always carry a TTL no longer than their
 /// state needs.
 ///

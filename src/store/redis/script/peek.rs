@@ -108,7 +108,8 @@ fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
     policy
         .limits()
         .iter()
-        .map(|limit| state_key(prefix, policy.name(), key.as_str(), limit))
+        .enumerate()
+        .map(|(position, limit)| state_key(prefix, policy.name(), key.as_str(), position, limit))
         .collect()
 }
 
@@ -199,6 +200,6 @@ mod tests {
                 _ => String::new(),
             })
             .collect();
-        assert_eq!(args[2..], ["2", "rl:p:{k}:gc:20:60000000", "rl:p:{k}:sl"]);
+        assert_eq!(args[2..], ["2", "rl:p:{k}:gc2", "rl:p:{k}:sl"]);
     }
 }
