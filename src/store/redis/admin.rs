@@ -21,6 +21,8 @@ impl RedisStore {
         key: &Key,
         now_us: Option<u64>,
     ) -> AdminFuture<KeyState> {
+        let overridden = self.inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
         let command = peek_command(&self.inner.prefix, policy, key, now_us);
         let inner = Arc::clone(&self.inner);
         let policy = policy.clone();
