@@ -179,3 +179,38 @@ async fn the_memory_store_applies_overrides_the_same_way() {
     assert!(layer.remove_override(&policy(), &key()).await.unwrap());
     assert_eq!(status_of(&app, IP).await, StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn overrides_work_across_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("ov-cluster");
+    let connect = || async {
+        RedisStore::cluster(cluster.urls())
+            .prefix(prefix.clone())
+            .override_poll(POLL)
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (connect().await, connect().await);
+    let policy = policy();
+    // Keys on several shards: the overrides live in one slot of their own, the state in each key's.
+    let keys: Vec<Key> = (0..8).map(|i| Key::new(format!("ip:10.0.0.{i}"))).collect();
+    for key in &keys {
+        assert!(b.check(&policy, key, 4).await.unwrap().is_allowed());
+        a.set_override(&policy, key, Override::parse(&policy, "50/1h").unwrap())
+            .await
+            .unwrap();
+    }
+    for key in &keys {
+        within_a_second(|| async {
+            b.inspect(&policy, key).await.unwrap().limits()[0].remaining() == 46
+        })
+        .await;
+    }
+    assert!(b.remove_override(&policy, &keys[0]).await.unwrap());
+    within_a_second(|| async {
+        a.inspect(&policy, &keys[0]).await.unwrap().limits()[0].remaining() == 6
+    })
+    .await;
+}
