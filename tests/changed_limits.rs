@@ -88,3 +88,39 @@ async fn a_changed_algorithm_starts_fresh() {
     let d = both(&redis, &memory, &clock, &window, 0, T0).await;
     assert_eq!(d.limits()[0].remaining(), 100);
 }
+
+#[tokio::test]
+async fn a_sliding_log_whose_period_grows_after_a_trim_counts_what_it_kept() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url())
+        .prefix(unique_prefix("changed-log"))
+        .connect()
+        .await
+        .unwrap();
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let second = Duration::from_secs(1);
+    let short = policy(Algorithm::SlidingLog, 5, second);
+    both(&redis, &memory, &clock, &short, 5, T0).await;
+    // Two seconds on, the first five are outside every span: trimmed (their total kept).
+    let later = T0 + 2_000_000;
+    let d = both(&redis, &memory, &clock, &short, 3, later).await;
+    assert_eq!(d.limits()[0].remaining(), 2);
+    // A minute-long span now: the trimmed admissions are gone, not counted again (Redis used
+    // to count the whole history of the log here: its oldest member read as a first admission).
+    let long = policy(Algorithm::SlidingLog, 10, MINUTE);
+    let d = both(&redis, &memory, &clock, &long, 0, later).await;
+    assert_eq!(d.limits()[0].remaining(), 7);
+    // And a policy of two logs, the shorter one's span reaching before every member.
+    let two = Policy::new(
+        "q",
+        [
+            Limit::sliding_log(10, MINUTE).unwrap(),
+            Limit::sliding_log(9, 30 * second).unwrap(),
+        ],
+    )
+    .unwrap();
+    let d = both(&redis, &memory, &clock, &two, 1, later).await;
+    assert_eq!(d.limits()[0].remaining(), 6);
+    assert_eq!(d.limits()[1].remaining(), 5);
+}

@@ -127,11 +127,7 @@ impl MemoryStore {
             inner.cap_per_shard,
             now,
             |entry| {
-                if entry.fits(policy) {
-                    entry.adopt(policy);
-                } else {
-                    *entry = Entry::new(policy);
-                }
+                entry.adopt(policy);
                 entry.check(policy, cost, now)
             },
         );
@@ -164,7 +160,7 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let (hash, id, mut shard) = self.shard(policy, key);
-        // A state that is not kept (absent, expired, or made for other limits) reads as fresh;
+        // A state that is not kept (absent or expired) reads as fresh;
         // nothing is inserted, since nothing is committed.
         let (states, _) = shard.with_entry(
             hash,
@@ -174,12 +170,8 @@ impl MemoryStore {
             inner.cap_per_shard,
             now,
             |entry| {
-                if entry.fits(policy) {
-                    entry.adopt(policy);
-                    entry.peek(policy, 1, now)
-                } else {
-                    Entry::new(policy).peek(policy, 1, now)
-                }
+                entry.adopt(policy);
+                entry.peek(policy, 1, now)
             },
         );
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))

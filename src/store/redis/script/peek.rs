@@ -64,7 +64,7 @@ fn peek_tail(signature: Signature) -> String {
             // newest member at or before its own start.
             let _ = writeln!(
                 w,
-                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15"
+                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15 + log_base) - 1e15"
             );
             let _ = writeln!(
                 w,
