@@ -96,7 +96,11 @@ fn a_changed_limit_under_the_same_name_keeps_the_units_used_and_a_changed_algori
     let key = Key::new("k");
     let a = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
     let b = Policy::new("p", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap();
-    let c = Policy::new("p", [Limit::fixed_window(2, Duration::from_secs(60)).unwrap()]).unwrap();
+    let c = Policy::new(
+        "p",
+        [Limit::fixed_window(2, Duration::from_secs(60)).unwrap()],
+    )
+    .unwrap();
     assert!(store.check_now(&a, &key, 1).is_allowed());
     assert!(!store.check_now(&a, &key, 1).is_allowed());
     // 1 used of 2: one more passes.
