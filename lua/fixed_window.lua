@@ -1,21 +1,31 @@
 -- Fixed window: N per window of P, windows aligned to the Unix epoch.
 -- Twin of src/algorithm/fixed_window.rs.
 --
--- KEYS     the limit's key: a string "<window index> <count>", TTL until the window ends.
+-- KEYS     the limit's key: a string "<window end, Unix µs> <count>", TTL until the window
+--          ends.
 -- Defines  fixed_window(key, n, p, cost, now), returning what prelude.lua describes; the state
 --          is the new count, its TTL -1 (keep) when the key already holds this window (its
---          first write set the TTL until the window ends). A stored window other than the
---          current one (older, or from before a clock step back) counts nothing.
+--          first write set the TTL until the window ends). A stored window that has not ended
+--          counts in the current one: on an unchanged limit it is the current one (or, after a
+--          clock step back, one ahead of it); on a changed one (an override, a reloaded policy)
+--          its count carries over, so 90 used of 100 leaves 910 of 1000, and the next write
+--          moves it to the current window's end.
 
 local function fixed_window(key, n, p, cost, now)
-  local window = math.floor(now / p)
-  local until_end = (window + 1) * p - now
+  local window_end = (math.floor(now / p) + 1) * p
+  local until_end = window_end - now
   local used, ttl, same = 0, until_end, nil
   local v = redis.call('GET', key)
   if v then
-    local w, c = string.match(v, '^(%d+) (%d+)$')
-    if w and tonumber(w) == window then
-      used, ttl, same = tonumber(c), -1, w
+    local e, c = string.match(v, '^(%d+) (%d+)$')
+    if e then
+      local stored = tonumber(e)
+      if stored > now then
+        used = tonumber(c)
+        if stored == window_end then
+          ttl, same = -1, e
+        end
+      end
     end
   end
   local remaining = math.max(0, n - used)
@@ -37,7 +47,7 @@ local function fixed_window(key, n, p, cost, now)
     if same then
       state = same .. ' ' .. (used + cost)
     else
-      state = string.format('%.0f %.0f', window, used + cost)
+      state = string.format('%.0f %.0f', window_end, used + cost)
     end
     return true, remaining, remaining - cost, reset_before, reset_after, 0, state, ttl
   end

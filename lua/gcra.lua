@@ -1,21 +1,32 @@
 -- GCRA: one theoretical arrival time (TAT) per key. With T = ceil(P / N), a request of cost c
 -- is admitted iff max(tat, now) + c*T - now <= N*T. Twin of src/algorithm/gcra.rs.
 --
--- KEYS     the limit's key: the TAT in µs, TTL until the TAT (then the state is moot).
+-- KEYS     the limit's key: a string "<TAT in µs> <T in µs>", TTL until the TAT (then the
+--          state is moot).
 -- Defines  gcra(key, n, p, cost, now), returning what prelude.lua describes; the state is the
---          new TAT, a number (Redis writes it as an exact integer). Anything but a number
---          reads as no state; a TAT beyond now + N*T cannot be reached on a monotonic clock (a
---          clock step back): it is clamped to now + N*T, so the wait asked for is never longer
---          than the period.
+--          new TAT and this limit's T. Anything else reads as no state. A T other than this
+--          limit's (the limit changed: an override, a reloaded policy) rescales the backlog,
+--          ceil(backlog * T / T_old), so the units used are kept (90 used of 100 leaves 910 of
+--          1000). A TAT beyond now + N*T cannot be reached on a monotonic clock (a clock step
+--          back): it is clamped to now + N*T, so the wait asked for is never longer than the
+--          period.
 
 local function gcra(key, n, p, cost, now)
   local t = math.ceil(p / n)
   local tolerance = n * t
   local start = now
-  -- tonumber, not a pattern: half the price, and floor() makes any number a whole µs.
-  local tat = tonumber(redis.call('GET', key))
-  if tat and tat > now then
-    start = math.min(math.floor(tat), now + tolerance)
+  local v = redis.call('GET', key)
+  if v then
+    local a, b = string.match(v, '^(%d+) (%d+)$')
+    if a then
+      local backlog, told = tonumber(a) - now, tonumber(b)
+      if backlog > 0 then
+        if told ~= t and told > 0 then
+          backlog = math.ceil(backlog * t / told)
+        end
+        start = now + math.min(backlog, tolerance)
+      end
+    end
   end
   local backlog = start - now
   local remaining = math.floor(math.max(0, tolerance - backlog) / t)
@@ -24,7 +35,8 @@ local function gcra(key, n, p, cost, now)
   end
   local after = backlog + cost * t
   if after <= tolerance then
-    return true, remaining, math.floor((tolerance - after) / t), backlog, after, 0, now + after, after
+    return true, remaining, math.floor((tolerance - after) / t), backlog, after, 0,
+      string.format('%.0f %.0f', now + after, t), after
   end
   return false, remaining, remaining, backlog, backlog, after - tolerance
 end

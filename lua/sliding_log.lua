@@ -15,9 +15,10 @@
 --          sliding_log(key, n, p, cost, at, newest, total, before)
 --            -> ok, remaining before, remaining after, reset before, reset after, retry
 --            where `before` is the total before the span of p: the base's for the longest log
---            limit; for a shorter one the tail reads the newest member at or before at - p.
---          The tail commits once per key: ZADD at, named 10^15 + total + cost (when cost > 0);
---          PEXPIRE.
+--            limit; for a shorter one the tail reads the newest member at or before at - p, else
+--            takes the base's.
+--          The tail commits once per key: ZADD at, named 10^15 + total + cost (when cost > 0;
+--          into an empty log, with the marker 10^15 at the same time); PEXPIRE.
 
 local function sliding_log_open(key, now, span)
   local newest, total = 0, 0
@@ -26,12 +27,14 @@ local function sliding_log_open(key, now, span)
     total, newest = tonumber(last[1]) - 1e15, tonumber(last[2])
   end
   local at = math.max(now, newest)
-  -- Members at or before at - span are outside every span: the newest of them, the base, stays
-  -- for its total, older ones go. Counting them first makes a young log (none outside) cost
-  -- one ZCOUNT.
+  -- Members at or before at - span are outside every span: the newest of them stays for its
+  -- total, older ones go. The oldest member left is the base: its total is what came before
+  -- every member that counts (a log starts with a marker of total 0, so a log never trimmed
+  -- has one too). The base, not 0, also starts a span longer than the log was trimmed for (a
+  -- limit whose period grew: an override, a reloaded policy), as the memory store's does.
   local base = 0
-  local outside = redis.call('ZCOUNT', key, '-inf', at - span)
-  if outside > 0 then
+  if last[1] then
+    local outside = redis.call('ZCOUNT', key, '-inf', at - span)
     if outside > 1 then
       redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
     end

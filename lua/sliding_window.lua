@@ -1,29 +1,36 @@
 -- Sliding-window counter: prev * (P - elapsed) / P (rounded up) + cur, over epoch-aligned
 -- windows of P. Twin of src/algorithm/sliding_window.rs (same double operations, same order).
 --
--- KEYS     the limit's key: a string "<window index> <current count> <previous count>",
---          TTL until the end of the next window (when the current count stops weighing).
+-- KEYS     the limit's key: a string "<window end, Unix µs> <current count> <previous
+--          count>", TTL until the end of the next window (when the current count stops
+--          weighing).
 -- Defines  sliding_window(key, n, p, cost, now), returning what prelude.lua describes; the
 --          state is the new counts, its TTL -1 (keep) when the key already holds this window
---          (its first write set the TTL until the next window ends). A stored window later
---          than the current one (from before a clock step back) counts nothing.
+--          (its first write set the TTL until the next window ends). A stored window that has
+--          not ended counts as the current one: on an unchanged limit it is (or, after a clock
+--          step back, is ahead of it); on a changed one (an override, a reloaded policy) both
+--          counts carry over, so 90 used of 100 leaves 910 of 1000. One that ended is the
+--          previous window only if it ended where the current one began.
 
 local function sliding_window(key, n, p, cost, now)
   local window = math.floor(now / p)
+  local start = window * p
   local cur, prev, same, same_prev = 0, 0, nil, nil
   local v = redis.call('GET', key)
   if v then
-    local w, c, pr = string.match(v, '^(%d+) (%d+) (%d+)$')
-    if w then
-      local stored = tonumber(w)
-      if stored == window then
-        cur, prev, same, same_prev = tonumber(c), tonumber(pr), w, pr
-      elseif stored + 1 == window then
+    local e, c, pr = string.match(v, '^(%d+) (%d+) (%d+)$')
+    if e then
+      local stored = tonumber(e)
+      if stored > now then
+        cur, prev = tonumber(c), tonumber(pr)
+        if stored == start + p then
+          same, same_prev = e, pr
+        end
+      elseif stored == start then
         prev = tonumber(c)
       end
     end
   end
-  local start = window * p
   local elapsed = now - start
   local used = math.ceil(prev * (p - elapsed) / p) + cur
   local remaining = math.max(0, n - used)
@@ -51,7 +58,7 @@ local function sliding_window(key, n, p, cost, now)
         same .. ' ' .. (cur + cost) .. ' ' .. same_prev, -1
     end
     return true, remaining, remaining - cost, free_before, free_after, 0,
-      string.format('%.0f %.0f %.0f', window, cur + cost, prev), next_end
+      string.format('%.0f %.0f %.0f', start + p, cur + cost, prev), next_end
   end
   -- The least elapsed time in a window at which the weight of a count m is at most k:
   -- m * (P - e) / P <= k  <=>  e >= P - k * P / m.

@@ -1,10 +1,13 @@
 -- Token bucket: N tokens, one more every T = ceil(P / N) µs. Twin of
 -- src/algorithm/token_bucket.rs.
 --
--- KEYS     the limit's key: a string "<tokens> <last>", where last is when the latest token
---          arrived (or the bucket filled); TTL until the bucket is full again.
+-- KEYS     the limit's key: a string "<used> <last>", the tokens missing from the bucket
+--          and when the latest token arrived (or the bucket filled); TTL until the bucket is
+--          full again. Missing tokens, not tokens left, so that a changed limit (an override, a
+--          reloaded policy) keeps the units used: 90 missing of 100 leaves 910 of 1000, none
+--          of 50; refilling continues from `last` at the new rate.
 -- Defines  token_bucket(key, n, p, cost, now), returning what prelude.lua describes; the state
---          is the tokens left and `last` (a full bucket has a TTL of 0: it is deleted). A
+--          is the tokens missing and `last` (a full bucket has a TTL of 0: it is deleted). A
 --          `last` in the future (a clock step back) is clamped to now, so refilling resumes
 --          at once.
 
@@ -15,7 +18,7 @@ local function token_bucket(key, n, p, cost, now)
   if v then
     local a, b = string.match(v, '^(%d+) (%d+)$')
     if a then
-      a, b = math.min(tonumber(a), n), math.min(tonumber(b), now)
+      a, b = n - math.min(tonumber(a), n), math.min(tonumber(b), now)
       if a < n then
         local gained = math.floor((now - b) / t)
         if gained >= n - a then
@@ -40,7 +43,7 @@ local function token_bucket(key, n, p, cost, now)
       full_after = math.max(0, last + (n - left) * t - now)
     end
     return true, tokens, left, full_before, full_after, 0,
-      string.format('%.0f %.0f', left, last), full_after
+      string.format('%.0f %.0f', n - left, last), full_after
   end
   return false, tokens, tokens, full_before, full_before, math.max(0, last + (cost - tokens) * t - now)
 end

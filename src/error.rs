@@ -22,6 +22,15 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An override that does not fit its policy: not one rate per limit of the policy, a
+    /// line that is not `N/DURATION`, or a rate the policy's algorithm cannot enforce.
+    #[error("invalid override for policy `{policy}`: {reason}")]
+    InvalidOverride {
+        /// The policy's name.
+        policy: String,
+        /// What is wrong with it, in one line.
+        reason: String,
+    },
     /// A policy without limits.
     #[error("policy `{0}` has no limits")]
     NoLimits(String),

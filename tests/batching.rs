@@ -167,7 +167,7 @@ async fn a_key_of_the_wrong_type_fails_only_its_own_decisions() {
         .unwrap();
     let policy = gcra_policy("p", 5, DAY);
     let mut conn = server.connection();
-    let bad = format!("{prefix}:p:{{bad}}:gc:5:86400000000");
+    let bad = format!("{prefix}:p:{{bad}}:gc0");
     let _: () = redis::cmd("LPUSH")
         .arg(&bad)
         .arg("x")

@@ -91,12 +91,19 @@ fn denied_requests_on_new_keys_store_nothing() {
 }
 
 #[test]
-fn a_changed_policy_under_the_same_name_starts_fresh() {
+fn a_changed_limit_under_the_same_name_keeps_the_units_used_and_a_changed_algorithm_starts_fresh() {
     let store = MemoryStore::new();
     let key = Key::new("k");
     let a = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
     let b = Policy::new("p", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap();
+    let c = Policy::new(
+        "p",
+        [Limit::fixed_window(2, Duration::from_secs(60)).unwrap()],
+    )
+    .unwrap();
     assert!(store.check_now(&a, &key, 1).is_allowed());
     assert!(!store.check_now(&a, &key, 1).is_allowed());
-    assert_eq!(store.check_now(&b, &key, 1).remaining(), Some(1));
+    // 1 used of 2: one more passes.
+    assert_eq!(store.check_now(&b, &key, 1).remaining(), Some(0));
+    assert_eq!(store.check_now(&c, &key, 1).remaining(), Some(1));
 }

@@ -1,6 +1,6 @@
 //! Black-box tests of `examples/server.rs`'s operations flags: `/metrics` after a known
 //! sequence (against real Redis, then without it), `--shadow`, and the admin endpoints
-//! (inspect and reset) on Redis and on the memory store.
+//! (inspect and reset, overrides) on Redis and on the memory store.
 
 mod support;
 
@@ -14,6 +14,17 @@ const TOKEN: &str = "s3cret-token";
 
 /// One HTTP/1.1 request to `addr`; the status, the headers (names in lower case) and the body.
 fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    http_with_body(addr, method, path, headers, "")
+}
+
+/// [`http`] with a request body.
+fn http_with_body(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -22,7 +33,7 @@ fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply
     for (name, value) in headers {
         req.push_str(&format!("{name}: {value}\r\n"));
     }
-    req.push_str("\r\n");
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
     stream.write_all(req.as_bytes()).unwrap();
     let mut raw = String::new();
     stream.read_to_string(&mut raw).expect("read response");
@@ -407,4 +418,81 @@ fn admin_answers_503_while_the_store_is_down() {
         .as_str()
         .unwrap()
         .starts_with("store: "));
+}
+
+/// Set, read and remove an override through the admin endpoints; bad bodies get 400.
+fn override_flow(store_args: &[&str]) {
+    let mut args = vec![
+        "--algorithm",
+        "fixed-window",
+        "--limit",
+        "3/1h",
+        "--admin-bind",
+        "127.0.0.1:0",
+        "--admin-token",
+        TOKEN,
+    ];
+    args.extend_from_slice(store_args);
+    let server = RunningExample::start("server", &args);
+    let admin = server.listener("admin");
+    let bearer = format!("Bearer {TOKEN}");
+    let auth = [("authorization", bearer.as_str())];
+    let path = "/overrides/server/ip%3A127.0.0.1";
+    let request = || http(&server.addr, "GET", "/", &[]);
+
+    for method in ["GET", "PUT", "DELETE"] {
+        assert_eq!(http_with_body(admin, method, path, &[], "9/1h").status, 401);
+    }
+    assert_eq!(http(admin, "GET", path, &auth).status, 404);
+    for _ in 0..3 {
+        assert_eq!(request().status, 200);
+    }
+    assert_eq!(request().status, 429);
+
+    for (body, reason) in [
+        ("ten per hour", "line 1"),
+        ("5/1h\n5/1s", "2 rates for 1 limits"),
+        ("", "0 rates for 1 limits"),
+        ("0/1h", "count must be at least 1"),
+    ] {
+        let reply = http_with_body(admin, "PUT", path, &auth, body);
+        assert_eq!(reply.status, 400, "{body:?}: {}", reply.body);
+        let error = reply.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains(reason), "{body:?}: {error}");
+        assert!(!error.contains('\n'), "one line: {error}");
+    }
+    let hostile = "1/1s\n".repeat(2_000);
+    assert_eq!(
+        http_with_body(admin, "PUT", path, &auth, &hostile).status,
+        413
+    );
+
+    // Raised to 5: the 3 used still count, and the cached denial is gone at once.
+    assert_eq!(
+        http_with_body(admin, "PUT", path, &auth, "5/1h\n").status,
+        204
+    );
+    let read = http(admin, "GET", path, &auth);
+    assert_eq!((read.status, read.body.as_str()), (200, "5/1h\n"));
+    let allowed = request();
+    assert_eq!(allowed.status, 200);
+    assert_eq!(allowed.number("x-ratelimit-limit"), 5);
+    assert_eq!(allowed.number("x-ratelimit-remaining"), 1);
+
+    assert_eq!(http(admin, "DELETE", path, &auth).status, 204);
+    assert_eq!(http(admin, "DELETE", path, &auth).status, 404);
+    assert_eq!(http(admin, "GET", path, &auth).status, 404);
+    assert_eq!(request().status, 429);
+}
+
+#[test]
+fn admin_sets_reads_and_removes_overrides_in_redis() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("admin-ov");
+    override_flow(&["--redis", &redis.url(), "--prefix", &prefix]);
+}
+
+#[test]
+fn admin_sets_reads_and_removes_overrides_in_memory() {
+    override_flow(&[]);
 }

@@ -256,7 +256,9 @@ pub(crate) const FLAGS: &[Flag] = &[
         "--admin-bind",
         "ADDR",
         "serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads \
-         a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it",
+         a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it; \
+         `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: one N/DUR per line), reads and \
+         removes its override",
         |a, v| {
             a.admin_bind = Some(args::bind(&v)?);
             Ok(())

@@ -2,10 +2,16 @@
 
 use super::{span, Eval, Step};
 
-/// The count of the window the key last saw.
+/// The count of the window the key last saw, and when that window ends (Unix µs).
+///
+/// The end, not the window's index, so that a changed limit keeps the count: while the stored
+/// window has not ended its count is the current window's count whatever the new `N` and `P`
+/// (90 used of 100 leaves 910 of 1000), and the next write moves it to the current window's
+/// end. (On one unchanged limit a stored window that has not ended is the current one, or one
+/// ahead of it after a clock step back, which then counts in the current window.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
-    pub(crate) window: u64,
+    pub(crate) end: u64,
     pub(crate) count: u64,
 }
 
@@ -18,13 +24,13 @@ pub(crate) fn check(
     cost: u64,
     now: u64,
 ) -> Step<State> {
-    let window = now / period_us;
-    let used = state.filter(|s| s.window == window).map_or(0, |s| s.count);
-    let until_end = (window + 1) * period_us - now;
+    let end = (now / period_us + 1) * period_us;
+    let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+    let until_end = end - now;
     let remaining = count.saturating_sub(used);
     let reset_before = if used == 0 { 0 } else { until_end };
     let next = State {
-        window,
+        end,
         count: used + cost,
     };
     if cost > count {
@@ -89,5 +95,27 @@ mod tests {
         let e = run(&mut None, 4, P);
         assert!(!e.allowed);
         assert_eq!(e.retry, -1);
+    }
+
+    #[test]
+    fn a_changed_limit_keeps_the_count_until_its_window_ends() {
+        let used = check(None, 100, 60 * P, 90, 30 * P).next;
+        assert_eq!(
+            check(Some(used), 1000, 60 * P, 0, 30 * P)
+                .eval
+                .remaining_before,
+            910
+        );
+        // A longer period: the count still runs in the current (longer) window.
+        let longer = check(Some(used), 1000, 3600 * P, 1, 30 * P);
+        assert_eq!(longer.eval.remaining_before, 910);
+        assert_eq!(longer.next.end, 3600 * P);
+        // Once the stored window has ended, nothing is counted.
+        assert_eq!(
+            check(Some(used), 1000, 7 * P, 0, 60 * P)
+                .eval
+                .remaining_before,
+            1000
+        );
     }
 }

@@ -3,27 +3,49 @@
 //! With `T = ceil(P / N)`, a request of cost `c` is admitted iff
 //! `max(tat, now) + c·T - now <= N·T`: the burst is exactly `N`, the rate `1/T`. A TAT beyond
 //! `now + N·T` cannot be reached on a monotonic clock: it is clamped there.
+//!
+//! The state keeps the `T` it was written with: the backlog `tat - now` is `units · T`, so
+//! when the limit changes (an override, a reloaded policy) the backlog is rescaled to the new
+//! `T` (`ceil(backlog · T_new / T_old)`, in doubles as the Lua script computes it) and the
+//! units used are kept: 90 used of 100 leaves 910 of 1000.
 
 use super::{emission_interval, span, Eval, Step};
 
-/// Evaluates `cost` at `now` given the stored TAT; the next state is the TAT to store (its
+/// The stored TAT (µs) and the emission interval `T` it was computed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct State {
+    pub(crate) tat: u64,
+    pub(crate) t: u64,
+}
+
+/// The backlog of `state` at `now` in µs of the interval `t`.
+fn backlog(state: State, t: u64, now: u64) -> u64 {
+    let raw = state.tat.saturating_sub(now);
+    if state.t == t || state.t == 0 {
+        raw
+    } else {
+        (raw as f64 * t as f64 / state.t as f64).ceil() as u64
+    }
+}
+
+/// Evaluates `cost` at `now` given the stored state; the next state is the TAT to store (its
 /// time to live is `tat - now`).
 pub(crate) fn check(
-    tat: Option<u64>,
+    state: Option<State>,
     count: u64,
     period_us: u64,
     cost: u64,
     now: u64,
-) -> Step<u64> {
+) -> Step<State> {
     let t = emission_interval(count, period_us);
     let tolerance = count * t;
-    let start = tat.map_or(now, |tat| tat.clamp(now, now + tolerance));
+    let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
     let backlog = start - now;
     let remaining_before = tolerance.saturating_sub(backlog) / t;
     if cost > count {
         return Step {
             eval: Eval::never(remaining_before, backlog),
-            next: start,
+            next: State { tat: start, t },
             ttl: backlog,
         };
     }
@@ -47,7 +69,7 @@ pub(crate) fn check(
     };
     Step {
         eval,
-        next,
+        next: State { tat: next, t },
         ttl: next - now,
     }
 }
@@ -80,7 +102,7 @@ mod tests {
         // 3 per second: one unit every 333_334 µs, never faster than 3/s.
         let step = check(None, 3, 1_000_000, 3, 0);
         assert!(step.eval.allowed);
-        assert_eq!(step.next, 1_000_002);
+        assert_eq!(step.next.tat, 1_000_002);
         assert_eq!(step.eval.reset_after, 1_000_002);
     }
 
@@ -88,11 +110,28 @@ mod tests {
     fn a_tat_from_a_clock_step_back_is_clamped() {
         // 5 per 10 s; the TAT was written 60 s "later" than now (the clock stepped back).
         let (n, p) = (5, 10_000_000);
-        let e = check(Some(70_000_000), n, p, 1, 10_000_000).eval;
+        let stepped = State {
+            tat: 70_000_000,
+            t: 2_000_000,
+        };
+        let e = check(Some(stepped), n, p, 1, 10_000_000).eval;
         assert!(!e.allowed);
         assert!(
             e.retry <= 2_000_000,
             "waits one emission interval, not 60 s"
         );
+    }
+
+    #[test]
+    fn a_changed_limit_keeps_the_units_used() {
+        // 90 used of 100 per minute, then the limit becomes 1000 per minute: 910 left.
+        let (p, now) = (60_000_000, 1_000_000_000);
+        let used = check(None, 100, p, 90, now).next;
+        let e = check(Some(used), 1000, p, 0, now).eval;
+        assert_eq!(e.remaining_before, 910);
+        // And cut to 50: nothing left, the wait no longer than the new period.
+        let e = check(Some(used), 50, p, 1, now).eval;
+        assert!(!e.allowed);
+        assert_eq!(e.remaining_before, 0);
     }
 }

@@ -5,10 +5,18 @@
 
 use super::{span, Eval, Step};
 
-/// The counts of the key's last window and the one before it.
+/// The counts of the key's last window and the one before it, and when that window ends
+/// (Unix µs).
+///
+/// The end, not the window's index, so that a changed limit keeps the counts: with the same
+/// `P` the stored window is the current one or the previous one as before; with another `P`
+/// (an override, a reloaded policy) a stored window that has not ended counts as the current
+/// one (both counts carried over); one that ended is the previous window only if it ended
+/// where the current one began (so its state is alive under the TTL the old limit gave it). After a clock step back a window ahead of the current one also counts
+/// as the current one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
-    pub(crate) window: u64,
+    pub(crate) end: u64,
     pub(crate) current: u64,
     pub(crate) previous: u64,
 }
@@ -37,12 +45,13 @@ pub(crate) fn check(
     now: u64,
 ) -> Step<State> {
     let window = now / period_us;
+    let start = window * period_us;
+    let end = start + period_us;
     let (current, previous) = match state {
-        Some(s) if s.window == window => (s.current, s.previous),
-        Some(s) if s.window + 1 == window => (0, s.current),
+        Some(s) if s.end > now => (s.current, s.previous),
+        Some(s) if s.end == start => (0, s.current),
         _ => (0, 0),
     };
-    let start = window * period_us;
     let elapsed = now - start;
     let used = weighted(previous, period_us, elapsed) + current;
     let remaining = count.saturating_sub(used);
@@ -56,7 +65,7 @@ pub(crate) fn check(
         }
     };
     let next = State {
-        window,
+        end,
         current: current + cost,
         previous,
     };
@@ -98,7 +107,7 @@ mod tests {
     #[test]
     fn previous_window_weighs_by_overlap() {
         let full = Some(State {
-            window: 9,
+            end: 10 * P,
             current: 10,
             previous: 0,
         });
@@ -117,7 +126,7 @@ mod tests {
     #[test]
     fn full_current_window_waits_into_the_next() {
         let s = Some(State {
-            window: 3,
+            end: 4 * P,
             current: 4,
             previous: 0,
         });
@@ -129,5 +138,23 @@ mod tests {
         assert!(e.allowed);
         let e = check(s, 4, P, 1, 4 * P + 249_999).eval;
         assert!(!e.allowed);
+    }
+
+    #[test]
+    fn a_changed_limit_keeps_the_counts() {
+        let used = check(None, 100, 60 * P, 90, 30 * P).next;
+        assert_eq!(
+            check(Some(used), 1000, 60 * P, 0, 30 * P)
+                .eval
+                .remaining_before,
+            910
+        );
+        // Another period: the running window's count is the current count.
+        assert_eq!(
+            check(Some(used), 1000, 7 * P, 0, 30 * P)
+                .eval
+                .remaining_before,
+            910
+        );
     }
 }

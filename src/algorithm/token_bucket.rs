@@ -6,11 +6,21 @@
 
 use super::{emission_interval, span, Eval, Step};
 
-/// Tokens in the bucket as of `last` (µs), when the latest token arrived or the bucket filled.
+/// The tokens missing from the bucket (`used`) as of `last` (µs), when the latest token
+/// arrived or the bucket filled. Missing tokens, not tokens left, so that a changed limit
+/// keeps the units used: 90 missing of 100 leaves 910 of 1000 (and none of 50); refilling
+/// continues from `last` at the new rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
-    pub(crate) tokens: u64,
+    pub(crate) used: u64,
     pub(crate) last: u64,
+}
+
+/// Tokens in a bucket as of `last`, before refilling.
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: u64,
+    last: u64,
 }
 
 /// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
@@ -23,25 +33,30 @@ pub(crate) fn check(
 ) -> Step<State> {
     let t = emission_interval(count, period_us);
     let refilled = match state {
-        Some(s) if s.tokens < count => {
+        Some(s) if s.used > 0 => {
+            let tokens = count - s.used.min(count);
             let last = s.last.min(now);
             let gained = (now - last) / t;
-            if gained >= count - s.tokens {
-                State {
+            if gained >= count - tokens {
+                Bucket {
                     tokens: count,
                     last: now,
                 }
             } else {
-                State {
-                    tokens: s.tokens + gained,
+                Bucket {
+                    tokens: tokens + gained,
                     last: last + gained * t,
                 }
             }
         }
-        _ => State {
+        _ => Bucket {
             tokens: count,
             last: now,
         },
+    };
+    let stored = |b: Bucket| State {
+        used: count - b.tokens,
+        last: b.last,
     };
     let until_full = |tokens: u64| {
         if tokens >= count {
@@ -54,7 +69,7 @@ pub(crate) fn check(
     if cost > count {
         return Step {
             eval: Eval::never(refilled.tokens, reset_before),
-            next: refilled,
+            next: stored(refilled),
             ttl: reset_before,
         };
     }
@@ -78,10 +93,10 @@ pub(crate) fn check(
     };
     Step {
         eval,
-        next: State {
+        next: stored(Bucket {
             tokens: after,
             last: refilled.last,
-        },
+        }),
         ttl: eval.reset_after,
     }
 }
@@ -106,7 +121,7 @@ mod tests {
         assert_eq!(
             step.next,
             State {
-                tokens: 0,
+                used: 5,
                 last: 601_000
             }
         );
@@ -124,7 +139,7 @@ mod tests {
     fn a_last_from_a_clock_step_back_refills_from_now() {
         // 5 per 10 s, 3 tokens left, `last` 60 s ahead of now (the clock stepped back).
         let s = State {
-            tokens: 3,
+            used: 2,
             last: 70_000_000,
         };
         let step = check(Some(s), 5, 10_000_000, 1, 10_000_000);
@@ -132,5 +147,22 @@ mod tests {
         assert_eq!(step.next.last, 10_000_000, "`last` clamped to now");
         let e = check(Some(step.next), 5, 10_000_000, 1, 12_000_000).eval;
         assert_eq!(e.remaining_before, 3, "refills again after one interval");
+    }
+
+    #[test]
+    fn a_changed_limit_keeps_the_tokens_used() {
+        let used = check(None, 100, 60_000_000, 90, 0).next;
+        assert_eq!(
+            check(Some(used), 1000, 60_000_000, 0, 0)
+                .eval
+                .remaining_before,
+            910
+        );
+        assert_eq!(
+            check(Some(used), 50, 60_000_000, 0, 0)
+                .eval
+                .remaining_before,
+            0
+        );
     }
 }

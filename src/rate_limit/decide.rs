@@ -60,6 +60,8 @@ pub(crate) struct Pending {
     /// When the store call was made, before it was sent (a store future does nothing until
     /// polled): the deny cache counts from here. Only for calls that wait.
     asked: Option<Instant>,
+    /// The store's overrides version when the call was made: a denial is cached under it.
+    overrides: u64,
 }
 
 /// A request waiting for another to refresh its key's expired denial.
@@ -116,6 +118,16 @@ impl Decider {
         self.shadow.get(rule).copied().unwrap_or_default()
     }
 
+    /// Drops this layer's cached denials of `key` under the policy named `policy` (its
+    /// override changed: they may no longer stand).
+    pub(crate) fn forget_denials(&self, policy: &str, key: &Key) {
+        for (id, rule) in self.config.rules().enumerate() {
+            if rule.policy.name() == policy {
+                self.deny_cache.remove(id, key);
+            }
+        }
+    }
+
     /// Forgets what this layer remembers of `key` under the policy named `policy`: the deny
     /// cache's denials and the local fallback's state, after the store's state was reset.
     pub(crate) fn forget(&self, policy: &str, key: &Key) {
@@ -165,7 +177,11 @@ impl Decider {
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        let gate = match self.deny_cache.lookup(rule_id, &key, cost, false) {
+        let store = &self.config.store;
+        let gate = match self
+            .deny_cache
+            .lookup(rule_id, &key, cost, false, || store.overrides_version())
+        {
             Lookup::Miss => None,
             Lookup::Hit(denial) => {
                 return Start::Decided(self.decided(rule_id, &key, denial, grpc, None))
@@ -192,7 +208,11 @@ impl Decider {
             key,
             cost,
         } = queued;
-        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true) {
+        let store = &self.config.store;
+        if let Lookup::Hit(denial) = self
+            .deny_cache
+            .lookup(rule, &key, cost, true, || store.overrides_version())
+        {
             return Start::Decided(self.decided(rule, &key, denial, grpc, None));
         }
         // The id comes from this decider's own (immutable) rules: always there.
@@ -225,6 +245,7 @@ impl Decider {
             permit: None,
             _gate: gate,
             asked: None,
+            overrides: self.config.store.overrides_version(),
         };
         if admission == Admission::Skip {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
@@ -270,8 +291,13 @@ impl Decider {
             self.meters.store_latency(latency);
         }
         if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
-            self.deny_cache
-                .insert(pending.rule, &pending.key, pending.cost, asked, decision);
+            self.deny_cache.insert(
+                pending.rule,
+                &pending.key,
+                pending.cost,
+                (asked, pending.overrides),
+                decision,
+            );
         }
         self.settle(outcome, pending, latency)
     }

@@ -55,6 +55,9 @@ struct Entry {
     /// When the store was asked (never after it evaluated).
     asked: Instant,
     until: Instant,
+    /// The store's overrides version when it was asked: after an override changed anywhere
+    /// (on another replica, seen by the store's poller), the denial may no longer stand.
+    overrides: u64,
     /// Who asks the store for this key once the denial has expired: one at a time.
     gate: Arc<Semaphore>,
 }
@@ -114,8 +117,16 @@ impl DenyCache {
 
     /// What the cache knows of `cost` for `key` under rule `rule`. `gated`: the caller has
     /// already waited its turn at the key's gate (or given up waiting), so an expired denial
-    /// sends it to the store.
-    pub(crate) fn lookup(&self, rule: usize, key: &Key, cost: u64, gated: bool) -> Lookup {
+    /// sends it to the store. `overrides` reads the store's overrides version: a denial
+    /// cached under another is a miss.
+    pub(crate) fn lookup(
+        &self,
+        rule: usize,
+        key: &Key,
+        cost: u64,
+        gated: bool,
+        overrides: impl FnOnce() -> u64,
+    ) -> Lookup {
         if self.len.load(Ordering::Relaxed) == 0 {
             return Lookup::Miss;
         }
@@ -127,7 +138,7 @@ impl DenyCache {
         let Some(entry) = map.get(&hash) else {
             return Lookup::Miss;
         };
-        if entry.rule != rule || entry.key != *key {
+        if entry.rule != rule || entry.key != *key || entry.overrides != overrides() {
             return Lookup::Miss;
         }
         if now >= entry.until {
@@ -150,14 +161,14 @@ impl DenyCache {
         )
     }
 
-    /// Remembers the store's `decision` for `cost`, asked at `asked`, if it is a denial that
-    /// can be cached.
+    /// Remembers the store's `decision` for `cost`, asked at `asked` under the store's
+    /// overrides version `overrides`, if it is a denial that can be cached.
     pub(crate) fn insert(
         &self,
         rule: usize,
         key: &Key,
         cost: u64,
-        asked: Instant,
+        (asked, overrides): (Instant, u64),
         decision: &Decision,
     ) {
         let Some(retry) = cacheable_retry(decision) else {
@@ -175,6 +186,7 @@ impl DenyCache {
                 entry.cost = cost;
                 entry.asked = asked;
                 entry.until = until;
+                entry.overrides = overrides;
                 return;
             }
         }
@@ -185,6 +197,7 @@ impl DenyCache {
             cost,
             asked,
             until,
+            overrides,
             gate: Arc::new(Semaphore::new(1)),
         };
         if map.insert(hash, entry).is_some() {
@@ -263,38 +276,42 @@ mod tests {
         let d = denial(&store, &policy, &key, 1);
         let cache = DenyCache::new(100);
         let asked = Instant::now();
-        cache.insert(0, &key, 2, asked, &d);
-        let Lookup::Hit(hit) = cache.lookup(0, &key, 2, false) else {
+        cache.insert(0, &key, 2, (asked, 0), &d);
+        let Lookup::Hit(hit) = cache.lookup(0, &key, 2, false, || 0) else {
             panic!("not cached")
         };
         assert_eq!(hit.source(), DecisionSource::DenyCache);
         assert!(!hit.is_allowed());
         assert!(hit.retry_after().unwrap() <= d.retry_after().unwrap());
-        let miss =
-            |rule, key: &Key, cost| matches!(cache.lookup(rule, key, cost, false), Lookup::Miss);
+        let miss = |rule, key: &Key, cost| {
+            matches!(cache.lookup(rule, key, cost, false, || 0), Lookup::Miss)
+        };
         assert!(miss(0, &key, 1), "a smaller cost asks the store");
         assert!(miss(1, &key, 2), "another rule");
         assert!(miss(0, &Key::new("other"), 2));
         // Expired (asked long enough ago): one request asks the store, the others wait.
         let long_ago = Instant::now() - d.retry_after().unwrap() - Duration::from_millis(1);
-        cache.insert(0, &key, 2, long_ago, &d);
-        let Lookup::Refresh(turn) = cache.lookup(0, &key, 2, false) else {
+        cache.insert(0, &key, 2, (long_ago, 0), &d);
+        let Lookup::Refresh(turn) = cache.lookup(0, &key, 2, false, || 0) else {
             panic!("no refresh")
         };
-        let Lookup::Wait(gate) = cache.lookup(0, &key, 2, false) else {
+        let Lookup::Wait(gate) = cache.lookup(0, &key, 2, false, || 0) else {
             panic!("no wait")
         };
         assert!(miss_gated(&cache, &key), "its turn: ask the store");
         // A fresh denial on the same gate: the waiters find it once the turn is over.
-        cache.insert(0, &key, 2, Instant::now(), &d);
+        cache.insert(0, &key, 2, (Instant::now(), 0), &d);
         drop(turn);
         assert!(gate.try_acquire().is_ok());
-        assert!(matches!(cache.lookup(0, &key, 2, false), Lookup::Hit(_)));
+        assert!(matches!(
+            cache.lookup(0, &key, 2, false, || 0),
+            Lookup::Hit(_)
+        ));
         assert_eq!(cache.len(), 1);
     }
 
     fn miss_gated(cache: &DenyCache, key: &Key) -> bool {
-        matches!(cache.lookup(0, key, 2, true), Lookup::Miss)
+        matches!(cache.lookup(0, key, 2, true, || 0), Lookup::Miss)
     }
 
     #[test]
@@ -304,12 +321,12 @@ mod tests {
         let key = Key::new("k");
         let cache = DenyCache::new(100);
         let allowed = store.check_now(&policy, &key, 1);
-        cache.insert(0, &key, 1, Instant::now(), &allowed);
+        cache.insert(0, &key, 1, (Instant::now(), 0), &allowed);
         let never = store.check_now(&policy, &key, 3);
         assert!(never.exceeds_capacity());
-        cache.insert(0, &key, 3, Instant::now(), &never);
+        cache.insert(0, &key, 3, (Instant::now(), 0), &never);
         let local = denial(&store, &policy, &key, 1).with_source(DecisionSource::Local);
-        cache.insert(0, &key, 1, Instant::now(), &local);
+        cache.insert(0, &key, 1, (Instant::now(), 0), &local);
         assert_eq!(cache.len(), 0);
     }
 
@@ -322,7 +339,7 @@ mod tests {
         for i in 0..1000 {
             let key = Key::new(format!("k{i}"));
             let d = denial(&store, &policy, &key, 1);
-            cache.insert(0, &key, 1, Instant::now(), &d);
+            cache.insert(0, &key, 1, (Instant::now(), 0), &d);
         }
         assert!(cache.len() <= 32 + SHARDS, "{}", cache.len());
         let off = DenyCache::new(0);
@@ -331,9 +348,9 @@ mod tests {
             0,
             &key,
             1,
-            Instant::now(),
+            (Instant::now(), 0),
             &denial(&store, &policy, &key, 1),
         );
-        assert!(matches!(off.lookup(0, &key, 1, false), Lookup::Miss));
+        assert!(matches!(off.lookup(0, &key, 1, false, || 0), Lookup::Miss));
     }
 }

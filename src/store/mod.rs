@@ -29,6 +29,8 @@ mod check;
 mod clock;
 mod key_state;
 mod memory;
+mod override_table;
+mod overrides;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
@@ -40,6 +42,7 @@ pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use key_state::{AdminFuture, KeyState};
 pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
+pub use overrides::Override;
 
 use std::sync::Arc;
 
@@ -146,6 +149,87 @@ pub trait Store: Send + Sync + 'static {
         key_state::unsupported("reset")
     }
 
+    /// Sets an override for `key` under `policy`: from now on the key is counted under the
+    /// override's rates instead of the policy's ([`Override`]), keeping its state (90 used of
+    /// 100 leaves 910 of 1000). A Redis store keeps it in Redis, so every replica applies it
+    /// (within its poll interval) and it survives restarts. Stores that do not offer it
+    /// answer [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Override, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::fixed_window(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// assert!(store.check_now(&policy, &key, 1).is_allowed());
+    /// assert!(!store.check_now(&policy, &key, 1).is_allowed());
+    /// let raised = Override::parse(&policy, "3/1m").unwrap();
+    /// store.set_override(&policy, &key, raised.clone()).await.unwrap();
+    /// assert_eq!(store.get_override(&policy, &key).await.unwrap(), Some(raised));
+    /// assert_eq!(store.check_now(&policy, &key, 1).limits()[0].remaining(), 1);
+    /// # });
+    /// ```
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
+        let _ = (policy, key, value);
+        key_state::unsupported("set_override")
+    }
+
+    /// The override of `key` under `policy`, if any (as the store holds it: in Redis for a
+    /// Redis store). Stores that do not offer overrides answer
+    /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// assert_eq!(MemoryStore::new().get_override(&policy, &Key::new("k")).await.unwrap(), None);
+    /// # });
+    /// ```
+    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+        let _ = (policy, key);
+        key_state::unsupported("get_override")
+    }
+
+    /// Removes the override of `key` under `policy`; answers whether there was one. The key
+    /// is counted under the policy's own limits again, its state kept. Stores that do not
+    /// offer overrides answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)
+    /// (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Override, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// store.set_override(&policy, &key, Override::parse(&policy, "5/1m").unwrap()).await.unwrap();
+    /// assert!(store.remove_override(&policy, &key).await.unwrap());
+    /// assert!(!store.remove_override(&policy, &key).await.unwrap());
+    /// # });
+    /// ```
+    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+        let _ = (policy, key);
+        key_state::unsupported("remove_override")
+    }
+
+    /// A number that changes whenever the overrides this store applies change (set, removed,
+    /// or, for a Redis store, seen changed in Redis by its poller). A layer asks the store
+    /// again, rather than answer from its deny cache, for denials cached before a change.
+    /// Stores without overrides answer 0 (the default).
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert_eq!(MemoryStore::new().overrides_version(), 0);
+    /// ```
+    fn overrides_version(&self) -> u64 {
+        0
+    }
+
     /// What kind of store this is, for metrics labels (`memory`, `redis`; `custom` by
     /// default). A short constant: it becomes a label value.
     ///
@@ -173,6 +257,22 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
         (**self).reset(policy, key)
+    }
+
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
+        (**self).set_override(policy, key, value)
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+        (**self).get_override(policy, key)
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+        (**self).remove_override(policy, key)
+    }
+
+    fn overrides_version(&self) -> u64 {
+        (**self).overrides_version()
     }
 
     fn kind(&self) -> &'static str {

@@ -52,7 +52,7 @@ async fn reset(
 }
 
 /// The policy and key a path names, or the answer to a path that names none.
-fn target(
+pub(super) fn target(
     admin: &Admin,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<(Policy, Key), (StatusCode, String)> {

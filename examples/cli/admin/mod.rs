@@ -1,8 +1,9 @@
 //! `--admin-bind` / `--admin-token`: admin endpoints on a listener of their own, every one
 //! behind a bearer token. Each concern is a module adding its routes to [`router`] (`keys`:
-//! inspect and reset a key); later ones (overrides) go beside it.
+//! inspect and reset a key; `overrides`: a key's own rates).
 
 mod keys;
+mod overrides;
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -24,10 +25,11 @@ pub(crate) struct Admin {
 pub(crate) fn router(layer: RateLimitLayer, token: String) -> Router {
     Router::new()
         .merge(keys::routes())
+        .merge(overrides::routes())
         .fallback(|| async {
             error(
                 StatusCode::NOT_FOUND,
-                "no such admin endpoint: try /keys/{policy}/{key}",
+                "no such admin endpoint: try /keys/{policy}/{key} or /overrides/{policy}/{key}",
             )
         })
         .with_state(Admin { layer })

@@ -25,7 +25,7 @@ enum Slot {
     SlidingWindow(Option<sliding_window::State>),
     SlidingLog,
     TokenBucket(Option<token_bucket::State>),
-    Gcra(Option<u64>),
+    Gcra(Option<gcra::State>),
 }
 
 impl Entry {
@@ -65,12 +65,28 @@ impl Entry {
         self.expires_at = 0;
     }
 
-    /// Whether this entry was made for these limits (a policy changed under the same name
-    /// starts fresh, as the Redis keys, which name their limit, do).
-    pub(super) fn fits(&self, policy: &Policy) -> bool {
-        // The same `Arc` in the common case; equal limits after a policy was rebuilt.
-        std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
-            || *self.limits == *policy.limits()
+    /// Takes this policy's limits as the ones to enforce and report, keeping the state of
+    /// every limit whose position and algorithm are unchanged, as the Redis keys (which name a
+    /// limit's position and algorithm) do: a changed `N` or period keeps the state (each
+    /// algorithm says how it reads state written under another limit); a limit of another
+    /// algorithm starts fresh. The log, one per key as in Redis, is kept.
+    pub(super) fn adopt(&mut self, policy: &Policy) {
+        // The same `Arc` in the common case.
+        if std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr()) {
+            return;
+        }
+        let fresh = Entry::new(policy);
+        let slots = fresh
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, new)| match self.slots.get(i) {
+                Some(old) if std::mem::discriminant(old) == std::mem::discriminant(new) => *old,
+                _ => *new,
+            })
+            .collect();
+        self.slots = slots;
+        self.limits = fresh.limits;
     }
 
     /// Evaluates every limit, commits all or none, and reports each limit's state.

@@ -13,8 +13,11 @@ use shard::{IdRef, Shard};
 
 use super::clock::{Clock, SystemClock};
 use super::key_state::{AdminFuture, KeyState};
+use super::override_table::OverrideTable;
+use super::overrides::Override;
 use super::{Check, Store};
 use crate::decision::Decision;
+use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -61,6 +64,7 @@ struct Inner {
     clock: Box<dyn Clock>,
     cap_per_shard: usize,
     evictions: AtomicU64,
+    overrides: OverrideTable,
 }
 
 impl MemoryStore {
@@ -111,6 +115,8 @@ impl MemoryStore {
     /// ```
     pub fn check_now(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
         let inner = &*self.inner;
+        let overridden = inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let (hash, id, mut shard) = self.shard(policy, key);
         let (states, evicted) = shard.with_entry(
@@ -121,9 +127,7 @@ impl MemoryStore {
             inner.cap_per_shard,
             now,
             |entry| {
-                if !entry.fits(policy) {
-                    *entry = Entry::new(policy);
-                }
+                entry.adopt(policy);
                 entry.check(policy, cost, now)
             },
         );
@@ -152,9 +156,11 @@ impl MemoryStore {
     /// ```
     pub fn inspect_now(&self, policy: &Policy, key: &Key) -> KeyState {
         let inner = &*self.inner;
+        let overridden = inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let (hash, id, mut shard) = self.shard(policy, key);
-        // A state that is not kept (absent, expired, or made for other limits) reads as fresh;
+        // A state that is not kept (absent or expired) reads as fresh;
         // nothing is inserted, since nothing is committed.
         let (states, _) = shard.with_entry(
             hash,
@@ -164,11 +170,8 @@ impl MemoryStore {
             inner.cap_per_shard,
             now,
             |entry| {
-                if entry.fits(policy) {
-                    entry.peek(policy, 1, now)
-                } else {
-                    Entry::new(policy).peek(policy, 1, now)
-                }
+                entry.adopt(policy);
+                entry.peek(policy, 1, now)
             },
         );
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
@@ -285,6 +288,28 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
+        let outcome = value
+            .limits_for(policy)
+            .map(|_| self.inner.overrides.set(policy.name(), key, value))
+            .map_err(StoreError::from);
+        Box::pin(std::future::ready(outcome))
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+        let found = self.inner.overrides.get(policy.name(), key);
+        Box::pin(std::future::ready(Ok(found)))
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+        let removed = self.inner.overrides.remove(policy.name(), key);
+        Box::pin(std::future::ready(Ok(removed)))
+    }
+
+    fn overrides_version(&self) -> u64 {
+        self.inner.overrides.version()
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }
@@ -331,6 +356,7 @@ impl MemoryStoreBuilder {
                 clock: self.clock,
                 cap_per_shard: self.max_keys.div_ceil(SHARDS).max(1),
                 evictions: AtomicU64::new(0),
+                overrides: OverrideTable::new(),
             }),
         }
     }

@@ -21,6 +21,8 @@ impl RedisStore {
         key: &Key,
         now_us: Option<u64>,
     ) -> AdminFuture<KeyState> {
+        let overridden = self.inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
         let command = peek_command(&self.inner.prefix, policy, key, now_us);
         let inner = Arc::clone(&self.inner);
         let policy = policy.clone();
@@ -46,6 +48,7 @@ impl RedisStore {
         let command = reset_command(&self.inner.prefix, policy, key);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
+            // The reset script answers `{ deleted }`.
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
             match reply[..] {
                 [deleted] if deleted >= 0 => Ok(()),

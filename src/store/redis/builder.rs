@@ -15,10 +15,12 @@ use super::batcher::{Batcher, DEFAULT_MAX};
 use super::cluster::{ClusterDial, BUCKETS};
 use super::error::config_error;
 use super::heal::Healing;
+use super::overrides::DEFAULT_OVERRIDE_POLL;
 use super::redact::Redacted;
 use super::sentinel::SentinelBackend;
 use super::tcp;
 use crate::error::ConfigError;
+use crate::store::override_table::OverrideTable;
 
 /// How long a Cluster call may wait for its node's answer, queueing in the client included:
 /// a frozen node then fails calls (and the client's own slot-map queries) instead of hanging
@@ -63,6 +65,9 @@ pub(super) struct Deployment {
     pub(super) batcher: Arc<Batcher>,
     pub(super) prefix: String,
     pub(super) topology: Topology,
+    /// The overrides in Redis, as last read (`overrides.rs`).
+    pub(super) overrides: OverrideTable,
+    pub(super) override_poll: Duration,
 }
 
 /// Settings for a [`RedisStore`](super::RedisStore): start with
@@ -91,6 +96,7 @@ pub struct RedisStoreBuilder {
     prefix: String,
     connect_timeout: Duration,
     batch: usize,
+    override_poll: Duration,
     #[cfg(feature = "tls")]
     root_certificate: Option<Vec<u8>>,
 }
@@ -101,7 +107,8 @@ impl fmt::Debug for RedisStoreBuilder {
         s.field("topology", &self.topology)
             .field("prefix", &self.prefix)
             .field("connect_timeout", &self.connect_timeout)
-            .field("batch", &self.batch);
+            .field("batch", &self.batch)
+            .field("override_poll", &self.override_poll);
         #[cfg(feature = "tls")]
         s.field(
             "root_certificate",
@@ -129,9 +136,26 @@ impl RedisStoreBuilder {
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_millis(500),
             batch: DEFAULT_MAX,
+            override_poll: DEFAULT_OVERRIDE_POLL,
             #[cfg(feature = "tls")]
             root_certificate: None,
         }
+    }
+
+    /// How often the store reads the overrides' version from Redis (default 250 ms; at least
+    /// 10 ms), and when it changed, every override: an override set through any replica
+    /// applies on this one within about this long. Each poll is one `GET` (one `HGETALL`
+    /// more after a change); the decisions themselves look overrides up in memory and cost
+    /// Redis nothing more (`benches/README.md`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let builder = redlimit::store::RedisStore::builder("redis://127.0.0.1:6380")
+    ///     .override_poll(Duration::from_millis(100));
+    /// ```
+    pub fn override_poll(mut self, every: Duration) -> Self {
+        self.override_poll = every.max(Duration::from_millis(10));
+        self
     }
 
     /// The prefix of every key this store writes (default `redlimit`): 1 to 64 of
@@ -303,6 +327,8 @@ impl RedisStoreBuilder {
             backend,
             prefix: self.prefix,
             topology: self.topology,
+            overrides: OverrideTable::new(),
+            override_poll: self.override_poll,
         })
     }
 }

@@ -16,6 +16,7 @@ mod cluster;
 mod error;
 mod heal;
 mod health;
+mod overrides;
 mod redact;
 mod script;
 mod sentinel;
@@ -28,7 +29,7 @@ use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
 use self::script::{decode, every_algorithm_source, script_command, script_for};
-use super::{AdminFuture, Check, KeyState, Store};
+use super::{AdminFuture, Check, KeyState, Override, Store};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::policy::Policy;
@@ -44,8 +45,8 @@ pub use self::builder::RedisStoreBuilder;
 /// hand-written script of the same algorithm would. Each script is loaded on `NOSCRIPT`
 /// (after a restart, a failover or `SCRIPT FLUSH`; in a Cluster on every primary) and the call
 /// retried once; a call that timed out or failed on I/O is never replayed, since it may have
-/// run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM:N:P` (e.g.
-/// `redlimit:api:{ip:203.0.113.7}:gc:10:1000000`, where `{ip:203.0.113.7}` is the cluster hash
+/// run. Keys look like `PREFIX:POLICY:{KEY}:ALGORITHM POSITION` (e.g.
+/// `redlimit:api:{ip:203.0.113.7}:gc0`, where `{ip:203.0.113.7}` is the cluster hash
 /// tag: all keys of one evaluation share a slot) and always carry a TTL no longer than their
 /// state needs.
 ///
@@ -228,6 +229,8 @@ impl RedisStore {
     }
 
     fn invoke(&self, policy: &Policy, key: &Key, cost: u64, now_us: Option<u64>) -> Check {
+        let overridden = self.inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
         let limits = policy.limits();
         let decision = Decision {
             command: script_command(&self.inner.prefix, policy, key, cost, now_us),
@@ -282,6 +285,22 @@ impl Store for RedisStore {
         self.delete(policy, key)
     }
 
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
+        self.write_override(policy, key, value)
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+        self.read_override(policy, key)
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+        self.delete_override(policy, key)
+    }
+
+    fn overrides_version(&self) -> u64 {
+        self.inner.overrides.version()
+    }
+
     fn kind(&self) -> &'static str {
         "redis"
     }
@@ -302,9 +321,15 @@ impl RedisStoreBuilder {
     pub async fn connect(self) -> Result<RedisStore, StoreError> {
         let deployment = self.build()?;
         deployment.backend.ping().await.map_err(store_error)?;
-        Ok(RedisStore {
+        let store = RedisStore {
             inner: Arc::new(deployment),
-        })
+        };
+        // The overrides in force from the first decision on (a restarted service keeps them).
+        if let Err(err) = store.load_overrides().await {
+            tracing::warn!(error = %err, "reading the overrides failed; polling them");
+            store.spawn_poller(None);
+        }
+        Ok(store)
     }
 
     /// Returns at once and connects on first use, so a service can start while Redis is down
@@ -316,8 +341,10 @@ impl RedisStoreBuilder {
     /// # Ok(()) }
     /// ```
     pub fn connect_lazy(self) -> Result<RedisStore, ConfigError> {
-        Ok(RedisStore {
+        let store = RedisStore {
             inner: Arc::new(self.build()?),
-        })
+        };
+        store.spawn_poller(None);
+        Ok(store)
     }
 }

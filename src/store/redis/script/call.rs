@@ -9,19 +9,22 @@ use crate::key::Key;
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 
-/// The state key of one limit: `{prefix}:{policy}:{{key}}:{suffix}`. The braces make the key
-/// the cluster hash tag; [`Key`] text never contains braces, so every key of one evaluation
-/// hashes to one slot. The suffix names the algorithm and numbers, so a changed limit starts
-/// fresh instead of misreading old state; sliding logs share one key.
-pub(super) fn state_key(prefix: &str, policy: &str, key: &str, limit: &Limit) -> String {
+/// The state key of the limit at `position`: `{prefix}:{policy}:{{key}}:{code}{position}`
+/// (`rl:login:{ip:1.2.3.4}:gc0`). The braces make the key the cluster hash tag; [`Key`] text
+/// never contains braces, so every key of one evaluation hashes to one slot. The key names
+/// the limit's position and algorithm, not its `N` and period: a changed limit (an override,
+/// a reloaded policy) reads the state the old one left, each algorithm's script saying how;
+/// a changed algorithm starts fresh. Sliding logs share one key.
+pub(super) fn state_key(
+    prefix: &str,
+    policy: &str,
+    key: &str,
+    position: usize,
+    limit: &Limit,
+) -> String {
     match limit.algorithm() {
         Algorithm::SlidingLog => format!("{prefix}:{policy}:{{{key}}}:sl"),
-        algorithm => format!(
-            "{prefix}:{policy}:{{{key}}}:{}:{}:{}",
-            algorithm.code(),
-            limit.count(),
-            limit.period_us()
-        ),
+        algorithm => format!("{prefix}:{policy}:{{{key}}}:{}{position}", algorithm.code()),
     }
 }
 
@@ -39,8 +42,14 @@ pub(crate) fn script_command(
     command
         .arg(script_for(limits).script.get_hash())
         .arg(limits.len());
-    for limit in limits {
-        command.arg(state_key(prefix, policy.name(), key.as_str(), limit));
+    for (position, limit) in limits.iter().enumerate() {
+        command.arg(state_key(
+            prefix,
+            policy.name(),
+            key.as_str(),
+            position,
+            limit,
+        ));
     }
     match now_us {
         Some(now) => command.arg(now),
@@ -119,12 +128,12 @@ mod tests {
     fn keys_share_a_hash_tag() {
         let l = Limit::gcra(5, Duration::from_secs(1)).unwrap();
         assert_eq!(
-            state_key("rl", "login", "ip:1.2.3.4", &l),
-            "rl:login:{ip:1.2.3.4}:gc:5:1000000"
+            state_key("rl", "login", "ip:1.2.3.4", 0, &l),
+            "rl:login:{ip:1.2.3.4}:gc0"
         );
         let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
         assert_eq!(
-            state_key("rl", "login", "ip:1.2.3.4", &s),
+            state_key("rl", "login", "ip:1.2.3.4", 1, &s),
             "rl:login:{ip:1.2.3.4}:sl"
         );
     }

@@ -64,7 +64,7 @@ fn peek_tail(signature: Signature) -> String {
             // newest member at or before its own start.
             let _ = writeln!(
                 w,
-                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15"
+                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15 + log_base) - 1e15"
             );
             let _ = writeln!(
                 w,
@@ -108,7 +108,8 @@ fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
     policy
         .limits()
         .iter()
-        .map(|limit| state_key(prefix, policy.name(), key.as_str(), limit))
+        .enumerate()
+        .map(|(position, limit)| state_key(prefix, policy.name(), key.as_str(), position, limit))
         .collect()
 }
 
@@ -199,6 +200,6 @@ mod tests {
                 _ => String::new(),
             })
             .collect();
-        assert_eq!(args[2..], ["2", "rl:p:{k}:gc:20:60000000", "rl:p:{k}:sl"]);
+        assert_eq!(args[2..], ["2", "rl:p:{k}:gc2", "rl:p:{k}:sl"]);
     }
 }

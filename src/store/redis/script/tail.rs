@@ -119,12 +119,12 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         let count = format!("tonumber({})", arg(2 * i + 1));
         if algorithm == Algorithm::SlidingLog {
             // The longest log limit's span starts at the base; a shorter one's at the newest
-            // member at or before its own start (0 if none: nothing was trimmed yet).
+            // member at or before its own start, else at the base.
             let before = if logs.len() == 1 {
                 "log_base".to_owned()
             } else {
                 format!(
-                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15) - 1e15",
+                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15 + log_base) - 1e15",
                     key(i)
                 )
             };
@@ -157,8 +157,8 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     if let Some(&log) = logs.first() {
         let _ = writeln!(
             w,
-            "  if cost > 0 then redis.call('ZADD', {}, log_at, 1e15 + log_total + cost) end",
-            key(log)
+            "  if cost > 0 and log_total == 0 then redis.call('ZADD', {k}, log_at, 1e15, log_at, 1e15 + cost) elseif cost > 0 then redis.call('ZADD', {k}, log_at, 1e15 + log_total + cost) end",
+            k = key(log)
         );
         let _ = writeln!(
             w,
@@ -233,7 +233,11 @@ mod tests {
         assert!(lua.contains(
             "p3 == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[3]"
         ));
-        assert_eq!(lua.matches("'ZADD'").count(), 1);
+        assert_eq!(
+            lua.matches("'ZADD'").count(),
+            2,
+            "into an empty log, or not"
+        );
         assert_eq!(lua.matches("'PEXPIRE'").count(), 1);
         assert!(lua.contains("redis.call('PEXPIRE', KEYS[1], ARGV[9])"));
         assert_eq!(
