@@ -32,13 +32,18 @@ local function sliding_log_open(key, now, span)
   -- every member that counts (a log starts with a marker of total 0, so a log never trimmed
   -- has one too). The base, not 0, also starts a span longer than the log was trimmed for (a
   -- limit whose period grew: an override, a reloaded policy), as the memory store's does.
+  -- Reading the oldest member first makes a young log (none outside) cost one ZRANGE.
   local base = 0
   if last[1] then
-    local outside = redis.call('ZCOUNT', key, '-inf', at - span)
-    if outside > 1 then
-      redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    base = tonumber(oldest[1]) - 1e15
+    if tonumber(oldest[2]) <= at - span then
+      local outside = redis.call('ZCOUNT', key, '-inf', at - span)
+      if outside > 1 then
+        redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
+        base = tonumber(redis.call('ZRANGE', key, 0, 0)[1]) - 1e15
+      end
     end
-    base = tonumber(redis.call('ZRANGE', key, 0, 0)[1]) - 1e15
   end
   return at, newest, total, base
 end
