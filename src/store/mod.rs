@@ -5,7 +5,7 @@
 //! | store | state | decisions | use it for |
 //! |---|---|---|---|
 //! | [`MemoryStore`] | this process | the algorithms in Rust, no I/O | one replica, tests, the local fallback |
-//! | `RedisStore` (feature `redis`) | Redis or Valkey: standalone, Cluster, Sentinel, TLS | one Lua script call per decision, Redis `TIME` | limits shared by every replica |
+//! | `RedisStore` (feature `redis`) | Redis or Valkey: standalone, Cluster, Sentinel, TLS | one Lua script evaluation per decision (batched under load), Redis `TIME` | limits shared by every replica |
 //!
 //! Both give the same decisions for the same sequence of requests (a differential test holds
 //! them to it). A store of your own implements [`Store`]: build the answer with

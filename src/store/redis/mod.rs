@@ -1,5 +1,5 @@
-//! Redis (and Valkey) as the shared store: one `EVALSHA` per decision, on a standalone server,
-//! a Cluster, or a master found through Sentinels.
+//! Redis (and Valkey) as the shared store: one script evaluation per decision (several per call
+//! under load), on a standalone server, a Cluster, or a master found through Sentinels.
 //!
 //! Layout (dependencies flow down): this file is the store; `builder` its settings; `batcher`
 //! the queue that sends decisions waiting at the same moment as one call; `backend`, `cluster`
@@ -39,7 +39,8 @@ pub use self::builder::RedisStoreBuilder;
 /// A store in Redis (or Valkey): every replica of a service that points at the same Redis
 /// shares the same limits.
 ///
-/// Each decision is one `EVALSHA` of the policy's script, which reads Redis `TIME`, evaluates
+/// Each decision is one evaluation of the policy's script (its own `EVALSHA`, or one of several
+/// in a batch call under load: [`RedisStoreBuilder::batch`]), which reads Redis `TIME`, evaluates
 /// every limit of the policy and commits all or none. A script holds only the algorithms its
 /// policy uses ([`RedisStore::script_source_for`]), so a decision costs Redis about what a
 /// hand-written script of the same algorithm would. Each script is loaded on `NOSCRIPT`
