@@ -136,6 +136,9 @@ pub(crate) fn watch_config(
 
 /// Without the `config` feature, `--config` is refused when the layer is built.
 #[cfg(not(feature = "config"))]
-pub(crate) fn watch_config(_: &Args, _: &RateLimitLayer) -> Result<(), std::process::ExitCode> {
-    Ok(())
+pub(crate) fn watch_config(
+    _: &Args,
+    _: &RateLimitLayer,
+) -> Result<Option<()>, std::process::ExitCode> {
+    Ok(None)
 }
