@@ -29,6 +29,10 @@ async fn main() -> ExitCode {
         Ok(setup) => setup,
         Err(status) => return status,
     };
+    let _watcher = match cli::watch_config(&args, &layer) {
+        Ok(watcher) => watcher,
+        Err(status) => return status,
+    };
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter
         .set_service_status("", ServingStatus::Serving)

@@ -49,6 +49,11 @@ async fn main() -> ExitCode {
             Err(status) => return status,
         }
     }
+    // Before the layer goes into the router: the handle reaches every clone of it.
+    let _watcher = match cli::watch_config(&args, &layer) {
+        Ok(watcher) => watcher,
+        Err(status) => return status,
+    };
     // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
     let app = Router::new().fallback(|| async { "ok" }).layer(layer);
 

@@ -91,6 +91,34 @@ pub enum ConfigError {
     /// credentials.
     #[error("invalid Redis configuration: {0}")]
     Redis(String),
+    /// A key spec (`ip`, `header:NAME`, `route+ip`, ...) that
+    /// [`key::parse_spec`](crate::key::parse_spec) cannot read.
+    #[error("invalid key spec `{spec}`: {reason}")]
+    InvalidKeySpec {
+        /// The spec, as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A config file (feature `config`) that does not parse or does not validate: the line
+    /// and the field at fault, and why.
+    #[error("line {line}: {field}: {reason}")]
+    InFile {
+        /// The 1-based line of the fault.
+        line: usize,
+        /// The field at fault (`policy.limits`, `route.policy`, ...), or `toml` for syntax.
+        field: String,
+        /// What is wrong, in one line.
+        reason: String,
+    },
+    /// A config file that could not be read.
+    #[error("cannot read `{path}`: {reason}")]
+    ReadFile {
+        /// The file's path.
+        path: String,
+        /// The operating system's reason.
+        reason: String,
+    },
 }
 
 /// A boxed error from a store's backend, kept as the [`source`](std::error::Error::source) of a

@@ -116,6 +116,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+pub mod config;
 mod decision;
 mod duration;
 mod error;

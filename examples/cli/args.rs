@@ -45,6 +45,8 @@ pub(crate) struct Args {
     pub(crate) admin_bind: Option<SocketAddr>,
     /// The bearer token the admin endpoints require.
     pub(crate) admin_token: Option<String>,
+    /// Policies and routes from this TOML file, reloaded on change (feature `config`).
+    pub(crate) config: Option<std::path::PathBuf>,
     /// One line each, for stderr: settings that work but are probably mistakes.
     pub(crate) warnings: Vec<String>,
 }
@@ -75,6 +77,7 @@ impl Args {
             shadow: false,
             admin_bind: None,
             admin_token: None,
+            config: None,
             warnings: Vec::new(),
         }
     }

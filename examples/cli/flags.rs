@@ -164,6 +164,16 @@ pub(crate) const FLAGS: &[Flag] = &[
     .repeatable()
     .default("10/1s"),
     Flag::new(
+        "--config",
+        "FILE",
+        "policies and routes from a TOML file (see `examples/redlimit.toml`; needs the `config` \
+         feature), reloaded whenever it changes; replaces `--algorithm`, `--limit` and `--key`",
+        |a, v| {
+            a.config = Some(v.into());
+            Ok(())
+        },
+    ),
+    Flag::new(
         "--key",
         "SPEC",
         "`ip` (the client address), `header:NAME`, `query:NAME`, `jwt`, `route`, `global`, or \

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use redlimit::key::{Both, ClientIp, Global, Header, Query, Route};
-use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::store::{MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer, Shadow};
 
 use super::args::{Args, KeyPart};
@@ -47,9 +47,9 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
                 .prefix(args.prefix.as_str())
                 .connect_lazy()
                 .map_err(|e| format!("{flag}: {e}"))?;
-            RateLimitLayer::new(store, policy)
+            base_layer(store, policy, args)?
         }
-        None => RateLimitLayer::new(MemoryStore::new(), policy),
+        None => base_layer(MemoryStore::new(), policy, args)?,
     };
     let layer = if args.deny_cache {
         layer
@@ -61,10 +61,34 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     } else {
         layer
     };
+    // A config file's rules bring their own keys.
+    let layer = if args.config.is_some() {
+        layer
+    } else {
+        layer.key(key_extractor(args)?)
+    };
     Ok(layer
-        .key(key_extractor(args)?)
         .on_store_error(args.on_store_error)
         .store_deadline(args.store_timeout))
+}
+
+/// The layer of `--config`'s file or, without one, of the `--limit` policy.
+fn base_layer(store: impl Store, policy: Policy, args: &Args) -> Result<RateLimitLayer, String> {
+    match &args.config {
+        None => Ok(RateLimitLayer::new(store, policy)),
+        Some(path) => from_file(store, path),
+    }
+}
+
+#[cfg(feature = "config")]
+fn from_file(store: impl Store, path: &std::path::Path) -> Result<RateLimitLayer, String> {
+    let file = redlimit::config::ConfigFile::load(path).map_err(|e| format!("--config: {e}"))?;
+    Ok(RateLimitLayer::from_config(store, &file))
+}
+
+#[cfg(not(feature = "config"))]
+fn from_file(_: impl Store, _: &std::path::Path) -> Result<RateLimitLayer, String> {
+    Err("--config needs the config feature: cargo run --features config --example server".into())
 }
 
 /// The extractor `args` describe. Identities that a request may lack (a header, a query

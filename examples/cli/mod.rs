@@ -115,3 +115,30 @@ pub(crate) fn usage_error(message: &str) -> std::process::ExitCode {
     eprintln!("error: {message} (see --help)");
     std::process::ExitCode::from(2)
 }
+
+/// With `--config`: reloads the file whenever it changes, until the returned watcher drops.
+#[cfg(feature = "config")]
+pub(crate) fn watch_config(
+    args: &Args,
+    layer: &RateLimitLayer,
+) -> Result<Option<redlimit::config::Watcher>, std::process::ExitCode> {
+    let Some(path) = &args.config else {
+        return Ok(None);
+    };
+    match layer.reload_handle().watch(path) {
+        Ok(watcher) => Ok(Some(watcher)),
+        Err(e) => {
+            eprintln!("error: --config: {e}");
+            Err(std::process::ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Without the `config` feature, `--config` is refused when the layer is built.
+#[cfg(not(feature = "config"))]
+pub(crate) fn watch_config(
+    _: &Args,
+    _: &RateLimitLayer,
+) -> Result<Option<()>, std::process::ExitCode> {
+    Ok(None)
+}

@@ -50,6 +50,7 @@ mod or_else;
 mod peer_ip;
 mod query;
 mod route;
+mod spec;
 mod subject;
 
 pub use both::Both;
@@ -66,6 +67,7 @@ pub use peer_ip::PeerIp;
 pub use query::Query;
 pub(crate) use route::matched_route;
 pub use route::Route;
+pub use spec::parse_spec;
 pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
 use http::request::Parts;

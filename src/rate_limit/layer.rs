@@ -3,6 +3,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
@@ -55,9 +56,10 @@ use crate::store::Store;
 #[must_use]
 pub struct RateLimitLayer {
     pub(super) config: Arc<Config>,
-    /// The decider for `config`, made by the first [`Layer::layer`] call and shared by every
-    /// service and clone since; a builder call starts a new one.
-    decider: Arc<OnceLock<Arc<Decider>>>,
+    /// The cell holding the decider for `config`, made by the first [`Layer::layer`] call and
+    /// shared by every service and clone since; a builder call starts a new one. A reload
+    /// (feature `config`) swaps the decider in the cell, so every service sees it at once.
+    decider: Arc<OnceLock<Arc<ArcSwap<Decider>>>>,
 }
 
 impl RateLimitLayer {
@@ -108,18 +110,25 @@ impl RateLimitLayer {
         }
     }
 
-    fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
+    pub(super) fn edit(mut self, f: impl FnOnce(&mut Config)) -> Self {
         f(Arc::make_mut(&mut self.config));
         self.decider = Arc::default();
         self
     }
 
-    /// The decider of the current settings, derived once.
+    /// The cell of the current decider, derived once.
+    pub(crate) fn cell(&self) -> Arc<ArcSwap<Decider>> {
+        let cell = self.decider.get_or_init(|| {
+            Arc::new(ArcSwap::from_pointee(Decider::new(Arc::clone(
+                &self.config,
+            ))))
+        });
+        Arc::clone(cell)
+    }
+
+    /// The decider in force now.
     pub(super) fn decider(&self) -> Arc<Decider> {
-        let decider = self
-            .decider
-            .get_or_init(|| Arc::new(Decider::new(Arc::clone(&self.config))));
-        Arc::clone(decider)
+        self.cell().load_full()
     }
 
     /// How to key requests under the layer's own policy (default: [`PeerIp`]). Route rules
@@ -504,6 +513,6 @@ impl<S> Layer<S> for RateLimitLayer {
     type Service = RateLimit<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_decider(inner, self.decider())
+        RateLimit::from_cell(inner, self.cell())
     }
 }

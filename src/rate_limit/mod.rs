@@ -31,6 +31,8 @@ mod decide;
 mod deny_cache;
 #[cfg(feature = "axum")]
 mod extract;
+#[cfg(feature = "config")]
+mod from_file;
 mod future;
 mod grpc;
 mod grpc_status;
@@ -50,6 +52,10 @@ mod throttle;
 
 pub use body::ResponseBody;
 pub use breaker::CircuitBreaker;
+#[cfg(feature = "config")]
+pub(crate) use config::Config;
+#[cfg(feature = "config")]
+pub(crate) use decide::Decider;
 pub use future::ResponseFuture;
 pub use grpc_status::GrpcStatus;
 pub use header_style::HeaderStyle;
@@ -57,5 +63,9 @@ pub(crate) use headers::render as render_headers;
 pub use layer::RateLimitLayer;
 pub use missing_key::MissingKey;
 pub use on_store_error::OnStoreError;
+#[cfg(feature = "config")]
+pub(crate) use route_pattern::RoutePattern;
+#[cfg(feature = "config")]
+pub(crate) use rule::Rule;
 pub use service::RateLimit;
 pub use shadow::Shadow;

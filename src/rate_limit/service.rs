@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use arc_swap::ArcSwap;
 use http::{Request, Response};
 use tower_service::Service;
 
@@ -33,7 +34,8 @@ use super::layer::RateLimitLayer;
 #[derive(Clone)]
 pub struct RateLimit<S> {
     inner: S,
-    decider: Arc<Decider>,
+    /// The layer's decider, read once per request: a reload swaps it for every service.
+    decider: Arc<ArcSwap<Decider>>,
 }
 
 impl<S> RateLimit<S> {
@@ -54,7 +56,7 @@ impl<S> RateLimit<S> {
         tower_layer::Layer::layer(layer, inner)
     }
 
-    pub(crate) fn from_decider(inner: S, decider: Arc<Decider>) -> Self {
+    pub(crate) fn from_cell(inner: S, decider: Arc<ArcSwap<Decider>>) -> Self {
         RateLimit { inner, decider }
     }
 
@@ -98,7 +100,8 @@ impl RateLimit<()> {
 
 impl<S: std::fmt::Debug> std::fmt::Debug for RateLimit<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let config = &self.decider.config;
+        let decider = self.decider.load();
+        let config = &decider.config;
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
             .field("policy", &config.default.as_ref().map(|rule| &rule.policy))
@@ -121,7 +124,8 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let start = self.decider.start(&parts);
+        let decider = self.decider.load();
+        let start = decider.start(&parts);
         let request = Request::from_parts(parts, body);
         match start {
             // Decided now (an in-memory store, a cached denial, no limit): the ready service
@@ -133,7 +137,7 @@ where
             waiting => {
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::start(&self.decider, waiting, request, inner)
+                ResponseFuture::start(&decider, waiting, request, inner)
             }
         }
     }

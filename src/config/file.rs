@@ -1,0 +1,315 @@
+//! The file: TOML text to validated policies and rules.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::ConfigError;
+use crate::key::parse_spec;
+use crate::limit::{Algorithm, Limit};
+use crate::policy::Policy;
+use crate::rate_limit::{Config, RoutePattern, Rule};
+
+/// A validated config file: named policies, route rules, an optional default rule.
+///
+/// The format (every field required unless marked optional; unknown fields are errors):
+///
+/// ```toml
+/// [[policy]]                  # one per policy; names are unique
+/// name = "api"
+/// limits = [                  # 1 to 16 limits, all checked together
+///   { algorithm = "gcra", rate = "1000/1m" },
+///   { algorithm = "gcra", rate = "50/1s" },
+/// ]
+///
+/// [[route]]                   # tried in order; the first match applies
+/// route = "POST /login"       # [METHOD] /path, or /prefix* (see RateLimitLayer::route)
+/// policy = "api"              # a policy named above
+/// key = "ip"                  # ip, header:NAME, query:NAME, route, global, joined by +
+///
+/// [default]                   # optional: every request no route matched
+/// policy = "api"
+/// key = "header:x-api-key"
+/// ```
+///
+/// Algorithms: `fixed-window`, `sliding-window`, `sliding-log`, `token-bucket`, `gcra`.
+///
+/// ```
+/// use redlimit::config::ConfigFile;
+/// let file = ConfigFile::parse(r#"
+///     [[policy]]
+///     name = "api"
+///     limits = [{ algorithm = "gcra", rate = "100/1m" }]
+///     [default]
+///     policy = "api"
+///     key = "ip"
+/// "#)?;
+/// assert_eq!(file.policies()[0].name(), "api");
+///
+/// let err = ConfigFile::parse("[default]\npolicy = \"nope\"\nkey = \"ip\"\n").unwrap_err();
+/// assert_eq!(err.to_string(), "line 2: default.policy: no policy named `nope`");
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct ConfigFile {
+    policies: Vec<Policy>,
+    routes: Vec<Rule>,
+    default: Option<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    policy: Vec<RawPolicy>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+    default: Option<RawDefault>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    name: Spanned<String>,
+    limits: Spanned<Vec<RawLimit>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimit {
+    algorithm: Spanned<String>,
+    rate: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    route: Spanned<String>,
+    policy: Spanned<String>,
+    key: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefault {
+    policy: Spanned<String>,
+    key: Spanned<String>,
+}
+
+impl ConfigFile {
+    /// Parses and validates TOML text; a [`ConfigError::InFile`] names the line and field at
+    /// fault.
+    ///
+    /// ```
+    /// use redlimit::config::ConfigFile;
+    /// let err = ConfigFile::parse(r#"
+    /// [[policy]]
+    /// name = "api"
+    /// limits = [{ algorithm = "gcra", rate = "100 per minute" }]
+    /// "#).unwrap_err();
+    /// assert!(err.to_string().starts_with("line 4: policy.limits.rate: invalid rate"));
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let at = |start: usize, field: &str, reason: String| ConfigError::InFile {
+            line: line_of(text, start),
+            field: field.to_owned(),
+            reason,
+        };
+        let raw: RawFile = toml::from_str(text).map_err(|e| {
+            let start = e.span().map_or(0, |span| span.start);
+            at(start, "toml", e.message().trim().replace('\n', " "))
+        })?;
+
+        let mut policies: Vec<Policy> = Vec::with_capacity(raw.policy.len());
+        let mut by_name: HashMap<String, usize> = HashMap::new();
+        for policy in raw.policy {
+            let name = policy.name.get_ref();
+            if by_name.contains_key(name) {
+                let reason = format!("a second policy named `{name}`");
+                return Err(at(policy.name.span().start, "policy.name", reason));
+            }
+            let mut limits = Vec::with_capacity(policy.limits.get_ref().len());
+            for limit in policy.limits.get_ref() {
+                let algorithm: Algorithm = limit.algorithm.get_ref().parse().map_err(|e| {
+                    let start = limit.algorithm.span().start;
+                    at(start, "policy.limits.algorithm", format!("{e}"))
+                })?;
+                let limit = Limit::parse(algorithm, limit.rate.get_ref()).map_err(|e| {
+                    at(limit.rate.span().start, "policy.limits.rate", e.to_string())
+                })?;
+                limits.push(limit);
+            }
+            let checked = Policy::new(name.as_str(), limits).map_err(|e| {
+                let (start, field) = match e {
+                    ConfigError::InvalidPolicyName(_) => (policy.name.span().start, "policy.name"),
+                    _ => (policy.limits.span().start, "policy.limits"),
+                };
+                at(start, field, e.to_string())
+            })?;
+            by_name.insert(name.clone(), policies.len());
+            policies.push(checked);
+        }
+
+        let rule = |route: Option<&Spanned<String>>,
+                    policy: &Spanned<String>,
+                    key: &Spanned<String>,
+                    table: &str|
+         -> Result<Rule, ConfigError> {
+            let pattern = route
+                .map(|route| {
+                    RoutePattern::parse(route.get_ref()).map_err(|e| {
+                        at(route.span().start, &format!("{table}.route"), e.to_string())
+                    })
+                })
+                .transpose()?;
+            let id = by_name.get(policy.get_ref()).ok_or_else(|| {
+                let reason = format!("no policy named `{}`", policy.get_ref());
+                at(policy.span().start, &format!("{table}.policy"), reason)
+            })?;
+            let key_extractor = parse_spec(key.get_ref())
+                .map_err(|e| at(key.span().start, &format!("{table}.key"), e.to_string()))?;
+            Ok(Rule {
+                pattern,
+                policy: policies[*id].clone(),
+                key: key_extractor,
+                shadow: None,
+            })
+        };
+        let routes = raw
+            .route
+            .iter()
+            .map(|r| rule(Some(&r.route), &r.policy, &r.key, "route"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let default = raw
+            .default
+            .as_ref()
+            .map(|d| rule(None, &d.policy, &d.key, "default"))
+            .transpose()?;
+        Ok(ConfigFile {
+            policies,
+            routes,
+            default,
+        })
+    }
+
+    /// Reads and [`parse`](Self::parse)s the file at `path`; an unreadable file is a
+    /// [`ConfigError::ReadFile`].
+    ///
+    /// ```
+    /// use redlimit::config::ConfigFile;
+    /// let file = ConfigFile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/redlimit.toml"))?;
+    /// assert!(!file.policies().is_empty());
+    /// assert!(ConfigFile::load("/nonexistent/redlimit.toml").is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::ReadFile {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        ConfigFile::parse(&text)
+    }
+
+    /// The policies, in the file's order.
+    ///
+    /// ```
+    /// use redlimit::config::ConfigFile;
+    /// let file = ConfigFile::parse("")?;
+    /// assert!(file.policies().is_empty());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
+    }
+
+    /// Puts this file's rules in place of `config`'s.
+    pub(crate) fn apply_to(&self, config: &mut Config) {
+        config.routes.clone_from(&self.routes);
+        config.default.clone_from(&self.default);
+    }
+}
+
+impl std::str::FromStr for ConfigFile {
+    type Err = ConfigError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        ConfigFile::parse(text)
+    }
+}
+
+impl std::fmt::Debug for ConfigFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigFile")
+            .field("policies", &self.policies)
+            .field("routes", &self.routes.len())
+            .field("default", &self.default.as_ref().map(|r| r.policy.name()))
+            .finish()
+    }
+}
+
+/// The 1-based line of byte offset `start` in `text`.
+fn line_of(text: &str, start: usize) -> usize {
+    let start = start.min(text.len());
+    text.as_bytes()[..start]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(text: &str) -> String {
+        ConfigFile::parse(text).unwrap_err().to_string()
+    }
+
+    const API: &str =
+        "[[policy]]\nname = \"api\"\nlimits = [{ algorithm = \"gcra\", rate = \"5/1s\" }]\n";
+
+    #[test]
+    fn hostile_files_are_errors_with_lines() {
+        assert!(error("[[policy]\n").starts_with("line 1: toml:"));
+        assert!(error("bogus = 1\n").starts_with("line 1: toml:"));
+        let bad_alg = API.replace("gcra", "leaky");
+        assert!(error(&bad_alg).starts_with("line 3: policy.limits.algorithm: unknown algorithm"));
+        let bad_rate = API.replace("5/1s", "0/1s");
+        assert!(error(&bad_rate).starts_with("line 3: policy.limits.rate:"));
+        let no_limits = "[[policy]]\nname = \"api\"\nlimits = []\n";
+        assert_eq!(
+            error(no_limits),
+            "line 3: policy.limits: policy `api` has no limits"
+        );
+        let twice = format!("{API}{API}");
+        assert_eq!(
+            error(&twice),
+            "line 5: policy.name: a second policy named `api`"
+        );
+        let bad_name = API.replace("\"api\"", "\"a pi\"");
+        assert!(error(&bad_name).starts_with("line 2: policy.name: invalid policy name"));
+        let unknown = format!("{API}[[route]]\nroute = \"/x\"\npolicy = \"nope\"\nkey = \"ip\"\n");
+        assert_eq!(
+            error(&unknown),
+            "line 6: route.policy: no policy named `nope`"
+        );
+        let bad_key =
+            format!("{API}[[route]]\nroute = \"/x\"\npolicy = \"api\"\nkey = \"cookie\"\n");
+        assert!(error(&bad_key).starts_with("line 7: route.key: invalid key spec `cookie`"));
+        let bad_route = format!("{API}[[route]]\nroute = \"x\"\npolicy = \"api\"\nkey = \"ip\"\n");
+        assert!(error(&bad_route).starts_with("line 5: route.route: invalid route"));
+        let huge = API.replace("5/1s", "99999999999999999999999/1s");
+        assert!(error(&huge).starts_with("line 3: policy.limits.rate:"));
+    }
+
+    #[test]
+    fn a_valid_file() {
+        let text = format!("{API}[[route]]\nroute = \"POST /x\"\npolicy = \"api\"\nkey = \"route+ip\"\n[default]\npolicy = \"api\"\nkey = \"global\"\n");
+        let file = ConfigFile::parse(&text).unwrap();
+        assert_eq!(file.routes.len(), 1);
+        assert!(file.default.is_some());
+    }
+}

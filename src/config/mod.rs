@@ -1,0 +1,55 @@
+//! Policies and routes from a TOML file, reloaded live (feature `config`).
+//!
+//! A [`ConfigFile`] holds named policies (each one or more limits: an algorithm and `N/period`)
+//! and route rules (a route pattern, the policy it applies, and the key spec it counts under),
+//! plus an optional default rule for every other request.
+//! [`RateLimitLayer::from_config`](crate::RateLimitLayer::from_config) builds a layer from it;
+//! [`RateLimitLayer::reload_handle`](crate::RateLimitLayer::reload_handle) gives a
+//! [`ReloadHandle`] that swaps the rules of every clone of the layer and of every service
+//! already made, at once, and [`ReloadHandle::watch`] reloads the file whenever it changes.
+//!
+//! A file that does not parse or does not validate is refused with an error (logged by the
+//! watcher with `tracing::error!`) and the configuration in force stays. State is kept across
+//! a reload: state keys name a limit's policy, its position and its algorithm, not its `N` or
+//! period, so a limit that did not change keeps its counts, and a limit whose `N` changed keeps
+//! the units already used. The deny cache is emptied by a reload (its entries name rules by
+//! their position, which a reload may change).
+//!
+//! ```
+//! use redlimit::config::ConfigFile;
+//! use redlimit::store::MemoryStore;
+//! use redlimit::RateLimitLayer;
+//!
+//! let file = ConfigFile::parse(r#"
+//!     [[policy]]
+//!     name = "login"
+//!     limits = [{ algorithm = "sliding-log", rate = "5/1m" }]
+//!
+//!     [[route]]
+//!     route = "POST /login"
+//!     policy = "login"
+//!     key = "ip"
+//! "#)?;
+//! let layer = RateLimitLayer::from_config(MemoryStore::new(), &file);
+//! let handle = layer.reload_handle();
+//! handle.apply(&ConfigFile::parse(r#"
+//!     [[policy]]
+//!     name = "login"
+//!     limits = [{ algorithm = "sliding-log", rate = "10/1m" }]
+//!
+//!     [[route]]
+//!     route = "POST /login"
+//!     policy = "login"
+//!     key = "ip"
+//! "#)?);
+//! assert_eq!(handle.applied(), 1);
+//! # Ok::<(), redlimit::ConfigError>(())
+//! ```
+
+mod file;
+mod reload;
+mod watch;
+
+pub use file::ConfigFile;
+pub use reload::ReloadHandle;
+pub use watch::Watcher;
