@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use smallvec::SmallVec;
 
 use crate::error::StoreError;
+use crate::key::Key;
 use crate::limit::Limit;
 use crate::policy::Policy;
 
@@ -218,6 +219,7 @@ pub struct Decision {
     limits: LimitStates,
     governing: Option<usize>,
     source: DecisionSource,
+    denied_key: Option<Key>,
 }
 
 impl Decision {
@@ -294,6 +296,7 @@ impl Decision {
             limits,
             governing,
             source: DecisionSource::Store,
+            denied_key: None,
         }
     }
 
@@ -306,6 +309,7 @@ impl Decision {
             limits: LimitStates::new(),
             governing: None,
             source: DecisionSource::FailOpen,
+            denied_key: None,
         }
     }
 
@@ -365,6 +369,33 @@ impl Decision {
         } else {
             self.governing
         }
+    }
+
+    /// The key the denying limit counts under (its own, [`Key::with_limit_key`], or the
+    /// request's), when the layer decided a request: with a hierarchical policy, whether the
+    /// client, its tenant or everyone ran out. `None` when allowed, and for a decision a store
+    /// returned straight to you.
+    ///
+    /// ```
+    /// use redlimit::Decision;
+    ///
+    /// async fn handler(decision: Option<Decision>) -> String {
+    ///     match decision.as_ref().and_then(Decision::denied_key) {
+    ///         Some(key) => format!("out of quota: {key}"),
+    ///         None => "ok".into(),
+    ///     }
+    /// }
+    /// ```
+    pub fn denied_key(&self) -> Option<&Key> {
+        self.denied_key.as_ref()
+    }
+
+    /// The same decision, naming the key of its denying limit (`key`'s, for a position).
+    pub(crate) fn naming(mut self, key: &Key) -> Self {
+        if let Some(position) = self.denied_by() {
+            self.denied_key = Some(key.limit_key(position).clone());
+        }
+        self
     }
 
     /// The limit the headers report: the denying one, or else the one with the fewest units

@@ -112,6 +112,12 @@ impl Policy {
         &self.limits
     }
 
+    /// A policy of some of another's limits, under a name no public policy can have (the memory
+    /// store's state of one limit counted under a key of its own).
+    pub(crate) fn part(name: Arc<str>, limits: Arc<[Limit]>) -> Policy {
+        Policy { name, limits }
+    }
+
     /// The limits, shared (the memory store keeps them beside each key's state).
     pub(crate) fn limits_arc(&self) -> Arc<[Limit]> {
         Arc::clone(&self.limits)

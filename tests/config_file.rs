@@ -76,9 +76,10 @@ async fn the_example_file_loads_and_limits() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/redlimit.toml");
     let config = ConfigFile::load(path).expect("the example file is valid");
     let names: Vec<_> = config.policies().iter().map(|p| p.name()).collect();
-    assert_eq!(names, ["login", "api", "search"]);
+    assert_eq!(names, ["login", "api", "search", "tenant-api"]);
     let app = Router::new()
         .route("/login", post(|| async { "ok" }))
+        .route("/v1/{*rest}", get(|| async { "ok" }))
         .layer(RateLimitLayer::from_config(MemoryStore::new(), &config));
     let login = || {
         let mut req = request("/login", "10.0.0.9", &[]);
@@ -92,6 +93,23 @@ async fn the_example_file_loads_and_limits() {
         send(&app, login()).await.status(),
         StatusCode::TOO_MANY_REQUESTS
     );
+    // Two API keys of one tenant: 5 a minute each at most, 8 together.
+    let v1 = |api_key: &str| {
+        request(
+            "/v1/items",
+            "10.0.0.9",
+            &[("x-api-key", api_key), ("x-tenant", "acme")],
+        )
+    };
+    let mut passed = [0, 0];
+    for _ in 0..6 {
+        for (i, api_key) in ["k1", "k2"].iter().enumerate() {
+            if send(&app, v1(api_key)).await.status() == StatusCode::OK {
+                passed[i] += 1;
+            }
+        }
+    }
+    assert_eq!(passed, [4, 4]);
 }
 
 #[tokio::test]

@@ -2,7 +2,8 @@
 //! limits of mixed algorithms, costs from 0 to above the limit, time steps from 0 to several
 //! periods, bursts of concurrent identical requests — run through `MemoryStore` and through
 //! `RedisStore` on a real Redis, with time driven explicitly (the scripts' test-only time
-//! argument). Every decision must be equal.
+//! argument). Every decision must be equal. Half the traces count their last limit under a
+//! tenant's key shared by two of the three clients (a hierarchical quota).
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -34,6 +35,9 @@ struct Step {
 #[derive(Debug, Clone)]
 struct Trace {
     limits: Vec<Limit>,
+    /// Whether the last limit counts under a tenant's key (keys 0 and 2 share one) rather
+    /// than the request's: a hierarchical quota.
+    tenants: bool,
     steps: Vec<Step>,
 }
 
@@ -71,9 +75,12 @@ fn trace() -> impl Strategy<Value = Trace> {
                 cost,
                 burst,
             });
-        prop::collection::vec(step, 1..40).prop_map(move |steps| Trace {
-            limits: limits.clone(),
-            steps,
+        (prop::collection::vec(step, 1..40), prop::bool::ANY).prop_map(move |(steps, tenants)| {
+            Trace {
+                limits: limits.clone(),
+                tenants,
+                steps,
+            }
         })
     })
 }
@@ -95,7 +102,11 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
     for (i, step) in trace.steps.iter().enumerate() {
         now += step.advance_us;
         clock.set(now);
-        let key = Key::new(format!("k{}", step.key));
+        let mut key = Key::new(format!("k{}", step.key));
+        if trace.tenants {
+            let tenant = Key::new(format!("t{}", step.key % 2));
+            key = key.with_limit_key(trace.limits.len() - 1, tenant);
+        }
         let from_redis = join_all((0..step.burst).map(|_| {
             redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
         }))

@@ -109,6 +109,47 @@ fn multi_limit_policy_against_redis() {
     );
 }
 
+/// `--limit N/DUR@SPEC`: per API key 2 and per tenant 3, against Redis, where the tenant's
+/// limit is one key whichever API key counts against it.
+#[test]
+fn limits_with_their_own_keys_against_redis() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("server-tiers");
+    let server = Server::start(&[
+        "--redis",
+        &redis.url(),
+        "--prefix",
+        &prefix,
+        "--algorithm",
+        "fixed-window",
+        "--limit",
+        "2/1h@header:x-api-key",
+        "--limit",
+        "3/1h@header:x-tenant",
+    ]);
+    let get = |api_key: &str, tenant: &str| {
+        server
+            .get("/", &[("x-api-key", api_key), ("x-tenant", tenant)])
+            .0
+    };
+    assert_eq!(get("k1", "acme"), 200);
+    assert_eq!(get("k1", "acme"), 200);
+    assert_eq!(get("k1", "acme"), 429, "k1's own 2");
+    assert_eq!(get("k2", "acme"), 200);
+    assert_eq!(get("k2", "acme"), 429, "acme's 3");
+    assert_eq!(get("k3", "other"), 200);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut redis.connection())
+        .unwrap();
+    // k1, k2, k3 each and two tenants; every check's keys under its tenant's hash tag.
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.contains(":{header:x-tenant:")),
+        "{keys:?}"
+    );
+}
+
 #[test]
 fn header_and_global_keys() {
     let server = Server::start(&["--limit", "1/60s", "--key", "header:x-api-key"]);

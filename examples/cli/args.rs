@@ -28,6 +28,8 @@ pub(crate) struct Args {
     pub(crate) rates: Vec<String>,
     /// `rates` as limits of `algorithm`; never empty.
     pub(crate) limits: Vec<Limit>,
+    /// The limits given `@SPEC`: their position and their own key.
+    pub(crate) limit_keys: Vec<(usize, KeySpec)>,
     pub(crate) key: KeySpec,
     pub(crate) trusted_proxies: Vec<String>,
     pub(crate) ipv6_prefix: u8,
@@ -65,6 +67,7 @@ impl Args {
             algorithm: Algorithm::Gcra,
             rates: Vec::new(),
             limits: Vec::new(),
+            limit_keys: Vec::new(),
             key: KeySpec(Vec::new()),
             trusted_proxies: Vec::new(),
             ipv6_prefix: 0,
@@ -180,8 +183,23 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
     }
     // Only now: `--algorithm` may come after the limits.
     parsed.limits = layer::limits(parsed.algorithm, &parsed.rates)?;
+    parsed.limit_keys = limit_keys(&parsed.rates)?;
     parsed.warnings = warnings(&parsed);
     Ok(parsed)
+}
+
+/// The `@SPEC` of each `--limit N/DURATION@SPEC`, by position.
+fn limit_keys(rates: &[String]) -> Result<Vec<(usize, KeySpec)>, String> {
+    let mut keys = Vec::new();
+    for (position, rate) in rates.iter().enumerate() {
+        if let Some((_, spec)) = rate.split_once('@') {
+            keys.push((
+                position,
+                KeySpec::parse(spec).map_err(|e| format!("--limit: {e}"))?,
+            ));
+        }
+    }
+    Ok(keys)
 }
 
 /// At most one Redis topology, and a Sentinel master name exactly with Sentinels.
@@ -536,6 +554,28 @@ pub(super) mod tests {
         // Faster than one unit per µs: fine for a fixed window, not for GCRA.
         assert!(parse(&["--algorithm", "fixed-window", "--limit", "2000/1ms"]).is_ok());
         assert!(error(&["--limit", "2000/1ms"]).starts_with("--limit: "));
+        // A bad own key.
+        for bad in ["5/1s@", "5/1s@cookie", "5/1s@header:", "5/1s@ip+"] {
+            let message = error(&["--limit", bad]);
+            assert!(message.starts_with("--limit: "), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn limits_with_their_own_keys() {
+        let args = parse(&[
+            "--limit",
+            "10/1s@header:x-api-key",
+            "--limit",
+            "100/1m@header:x-tenant+route",
+            "--limit",
+            "5/1s",
+        ])
+        .unwrap();
+        assert_eq!(args.limits.len(), 3);
+        let positions: Vec<usize> = args.limit_keys.iter().map(|(p, _)| *p).collect();
+        assert_eq!(positions, [0, 1]);
+        assert_eq!(args.limit_keys[1].1 .0.len(), 2);
     }
 
     #[test]

@@ -153,9 +153,12 @@ pub(crate) const FLAGS: &[Flag] = &[
     .default("gcra"),
     Flag::new(
         "--limit",
-        "N/DURATION",
+        "N/DURATION[@SPEC]",
         "at most N requests per DURATION, which is a whole number and a unit: `ms`, `s`, `m`, \
-         `h` or `d` (e.g. `5/3s`, `1000/1d`); all limits form one policy",
+         `h` or `d` (e.g. `5/3s`, `1000/1d`); all limits form one policy, checked and charged \
+         together; `@SPEC` counts this limit under its own key (same syntax as `--key`, e.g. \
+         `--limit 10/1s@header:x-api-key --limit 100/1m@header:x-tenant`), the others under \
+         `--key`",
         |a, v| {
             a.rates.push(v);
             Ok(())

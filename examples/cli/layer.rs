@@ -4,17 +4,20 @@
 
 use std::sync::Arc;
 
-use redlimit::key::{Both, ClientIp, Global, Header, Query, Route};
+use redlimit::key::{Both, ClientIp, Global, Header, PerLimit, Query, Route};
 use redlimit::store::{MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer, Shadow};
 
-use super::args::{Args, KeyPart};
+use super::args::{Args, KeyPart, KeySpec};
 
-/// `--limit` values as limits of `algorithm`, checked by the library.
+/// `--limit` values (without their `@SPEC`) as limits of `algorithm`, checked by the library.
 pub(crate) fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit>, String> {
     rates
         .iter()
-        .map(|rate| Limit::parse(algorithm, rate).map_err(|e| format!("--limit: {e}")))
+        .map(|rate| {
+            let rate = rate.split_once('@').map_or(rate.as_str(), |(rate, _)| rate);
+            Limit::parse(algorithm, rate).map_err(|e| format!("--limit: {e}"))
+        })
         .collect()
 }
 
@@ -95,11 +98,24 @@ fn from_file(_: impl Store, _: &std::path::Path) -> Result<RateLimitLayer, Strin
 /// parameter, a valid token) fall back to the client IP, so that behind trusted proxies an
 /// anonymous client is still told apart from the others.
 fn key_extractor(args: &Args) -> Result<Arc<dyn KeyExtractor>, String> {
+    let key = extractor_of(&args.key, args)?;
+    if args.limit_keys.is_empty() {
+        return Ok(key);
+    }
+    let mut per_limit = PerLimit::new(key);
+    for (position, spec) in &args.limit_keys {
+        per_limit = per_limit.limit_dyn(*position, extractor_of(spec, args)?);
+    }
+    Ok(Arc::new(per_limit))
+}
+
+/// The extractor of one key spec (`--key`'s, or a `--limit`'s `@SPEC`).
+fn extractor_of(spec: &KeySpec, args: &Args) -> Result<Arc<dyn KeyExtractor>, String> {
     let ip = ClientIp::trusting(&args.trusted_proxies)
         .and_then(|ip| ip.ipv6_prefix(args.ipv6_prefix))
         .map_err(|e| format!("--trusted-proxy/--ipv6-prefix: {e}"))?;
     let mut parts: Vec<Arc<dyn KeyExtractor>> = Vec::new();
-    for part in &args.key.0 {
+    for part in &spec.0 {
         let extractor: Arc<dyn KeyExtractor> = match part {
             KeyPart::Ip => Arc::new(ip.clone()),
             KeyPart::Header(name) => Arc::new(

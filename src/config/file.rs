@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::key::parse_spec;
+use crate::key::{parse_spec, KeyExtractor, PerLimit};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 use crate::rate_limit::{Config, RoutePattern, Rule};
@@ -22,6 +23,9 @@ use crate::rate_limit::{Config, RoutePattern, Rule};
 /// limits = [                  # 1 to 16 limits, all checked together
 ///   { algorithm = "gcra", rate = "1000/1m" },
 ///   { algorithm = "gcra", rate = "50/1s" },
+///   # optional `key`: this limit counts under its own key (a hierarchical quota, see
+///   # redlimit::key::PerLimit); the others count under the rule's key
+///   { algorithm = "fixed-window", rate = "100000/1h", key = "header:x-tenant" },
 /// ]
 ///
 /// [[route]]                   # tried in order; the first match applies
@@ -81,6 +85,7 @@ struct RawPolicy {
 struct RawLimit {
     algorithm: Spanned<String>,
     rate: Spanned<String>,
+    key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -124,6 +129,7 @@ impl ConfigFile {
 
         let mut policies: Vec<Policy> = Vec::with_capacity(raw.policy.len());
         let mut by_name: HashMap<String, usize> = HashMap::new();
+        let mut limit_keys: Vec<Vec<(usize, Arc<dyn KeyExtractor>)>> = Vec::new();
         for policy in raw.policy {
             let name = policy.name.get_ref();
             if by_name.contains_key(name) {
@@ -131,7 +137,13 @@ impl ConfigFile {
                 return Err(at(policy.name.span().start, "policy.name", reason));
             }
             let mut limits = Vec::with_capacity(policy.limits.get_ref().len());
-            for limit in policy.limits.get_ref() {
+            let mut own_keys = Vec::new();
+            for (position, limit) in policy.limits.get_ref().iter().enumerate() {
+                if let Some(key) = &limit.key {
+                    let extractor = parse_spec(key.get_ref())
+                        .map_err(|e| at(key.span().start, "policy.limits.key", e.to_string()))?;
+                    own_keys.push((position, extractor));
+                }
                 let algorithm: Algorithm = limit.algorithm.get_ref().parse().map_err(|e| {
                     let start = limit.algorithm.span().start;
                     at(start, "policy.limits.algorithm", format!("{e}"))
@@ -150,6 +162,7 @@ impl ConfigFile {
             })?;
             by_name.insert(name.clone(), policies.len());
             policies.push(checked);
+            limit_keys.push(own_keys);
         }
 
         let rule = |route: Option<&Spanned<String>>,
@@ -168,8 +181,16 @@ impl ConfigFile {
                 let reason = format!("no policy named `{}`", policy.get_ref());
                 at(policy.span().start, &format!("{table}.policy"), reason)
             })?;
-            let key_extractor = parse_spec(key.get_ref())
+            let mut key_extractor = parse_spec(key.get_ref())
                 .map_err(|e| at(key.span().start, &format!("{table}.key"), e.to_string()))?;
+            if !limit_keys[*id].is_empty() {
+                let per_limit = limit_keys[*id]
+                    .iter()
+                    .fold(PerLimit::new(key_extractor), |per, (position, own)| {
+                        per.limit_dyn(*position, Arc::clone(own))
+                    });
+                key_extractor = Arc::new(per_limit);
+            }
             Ok(Rule {
                 pattern,
                 policy: policies[*id].clone(),
@@ -301,6 +322,8 @@ mod tests {
         assert!(error(&bad_key).starts_with("line 7: route.key: invalid key spec `cookie`"));
         let bad_route = format!("{API}[[route]]\nroute = \"x\"\npolicy = \"api\"\nkey = \"ip\"\n");
         assert!(error(&bad_route).starts_with("line 5: route.route: invalid route"));
+        let bad_limit_key = API.replace("\"5/1s\" }", "\"5/1s\", key = \"cookie\" }");
+        assert!(error(&bad_limit_key).starts_with("line 3: policy.limits.key: invalid key spec"));
         let huge = API.replace("5/1s", "99999999999999999999999/1s");
         assert!(error(&huge).starts_with("line 3: policy.limits.rate:"));
     }

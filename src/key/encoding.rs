@@ -23,8 +23,15 @@ const MAX_LEN: usize = 128;
 /// assert_eq!(Key::new("a b{c}").as_str(), "a%20b%7Bc%7D");
 /// assert!(Key::new(vec![b'x'; 65_536]).as_str().len() <= 65);
 /// ```
+///
+/// A key may also name other keys for some limits of a policy ([`with_limit_key`](Self::with_limit_key)):
+/// a hierarchical quota, per API key *and* per tenant *and* global, checked in one call.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key(Arc<str>);
+pub struct Key {
+    pub(super) text: Arc<str>,
+    /// The keys of limits counted under a key of their own, by position (`None`: this key).
+    pub(super) limits: Option<Arc<[Option<Key>]>>,
+}
 
 impl Key {
     /// A key from any bytes, encoded as described above.
@@ -63,9 +70,10 @@ impl Key {
         Key::from_ascii(&buf)
     }
 
-    /// The key whose encoded text is `text` (what [`as_str`](Self::as_str) shows, what an
-    /// extractor produced): for admin tools that receive a key as text. `None` for text no key
-    /// can have (empty, too long, or with a character encoding never produces).
+    /// The key whose encoded text is `text` (what [`Display`](std::fmt::Display) shows, what an
+    /// extractor produced, limit keys included): for admin tools that receive a key as text.
+    /// `None` for text no key can have (empty, too long, with a character encoding never
+    /// produces, or limit keys out of order or past [`MAX_LIMITS`](crate::MAX_LIMITS)).
     ///
     /// ```
     /// use redlimit::Key;
@@ -74,8 +82,28 @@ impl Key {
     /// assert_eq!(Key::from_encoded("ip:127.0.0.1").unwrap().as_str(), "ip:127.0.0.1");
     /// assert_eq!(Key::from_encoded("a{b}"), None);
     /// assert_eq!(Key::from_encoded(""), None);
+    /// // A key with limit keys, as it displays.
+    /// let tenant = Key::new("api").with_limit_key(1, Key::new("tenant:acme"));
+    /// assert_eq!(tenant.to_string(), "api;1=tenant:acme");
+    /// assert_eq!(Key::from_encoded("api;1=tenant:acme"), Some(tenant));
     /// ```
     pub fn from_encoded(text: &str) -> Option<Self> {
+        let mut parts = text.split(';');
+        let mut key = Key::from_encoded_one(parts.next()?)?;
+        for part in parts {
+            let (position, limit_key) = part.split_once('=')?;
+            let position: usize = position.parse().ok()?;
+            if position >= crate::policy::MAX_LIMITS || key.limit_keys().any(|(p, _)| p >= position)
+            {
+                return None;
+            }
+            key = key.with_limit_key(position, Key::from_encoded_one(limit_key)?);
+        }
+        Some(key)
+    }
+
+    /// One key's text, with no limit keys.
+    fn from_encoded_one(text: &str) -> Option<Self> {
         let valid = !text.is_empty()
             && text.len() <= 2 * MAX_LEN
             && text
@@ -86,7 +114,11 @@ impl Key {
 
     /// A key of bytes that are already encoded (ASCII by construction).
     fn from_ascii(bytes: &[u8]) -> Self {
-        Key(Arc::from(std::str::from_utf8(bytes).unwrap_or("%")))
+        Key::from_text(Arc::from(std::str::from_utf8(bytes).unwrap_or("%")))
+    }
+
+    pub(super) fn from_text(text: Arc<str>) -> Self {
+        Key { text, limits: None }
     }
 
     /// A key from a secret (an API key, a token): only a digest of it reaches Redis.
@@ -142,9 +174,9 @@ impl Key {
 
     fn concat(a: &Key, sep: u8, b: &Key) -> Self {
         let mut joined = Buf::new();
-        joined.extend_from_slice(a.0.as_bytes());
+        joined.extend_from_slice(a.text.as_bytes());
         joined.push(sep);
-        joined.extend_from_slice(b.0.as_bytes());
+        joined.extend_from_slice(b.text.as_bytes());
         if joined.len() > MAX_LEN {
             Key::digest(b"joined:", &joined)
         } else {
@@ -158,7 +190,7 @@ impl Key {
     /// assert_eq!(redlimit::Key::new("x").as_str(), "x");
     /// ```
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
@@ -184,13 +216,19 @@ fn encode(buf: &mut Buf, bytes: &[u8]) -> bool {
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Key({:?})", &*self.0)
+        write!(f, "Key({:?})", self.to_string())
     }
 }
 
+/// The text, then `;position=key` for each limit counted under a key of its own
+/// (`#1a2b;1=tenant:acme;2=global`): what [`Key::from_encoded`] reads back.
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)?;
+        for (position, key) in self.limit_keys() {
+            write!(f, ";{position}={}", key.text)?;
+        }
+        Ok(())
     }
 }
 

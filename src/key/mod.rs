@@ -46,8 +46,10 @@ mod header;
 pub(crate) mod ip_net;
 #[cfg(feature = "jwt")]
 mod jwt;
+mod limit_keys;
 mod or_else;
 mod peer_ip;
+mod per_limit;
 mod query;
 mod route;
 mod spec;
@@ -64,6 +66,7 @@ pub use jsonwebtoken;
 pub use jwt::Jwt;
 pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
+pub use per_limit::PerLimit;
 pub use query::Query;
 pub(crate) use route::matched_route;
 pub use route::Route;

@@ -364,6 +364,7 @@ impl Decider {
         grpc: bool,
         latency: Option<Duration>,
     ) -> Verdict {
+        let decision = decision.naming(key);
         let shadow = self.shadow(rule);
         let shadowed = shadow.is_on() && !decision.is_allowed();
         self.meters.decision(rule, &decision, shadowed);

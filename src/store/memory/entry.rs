@@ -71,8 +71,11 @@ impl Entry {
     /// algorithm says how it reads state written under another limit); a limit of another
     /// algorithm starts fresh. The log, one per key as in Redis, is kept.
     pub(super) fn adopt(&mut self, policy: &Policy) {
-        // The same `Arc` in the common case.
-        if std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr()) {
+        // The same `Arc` in the common case; equal limits for a limit key's part of a policy,
+        // which is made afresh on each check.
+        if std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
+            || *self.limits == *policy.limits()
+        {
             return;
         }
         let fresh = Entry::new(policy);

@@ -2,6 +2,7 @@
 //! decisions. For one replica, development, tests, and as a local fallback.
 
 mod entry;
+mod limit_keys;
 mod shard;
 
 use std::hash::BuildHasher;
@@ -118,6 +119,10 @@ impl MemoryStore {
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
+        if key.has_limit_keys() {
+            let states = self.check_parts(policy, key, cost, now);
+            return Decision::from_states(policy.name_arc(), now, states);
+        }
         let (hash, id, mut shard) = self.shard(policy, key);
         let (states, evicted) = shard.with_entry(
             hash,
@@ -159,6 +164,14 @@ impl MemoryStore {
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
+        if key.has_limit_keys() {
+            let states = self.peek_parts(policy, key, now);
+            return KeyState::from_uncommitted(Decision::from_states(
+                policy.name_arc(),
+                now,
+                states,
+            ));
+        }
         let (hash, id, mut shard) = self.shard(policy, key);
         // A state that is not kept (absent or expired) reads as fresh;
         // nothing is inserted, since nothing is committed.
@@ -192,6 +205,9 @@ impl MemoryStore {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn reset_now(&self, policy: &Policy, key: &Key) -> bool {
+        if key.has_limit_keys() {
+            return self.reset_parts(policy, key);
+        }
         let (hash, id, mut shard) = self.shard(policy, key);
         shard.remove(hash, id)
     }
@@ -208,9 +224,7 @@ impl MemoryStore {
             key: key.as_str(),
         };
         let hash = inner.hasher.hash_one(&id);
-        // Not the bits the map uses for buckets or tags: mix before picking the shard.
-        let mixed = (hash ^ (hash >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let shard = &inner.shards[(mixed >> 58) as usize % SHARDS];
+        let shard = &inner.shards[limit_keys::shard_index(hash)];
         // Every write is a whole-value assignment, so a lock poisoned by a panic elsewhere
         // still guards consistent state.
         (

@@ -238,7 +238,7 @@ impl RedisStore {
             script: script_for(limits),
             keys: limits.len(),
             slot: match self.inner.backend {
-                backend::Backend::Cluster(_) => slot::slot(key.as_str().as_bytes()),
+                backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
                 _ => 0,
             },
         };

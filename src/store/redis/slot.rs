@@ -13,11 +13,11 @@ pub(super) const SLOTS_PER_RANGE: u16 = 128;
 /// The number of slot ranges.
 pub(super) const RANGES: usize = (SLOTS / SLOTS_PER_RANGE) as usize;
 
-/// The slot range of every check of `key`. The state keys of one check all carry `{key}` as
-/// their hash tag (prefixes, policy names and key text never contain braces), so the slot is
-/// that of the key text.
+/// The slot range of every check of `key`. The state keys of one check all carry
+/// `{key.hash_tag()}` as their hash tag (prefixes, policy names and key text never contain
+/// braces), so the slot is that of the tag's text.
 pub(super) fn domain(key: &Key) -> u16 {
-    slot(key.as_str().as_bytes()) / SLOTS_PER_RANGE
+    slot(key.hash_tag().as_bytes()) / SLOTS_PER_RANGE
 }
 
 /// The Cluster slot of a Redis key: CRC16/XMODEM of its hash tag (the text between the first

@@ -15,16 +15,50 @@ use crate::policy::Policy;
 /// the limit's position and algorithm, not its `N` and period: a changed limit (an override,
 /// a reloaded policy) reads the state the old one left, each algorithm's script saying how;
 /// a changed algorithm starts fresh. Sliding logs share one key.
-pub(super) fn state_key(
-    prefix: &str,
-    policy: &str,
-    key: &str,
-    position: usize,
-    limit: &Limit,
-) -> String {
+///
+/// A key with limit keys ([`Key::with_limit_key`]) names each limit's own key after the
+/// check's hash tag (the widest key, [`Key::hash_tag`]):
+/// `{prefix}:{policy}:{{tag}}:{limit key}:{code}{position}`
+/// (`rl:api:{tenant:acme}:#1a2b:gc0`, `rl:api:{tenant:acme}:tenant:acme:fw1`), so a tenant's
+/// limit is one key whichever of its clients counts against it. Sliding logs share the key of
+/// the first one.
+pub(super) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usize) -> String {
+    let limits = policy.limits();
+    let Some(limit) = limits.get(position) else {
+        return format!(
+            "{prefix}:{}:{{{}}}:none{position}",
+            policy.name(),
+            key.as_str()
+        );
+    };
+    let name = policy.name();
+    if !key.has_limit_keys() {
+        return match limit.algorithm() {
+            Algorithm::SlidingLog => format!("{prefix}:{name}:{{{}}}:sl", key.as_str()),
+            algorithm => format!(
+                "{prefix}:{name}:{{{}}}:{}{position}",
+                key.as_str(),
+                algorithm.code()
+            ),
+        };
+    }
+    let tag = key.hash_tag();
     match limit.algorithm() {
-        Algorithm::SlidingLog => format!("{prefix}:{policy}:{{{key}}}:sl"),
-        algorithm => format!("{prefix}:{policy}:{{{key}}}:{}{position}", algorithm.code()),
+        Algorithm::SlidingLog => {
+            let first_log = limits
+                .iter()
+                .position(|l| l.algorithm() == Algorithm::SlidingLog)
+                .unwrap_or(position);
+            let own = key.limit_key(first_log).as_str();
+            format!("{prefix}:{name}:{{{tag}}}:{own}:sl")
+        }
+        algorithm => {
+            let own = key.limit_key(position).as_str();
+            format!(
+                "{prefix}:{name}:{{{tag}}}:{own}:{}{position}",
+                algorithm.code()
+            )
+        }
     }
 }
 
@@ -42,14 +76,8 @@ pub(crate) fn script_command(
     command
         .arg(script_for(limits).script.get_hash())
         .arg(limits.len());
-    for (position, limit) in limits.iter().enumerate() {
-        command.arg(state_key(
-            prefix,
-            policy.name(),
-            key.as_str(),
-            position,
-            limit,
-        ));
+    for position in 0..limits.len() {
+        command.arg(state_key(prefix, policy, key, position));
     }
     match now_us {
         Some(now) => command.arg(now),
@@ -127,15 +155,38 @@ mod tests {
     #[test]
     fn keys_share_a_hash_tag() {
         let l = Limit::gcra(5, Duration::from_secs(1)).unwrap();
-        assert_eq!(
-            state_key("rl", "login", "ip:1.2.3.4", 0, &l),
-            "rl:login:{ip:1.2.3.4}:gc0"
-        );
         let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
+        let login = Policy::new("login", [l, s]).unwrap();
+        let ip = Key::new("ip:1.2.3.4");
+        assert_eq!(state_key("rl", &login, &ip, 0), "rl:login:{ip:1.2.3.4}:gc0");
+        assert_eq!(state_key("rl", &login, &ip, 1), "rl:login:{ip:1.2.3.4}:sl");
+    }
+
+    #[test]
+    fn limit_keys_follow_the_widest_key_s_tag() {
+        let g = Limit::gcra(5, Duration::from_secs(1)).unwrap();
+        let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
+        let api = Policy::new("api", [g, g, s, s]).unwrap();
+        let key = Key::new("k1")
+            .with_limit_key(1, Key::new("tenant:t"))
+            .with_limit_key(3, Key::new("other"));
+        let keys: Vec<String> = (0..4).map(|p| state_key("rl", &api, &key, p)).collect();
         assert_eq!(
-            state_key("rl", "login", "ip:1.2.3.4", 1, &s),
-            "rl:login:{ip:1.2.3.4}:sl"
+            keys,
+            [
+                "rl:api:{other}:k1:gc0",
+                "rl:api:{other}:tenant:t:gc1",
+                // Logs share one: the first log's key.
+                "rl:api:{other}:k1:sl",
+                "rl:api:{other}:k1:sl",
+            ]
         );
+        // One slot for the whole check.
+        let slots: Vec<u16> = keys
+            .iter()
+            .map(|k| crate::store::redis::slot::slot(k.as_bytes()))
+            .collect();
+        assert!(slots.windows(2).all(|w| w[0] == w[1]));
     }
 
     #[test]

@@ -109,7 +109,7 @@ fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
         .limits()
         .iter()
         .enumerate()
-        .map(|(position, limit)| state_key(prefix, policy.name(), key.as_str(), position, limit))
+        .map(|(position, _)| state_key(prefix, policy, key, position))
         .collect()
 }
 

@@ -1,0 +1,160 @@
+//! Keys of their own for some limits of a policy: hierarchical quotas (per API key *and* per
+//! tenant *and* global) checked in one atomic call.
+
+use std::sync::Arc;
+
+use super::Key;
+use crate::policy::MAX_LIMITS;
+
+impl Key {
+    /// This key, with the limit at `position` of the policy counted under `key` instead: the
+    /// store checks and charges every limit in one atomic call, each under its own key. Limits
+    /// without one count under this key. `key`'s own limit keys are dropped; a `position` past
+    /// [`MAX_LIMITS`] is ignored.
+    ///
+    /// In a Redis Cluster all keys of one check share one hash slot: the slot of the
+    /// [`hash_tag`](Self::hash_tag), the key of the highest position given. Give limits from
+    /// the narrowest (the client) to the widest (its tenant), so that a tenant's limit is one
+    /// key whichever client counts against it.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let key = Key::new("api-key-1")
+    ///     .with_limit_key(1, Key::new("tenant:acme"))
+    ///     .with_limit_key(2, Key::new("global"));
+    /// assert_eq!(key.limit_key(0).as_str(), "api-key-1");
+    /// assert_eq!(key.limit_key(1).as_str(), "tenant:acme");
+    /// assert_eq!(key.hash_tag(), "global");
+    /// assert_eq!(key.to_string(), "api-key-1;1=tenant:acme;2=global");
+    /// ```
+    #[must_use]
+    pub fn with_limit_key(mut self, position: usize, key: Key) -> Key {
+        if position >= MAX_LIMITS {
+            return self;
+        }
+        let mut limits: Vec<Option<Key>> = self.limits.as_deref().unwrap_or_default().to_vec();
+        if limits.len() <= position {
+            limits.resize(position + 1, None);
+        }
+        limits[position] = Some(Key::from_text(key.text));
+        self.limits = Some(Arc::from(limits));
+        self
+    }
+
+    /// The key the limit at `position` counts under: its own, or this key.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let key = Key::new("a").with_limit_key(1, Key::new("t"));
+    /// assert_eq!(key.limit_key(0), &Key::new("a"));
+    /// assert_eq!(key.limit_key(1), &Key::new("t"));
+    /// assert_eq!(key.limit_key(7), &key);
+    /// ```
+    pub fn limit_key(&self, position: usize) -> &Key {
+        match self.limits.as_deref().and_then(|l| l.get(position)) {
+            Some(Some(own)) => own,
+            _ => self,
+        }
+    }
+
+    /// Whether some limit counts under a key of its own.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// assert!(!Key::new("a").has_limit_keys());
+    /// assert!(Key::new("a").with_limit_key(0, Key::new("b")).has_limit_keys());
+    /// ```
+    pub fn has_limit_keys(&self) -> bool {
+        self.limits.is_some()
+    }
+
+    /// The limits with a key of their own, by position.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let key = Key::new("a").with_limit_key(2, Key::new("g"));
+    /// let own: Vec<_> = key.limit_keys().map(|(p, k)| (p, k.as_str())).collect();
+    /// assert_eq!(own, [(2, "g")]);
+    /// ```
+    pub fn limit_keys(&self) -> impl Iterator<Item = (usize, &Key)> {
+        self.limits
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter_map(|(position, key)| Some((position, key.as_ref()?)))
+    }
+
+    /// The text every store key of a check shares as its Redis Cluster hash tag (so one check
+    /// is one slot): the key of the highest-positioned limit with a key of its own, else this
+    /// key's. A global limit given last therefore puts every check of its policy on one slot.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// assert_eq!(Key::new("a").hash_tag(), "a");
+    /// let key = Key::new("a").with_limit_key(1, Key::new("tenant:t"));
+    /// assert_eq!(key.hash_tag(), "tenant:t");
+    /// ```
+    pub fn hash_tag(&self) -> &str {
+        self.limit_keys()
+            .last()
+            .map_or(self.as_str(), |(_, key)| key.as_str())
+    }
+
+    /// This key without its limit keys.
+    ///
+    /// ```
+    /// use redlimit::Key;
+    /// let key = Key::new("a").with_limit_key(1, Key::new("t"));
+    /// assert_eq!(key.primary(), Key::new("a"));
+    /// ```
+    #[must_use]
+    pub fn primary(&self) -> Key {
+        Key::from_text(Arc::clone(&self.text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_keys_are_part_of_identity() {
+        let a = Key::new("a");
+        let at = Key::new("a").with_limit_key(1, Key::new("t"));
+        assert_ne!(a, at);
+        assert_eq!(at.primary(), a);
+        assert_eq!(at.as_str(), "a");
+    }
+
+    #[test]
+    fn nested_limit_keys_are_dropped_and_positions_bounded() {
+        let inner = Key::new("t").with_limit_key(0, Key::new("x"));
+        let key = Key::new("a").with_limit_key(1, inner);
+        assert!(!key.limit_key(1).has_limit_keys());
+        assert_eq!(
+            Key::new("a").with_limit_key(MAX_LIMITS, Key::new("x")),
+            Key::new("a")
+        );
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for key in [
+            Key::new("a"),
+            Key::new("a b").with_limit_key(0, Key::new("{x}")),
+            Key::new("a")
+                .with_limit_key(3, Key::new("g"))
+                .with_limit_key(1, Key::new("t")),
+        ] {
+            assert_eq!(
+                Key::from_encoded(&key.to_string()),
+                Some(key.clone()),
+                "{key}"
+            );
+        }
+        for bad in ["a;", "a;1", "a;x=t", "a;2=t;1=u", "a;16=t", "a;1=t{"] {
+            assert_eq!(Key::from_encoded(bad), None, "{bad}");
+        }
+    }
+}

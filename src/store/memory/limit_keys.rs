@@ -1,0 +1,205 @@
+//! Checks of keys with limit keys ([`Key::with_limit_key`]): each limit's state is its own
+//! entry, under the key it counts under, so a tenant's limit is one entry whichever client
+//! counts against it. Every shard involved is locked (in index order, so checks never wait on
+//! each other in a cycle), every limit evaluated, and all committed or none.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard, PoisonError};
+
+use smallvec::SmallVec;
+
+use super::entry::Entry;
+use super::shard::{IdRef, Shard};
+use super::{MemoryStore, SHARDS};
+use crate::decision::{LimitState, LimitStates};
+use crate::key::Key;
+use crate::limit::{Algorithm, Limit};
+use crate::policy::Policy;
+
+/// Some limits of a policy, counted under one key: one limit, or all of its sliding logs
+/// (which share one log, under the first one's key).
+struct Part<'a> {
+    positions: SmallVec<[usize; 4]>,
+    policy: Policy,
+    key: &'a Key,
+    hash: u64,
+}
+
+impl Part<'_> {
+    fn id(&self) -> IdRef<'_> {
+        IdRef {
+            policy: self.policy.name(),
+            key: self.key.as_str(),
+        }
+    }
+}
+
+/// What to do with each part's entry once every shard is locked.
+#[derive(Clone, Copy, PartialEq)]
+enum Step {
+    Peek,
+    Commit,
+}
+
+impl MemoryStore {
+    /// [`check_now`](Self::check_now) of a key with limit keys.
+    pub(super) fn check_parts(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        cost: u64,
+        now: u64,
+    ) -> LimitStates {
+        let parts = self.parts(policy, key);
+        let mut shards = self.lock(&parts);
+        let (peeked, _) = self.each(&parts, &mut shards, Step::Peek, cost, now);
+        if !peeked.iter().all(LimitState::is_allowed) {
+            return peeked;
+        }
+        let (committed, evicted) = self.each(&parts, &mut shards, Step::Commit, cost, now);
+        drop(shards);
+        if evicted > 0 {
+            self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
+            crate::telemetry::memory_eviction();
+        }
+        committed
+    }
+
+    /// [`inspect_now`](Self::inspect_now) of a key with limit keys.
+    pub(super) fn peek_parts(&self, policy: &Policy, key: &Key, now: u64) -> LimitStates {
+        let parts = self.parts(policy, key);
+        let mut shards = self.lock(&parts);
+        self.each(&parts, &mut shards, Step::Peek, 1, now).0
+    }
+
+    /// [`reset_now`](Self::reset_now) of a key with limit keys: every limit's state, shared
+    /// ones included.
+    pub(super) fn reset_parts(&self, policy: &Policy, key: &Key) -> bool {
+        let parts = self.parts(policy, key);
+        let mut shards = self.lock(&parts);
+        let mut any = false;
+        for part in &parts {
+            if let Some(shard) = shard_of(&mut shards, part.hash) {
+                any |= shard.remove(part.hash, part.id());
+            }
+        }
+        any
+    }
+
+    /// The policy's limits as parts, each under the key it counts under. A part's name is
+    /// the policy's, `#` and its position (`#log` for the logs): `#` is in no policy name, so
+    /// a part never meets a whole policy's state.
+    fn parts<'a>(&self, policy: &Policy, key: &'a Key) -> SmallVec<[Part<'a>; 4]> {
+        let limits = policy.limits();
+        let is_log = |l: &Limit| l.algorithm() == Algorithm::SlidingLog;
+        let mut parts: SmallVec<[Part<'a>; 4]> = limits
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| !is_log(l))
+            .map(|(position, limit)| Part {
+                positions: SmallVec::from_slice(&[position]),
+                policy: Policy::part(
+                    format!("{}#{position}", policy.name()).into(),
+                    Arc::from([*limit]),
+                ),
+                key: key.limit_key(position),
+                hash: 0,
+            })
+            .collect();
+        if let Some(first) = limits.iter().position(is_log) {
+            let positions: SmallVec<[usize; 4]> =
+                (0..limits.len()).filter(|&p| is_log(&limits[p])).collect();
+            let logs: Arc<[Limit]> = positions.iter().map(|&p| limits[p]).collect();
+            parts.push(Part {
+                positions,
+                policy: Policy::part(format!("{}#log", policy.name()).into(), logs),
+                key: key.limit_key(first),
+                hash: 0,
+            });
+        }
+        for part in &mut parts {
+            part.hash = self.inner.hasher.hash_one(part.id());
+        }
+        parts
+    }
+
+    /// Locks the shard of every part, each once, in index order.
+    fn lock(&self, parts: &[Part<'_>]) -> SmallVec<[(usize, MutexGuard<'_, Shard>); 4]> {
+        let mut indices: SmallVec<[usize; 4]> = parts.iter().map(|p| shard_index(p.hash)).collect();
+        indices.sort_unstable();
+        indices.dedup();
+        indices
+            .into_iter()
+            .map(|i| {
+                let guard = self.inner.shards[i]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                (i, guard)
+            })
+            .collect()
+    }
+
+    /// Runs `step` on every part's entry; returns the states in the policy's order, and how
+    /// many entries were evicted for room.
+    fn each(
+        &self,
+        parts: &[Part<'_>],
+        shards: &mut [(usize, MutexGuard<'_, Shard>)],
+        step: Step,
+        cost: u64,
+        now: u64,
+    ) -> (LimitStates, u64) {
+        let mut by_position: SmallVec<[Option<LimitState>; 4]> =
+            SmallVec::from_elem(None, parts.iter().map(|p| p.positions.len()).sum());
+        let mut evicted = 0;
+        for part in parts {
+            let policy = &part.policy;
+            // `lock` locked every part's shard.
+            let Some(shard) = shard_of(shards, part.hash) else {
+                continue;
+            };
+            let (states, lost) = shard.with_entry(
+                part.hash,
+                part.id(),
+                || Entry::new(policy),
+                || (policy.name_arc(), part.key.clone()),
+                self.inner.cap_per_shard,
+                now,
+                |entry| {
+                    entry.adopt(policy);
+                    match step {
+                        Step::Peek => entry.peek(policy, cost, now),
+                        Step::Commit => entry.check(policy, cost, now),
+                    }
+                },
+            );
+            evicted += u64::from(lost);
+            for (&position, state) in part.positions.iter().zip(states) {
+                if let Some(slot) = by_position.get_mut(position) {
+                    *slot = Some(state);
+                }
+            }
+        }
+        (by_position.into_iter().flatten().collect(), evicted)
+    }
+}
+
+/// The shard a hash belongs to (as [`MemoryStore`]'s single-key path picks it).
+pub(super) fn shard_index(hash: u64) -> usize {
+    // Not the bits the map uses for buckets or tags: mix before picking the shard.
+    let mixed = (hash ^ (hash >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 58) as usize % SHARDS
+}
+
+/// The locked shard of `hash`, among `shards`.
+fn shard_of<'g, 's>(
+    shards: &'g mut [(usize, MutexGuard<'s, Shard>)],
+    hash: u64,
+) -> Option<&'g mut Shard> {
+    let index = shard_index(hash);
+    shards
+        .iter_mut()
+        .find(|(i, _)| *i == index)
+        .map(|(_, guard)| &mut **guard)
+}
