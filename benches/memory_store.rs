@@ -109,9 +109,41 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// A policy of three GCRA limits, 100k clients: every limit under the client's key, against
+/// per client, per tenant (100 tenants) and global (each level its own entry).
+fn hierarchical(c: &mut Criterion) {
+    let limit = Limit::gcra(u64::from(RATE), Duration::from_secs(1)).unwrap();
+    let policy = Policy::new("bench", [limit, limit, limit]).unwrap();
+    let flat = keys(KEYS);
+    let levels: Vec<Key> = flat
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            k.clone()
+                .with_limit_key(1, Key::new(format!("tenant:{}", i % 100)))
+                .with_limit_key(2, Key::new("global"))
+        })
+        .collect();
+    let mut group = c.benchmark_group("decision/3 limits, 100k keys");
+    for (name, keyset) in [
+        ("one key", flat.to_vec()),
+        ("client, tenant, global", levels),
+    ] {
+        let store = MemoryStore::builder().max_keys(4 * KEYS).build();
+        group.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                black_box(store.check_now(&policy, &keyset[i % keyset.len()], 1));
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = bench
+    targets = bench, hierarchical
 }
 criterion_main!(benches);

@@ -1,7 +1,7 @@
 //! A named set of limits checked together: all must allow a request, and only then does any
 //! of them consume.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::error::ConfigError;
@@ -31,10 +31,29 @@ pub const MAX_LIMITS: usize = 16;
 /// assert_eq!(policy.limits().len(), 2);
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Policy {
     name: Arc<str>,
     limits: Arc<[Limit]>,
+    /// [`parts`](Self::parts), made on first use and shared by every clone.
+    parts: Arc<OnceLock<Box<[Policy]>>>,
+}
+
+impl PartialEq for Policy {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.limits == other.limits
+    }
+}
+
+impl Eq for Policy {}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("name", &self.name)
+            .field("limits", &self.limits)
+            .finish()
+    }
 }
 
 impl Policy {
@@ -77,7 +96,7 @@ impl Policy {
         if limits.len() > MAX_LIMITS {
             return Err(ConfigError::TooManyLimits(name.to_string()));
         }
-        Ok(Policy { name, limits })
+        Ok(Policy::part(name, limits))
     }
 
     /// The name.
@@ -115,7 +134,33 @@ impl Policy {
     /// A policy of some of another's limits, under a name no public policy can have (the memory
     /// store's state of one limit counted under a key of its own).
     pub(crate) fn part(name: Arc<str>, limits: Arc<[Limit]>) -> Policy {
-        Policy { name, limits }
+        Policy {
+            name,
+            limits,
+            parts: Arc::default(),
+        }
+    }
+
+    /// The policy split for limits counted under keys of their own: one part per limit but
+    /// the sliding logs, in order, named `NAME#POSITION`, then one of all the sliding logs
+    /// (which share one log), `NAME#log`. `#` is in no policy's name, so a part never meets a
+    /// whole policy's state.
+    pub(crate) fn parts(&self) -> &[Policy] {
+        self.parts.get_or_init(|| {
+            let is_log = |l: &Limit| l.algorithm() == Algorithm::SlidingLog;
+            let mut parts: Vec<Policy> = (0..self.limits.len())
+                .filter(|&p| !is_log(&self.limits[p]))
+                .map(|p| {
+                    let name = format!("{}#{p}", self.name);
+                    Policy::part(name.into(), Arc::from([self.limits[p]]))
+                })
+                .collect();
+            let logs: Arc<[Limit]> = self.limits.iter().copied().filter(is_log).collect();
+            if !logs.is_empty() {
+                parts.push(Policy::part(format!("{}#log", self.name).into(), logs));
+            }
+            parts.into_boxed_slice()
+        })
     }
 
     /// The limits, shared (the memory store keeps them beside each key's state).
@@ -137,14 +182,13 @@ impl Policy {
     /// instance's share when several enforce it without a shared store.
     pub(crate) fn scaled(&self, instances: u32) -> Policy {
         let instances = u64::from(instances.max(1));
-        Policy {
-            name: self.name_arc(),
-            limits: self
-                .limits
+        Policy::part(
+            self.name_arc(),
+            self.limits
                 .iter()
                 .map(|l| l.with_smaller_count(l.count().div_ceil(instances).max(1)))
                 .collect(),
-        }
+        )
     }
 
     /// The longest period of all limits.

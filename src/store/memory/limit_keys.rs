@@ -5,7 +5,7 @@
 
 use std::hash::BuildHasher;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::sync::{MutexGuard, PoisonError};
 
 use smallvec::SmallVec;
 
@@ -21,7 +21,7 @@ use crate::policy::Policy;
 /// (which share one log, under the first one's key).
 struct Part<'a> {
     positions: SmallVec<[usize; 4]>,
-    policy: Policy,
+    policy: &'a Policy,
     key: &'a Key,
     hash: u64,
 }
@@ -87,41 +87,32 @@ impl MemoryStore {
         any
     }
 
-    /// The policy's limits as parts, each under the key it counts under. A part's name is
-    /// the policy's, `#` and its position (`#log` for the logs): `#` is in no policy name, so
-    /// a part never meets a whole policy's state.
-    fn parts<'a>(&self, policy: &Policy, key: &'a Key) -> SmallVec<[Part<'a>; 4]> {
+    /// The policy's limits as parts ([`Policy::parts`]), each under the key it counts under.
+    fn parts<'a>(&self, policy: &'a Policy, key: &'a Key) -> SmallVec<[Part<'a>; 4]> {
         let limits = policy.limits();
         let is_log = |l: &Limit| l.algorithm() == Algorithm::SlidingLog;
-        let mut parts: SmallVec<[Part<'a>; 4]> = limits
+        let mut singles = (0..limits.len()).filter(|&p| !is_log(&limits[p]));
+        policy
+            .parts()
             .iter()
-            .enumerate()
-            .filter(|(_, l)| !is_log(l))
-            .map(|(position, limit)| Part {
-                positions: SmallVec::from_slice(&[position]),
-                policy: Policy::part(
-                    format!("{}#{position}", policy.name()).into(),
-                    Arc::from([*limit]),
-                ),
-                key: key.limit_key(position),
-                hash: 0,
+            .map(|part| {
+                let positions: SmallVec<[usize; 4]> = match singles.next() {
+                    Some(position) => SmallVec::from_slice(&[position]),
+                    None => (0..limits.len()).filter(|&p| is_log(&limits[p])).collect(),
+                };
+                let key = key.limit_key(positions.first().copied().unwrap_or(0));
+                let hash = self.inner.hasher.hash_one(IdRef {
+                    policy: part.name(),
+                    key: key.as_str(),
+                });
+                Part {
+                    positions,
+                    policy: part,
+                    key,
+                    hash,
+                }
             })
-            .collect();
-        if let Some(first) = limits.iter().position(is_log) {
-            let positions: SmallVec<[usize; 4]> =
-                (0..limits.len()).filter(|&p| is_log(&limits[p])).collect();
-            let logs: Arc<[Limit]> = positions.iter().map(|&p| limits[p]).collect();
-            parts.push(Part {
-                positions,
-                policy: Policy::part(format!("{}#log", policy.name()).into(), logs),
-                key: key.limit_key(first),
-                hash: 0,
-            });
-        }
-        for part in &mut parts {
-            part.hash = self.inner.hasher.hash_one(part.id());
-        }
-        parts
+            .collect()
     }
 
     /// Locks the shard of every part, each once, in index order.
@@ -154,7 +145,7 @@ impl MemoryStore {
             SmallVec::from_elem(None, parts.iter().map(|p| p.positions.len()).sum());
         let mut evicted = 0;
         for part in parts {
-            let policy = &part.policy;
+            let policy = part.policy;
             // `lock` locked every part's shard.
             let Some(shard) = shard_of(shards, part.hash) else {
                 continue;
