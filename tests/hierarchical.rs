@@ -344,3 +344,38 @@ async fn cluster_runs_each_check_on_its_widest_key_s_slot() {
     let steps = walk(&store).await;
     assert_walk(&steps);
 }
+
+/// A reset through the layer of one client's key resets its tenant too: the layer drops the
+/// denials it cached for the tenant's other clients, which may pass now.
+#[tokio::test]
+async fn a_reset_of_a_shared_level_drops_other_clients_cached_denials() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "tiers-reset").await;
+    let policy = three_levels();
+    let layer = RateLimitLayer::new(store, policy.clone()).key(per_limit());
+    let app = app(layer.clone());
+    for _ in 0..3 {
+        assert_eq!(
+            send(&app, request_of("a1", "t1")).await.status(),
+            StatusCode::OK
+        );
+    }
+    for _ in 0..2 {
+        assert_eq!(
+            send(&app, request_of("a2", "t1")).await.status(),
+            StatusCode::OK
+        );
+    }
+    // a2 is denied by the tenant, and the layer caches that denial.
+    for source in ["Store", "DenyCache"] {
+        let res = send(&app, request_of("a2", "t1")).await;
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        let decision = res.extensions().get::<Decision>().unwrap();
+        assert_eq!(format!("{:?}", decision.source()), source);
+    }
+    layer.reset(&policy, &layer_key("a1", "t1")).await.unwrap();
+    assert_eq!(
+        send(&app, request_of("a2", "t1")).await.status(),
+        StatusCode::OK
+    );
+}

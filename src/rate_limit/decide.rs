@@ -129,11 +129,16 @@ impl Decider {
     }
 
     /// Forgets what this layer remembers of `key` under the policy named `policy`: the deny
-    /// cache's denials and the local fallback's state, after the store's state was reset.
+    /// cache's denials and the local fallback's state, after the store's state was reset. A
+    /// key with limit keys had shared levels reset too: every denial of the rule goes.
     pub(crate) fn forget(&self, policy: &str, key: &Key) {
         for (id, rule) in self.config.rules().enumerate() {
             if rule.policy.name() == policy {
-                self.deny_cache.remove(id, key);
+                if key.has_limit_keys() {
+                    self.deny_cache.remove_rule(id);
+                } else {
+                    self.deny_cache.remove(id, key);
+                }
                 if let Some((store, scaled)) = self.local.get(id) {
                     store.reset_now(scaled, key);
                 }

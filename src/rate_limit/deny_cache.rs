@@ -236,6 +236,17 @@ impl DenyCache {
         }
     }
 
+    /// Drops every denial cached under rule `rule` (a shared level of a hierarchical key was
+    /// reset: any key counting under it may be let through now).
+    pub(crate) fn remove_rule(&self, rule: usize) {
+        for shard in self.shards.iter() {
+            let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = map.len();
+            map.retain(|_, entry| entry.rule != rule);
+            self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
+        }
+    }
+
     /// Entries held (expired ones included until they are looked up or evicted).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
