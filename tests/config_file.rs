@@ -290,3 +290,54 @@ fn the_readme_shows_the_example_file_as_it_is() {
         "README.md's copy of examples/redlimit.toml differs"
     );
 }
+
+/// `[client_ip]` makes `ip` the client behind the trusted proxies, and a rule's `shadow`
+/// records without denying.
+#[tokio::test]
+async fn client_ip_behind_proxies_and_shadowed_rules() {
+    let config = ConfigFile::parse(
+        r#"
+[client_ip]
+trusted_proxies = ["10.0.0.0/8"]
+
+[[policy]]
+name = "one"
+limits = [{ algorithm = "fixed-window", rate = "1/1h" }]
+
+[[route]]
+route = "/shadow*"
+policy = "one"
+key = "ip"
+shadow = "on-with-headers"
+
+[default]
+policy = "one"
+key = "ip"
+"#,
+    )
+    .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/shadow", get(|| async { "ok" }))
+        .layer(RateLimitLayer::from_config(MemoryStore::new(), &config));
+    let via_proxy =
+        |path: &str, client: &str| request(path, "10.0.0.1", &[("x-forwarded-for", client)]);
+    // Two clients behind one proxy: one each.
+    assert_eq!(
+        send(&app, via_proxy("/", "203.0.113.7")).await.status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(&app, via_proxy("/", "203.0.113.8")).await.status(),
+        StatusCode::OK
+    );
+    let denied = send(&app, via_proxy("/", "203.0.113.7")).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Shadowed: over the limit, let through, with the headers but no Retry-After.
+    for _ in 0..3 {
+        let res = send(&app, via_proxy("/shadow", "203.0.113.9")).await;
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(header(&res, "x-ratelimit-limit"), "1");
+        assert_eq!(header(&res, "retry-after"), "");
+    }
+}

@@ -8,16 +8,20 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::key::{parse_spec, KeyExtractor, PerLimit};
+use crate::key::{parse_spec_with, ClientIp, KeyExtractor, PeerIp, PerLimit};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
-use crate::rate_limit::{Config, RoutePattern, Rule};
+use crate::rate_limit::{Config, RoutePattern, Rule, Shadow};
 
 /// A validated config file: named policies, route rules, an optional default rule.
 ///
 /// The format (every field required unless marked optional; unknown fields are errors):
 ///
 /// ```toml
+/// [client_ip]                 # optional: `ip` in key specs is the client behind these proxies
+/// trusted_proxies = ["10.0.0.0/8"]   # (redlimit::key::ClientIp), not the socket peer
+/// ipv6_prefix = 64            # optional: IPv6 clients grouped by this prefix (default 64)
+///
 /// [[policy]]                  # one per policy; names are unique
 /// name = "api"
 /// limits = [                  # 1 to 16 limits, all checked together
@@ -32,6 +36,7 @@ use crate::rate_limit::{Config, RoutePattern, Rule};
 /// route = "POST /login"       # [METHOD] /path, or /prefix* (see RateLimitLayer::route)
 /// policy = "api"              # a policy named above
 /// key = "ip"                  # ip, header:NAME, query:NAME, route, global, joined by +
+/// shadow = "on"               # optional: off (default), on, on-with-headers (see Shadow)
 ///
 /// [default]                   # optional: every request no route matched
 /// policy = "api"
@@ -66,11 +71,19 @@ pub struct ConfigFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    client_ip: Option<RawClientIp>,
     #[serde(default)]
     policy: Vec<RawPolicy>,
     #[serde(default)]
     route: Vec<RawRoute>,
     default: Option<RawDefault>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClientIp {
+    trusted_proxies: Spanned<Vec<String>>,
+    ipv6_prefix: Option<Spanned<u8>>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +107,7 @@ struct RawRoute {
     route: Spanned<String>,
     policy: Spanned<String>,
     key: Spanned<String>,
+    shadow: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -101,6 +115,7 @@ struct RawRoute {
 struct RawDefault {
     policy: Spanned<String>,
     key: Spanned<String>,
+    shadow: Option<Spanned<String>>,
 }
 
 impl ConfigFile {
@@ -127,6 +142,25 @@ impl ConfigFile {
             at(start, "toml", e.message().trim().replace('\n', " "))
         })?;
 
+        let ip: Arc<dyn KeyExtractor> = match &raw.client_ip {
+            None => Arc::new(PeerIp),
+            Some(client_ip) => {
+                let proxies = &client_ip.trusted_proxies;
+                let mut extractor = ClientIp::trusting(proxies.get_ref()).map_err(|e| {
+                    at(
+                        proxies.span().start,
+                        "client_ip.trusted_proxies",
+                        e.to_string(),
+                    )
+                })?;
+                if let Some(len) = &client_ip.ipv6_prefix {
+                    extractor = extractor.ipv6_prefix(*len.get_ref()).map_err(|e| {
+                        at(len.span().start, "client_ip.ipv6_prefix", e.to_string())
+                    })?;
+                }
+                Arc::new(extractor)
+            }
+        };
         let mut policies: Vec<Policy> = Vec::with_capacity(raw.policy.len());
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut limit_keys: Vec<Vec<(usize, Arc<dyn KeyExtractor>)>> = Vec::new();
@@ -140,7 +174,7 @@ impl ConfigFile {
             let mut own_keys = Vec::new();
             for (position, limit) in policy.limits.get_ref().iter().enumerate() {
                 if let Some(key) = &limit.key {
-                    let extractor = parse_spec(key.get_ref())
+                    let extractor = parse_spec_with(key.get_ref(), &ip)
                         .map_err(|e| at(key.span().start, "policy.limits.key", e.to_string()))?;
                     own_keys.push((position, extractor));
                 }
@@ -168,8 +202,21 @@ impl ConfigFile {
         let rule = |route: Option<&Spanned<String>>,
                     policy: &Spanned<String>,
                     key: &Spanned<String>,
+                    shadow: Option<&Spanned<String>>,
                     table: &str|
          -> Result<Rule, ConfigError> {
+            let shadow = shadow
+                .map(|shadow| match shadow.get_ref().as_str() {
+                    "off" => Ok(Shadow::Off),
+                    "on" => Ok(Shadow::On),
+                    "on-with-headers" => Ok(Shadow::OnWithHeaders),
+                    other => Err(at(
+                        shadow.span().start,
+                        &format!("{table}.shadow"),
+                        format!("`{other}`: expected off, on or on-with-headers"),
+                    )),
+                })
+                .transpose()?;
             let pattern = route
                 .map(|route| {
                     RoutePattern::parse(route.get_ref()).map_err(|e| {
@@ -181,7 +228,7 @@ impl ConfigFile {
                 let reason = format!("no policy named `{}`", policy.get_ref());
                 at(policy.span().start, &format!("{table}.policy"), reason)
             })?;
-            let mut key_extractor = parse_spec(key.get_ref())
+            let mut key_extractor = parse_spec_with(key.get_ref(), &ip)
                 .map_err(|e| at(key.span().start, &format!("{table}.key"), e.to_string()))?;
             if !limit_keys[*id].is_empty() {
                 let per_limit = limit_keys[*id]
@@ -195,18 +242,26 @@ impl ConfigFile {
                 pattern,
                 policy: policies[*id].clone(),
                 key: key_extractor,
-                shadow: None,
+                shadow,
             })
         };
         let routes = raw
             .route
             .iter()
-            .map(|r| rule(Some(&r.route), &r.policy, &r.key, "route"))
+            .map(|r| {
+                rule(
+                    Some(&r.route),
+                    &r.policy,
+                    &r.key,
+                    r.shadow.as_ref(),
+                    "route",
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let default = raw
             .default
             .as_ref()
-            .map(|d| rule(None, &d.policy, &d.key, "default"))
+            .map(|d| rule(None, &d.policy, &d.key, d.shadow.as_ref(), "default"))
             .transpose()?;
         Ok(ConfigFile {
             policies,
@@ -324,6 +379,16 @@ mod tests {
         assert!(error(&bad_route).starts_with("line 5: route.route: invalid route"));
         let bad_limit_key = API.replace("\"5/1s\" }", "\"5/1s\", key = \"cookie\" }");
         assert!(error(&bad_limit_key).starts_with("line 3: policy.limits.key: invalid key spec"));
+        let bad_shadow =
+            format!("{API}[default]\npolicy = \"api\"\nkey = \"ip\"\nshadow = \"maybe\"\n");
+        assert_eq!(
+            error(&bad_shadow),
+            "line 7: default.shadow: `maybe`: expected off, on or on-with-headers"
+        );
+        let bad_proxy = format!("[client_ip]\ntrusted_proxies = [\"proxy.internal\"]\n{API}");
+        assert!(error(&bad_proxy).starts_with("line 2: client_ip.trusted_proxies: "));
+        let bad_prefix = format!("[client_ip]\ntrusted_proxies = []\nipv6_prefix = 200\n{API}");
+        assert!(error(&bad_prefix).starts_with("line 3: client_ip.ipv6_prefix: "));
         let huge = API.replace("5/1s", "99999999999999999999999/1s");
         assert!(error(&huge).starts_with("line 3: policy.limits.rate:"));
     }
@@ -334,5 +399,8 @@ mod tests {
         let file = ConfigFile::parse(&text).unwrap();
         assert_eq!(file.routes.len(), 1);
         assert!(file.default.is_some());
+        let shadowed = format!("[client_ip]\ntrusted_proxies = [\"10.0.0.0/8\"]\nipv6_prefix = 56\n{API}[default]\npolicy = \"api\"\nkey = \"ip\"\nshadow = \"on-with-headers\"\n");
+        let file = ConfigFile::parse(&shadowed).unwrap();
+        assert_eq!(file.default.unwrap().shadow, Some(Shadow::OnWithHeaders));
     }
 }

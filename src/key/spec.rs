@@ -17,20 +17,29 @@ use crate::error::ConfigError;
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 pub fn parse_spec(spec: &str) -> Result<Arc<dyn KeyExtractor>, ConfigError> {
+    parse_spec_with(spec, &(Arc::new(PeerIp) as Arc<dyn KeyExtractor>))
+}
+
+/// [`parse_spec`], with `ip` meaning the extractor `ip` (a [`ClientIp`](super::ClientIp)
+/// trusting a config file's proxies).
+pub(crate) fn parse_spec_with(
+    spec: &str,
+    ip: &Arc<dyn KeyExtractor>,
+) -> Result<Arc<dyn KeyExtractor>, ConfigError> {
     let bad = |reason: String| ConfigError::InvalidKeySpec {
         spec: spec.to_owned(),
         reason,
     };
-    let mut parts = spec.split('+').map(|part| part_of(part).map_err(&bad));
+    let mut parts = spec.split('+').map(|part| part_of(part, ip).map_err(&bad));
     let first = parts.next().unwrap_or_else(|| Err(bad("empty".into())))?;
     parts.try_fold(first, |key, next| {
         Ok(Arc::new(Both::new(key, next?)) as Arc<dyn KeyExtractor>)
     })
 }
 
-fn part_of(part: &str) -> Result<Arc<dyn KeyExtractor>, String> {
+fn part_of(part: &str, ip: &Arc<dyn KeyExtractor>) -> Result<Arc<dyn KeyExtractor>, String> {
     Ok(match part {
-        "ip" => Arc::new(PeerIp),
+        "ip" => Arc::clone(ip),
         // gRPC's words for the same things: the method is the route, metadata are headers.
         "route" | "method" => Arc::new(Route),
         "global" => Arc::new(Global),
