@@ -29,8 +29,8 @@ const MAX_LEN: usize = 128;
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
     pub(super) text: Arc<str>,
-    /// The keys of limits counted under a key of their own, by position (`None`: this key).
-    pub(super) limits: Option<Arc<[Option<Key>]>>,
+    /// The keys of limits counted under a key of their own.
+    pub(super) limits: Option<Arc<super::limit_keys::LimitKeys>>,
 }
 
 impl Key {

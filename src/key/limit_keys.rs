@@ -6,6 +6,14 @@ use std::sync::Arc;
 use super::Key;
 use crate::policy::MAX_LIMITS;
 
+/// The keys of a key's limits: this key without them, and each limit's own by position
+/// (`None`: the primary).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct LimitKeys {
+    primary: Key,
+    by_position: Box<[Option<Key>]>,
+}
+
 impl Key {
     /// This key, with the limit at `position` of the policy counted under `key` instead: the
     /// store checks and charges every limit in one atomic call, each under its own key. Limits
@@ -32,28 +40,39 @@ impl Key {
         if position >= MAX_LIMITS {
             return self;
         }
-        let mut limits: Vec<Option<Key>> = self.limits.as_deref().unwrap_or_default().to_vec();
-        if limits.len() <= position {
-            limits.resize(position + 1, None);
+        let mut by_position: Vec<Option<Key>> = self
+            .limits
+            .as_deref()
+            .map(|l| l.by_position.to_vec())
+            .unwrap_or_default();
+        if by_position.len() <= position {
+            by_position.resize(position + 1, None);
         }
-        limits[position] = Some(Key::from_text(key.text));
-        self.limits = Some(Arc::from(limits));
+        by_position[position] = Some(Key::from_text(key.text));
+        self.limits = Some(Arc::new(LimitKeys {
+            primary: self.primary(),
+            by_position: by_position.into_boxed_slice(),
+        }));
         self
     }
 
-    /// The key the limit at `position` counts under: its own, or this key.
+    /// The key the limit at `position` counts under: its own, or this key without its limit
+    /// keys.
     ///
     /// ```
     /// use redlimit::Key;
     /// let key = Key::new("a").with_limit_key(1, Key::new("t"));
     /// assert_eq!(key.limit_key(0), &Key::new("a"));
     /// assert_eq!(key.limit_key(1), &Key::new("t"));
-    /// assert_eq!(key.limit_key(7), &key);
+    /// assert_eq!(key.limit_key(7), &Key::new("a"));
     /// ```
     pub fn limit_key(&self, position: usize) -> &Key {
-        match self.limits.as_deref().and_then(|l| l.get(position)) {
+        let Some(limits) = self.limits.as_deref() else {
+            return self;
+        };
+        match limits.by_position.get(position) {
             Some(Some(own)) => own,
-            _ => self,
+            _ => &limits.primary,
         }
     }
 
@@ -79,7 +98,7 @@ impl Key {
     pub fn limit_keys(&self) -> impl Iterator<Item = (usize, &Key)> {
         self.limits
             .as_deref()
-            .unwrap_or_default()
+            .map_or(&[][..], |l| &l.by_position[..])
             .iter()
             .enumerate()
             .filter_map(|(position, key)| Some((position, key.as_ref()?)))
