@@ -55,3 +55,16 @@ pub fn inspect_at(
 ) -> crate::store::AdminFuture<crate::store::KeyState> {
     store.inspect_at(policy, key, now_us)
 }
+
+/// TEST ONLY: a Redis refund whose script uses `now_us` (Unix µs) instead of Redis `TIME`, to
+/// drive time as [`check_at`] does.
+#[cfg(feature = "redis")]
+pub fn refund_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    refund: crate::store::Refund,
+    now_us: u64,
+) -> crate::store::AdminFuture<bool> {
+    store.refund_at(policy, key, refund, now_us)
+}
