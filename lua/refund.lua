@@ -7,7 +7,8 @@
 -- ARGV[1]    '' in production: the time is Redis TIME. TEST ONLY: Unix µs to use instead.
 -- ARGV[2]    the store's time of the admission (Unix µs: its reply's `now`)
 -- ARGV[3]    the cost to give back (> 0)
--- ARGV[4]    the policy's longest period in ms: the marker's TTL, and the age past which a
+-- ARGV[4]    twice the policy's longest period in ms (a sliding window's count weighs until
+--            the end of the window after its own): the marker's TTL, and the age past which a
 --            refund gives nothing (every state the admission touched is moot by then)
 -- ARGV[3i+2], ARGV[3i+3], ARGV[3i+4]
 --            the algorithm code (fw, sw, sl, tb, gc), count N and period P in µs of limit i
@@ -87,7 +88,7 @@ if span > 0 then
   end
 end
 for i = 1, k do
-  local key, code, p = KEYS[i], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 4])
+  local key, code, n, p = KEYS[i], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]), tonumber(ARGV[3 * i + 4])
   local v = code ~= 'sl' and redis.call('GET', key)
   if v and code == 'fw' then
     local e, c = string.match(v, '^(%d+) (%d+)$')
@@ -109,7 +110,9 @@ for i = 1, k do
     end
   elseif v and code == 'tb' then
     local u, l = string.match(v, '^(%d+) (%d+)$')
-    if u and tonumber(u) > 0 then
+    -- A bucket already full again has nothing to take back.
+    if u and tonumber(u) > 0
+        and math.floor((now - math.min(tonumber(l), now)) / math.ceil(p / n)) < math.min(tonumber(u), n) then
       local used = math.max(0, tonumber(u) - cost)
       if used == 0 then
         redis.call('DEL', key)

@@ -5,7 +5,7 @@
 //! what it was before the admission: each removes at most `cost` units, only from where the
 //! admission put them.
 
-use super::{fixed_window, gcra, sliding_window, token_bucket};
+use super::{emission_interval, fixed_window, gcra, sliding_window, token_bucket};
 
 /// The end of the epoch-aligned window of `period_us` that holds `at`.
 fn window_end(at: u64, period_us: u64) -> u64 {
@@ -51,9 +51,18 @@ pub(crate) fn sliding_window(
     }
 }
 
-pub(crate) fn token_bucket(state: &mut Option<token_bucket::State>, cost: u64) -> bool {
+pub(crate) fn token_bucket(
+    state: &mut Option<token_bucket::State>,
+    count: u64,
+    period_us: u64,
+    cost: u64,
+    now: u64,
+) -> bool {
+    let t = emission_interval(count, period_us);
+    // A bucket already full again has nothing to take back.
+    let refilled = |s: &token_bucket::State| (now - s.last.min(now)) / t >= s.used.min(count);
     match state {
-        Some(s) if s.used > 0 => {
+        Some(s) if s.used > 0 && !refilled(s) => {
             s.used = s.used.saturating_sub(cost);
             true
         }
@@ -110,8 +119,13 @@ mod tests {
     #[test]
     fn a_bucket_never_overfills() {
         let mut state = Some(token_bucket::check(None, 4, 1_000_000, 1, 0).next);
-        assert!(token_bucket(&mut state, 3));
+        assert!(token_bucket(&mut state, 4, 1_000_000, 3, 0));
         assert_eq!(state.unwrap().used, 0);
-        assert!(!token_bucket(&mut state, 1));
+        assert!(!token_bucket(&mut state, 4, 1_000_000, 1, 0));
+        let mut state = Some(token_bucket::check(None, 4, 1_000_000, 1, 0).next);
+        assert!(
+            !token_bucket(&mut state, 4, 1_000_000, 1, 250_000),
+            "refilled"
+        );
     }
 }

@@ -120,7 +120,7 @@ impl Entry {
                 Slot::FixedWindow(s) => refund::fixed_window(s, p, cost, at, now),
                 Slot::SlidingWindow(s) => refund::sliding_window(s, p, cost, at, now),
                 Slot::SlidingLog => false,
-                Slot::TokenBucket(s) => refund::token_bucket(s, cost),
+                Slot::TokenBucket(s) => refund::token_bucket(s, limit.count(), p, cost, now),
                 Slot::Gcra(s) => refund::gcra(s, cost, now),
             };
         }

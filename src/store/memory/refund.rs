@@ -64,8 +64,9 @@ impl MemoryStore {
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
+        // A sliding window's count weighs until the end of the window after its own.
         let longest = u64::try_from(policy.max_period().as_micros()).unwrap_or(u64::MAX);
-        let until = refund.at_us().saturating_add(longest);
+        let until = refund.at_us().saturating_add(longest.saturating_mul(2));
         if until <= now || !inner.refunds.first(refund.token(), until, now) {
             return false;
         }

@@ -50,7 +50,8 @@ pub(crate) fn refund_command(
         Some(now) => command.arg(now),
         None => command.arg(""),
     };
-    let longest_ms = policy.max_period().as_millis().max(1);
+    // Every state an admission touches is moot after twice the longest period.
+    let longest_ms = 2 * policy.max_period().as_millis().max(1);
     command
         .arg(refund.at_us())
         .arg(refund.cost())
