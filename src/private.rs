@@ -68,3 +68,16 @@ pub fn refund_at(
 ) -> crate::store::AdminFuture<bool> {
     store.refund_at(policy, key, refund, now_us)
 }
+
+/// The very `EVALSHA` the Redis store sends for one refund (Redis `TIME`), so a benchmark can
+/// send it by hand; the refund script must be loaded first (`SCRIPT LOAD` of
+/// `RedisStore::refund_script_source()`).
+#[cfg(feature = "redis")]
+pub fn refund_call(
+    prefix: &str,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    refund: &crate::store::Refund,
+) -> redis::Cmd {
+    crate::store::refund_call(prefix, policy, key, refund)
+}

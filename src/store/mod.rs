@@ -35,7 +35,7 @@ mod overrides;
 mod redis;
 mod refund;
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::{decode_reply, script_call};
+pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};

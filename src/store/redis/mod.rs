@@ -211,6 +211,16 @@ impl RedisStore {
         &script_for_policy(policy).source
     }
 
+    /// The Lua script of [`Store::refund`] (`lua/refund.lua`), for a `SCRIPT LOAD` ahead of
+    /// time (the store loads it on first use).
+    ///
+    /// ```
+    /// assert!(redlimit::store::RedisStore::refund_script_source().contains("KEYS[k + 1]"));
+    /// ```
+    pub fn refund_script_source() -> &'static str {
+        self::script::refund_source()
+    }
+
     /// The key prefix.
     ///
     /// ```
@@ -259,6 +269,10 @@ pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -
 }
 
 /// Decodes a script reply as the store does.
+pub(crate) fn refund_call(prefix: &str, policy: &Policy, key: &Key, refund: &Refund) -> redis::Cmd {
+    self::script::refund_command(prefix, policy, key, refund, None)
+}
+
 pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Decision, StoreError> {
     decode(policy, reply)
 }

@@ -26,7 +26,7 @@ use crate::limit::{Algorithm, Limit};
 pub(super) use self::batch::{batch_command, split};
 pub(super) use self::call::{evalsha, script_command};
 pub(super) use self::penalty::box_key;
-pub(super) use self::refund::refund_command;
+pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{script_for, script_for_policy, LuaScript};
 pub(super) use self::reply::decode;
 

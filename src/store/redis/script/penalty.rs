@@ -92,6 +92,29 @@ mod tests {
     use crate::limit::Limit;
     use std::time::Duration;
 
+    fn signature(limits: &[Limit]) -> super::super::signature::Signature {
+        super::super::signature::Signature::of(limits).with_penalty(true)
+    }
+
+    #[test]
+    fn the_box_is_read_before_any_limit_and_set_on_a_denial() {
+        let limits = [
+            Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+            Limit::sliding_log(5, Duration::from_secs(1)).unwrap(),
+        ];
+        let lua = super::super::tail::tail(signature(&limits));
+        let read = lua.find("redis.call('GET', KEYS[3])").expect("the box read");
+        assert!(read < lua.find("gcra(KEYS[1]").unwrap());
+        assert!(read < lua.find("sliding_log_open(").unwrap());
+        // The penalty follows the logs' TTL: time, cost, two limits, TTL, penalty.
+        assert!(lua.contains("local pen = tonumber(ARGV[8])"));
+        assert!(lua.contains("(ok1 or retry1 >= 0) and (ok2 or retry2 >= 0)"));
+        assert!(lua.contains("redis.call('SET', KEYS[3], now + pen, 'PX'"));
+        let batch = super::super::source::batch_source(signature(&limits));
+        assert!(batch.contains("local keys_each, args_each = 3, 8\n"));
+        assert!(batch.contains("redis.call('GET', KEYS[o + 3])"));
+    }
+
     #[test]
     fn the_box_shares_the_state_s_hash_tag() {
         let policy =

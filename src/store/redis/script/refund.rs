@@ -12,10 +12,14 @@ use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::Refund;
 
+/// The refund script's text.
+pub(crate) fn refund_source() -> &'static str {
+    include_str!("../../../../lua/refund.lua")
+}
+
 /// The refund script, hashed once.
 pub(crate) fn script() -> &'static redis::Script {
-    static SCRIPT: LazyLock<redis::Script> =
-        LazyLock::new(|| redis::Script::new(include_str!("../../../../lua/refund.lua")));
+    static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(refund_source()));
     &SCRIPT
 }
 
