@@ -10,7 +10,9 @@
 //! `REDLIMIT_BENCH_SECS` sets the measured time per workload (default 3);
 //! `REDLIMIT_BENCH_ONLY=per-call` runs the comparison with minimal scripts alone (its knobs are
 //! in `redis_cost/per_call.rs`); `REDLIMIT_BENCH_ONLY=batched` the store's batched calls against
-//! one call per decision at 64 concurrent tasks (`redis_cost/batched.rs`). Run without `--bench` it does nothing: `cargo test
+//! one call per decision at 64 concurrent tasks (`redis_cost/batched.rs`);
+//! `REDLIMIT_BENCH_ONLY=penalty-refund` the cost of a penalty box and of a refund per call
+//! (`redis_cost/penalty_refund.rs`). Run without `--bench` it does nothing: `cargo test
 //! --all-targets` (and `--benches`) still runs bench targets marked `test = false`, without
 //! that flag.
 
@@ -18,6 +20,8 @@
 mod batched;
 #[path = "redis_cost/function.rs"]
 mod function;
+#[path = "redis_cost/penalty_refund.rs"]
+mod penalty_refund;
 #[path = "redis_cost/per_call.rs"]
 mod per_call;
 mod support;
@@ -416,8 +420,9 @@ fn main() {
         let mut out = match only {
             "per-call" => per_call::run(&server.url(), &mut con),
             "batched" => batched::run(&server.url(), &mut con),
+            "penalty-refund" => penalty_refund::run(&server.url(), &mut con),
             _ => {
-                eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call or batched");
+                eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call, batched or penalty-refund");
                 std::process::exit(2);
             }
         };

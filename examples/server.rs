@@ -54,8 +54,13 @@ async fn main() -> ExitCode {
         Ok(watcher) => watcher,
         Err(status) => return status,
     };
-    // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
-    let app = Router::new().fallback(|| async { "ok" }).layer(layer);
+    // Every path answers `ok` but `GET /fail`, which answers 500 (for `--refund-5xx`); the
+    // fallback leaves the URI path to `--key route`.
+    let fail = || async { (http::StatusCode::INTERNAL_SERVER_ERROR, "failed\n") };
+    let app = Router::new()
+        .route("/fail", axum::routing::get(fail))
+        .fallback(|| async { "ok" })
+        .layer(layer);
 
     let listener = match cli::listen(args.bind).await {
         Ok(listener) => listener,

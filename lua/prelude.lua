@@ -13,6 +13,9 @@
 --          count N and period P in µs of limit i (its algorithm is fixed by the script)
 -- ARGV[2k+3]  with k limits, some of them sliding logs: the logs' TTL in ms, the longest log
 --          period rounded up (plus the test slack below when ARGV[1] is a time)
+-- KEYS[k+1], the last ARGV
+--          with a penalty box (src/store/redis/script/penalty.rs): the box's key and the
+--          penalty in µs; `allowed` is then 2 for a denial that boxed the key or found it boxed
 -- Reply    { now (Unix µs), allowed (1/0),
 --            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
 --                              retry (µs until this cost would pass; 0 allowed, -1 never) }

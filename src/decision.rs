@@ -9,6 +9,7 @@ use crate::error::StoreError;
 use crate::key::Key;
 use crate::limit::Limit;
 use crate::policy::Policy;
+use crate::store::Ticket;
 
 /// Per-limit states, inline for the common one- and two-limit policies.
 pub(crate) type LimitStates = SmallVec<[LimitState; 2]>;
@@ -85,6 +86,15 @@ impl LimitState {
             retry_after: (!allowed && retry_us >= 0)
                 .then(|| Duration::from_micros(retry_us.unsigned_abs())),
             never: !allowed && retry_us < 0,
+        }
+    }
+
+    /// A denying state that also waits out a penalty box of `penalty`: its retry is at least
+    /// that long (and its reset, as the key is not free before).
+    pub(crate) fn boxed(&mut self, penalty: Duration) {
+        if let Some(retry) = self.retry_after.as_mut() {
+            *retry = (*retry).max(penalty);
+            self.reset_after = self.reset_after.max(penalty);
         }
     }
 
@@ -220,6 +230,8 @@ pub struct Decision {
     governing: Option<usize>,
     source: DecisionSource,
     denied_key: Option<Key>,
+    penalized: bool,
+    ticket: Ticket,
 }
 
 impl Decision {
@@ -297,6 +309,8 @@ impl Decision {
             governing,
             source: DecisionSource::Store,
             denied_key: None,
+            penalized: false,
+            ticket: Ticket::next(),
         }
     }
 
@@ -310,6 +324,8 @@ impl Decision {
             governing: None,
             source: DecisionSource::FailOpen,
             denied_key: None,
+            penalized: false,
+            ticket: Ticket(0),
         }
     }
 
@@ -339,6 +355,38 @@ impl Decision {
     pub(crate) fn with_source(mut self, source: DecisionSource) -> Self {
         self.source = source;
         self
+    }
+
+    /// The same decision, denied because the key is in its policy's penalty box.
+    pub(crate) fn penalized(mut self) -> Self {
+        self.penalized = !self.allowed;
+        self
+    }
+
+    /// Whether the key is in its policy's penalty box ([`Policy::penalty`](crate::Policy::penalty)):
+    /// this denial either put it there or found it there, and
+    /// [`retry_after`](Decision::retry_after) is at least the time left in the box.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?
+    ///     .penalty(Duration::from_secs(60))?;
+    /// let store = MemoryStore::new();
+    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// let denied = store.check_now(&policy, &Key::new("k"), 1);
+    /// assert!(denied.is_penalized());
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn is_penalized(&self) -> bool {
+        self.penalized
+    }
+
+    /// The decision's identity, for refunds.
+    pub(crate) fn ticket(&self) -> Ticket {
+        self.ticket
     }
 
     /// Whether the request may proceed.

@@ -37,6 +37,10 @@ pub enum ConfigError {
     /// A policy with more than [`MAX_LIMITS`](crate::MAX_LIMITS) limits.
     #[error("policy `{0}` has more than {max} limits", max = crate::MAX_LIMITS)]
     TooManyLimits(String),
+    /// A penalty box shorter than 1 ms or longer than a limit's longest period
+    /// ([`Policy::penalty`](crate::Policy::penalty)).
+    #[error("invalid penalty `{0}`: use 1 ms to about a year")]
+    InvalidPenalty(String),
     /// A policy name that is empty, longer than 64 bytes, or not made of `A-Z a-z 0-9 . _ - /`.
     #[error("invalid policy name `{0}`: use 1 to 64 of A-Z a-z 0-9 . _ - /")]
     InvalidPolicyName(String),

@@ -91,6 +91,10 @@
 //! - **Shadow mode** ([`Shadow`], [`RateLimitLayer::shadow`]): every decision made and
 //!   recorded, none denied.
 //! - **Inspect and reset** a key ([`store::Store::inspect`], [`RateLimitLayer::reset`]).
+//! - **Penalty box** ([`Policy::penalty`]): a key a limit denies stays denied for a while, on
+//!   every replica.
+//! - **Refunds** ([`RateLimitLayer::refund_if`], [`store::Refund`]): units given back after a
+//!   response that should not count (a 5xx), once, never below the state before the request.
 //!
 //! # Feature flags
 //!

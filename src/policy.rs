@@ -10,6 +10,9 @@ use crate::limit::{Algorithm, Limit};
 /// The most limits one policy may have; each is evaluated in the same script call.
 pub const MAX_LIMITS: usize = 16;
 
+/// The longest penalty box, as the longest period of a limit (2^45 µs, about a year).
+const MAX_PENALTY_US: u128 = 1 << 45;
+
 /// A named policy: one to [`MAX_LIMITS`] [`Limit`]s, checked atomically.
 ///
 /// A request is allowed only if every limit allows it, and only then does any limit consume.
@@ -35,13 +38,14 @@ pub const MAX_LIMITS: usize = 16;
 pub struct Policy {
     name: Arc<str>,
     limits: Arc<[Limit]>,
+    penalty: Option<Duration>,
     /// [`parts`](Self::parts), made on first use and shared by every clone.
     parts: Arc<OnceLock<Box<[Policy]>>>,
 }
 
 impl PartialEq for Policy {
     fn eq(&self, other: &Self) -> bool {
-        self.name == other.name && self.limits == other.limits
+        self.name == other.name && self.limits == other.limits && self.penalty == other.penalty
     }
 }
 
@@ -52,6 +56,7 @@ impl std::fmt::Debug for Policy {
         f.debug_struct("Policy")
             .field("name", &self.name)
             .field("limits", &self.limits)
+            .field("penalty", &self.penalty)
             .finish()
     }
 }
@@ -137,8 +142,15 @@ impl Policy {
         Policy {
             name,
             limits,
+            penalty: None,
             parts: Arc::default(),
         }
+    }
+
+    /// This policy with the penalty box `penalty`, unchecked.
+    fn with_penalty(mut self, penalty: Option<Duration>) -> Policy {
+        self.penalty = penalty;
+        self
     }
 
     /// The policy split for limits counted under keys of their own: one part per limit but
@@ -189,6 +201,61 @@ impl Policy {
                 .map(|l| l.with_smaller_count(l.count().div_ceil(instances).max(1)))
                 .collect(),
         )
+        .with_penalty(self.penalty)
+    }
+
+    /// This policy with a penalty box of `duration`: a key that any limit denies is then
+    /// blocked for `duration`, every request of it denied without consuming anything, with
+    /// `Retry-After` the time left in the box (or the denying limit's wait, if longer). The
+    /// block lives in the store beside the key's state (Redis: a key of the same hash tag,
+    /// set in the same script call), so every replica honours it. A request whose cost no limit
+    /// could ever admit is denied without boxing the key: it is a bad request, not a flood.
+    /// Refused unless `duration` is at least 1 ms and at most a limit's longest period.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Limit, Policy};
+    /// // 5 logins a minute; who exceeds it waits 15 minutes.
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?
+    ///     .penalty(Duration::from_secs(900))?;
+    /// assert_eq!(login.penalty_box(), Some(Duration::from_secs(900)));
+    /// assert!(login.clone().penalty(Duration::ZERO).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn penalty(mut self, duration: Duration) -> Result<Self, ConfigError> {
+        if duration < Duration::from_millis(1) || duration.as_micros() > MAX_PENALTY_US {
+            return Err(ConfigError::InvalidPenalty(crate::duration::format(
+                duration,
+            )));
+        }
+        self.penalty = Some(duration);
+        Ok(self)
+    }
+
+    /// How long a denied key stays blocked ([`Policy::penalty`]); `None` without a penalty box.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::{Limit, Policy};
+    /// let p = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// assert_eq!(p.penalty_box(), None);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn penalty_box(&self) -> Option<Duration> {
+        self.penalty
+    }
+
+    /// The penalty in whole microseconds, 0 without one.
+    pub(crate) fn penalty_us(&self) -> u64 {
+        self.penalty
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// `limits` under this policy's name and penalty box (an override of its rates).
+    pub(crate) fn with_limits(&self, limits: Vec<Limit>) -> Result<Policy, ConfigError> {
+        let mut policy = Policy::new(self.name_arc(), limits)?;
+        policy.penalty = self.penalty;
+        Ok(policy)
     }
 
     /// The longest period of all limits.

@@ -55,3 +55,29 @@ pub fn inspect_at(
 ) -> crate::store::AdminFuture<crate::store::KeyState> {
     store.inspect_at(policy, key, now_us)
 }
+
+/// TEST ONLY: a Redis refund whose script uses `now_us` (Unix µs) instead of Redis `TIME`, to
+/// drive time as [`check_at`] does.
+#[cfg(feature = "redis")]
+pub fn refund_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    refund: crate::store::Refund,
+    now_us: u64,
+) -> crate::store::AdminFuture<bool> {
+    store.refund_at(policy, key, refund, now_us)
+}
+
+/// The very `EVALSHA` the Redis store sends for one refund (Redis `TIME`), so a benchmark can
+/// send it by hand; the refund script must be loaded first (`SCRIPT LOAD` of
+/// `RedisStore::refund_script_source()`).
+#[cfg(feature = "redis")]
+pub fn refund_call(
+    prefix: &str,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    refund: &crate::store::Refund,
+) -> redis::Cmd {
+    crate::store::refund_call(prefix, policy, key, refund)
+}

@@ -27,6 +27,7 @@ const _: () = {
     send::<ResponseBody<axum::body::Body>>();
     send_sync::<ResponseBody<String>>();
     send_sync::<MemoryStore>();
+    send_sync::<store::Refund>();
     send_sync::<ManualClock>();
     send_sync::<SystemClock>();
     send_sync::<Box<dyn Store>>();

@@ -379,3 +379,72 @@ async fn a_reset_of_a_shared_level_drops_other_clients_cached_denials() {
         StatusCode::OK
     );
 }
+
+/// The penalty box of a hierarchical policy holds the client, not its tenant; Redis and
+/// memory agree.
+#[tokio::test]
+async fn a_penalty_box_holds_the_client_whichever_level_denied() {
+    let server = RedisServer::start();
+    let redis = redis_store(&server, "tiers-box").await;
+    let memory = MemoryStore::new();
+    let policy = three_levels().penalty(Duration::from_secs(600)).unwrap();
+    let mut runs = Vec::new();
+    for store in [&redis as &dyn Store, &memory] {
+        let mut run = Vec::new();
+        let mut check = async |client: &str, tenant: &str| {
+            let d = store.check(&policy, &key(client, tenant), 1).await.unwrap();
+            run.push((d.is_allowed(), d.denied_by(), d.is_penalized()));
+            d
+        };
+        for _ in 0..3 {
+            assert!(check("a1", "t1").await.is_allowed());
+        }
+        assert!(check("a2", "t1").await.is_allowed());
+        // a1's own limit denies it: a1 is boxed; a2 is not.
+        assert!(check("a1", "t1").await.is_penalized());
+        assert!(check("a2", "t1").await.is_allowed());
+        // The tenant's 5 are used: a2 is denied by it, and boxed.
+        let denied = check("a2", "t1").await;
+        assert_eq!((denied.denied_by(), denied.is_penalized()), (Some(1), true));
+        // Boxed clients are denied without consuming; another tenant's client is not boxed.
+        assert!(check("a1", "t1").await.is_penalized());
+        assert!(check("b1", "t2").await.is_allowed());
+        runs.push(run);
+    }
+    assert_eq!(runs[0], runs[1], "Redis and memory agree");
+}
+
+/// A refund of a hierarchical check gives the units back at every level, once.
+#[tokio::test]
+async fn a_refund_restores_every_level_once() {
+    let server = RedisServer::start();
+    let redis = redis_store(&server, "tiers-refund").await;
+    let memory = MemoryStore::new();
+    let policy = three_levels();
+    for store in [&redis as &dyn Store, &memory] {
+        let remaining = async |client: &str| -> Vec<u64> {
+            let state = store.inspect(&policy, &key(client, "t1")).await.unwrap();
+            state.limits().iter().map(|l| l.remaining()).collect()
+        };
+        assert!(store
+            .check(&policy, &key("a1", "t1"), 1)
+            .await
+            .unwrap()
+            .is_allowed());
+        let d = store.check(&policy, &key("a2", "t1"), 1).await.unwrap();
+        assert_eq!(remaining("a2").await, [2, 3, 6], "{}", store.kind());
+        let refund = || redlimit::store::Refund::of(&d, 1).unwrap();
+        assert!(store
+            .refund(&policy, &key("a2", "t1"), refund())
+            .await
+            .unwrap());
+        assert_eq!(remaining("a2").await, [3, 4, 7], "{}", store.kind());
+        assert!(!store
+            .refund(&policy, &key("a2", "t1"), refund())
+            .await
+            .unwrap());
+        assert_eq!(remaining("a2").await, [3, 4, 7], "{}: once", store.kind());
+        // a1's own level was not touched.
+        assert_eq!(remaining("a1").await, [2, 4, 7], "{}", store.kind());
+    }
+}

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use redlimit::{Algorithm, Limit, OnStoreError};
+use redlimit::{Algorithm, HeaderStyle, Limit, OnStoreError};
 
 use super::flags::{self, FLAGS};
 use super::layer;
@@ -43,6 +43,12 @@ pub(crate) struct Args {
     pub(crate) metrics_bind: Option<SocketAddr>,
     /// Record decisions without denying any.
     pub(crate) shadow: bool,
+    /// How long a key a limit denied stays denied (`--penalty`).
+    pub(crate) penalty: Option<Duration>,
+    /// Give back the units of requests answered with a status of 500 or more.
+    pub(crate) refund_5xx: bool,
+    /// Which rate-limit headers responses carry.
+    pub(crate) headers: HeaderStyle,
     /// Where to serve the admin endpoints, if anywhere (with `admin_token`).
     pub(crate) admin_bind: Option<SocketAddr>,
     /// The bearer token the admin endpoints require.
@@ -78,6 +84,9 @@ impl Args {
             deny_cache: true,
             metrics_bind: None,
             shadow: false,
+            penalty: None,
+            refund_5xx: false,
+            headers: HeaderStyle::XRateLimit,
             admin_bind: None,
             admin_token: None,
             config: None,
@@ -299,6 +308,28 @@ pub(crate) fn admin_token(value: String) -> Result<String, String> {
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.
+/// `--penalty`: a duration as `--limit` writes one (`30s`, `15m`).
+pub(crate) fn penalty(value: &str) -> Result<Duration, String> {
+    Limit::parse(Algorithm::FixedWindow, &format!("1/{value}"))
+        .map(|limit| limit.period())
+        .map_err(|_| {
+            format!("invalid duration `{value}`: expected a whole number and ms, s, m, h or d")
+        })
+}
+
+/// `--headers`: `legacy` (`X-RateLimit-*`), `ietf` (`RateLimit-Policy` and `RateLimit`, every
+/// limit) or `both`.
+pub(crate) fn headers(value: &str) -> Result<HeaderStyle, String> {
+    match value {
+        "legacy" => Ok(HeaderStyle::XRateLimit),
+        "ietf" => Ok(HeaderStyle::Ietf),
+        "both" => Ok(HeaderStyle::Both),
+        _ => Err(format!(
+            "invalid value `{value}`: expected legacy, ietf or both"
+        )),
+    }
+}
+
 pub(crate) fn store_timeout(value: &str) -> Result<Duration, String> {
     match value.parse::<u64>() {
         Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
@@ -337,6 +368,20 @@ pub(super) mod tests {
         assert_eq!(args.store_timeout, Duration::from_millis(100));
         assert_eq!(args.prefix, "redlimit");
         assert!(args.warnings.is_empty());
+    }
+
+    #[test]
+    fn penalty_refunds_and_headers() {
+        let args = parse(&["--penalty", "90s", "--refund-5xx", "--headers", "both"]).unwrap();
+        assert_eq!(args.penalty, Some(Duration::from_secs(90)));
+        assert!(args.refund_5xx);
+        assert_eq!(args.headers, HeaderStyle::Both);
+        let plain = parse(&[]).unwrap();
+        assert_eq!((plain.penalty, plain.refund_5xx), (None, false));
+        assert_eq!(plain.headers, HeaderStyle::XRateLimit);
+        assert!(parse(&["--penalty", "soon"]).is_err());
+        assert!(parse(&["--penalty", "0s"]).is_err());
+        assert!(parse(&["--headers", "github"]).is_err());
     }
 
     #[test]

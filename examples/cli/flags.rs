@@ -257,6 +257,36 @@ pub(crate) const FLAGS: &[Flag] = &[
         },
     ),
     Flag::new(
+        "--penalty",
+        "DURATION",
+        "penalty box: a key that the limit denies is denied for DURATION (`30s`, `15m`), on \
+         every instance sharing the store, `Retry-After` the time left (the `--limit` policy)",
+        |a, v| {
+            a.penalty = Some(args::penalty(&v)?);
+            Ok(())
+        },
+    ),
+    Flag::switch(
+        "--refund-5xx",
+        "give a request's units back when its answer has a status of 500 or more (the server \
+         answers `GET /fail` with 500)",
+        |a, _| {
+            a.refund_5xx = true;
+            Ok(())
+        },
+    ),
+    Flag::new(
+        "--headers",
+        "STYLE",
+        "rate-limit headers: `legacy` (`X-RateLimit-*`, the tightest limit), `ietf` \
+         (`RateLimit-Policy` and `RateLimit`, every limit) or `both`",
+        |a, v| {
+            a.headers = args::headers(&v)?;
+            Ok(())
+        },
+    )
+    .default("legacy"),
+    Flag::new(
         "--metrics-bind",
         "ADDR",
         "serve the metrics in Prometheus text format at `GET /metrics` on ADDR",

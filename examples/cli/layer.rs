@@ -32,6 +32,12 @@ pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
 pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     let policy =
         Policy::new("server", args.limits.iter().copied()).map_err(|e| format!("--limit: {e}"))?;
+    let policy = match args.penalty {
+        Some(penalty) => policy
+            .penalty(penalty)
+            .map_err(|e| format!("--penalty: {e}"))?,
+        None => policy,
+    };
     let redis = match (&args.redis, &args.redis_cluster, &args.redis_sentinel) {
         (Some(url), _, _) => Some(("--redis", RedisStore::builder(url.as_str()))),
         (_, Some(nodes), _) => Some(("--redis-cluster", RedisStore::cluster(nodes.clone()))),
@@ -70,7 +76,13 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     } else {
         layer.key(key_extractor(args)?)
     };
+    let layer = if args.refund_5xx {
+        layer.refund_if(|response: &http::response::Parts| response.status.is_server_error())
+    } else {
+        layer
+    };
     Ok(layer
+        .headers(args.headers)
         .on_store_error(args.on_store_error)
         .store_deadline(args.store_timeout))
 }

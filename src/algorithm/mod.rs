@@ -16,6 +16,7 @@
 
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
+pub(crate) mod refund;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 pub(crate) mod token_bucket;

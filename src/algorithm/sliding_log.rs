@@ -67,6 +67,30 @@ impl Log {
     }
 
     /// The units in the log, as Redis would count sorted-set members.
+    /// Gives back up to `cost` units of the entry recorded at `at` (a refund): later entries
+    /// keep their own units. Nothing once the entry left every span (of `max_period_us`) or
+    /// holds nothing. Answers whether anything was given back.
+    pub(crate) fn refund(&mut self, at: u64, cost: u64, now: u64, max_period_us: u64) -> bool {
+        if at.saturating_add(max_period_us) <= now {
+            return false;
+        }
+        let Some(i) = self.entries.iter().position(|&(t, _)| t == at) else {
+            return false;
+        };
+        let units = self.entries[i].1 - self.total_before(i);
+        let back = units.min(cost);
+        if back == 0 {
+            return false;
+        }
+        for entry in self.entries.iter_mut().skip(i) {
+            entry.1 -= back;
+        }
+        if back == units {
+            self.entries.remove(i);
+        }
+        true
+    }
+
     #[cfg(test)]
     pub(crate) fn units(&self) -> u64 {
         self.total() - self.base

@@ -17,6 +17,7 @@ use super::header_style::HeaderStyle;
 use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
+use super::refund::RefundFn;
 use super::rule::Rule;
 use super::shadow::Shadow;
 use super::throttle::Throttle;
@@ -57,6 +58,7 @@ pub(crate) struct Config {
     pub(crate) throttle: Arc<Throttle>,
     /// The shadow mode of rules that do not set their own.
     pub(crate) shadow: Shadow,
+    pub(crate) refund: Option<Arc<RefundFn>>,
 }
 
 impl Config {
@@ -80,6 +82,7 @@ impl Config {
             rejection: None,
             throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,
+            refund: None,
         }
     }
 

@@ -22,6 +22,7 @@ use super::local::LocalFallback;
 use super::meters::Meters;
 use super::missing_key::MissingKey;
 use super::on_store_error::OnStoreError;
+use super::refund::PendingRefund;
 use super::shadow::Shadow;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
@@ -90,7 +91,7 @@ pub(crate) enum Start {
 pub(crate) enum Verdict {
     /// Call the inner service, with the decision in the request's extensions and these
     /// headers for its response.
-    Proceed(Decision, RateHeaders),
+    Proceed(Decision, RateHeaders, Option<Box<PendingRefund>>),
     /// Answer with this response.
     Respond(Response<Bytes>),
 }
@@ -353,10 +354,32 @@ impl Decider {
     ) -> Verdict {
         match outcome {
             Ok(decision) => {
-                self.decided(pending.rule, &pending.key, decision, pending.grpc, latency)
+                let refund = self.refund_of(&decision, pending);
+                match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
+                    Verdict::Proceed(decision, headers, _) => {
+                        Verdict::Proceed(decision, headers, refund)
+                    }
+                    respond => respond,
+                }
             }
             Err(error) => self.store_failed(&error, pending),
         }
+    }
+
+    /// What `decision` would give back after the response, if the layer refunds.
+    fn refund_of(&self, decision: &Decision, pending: &Pending) -> Option<Box<PendingRefund>> {
+        let config = &*self.config;
+        let policy = &config.rule(pending.rule)?.policy;
+        PendingRefund::of(
+            config.refund.as_ref(),
+            &config.store,
+            policy,
+            &pending.key,
+            decision,
+            pending.cost,
+            LOST_AFTER.max(10 * config.deadline),
+        )
+        .map(Box::new)
     }
 
     /// Every decision ends here: counted, traced, then enforced (or, in shadow mode, only
@@ -383,7 +406,7 @@ impl Decider {
                 Shadow::On => RateHeaders::default(),
                 _ => RateHeaders::of(&decision, style).without_retry_after(),
             };
-            return Verdict::Proceed(decision, headers);
+            return Verdict::Proceed(decision, headers, None);
         }
         if decision.source() == DecisionSource::FailClosed {
             let mut response = self.unavailable(grpc);

@@ -17,6 +17,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
+use super::refund::PendingRefund;
 use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
 
@@ -65,6 +66,7 @@ pin_project! {
             #[pin]
             future: S::Future,
             headers: RateHeaders,
+            refund: Option<Box<PendingRefund>>,
         },
         Respond {
             response: Option<Response<Bytes>>,
@@ -111,11 +113,12 @@ where
     /// The future of a request decided now: `inner` (ready) is called at once, if at all.
     pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
-            Verdict::Proceed(decision, headers) => {
+            Verdict::Proceed(decision, headers, refund) => {
                 request.extensions_mut().insert(decision);
                 State::Call {
                     future: inner.call(request),
                     headers,
+                    refund,
                 }
             }
             Verdict::Respond(response) => State::Respond {
@@ -131,6 +134,7 @@ where
             state: State::Call {
                 future: inner.call(request),
                 headers: RateHeaders::default(),
+                refund: None,
             },
         }
     }
@@ -198,9 +202,16 @@ where
                     let decider = Arc::clone(decider);
                     state.set(ResponseFuture::start(&decider, start, request, inner).state);
                 }
-                StateProj::Call { future, headers } => {
+                StateProj::Call {
+                    future,
+                    headers,
+                    refund,
+                } => {
                     let mut response = ready!(future.poll(cx))?;
                     headers.write_missing(response.headers_mut());
+                    if let Some(refund) = refund.take() {
+                        response = refund.settle(response);
+                    }
                     return Poll::Ready(Ok(response.map(ResponseBody::inner)));
                 }
                 StateProj::Respond { response } => {

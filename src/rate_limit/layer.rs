@@ -296,6 +296,36 @@ impl RateLimitLayer {
         self.edit(|c| c.missing_key = missing)
     }
 
+    /// Gives a request's units back to the store after its response when `refund` holds for
+    /// the response's head (status, headers): a 5xx that did no work, a cache hit that cost
+    /// nothing. Only requests the store admitted are refunded (not those allowed by a failure
+    /// policy or the local fallback), each at most once, never taking a limit below its state
+    /// before the request ([`Refund`](crate::store::Refund) says what that means per
+    /// algorithm). The refund is one store call sent after the response is ready, off its
+    /// path: it never delays or fails the response, and its failure is only logged (debug).
+    /// A response the inner service fails to produce (its `Err`) is not refunded.
+    ///
+    /// A denial that another replica cached in its deny cache may outlast a refund by up to
+    /// its retry time: refunds make the cache conservative (it may deny what the store would
+    /// now admit), never lenient.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+    ///     .refund_if(|response: &http::response::Parts| response.status.is_server_error());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn refund_if(
+        self,
+        refund: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let refund: Arc<super::refund::RefundFn> = Arc::new(refund);
+        self.edit(|c| c.refund = Some(refund))
+    }
+
     /// The weight of a request (default 1), from its head: bytes, items in a batch, ...
     /// A cost above some limit's count is denied without consuming, with no `Retry-After`.
     ///

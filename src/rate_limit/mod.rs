@@ -44,6 +44,7 @@ mod local;
 mod meters;
 mod missing_key;
 mod on_store_error;
+mod refund;
 mod route_pattern;
 mod rule;
 mod service;

@@ -33,8 +33,9 @@ mod override_table;
 mod overrides;
 #[cfg(feature = "redis")]
 mod redis;
+mod refund;
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::{decode_reply, script_call};
+pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
@@ -43,6 +44,8 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use key_state::{AdminFuture, KeyState};
 pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
 pub use overrides::Override;
+pub use refund::Refund;
+pub(crate) use refund::Ticket;
 
 use std::sync::Arc;
 
@@ -217,6 +220,34 @@ pub trait Store: Send + Sync + 'static {
         key_state::unsupported("remove_override")
     }
 
+    /// Gives back what one admitted request of `key` under `policy` consumed ([`Refund`],
+    /// made from the store's decision), at most once per refund: answers whether anything was
+    /// given back (`false` for a refund already applied, or too late to matter: its window
+    /// ended, its log entry left every span). Never takes any limit below its state before
+    /// that request. A Redis store does it in one script call; a layer with
+    /// [`refund_if`](crate::RateLimitLayer::refund_if) calls it after the response. Stores
+    /// that do not offer it answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)
+    /// (the default).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Refund, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// let refund = Refund::of(&store.check_now(&policy, &key, 1), 1).unwrap();
+    /// assert!(!store.check_now(&policy, &key, 1).is_allowed());
+    /// assert!(store.refund(&policy, &key, refund).await.unwrap());
+    /// assert!(store.check_now(&policy, &key, 1).is_allowed());
+    /// # });
+    /// ```
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
+        let _ = (policy, key, refund);
+        key_state::unsupported("refund")
+    }
+
     /// A number that changes whenever the overrides this store applies change (set, removed,
     /// or, for a Redis store, seen changed in Redis by its poller). A layer asks the store
     /// again, rather than answer from its deny cache, for denials cached before a change.
@@ -269,6 +300,10 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
         (**self).remove_override(policy, key)
+    }
+
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
+        (**self).refund(policy, key, refund)
     }
 
     fn overrides_version(&self) -> u64 {

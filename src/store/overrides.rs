@@ -156,7 +156,7 @@ impl Override {
     /// `policy` under this override, if it fits.
     pub(crate) fn apply(&self, policy: &Policy) -> Option<Policy> {
         let limits = self.limits_for(policy).ok()?;
-        Policy::new(policy.name_arc(), limits).ok()
+        policy.with_limits(limits).ok()
     }
 
     /// The stored form: `N period_µs` per rate, separated by spaces.

@@ -17,6 +17,8 @@ pub(super) struct Entry {
     /// When every limit's state is moot (Unix µs): the longest of the TTLs the Lua scripts
     /// would set. Past it, the entry may be reclaimed without changing any decision.
     pub(super) expires_at: u64,
+    /// Until when the key is in its policy's penalty box (Unix µs; see `penalty.rs`).
+    pub(super) blocked_until: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -46,6 +48,7 @@ impl Entry {
             slots,
             log: Log::default(),
             expires_at: 0,
+            blocked_until: 0,
         }
     }
 
@@ -107,6 +110,28 @@ impl Entry {
             }
         }
         self.report(&evals, allowed)
+    }
+
+    /// Gives back `cost` units admitted at `at` to every limit (a refund; see
+    /// `crate::algorithm::refund`). Answers whether any limit got something back.
+    pub(super) fn refund(&mut self, policy: &Policy, cost: u64, at: u64, now: u64) -> bool {
+        use crate::algorithm::refund;
+        let mut given = false;
+        for (limit, slot) in self.limits.iter().zip(self.slots.iter_mut()) {
+            let p = limit.period_us();
+            given |= match slot {
+                Slot::FixedWindow(s) => refund::fixed_window(s, p, cost, at, now),
+                Slot::SlidingWindow(s) => refund::sliding_window(s, p, cost, at, now),
+                Slot::SlidingLog => false,
+                Slot::TokenBucket(s) => refund::token_bucket(s, limit.count(), p, cost, now),
+                Slot::Gcra(s) => refund::gcra(s, cost, now),
+            };
+        }
+        let max_log = policy.max_log_period_us();
+        if max_log > 0 {
+            given |= self.log.refund(at, cost, now, max_log);
+        }
+        given
     }
 
     /// Each limit's state for `cost` now, committing nothing: what a check would find before

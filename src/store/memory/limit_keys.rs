@@ -10,6 +10,7 @@ use std::sync::{MutexGuard, PoisonError};
 use smallvec::SmallVec;
 
 use super::entry::Entry;
+use super::penalty;
 use super::shard::{IdRef, Shard};
 use super::{MemoryStore, SHARDS};
 use crate::decision::{LimitState, LimitStates};
@@ -43,19 +44,53 @@ enum Step {
 }
 
 impl MemoryStore {
-    /// [`check_now`](Self::check_now) of a key with limit keys.
+    /// [`check_now`](Self::check_now) of a key with limit keys: the states, and whether the
+    /// key is (now) in the policy's penalty box. The box is an entry of its own, under the key
+    /// without its limit keys (it holds the client, not its tenant).
     pub(super) fn check_parts(
         &self,
         policy: &Policy,
         key: &Key,
         cost: u64,
         now: u64,
-    ) -> LimitStates {
+    ) -> (LimitStates, bool) {
         let parts = self.parts(policy, key);
-        let mut shards = self.lock(&parts);
-        let (peeked, _) = self.each(&parts, &mut shards, Step::Peek, cost, now);
+        let penalty = policy.penalty_us();
+        let boxed = (penalty > 0).then(|| {
+            let name = format!("{}#box", policy.name());
+            let hash = self.inner.hasher.hash_one(IdRef {
+                policy: &name,
+                key: key.as_str(),
+            });
+            (name, hash)
+        });
+        let mut shards = self.lock(
+            parts
+                .iter()
+                .map(|p| p.hash)
+                .chain(boxed.as_ref().map(|b| b.1)),
+        );
+        if let Some((name, hash)) = &boxed {
+            let left = self.in_box(&mut shards, policy, key, (name, *hash), now, None);
+            if left > 0 {
+                return (penalty::blocked(policy, left), true);
+            }
+        }
+        let (mut peeked, _) = self.each(&parts, &mut shards, Step::Peek, cost, now);
         if !peeked.iter().all(LimitState::is_allowed) {
-            return peeked;
+            let Some((name, hash)) = &boxed else {
+                return (peeked, false);
+            };
+            // A cost no limit could ever admit is refused without boxing the key.
+            if peeked.iter().any(LimitState::exceeds_capacity) {
+                return (peeked, false);
+            }
+            let until = now.saturating_add(penalty);
+            self.in_box(&mut shards, policy, key, (name, *hash), now, Some(until));
+            for state in peeked.iter_mut() {
+                state.boxed(std::time::Duration::from_micros(penalty));
+            }
+            return (peeked, true);
         }
         let (committed, evicted) = self.each(&parts, &mut shards, Step::Commit, cost, now);
         drop(shards);
@@ -63,13 +98,82 @@ impl MemoryStore {
             self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
             crate::telemetry::memory_eviction();
         }
-        committed
+        (committed, false)
+    }
+
+    /// How long `key` has left in the penalty box; with `block`, boxes it until then first.
+    fn in_box(
+        &self,
+        shards: &mut [(usize, MutexGuard<'_, Shard>)],
+        policy: &Policy,
+        key: &Key,
+        (name, hash): (&str, u64),
+        now: u64,
+        block: Option<u64>,
+    ) -> u64 {
+        let Some(shard) = shard_of(shards, hash) else {
+            return 0;
+        };
+        let any = &policy.parts()[..1];
+        let (left, _) = shard.with_entry(
+            hash,
+            IdRef {
+                policy: name,
+                key: key.as_str(),
+            },
+            || Entry::new(any.first().unwrap_or(policy)),
+            || (name.into(), key.primary()),
+            self.inner.cap_per_shard,
+            now,
+            |entry| {
+                if let Some(until) = block {
+                    entry.blocked_until = until;
+                    entry.expires_at = entry.expires_at.max(until);
+                }
+                entry.blocked_until.saturating_sub(now)
+            },
+        );
+        left
+    }
+
+    /// [`refund_now`](Self::refund_now) of a key with limit keys: every level's units given
+    /// back, each as its algorithm says. Whether any was.
+    pub(super) fn refund_parts(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        (cost, at): (u64, u64),
+        now: u64,
+    ) -> bool {
+        let parts = self.parts(policy, key);
+        let mut shards = self.lock(parts.iter().map(|p| p.hash));
+        let mut given = false;
+        for part in &parts {
+            let Some(shard) = shard_of(&mut shards, part.hash) else {
+                continue;
+            };
+            let policy = part.policy;
+            let (gave, _) = shard.with_entry(
+                part.hash,
+                part.id(),
+                || Entry::new(policy),
+                || (policy.name_arc(), part.key.clone()),
+                self.inner.cap_per_shard,
+                now,
+                |entry| {
+                    entry.adopt(policy);
+                    entry.refund(policy, cost, at, now)
+                },
+            );
+            given |= gave;
+        }
+        given
     }
 
     /// [`inspect_now`](Self::inspect_now) of a key with limit keys.
     pub(super) fn peek_parts(&self, policy: &Policy, key: &Key, now: u64) -> LimitStates {
         let parts = self.parts(policy, key);
-        let mut shards = self.lock(&parts);
+        let mut shards = self.lock(parts.iter().map(|p| p.hash));
         self.each(&parts, &mut shards, Step::Peek, 1, now).0
     }
 
@@ -77,8 +181,22 @@ impl MemoryStore {
     /// ones included.
     pub(super) fn reset_parts(&self, policy: &Policy, key: &Key) -> bool {
         let parts = self.parts(policy, key);
-        let mut shards = self.lock(&parts);
+        let name = format!("{}#box", policy.name());
+        let boxed = self.inner.hasher.hash_one(IdRef {
+            policy: &name,
+            key: key.as_str(),
+        });
+        let mut shards = self.lock(parts.iter().map(|p| p.hash).chain([boxed]));
         let mut any = false;
+        if let Some(shard) = shard_of(&mut shards, boxed) {
+            any |= shard.remove(
+                boxed,
+                IdRef {
+                    policy: &name,
+                    key: key.as_str(),
+                },
+            );
+        }
         for part in &parts {
             if let Some(shard) = shard_of(&mut shards, part.hash) {
                 any |= shard.remove(part.hash, part.id());
@@ -115,9 +233,12 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Locks the shard of every part, each once, in index order.
-    fn lock(&self, parts: &[Part<'_>]) -> SmallVec<[(usize, MutexGuard<'_, Shard>); 4]> {
-        let mut indices: SmallVec<[usize; 4]> = parts.iter().map(|p| shard_index(p.hash)).collect();
+    /// Locks the shard of every hash, each once, in index order.
+    fn lock(
+        &self,
+        hashes: impl Iterator<Item = u64>,
+    ) -> SmallVec<[(usize, MutexGuard<'_, Shard>); 4]> {
+        let mut indices: SmallVec<[usize; 4]> = hashes.map(shard_index).collect();
         indices.sort_unstable();
         indices.dedup();
         indices

@@ -3,6 +3,8 @@
 
 mod entry;
 mod limit_keys;
+mod penalty;
+mod refund;
 mod shard;
 
 use std::hash::BuildHasher;
@@ -16,7 +18,7 @@ use super::clock::{Clock, SystemClock};
 use super::key_state::{AdminFuture, KeyState};
 use super::override_table::OverrideTable;
 use super::overrides::Override;
-use super::{Check, Store};
+use super::{Check, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
@@ -66,6 +68,7 @@ struct Inner {
     cap_per_shard: usize,
     evictions: AtomicU64,
     overrides: OverrideTable,
+    refunds: refund::Tokens,
 }
 
 impl MemoryStore {
@@ -120,11 +123,16 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         if key.has_limit_keys() {
-            let states = self.check_parts(policy, key, cost, now);
-            return Decision::from_states(policy.name_arc(), now, states);
+            let (states, penalized) = self.check_parts(policy, key, cost, now);
+            let decision = Decision::from_states(policy.name_arc(), now, states);
+            return if penalized {
+                decision.penalized()
+            } else {
+                decision
+            };
         }
         let (hash, id, mut shard) = self.shard(policy, key);
-        let (states, evicted) = shard.with_entry(
+        let ((states, penalized), evicted) = shard.with_entry(
             hash,
             id,
             || Entry::new(policy),
@@ -133,7 +141,7 @@ impl MemoryStore {
             now,
             |entry| {
                 entry.adopt(policy);
-                entry.check(policy, cost, now)
+                penalty::check(entry, policy, cost, now)
             },
         );
         drop(shard);
@@ -142,7 +150,11 @@ impl MemoryStore {
             crate::telemetry::memory_eviction();
             tracing::debug!("memory store at its key cap: evicted live state");
         }
-        Decision::from_states(policy.name_arc(), now, states)
+        let decision = Decision::from_states(policy.name_arc(), now, states);
+        if penalized {
+            return decision.penalized();
+        }
+        decision
     }
 
     /// Reads synchronously what [`Store::inspect`] reads: `key`'s state under `policy` for a
@@ -320,6 +332,11 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(Ok(removed)))
     }
 
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
+        let given = self.refund_now(policy, key, refund);
+        Box::pin(std::future::ready(Ok(given)))
+    }
+
     fn overrides_version(&self) -> u64 {
         self.inner.overrides.version()
     }
@@ -371,6 +388,7 @@ impl MemoryStoreBuilder {
                 cap_per_shard: self.max_keys.div_ceil(SHARDS).max(1),
                 evictions: AtomicU64::new(0),
                 overrides: OverrideTable::new(),
+                refunds: refund::Tokens::default(),
             }),
         }
     }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use super::error::store_error;
 use super::script::decode;
 use super::script::peek::{peek_command, reset_command};
+use super::script::refund_command;
 use super::RedisStore;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{AdminFuture, KeyState};
+use crate::store::{AdminFuture, KeyState, Refund};
 
 impl RedisStore {
     /// What [`Store::inspect`](crate::store::Store::inspect) runs: the peek script, with Redis
@@ -55,5 +56,41 @@ impl RedisStore {
                 _ => Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL"))),
             }
         })
+    }
+}
+
+impl RedisStore {
+    /// What [`Store::refund`](crate::store::Store::refund) runs: the refund script, with
+    /// Redis `TIME` (or `now_us`, tests only).
+    pub(super) fn give_back(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        refund: &Refund,
+        now_us: Option<u64>,
+    ) -> AdminFuture<bool> {
+        let overridden = self.inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
+        let command = refund_command(&self.inner.prefix, policy, key, refund, now_us);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let given: i64 = inner.backend.run(&command).await.map_err(store_error)?;
+            match given {
+                0 | 1 => Ok(given == 1),
+                other => Err(StoreError::UnexpectedReply(format!("{other} to a refund"))),
+            }
+        })
+    }
+
+    /// TEST ONLY (`redlimit::__private::refund_at`): the refund script uses `now_us` instead
+    /// of Redis `TIME`.
+    pub(crate) fn refund_at(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        refund: Refund,
+        now_us: u64,
+    ) -> AdminFuture<bool> {
+        self.give_back(policy, key, &refund, Some(now_us))
     }
 }

@@ -178,7 +178,7 @@ impl Batcher {
         };
         match result {
             Ok(values) => {
-                let results = split(values, decisions.len(), first.keys);
+                let results = split(values, decisions.len(), first.script.limits);
                 for (reply, result) in replies.into_iter().zip(results) {
                     let _ = reply.send(result);
                 }

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{decode, every_algorithm_source, script_command, script_for};
-use super::{AdminFuture, Check, KeyState, Override, Store};
+use self::script::{decode, every_algorithm_source, script_command, script_for_policy};
+use super::{AdminFuture, Check, KeyState, Override, Refund, Store};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::policy::Policy;
@@ -208,7 +208,17 @@ impl RedisStore {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn script_source_for(policy: &Policy) -> &'static str {
-        &script_for(policy.limits()).source
+        &script_for_policy(policy).source
+    }
+
+    /// The Lua script of [`Store::refund`] (`lua/refund.lua`), for a `SCRIPT LOAD` ahead of
+    /// time (the store loads it on first use).
+    ///
+    /// ```
+    /// assert!(redlimit::store::RedisStore::refund_script_source().contains("KEYS[k + 1]"));
+    /// ```
+    pub fn refund_script_source() -> &'static str {
+        self::script::refund_source()
     }
 
     /// The key prefix.
@@ -235,8 +245,8 @@ impl RedisStore {
         let limits = policy.limits();
         let decision = Decision {
             command: script_command(&self.inner.prefix, policy, key, cost, now_us),
-            script: script_for(limits),
-            keys: limits.len(),
+            script: script_for_policy(policy),
+            keys: limits.len() + usize::from(policy.penalty_box().is_some()),
             slot: match self.inner.backend {
                 backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
                 _ => 0,
@@ -259,6 +269,10 @@ pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -
 }
 
 /// Decodes a script reply as the store does.
+pub(crate) fn refund_call(prefix: &str, policy: &Policy, key: &Key, refund: &Refund) -> redis::Cmd {
+    self::script::refund_command(prefix, policy, key, refund, None)
+}
+
 pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Decision, StoreError> {
     decode(policy, reply)
 }
@@ -296,6 +310,10 @@ impl Store for RedisStore {
 
     fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
         self.delete_override(policy, key)
+    }
+
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
+        self.give_back(policy, key, &refund, None)
     }
 
     fn overrides_version(&self) -> u64 {

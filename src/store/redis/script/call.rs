@@ -4,7 +4,8 @@
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
-use super::registry::{by_hash, script_for};
+use super::penalty::box_key;
+use super::registry::{by_hash, script_for_policy};
 use crate::key::Key;
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
@@ -72,12 +73,16 @@ pub(crate) fn script_command(
     now_us: Option<u64>,
 ) -> Cmd {
     let limits = policy.limits();
+    let penalty_us = policy.penalty_us();
     let mut command = redis::cmd("EVALSHA");
     command
-        .arg(script_for(limits).script.get_hash())
-        .arg(limits.len());
+        .arg(script_for_policy(policy).script.get_hash())
+        .arg(limits.len() + usize::from(penalty_us > 0));
     for position in 0..limits.len() {
         command.arg(state_key(prefix, policy, key, position));
+    }
+    if penalty_us > 0 {
+        command.arg(box_key(prefix, policy, key));
     }
     match now_us {
         Some(now) => command.arg(now),
@@ -99,6 +104,9 @@ pub(crate) fn script_command(
             0
         };
         command.arg(span_us.div_ceil(1000) + slack_ms);
+    }
+    if penalty_us > 0 {
+        command.arg(penalty_us);
     }
     command
 }
@@ -201,7 +209,7 @@ mod tests {
             })
             .collect();
         assert_eq!(text[0], "EVALSHA");
-        assert_eq!(text[1], script_for(policy.limits()).script.get_hash());
+        assert_eq!(text[1], script_for_policy(&policy).script.get_hash());
         assert_eq!(text[2..5], ["2", "rl:p:{k}:sl", "rl:p:{k}:sl"]);
         // Then the logs' TTL: the longest log period, plus the test slack.
         assert_eq!(
@@ -210,7 +218,7 @@ mod tests {
         );
         assert!(std::ptr::eq(
             named_script(&command).unwrap(),
-            &script_for(policy.limits()).script
+            &script_for_policy(&policy).script
         ));
     }
 }

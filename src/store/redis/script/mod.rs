@@ -10,6 +10,8 @@
 mod batch;
 mod call;
 pub(super) mod peek;
+mod penalty;
+mod refund;
 mod registry;
 mod reply;
 mod signature;
@@ -23,7 +25,9 @@ use crate::limit::{Algorithm, Limit};
 
 pub(super) use self::batch::{batch_command, split};
 pub(super) use self::call::{evalsha, script_command};
-pub(super) use self::registry::{script_for, LuaScript};
+pub(super) use self::penalty::box_key;
+pub(super) use self::refund::{refund_command, refund_source};
+pub(super) use self::registry::{script_for, script_for_policy, LuaScript};
 pub(super) use self::reply::decode;
 
 /// The script of a policy with one limit of each algorithm, in the order of

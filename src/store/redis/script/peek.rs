@@ -137,6 +137,9 @@ pub(crate) fn peek_command(prefix: &str, policy: &Policy, key: &Key, now_us: Opt
 /// The `EVAL` that deletes `key`'s state under `policy` (every limit's key, once).
 pub(crate) fn reset_command(prefix: &str, policy: &Policy, key: &Key) -> Cmd {
     let mut keys = keys(prefix, policy, key);
+    if policy.penalty_box().is_some() {
+        keys.push(super::box_key(prefix, policy, key));
+    }
     // Sliding logs share one key.
     keys.sort_unstable();
     keys.dedup();

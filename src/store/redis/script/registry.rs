@@ -8,11 +8,14 @@ use std::sync::{LazyLock, OnceLock, RwLock};
 use super::signature::{position, Signature};
 use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};
+use crate::policy::Policy;
 
 /// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names), and the
 /// batch script of the same signature (several decisions in one call).
 #[derive(Debug)]
 pub(crate) struct LuaScript {
+    /// The number of limits a decision of it reports.
+    pub(crate) limits: usize,
     pub(crate) source: String,
     pub(crate) script: redis::Script,
     pub(crate) batch: redis::Script,
@@ -25,6 +28,7 @@ impl LuaScript {
         let batch = redis::Script::new(&batch_source(signature));
         // Kept for the process's life, so calls borrow it without counting references.
         Box::leak(Box::new(LuaScript {
+            limits: signature.algorithms().count(),
             source,
             script,
             batch,
@@ -42,7 +46,15 @@ static MIXES: LazyLock<RwLock<HashMap<Signature, &'static LuaScript>>> =
 
 /// The script of a policy with these limits.
 pub(crate) fn script_for(limits: &[Limit]) -> &'static LuaScript {
-    let signature = Signature::of(limits);
+    by_signature(Signature::of(limits))
+}
+
+/// The script of `policy`: its limits', and its penalty box if it has one.
+pub(crate) fn script_for_policy(policy: &Policy) -> &'static LuaScript {
+    by_signature(Signature::of(policy.limits()).with_penalty(policy.penalty_box().is_some()))
+}
+
+fn by_signature(signature: Signature) -> &'static LuaScript {
     if let Some(algorithm) = signature.single() {
         return SINGLE[position(algorithm)].get_or_init(|| LuaScript::new(signature));
     }
@@ -64,6 +76,7 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     singles
         .chain(mixes)
         .flat_map(|s| [&s.script, &s.batch])
+        .chain([super::refund::script()])
         .find(|s| s.get_hash() == hash)
 }
 

@@ -19,7 +19,9 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
         1 => Ok(true),
         _ => Err(bad("non-boolean flag")),
     };
-    let allowed = flag(reply[1])?;
+    // 2: denied, the key in its penalty box (`penalty.rs`).
+    let penalized = reply[1] == 2;
+    let allowed = if penalized { false } else { flag(reply[1])? };
     let states = limits
         .iter()
         .zip(reply[2..].chunks_exact(4))
@@ -41,6 +43,9 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
     let decision = Decision::from_states(policy.name_arc(), now, states);
     if decision.is_allowed() != allowed {
         return Err(bad("inconsistent verdict"));
+    }
+    if penalized {
+        return Ok(decision.penalized());
     }
     Ok(decision)
 }

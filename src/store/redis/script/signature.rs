@@ -11,8 +11,12 @@ const BITS: u32 = 3;
 const _: () = assert!(MAX_LIMITS as u32 * BITS <= u64::BITS);
 const _: () = assert!(Algorithm::ALL.len() < 1 << BITS);
 
+/// The top bit: the policy has a penalty box (`penalty.rs`).
+const PENALTY: u64 = 1 << 63;
+
 /// The algorithms of a policy's limits, in order, packed into one integer (first limit in the
-/// lowest bits): `Copy`, hashed in one step, no allocation on the hot path.
+/// lowest bits), and whether it has a penalty box (the top bit): `Copy`, hashed in one step,
+/// no allocation on the hot path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Signature(u64);
 
@@ -26,6 +30,20 @@ impl Signature {
         Signature(packed)
     }
 
+    /// The same signature, for a policy with a penalty box if `penalty`.
+    pub(crate) fn with_penalty(self, penalty: bool) -> Signature {
+        if penalty {
+            Signature(self.0 | PENALTY)
+        } else {
+            self
+        }
+    }
+
+    /// Whether the policy has a penalty box.
+    pub(crate) fn penalty(self) -> bool {
+        self.0 & PENALTY != 0
+    }
+
     /// The single algorithm of a one-limit policy.
     pub(crate) fn single(self) -> Option<Algorithm> {
         (self.0 < 1 << BITS).then(|| Algorithm::ALL[self.0 as usize - 1])
@@ -33,7 +51,7 @@ impl Signature {
 
     /// The algorithms, in the order of the policy's limits.
     pub(crate) fn algorithms(self) -> impl Iterator<Item = Algorithm> {
-        let mut rest = self.0;
+        let mut rest = self.0 & !PENALTY;
         std::iter::from_fn(move || {
             let code = rest & ((1 << BITS) - 1);
             rest >>= BITS;

@@ -33,14 +33,18 @@ pub(super) fn source(signature: Signature) -> String {
 pub(super) fn batch_source(signature: Signature) -> String {
     let limits = signature.algorithms().count();
     let logs = signature.uses(Algorithm::SlidingLog);
+    let penalty = usize::from(signature.penalty());
     let mut lua = head(signature);
     lua.push_str("local function decide(out, len, o, a, now, cost, ttl_slack_ms)\n");
     lua.push_str(&tail_in(signature, Frame::Batch));
     lua.push_str("end\n");
     lua.push_str(
         &BATCH_LOOP
-            .replace("{KEYS}", &limits.to_string())
-            .replace("{ARGS}", &(2 * limits + 2 + usize::from(logs)).to_string())
+            .replace("{KEYS}", &(limits + penalty).to_string())
+            .replace(
+                "{ARGS}",
+                &(2 * limits + 2 + usize::from(logs) + penalty).to_string(),
+            )
             .replace("{WIDTH}", &(2 + 4 * limits).to_string()),
     );
     lua

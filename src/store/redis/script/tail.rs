@@ -99,6 +99,12 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         .collect();
     let mut lua = String::from("-- The tail: every limit, then all or none committed.\n");
     let w = &mut lua;
+    let k = algorithms.len();
+    let boxed = key(k + 1);
+    let reply = |indent: &str, items: &[String]| frame.reply(indent, items);
+    if signature.penalty() {
+        w.push_str(&super::penalty::open(&boxed, k, reply));
+    }
     if let Some(&log) = logs.first() {
         for i in &logs {
             let _ = writeln!(w, "local p{i} = tonumber({})", arg(2 * i + 2));
@@ -178,6 +184,10 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     }
     w.push_str(&frame.reply("  ", &allowed));
     let _ = writeln!(w, "end");
+    if signature.penalty() {
+        let penalty = arg(2 * k + 3 + usize::from(!logs.is_empty()));
+        w.push_str(&super::penalty::close(&boxed, &penalty, k, reply));
+    }
     let mut denied = vec!["now".to_owned(), "0".to_owned()];
     for (i, _) in limits() {
         denied.extend([

@@ -1,0 +1,47 @@
+//! The penalty box in memory: a key that a limit denied stays denied until `blocked_until`,
+//! kept in its entry (as Redis keeps it in a key beside the state), nothing consumed.
+
+use std::time::Duration;
+
+use super::entry::Entry;
+use crate::algorithm::span;
+use crate::decision::{LimitState, LimitStates};
+use crate::policy::Policy;
+
+/// What [`Entry::check`] answers, under the policy's penalty box if it has one: the states,
+/// and whether the key is (now) in the box.
+pub(super) fn check(
+    entry: &mut Entry,
+    policy: &Policy,
+    cost: u64,
+    now: u64,
+) -> (LimitStates, bool) {
+    let penalty = policy.penalty_us();
+    if penalty == 0 {
+        return (entry.check(policy, cost, now), false);
+    }
+    if entry.blocked_until > now {
+        return (blocked(policy, entry.blocked_until - now), true);
+    }
+    let mut states = entry.check(policy, cost, now);
+    // A cost no limit could ever admit is refused without boxing the key.
+    if states.iter().all(LimitState::is_allowed) || states.iter().any(LimitState::exceeds_capacity)
+    {
+        return (states, false);
+    }
+    entry.blocked_until = now.saturating_add(penalty);
+    entry.expires_at = entry.expires_at.max(entry.blocked_until);
+    for state in states.iter_mut() {
+        state.boxed(Duration::from_micros(penalty));
+    }
+    (states, true)
+}
+
+/// Every limit of `policy` denied for `left` µs more: the key is in the box.
+pub(super) fn blocked(policy: &Policy, left: u64) -> LimitStates {
+    policy
+        .limits()
+        .iter()
+        .map(|limit| LimitState::from_raw(*limit, false, 0, left, span(left)))
+        .collect()
+}
