@@ -54,8 +54,16 @@ async fn main() -> ExitCode {
         Ok(watcher) => watcher,
         Err(status) => return status,
     };
-    // Every path answers `ok`; the fallback leaves the URI path to `--key route`.
-    let app = Router::new().fallback(|| async { "ok" }).layer(layer);
+    // Every path answers `ok` (after `--handler-delay-ms`); the fallback leaves the URI path
+    // to `--key route`.
+    let delay = args.handler_delay;
+    let handler = move || async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        "ok"
+    };
+    let app = Router::new().fallback(handler).layer(layer);
 
     let listener = match cli::listen(args.bind).await {
         Ok(listener) => listener,

@@ -321,3 +321,67 @@ fn jwt_subjects() {
     let forged = bearer(&token("bob", "guess"));
     assert_eq!(server.get("/", &[("authorization", &forged)]).0, 200);
 }
+
+#[test]
+fn concurrency_flag_holds_one_request_in_flight_per_key() {
+    let server = Server::start(&[
+        "--concurrency",
+        "1",
+        "--handler-delay-ms",
+        "3000",
+        "--limit",
+        "1000/1s",
+        "--key",
+        "global",
+    ]);
+    let addr = server.0.addr.clone();
+    // One request held in the handler for 3 s.
+    let held = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(&addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("read response");
+        response
+    });
+    // Meanwhile every other request is refused at once (until the held one got in, a probe
+    // may itself be the one held, and answer 200 after the delay).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let (status, response) = server.get("/", &[]);
+        if status == 429 {
+            break response;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refused");
+    };
+    assert_eq!(header(&refused, "retry-after"), Some("1"));
+    assert_eq!(header(&refused, "x-ratelimit-limit"), Some("1"));
+    assert!(held.join().unwrap().starts_with("HTTP/1.1 200"));
+    // The slot came back when the response ended (a release on a spawned task).
+    loop {
+        let (status, _) = server.get("/", &[]);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+    }
+}
+
+#[test]
+fn concurrency_flags_are_checked() {
+    for bad in [
+        &["--concurrency", "0"][..],
+        &["--concurrency", "x"],
+        &["--handler-delay-ms", "-1"],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}

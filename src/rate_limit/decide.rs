@@ -17,6 +17,7 @@ use super::config::Config;
 use super::deny_cache::{DenyCache, Lookup};
 use super::grpc;
 use super::headers::RateHeaders;
+use super::held_lease::{HeldLease, LeaseStore};
 use super::in_flight::Permit;
 use super::local::LocalFallback;
 use super::meters::Meters;
@@ -26,6 +27,7 @@ use super::shadow::Shadow;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
 use crate::key::{Key, KeyExtractor, PeerIp};
+use crate::lease::Lease;
 use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
 
@@ -89,8 +91,10 @@ pub(crate) enum Start {
 /// What to do with the request.
 pub(crate) enum Verdict {
     /// Call the inner service, with the decision in the request's extensions and these
-    /// headers for its response.
-    Proceed(Decision, RateHeaders),
+    /// headers for its response, holding the request's concurrency lease (if any) until its
+    /// response body ends or is dropped (boxed: only requests under a concurrency limit pay
+    /// for its size).
+    Proceed(Decision, RateHeaders, Option<Box<HeldLease>>),
     /// Answer with this response.
     Respond(Response<Bytes>),
 }
@@ -314,6 +318,15 @@ impl Decider {
             (pending.domain, pending.admission, pending.permit.take());
         let lost_after = LOST_AFTER.max(10 * self.config.deadline);
         let (latency, asked) = (self.meters.latency_handle(), pending.asked);
+        // A late admission may have taken a concurrency lease that no response will hold:
+        // given back at once (through a `HeldLease` dropped as soon as it is made).
+        let lease_of = self.config.rule(pending.rule).map(|rule| {
+            (
+                Arc::clone(&self.config.store),
+                rule.policy.clone(),
+                pending.key.clone(),
+            )
+        });
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
@@ -321,6 +334,16 @@ impl Decider {
                     breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
                     if let (Ok(_), Some(asked)) = (&outcome, asked) {
                         latency.record(asked.elapsed());
+                    }
+                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of) {
+                        if let Some(lease) = decision.lease() {
+                            drop(HeldLease::new(
+                                LeaseStore::Shared(store),
+                                policy,
+                                key,
+                                lease,
+                            ));
+                        }
                     }
                     drop(permit);
                 });
@@ -377,7 +400,10 @@ impl Decider {
                 Shadow::On => RateHeaders::default(),
                 _ => RateHeaders::of(&decision, style).without_retry_after(),
             };
-            return Verdict::Proceed(decision, headers);
+            let held = decision
+                .lease()
+                .and_then(|lease| self.hold(rule, key, &decision, lease));
+            return Verdict::Proceed(decision, headers, held);
         }
         if decision.source() == DecisionSource::FailClosed {
             let mut response = self.unavailable(grpc);
@@ -385,6 +411,27 @@ impl Decider {
             return Verdict::Respond(response);
         }
         Verdict::Respond(self.reject(decision, grpc))
+    }
+
+    /// The lease of an admitted request, to be given back to the store that took it.
+    fn hold(
+        &self,
+        rule: usize,
+        key: &Key,
+        decision: &Decision,
+        lease: Lease,
+    ) -> Option<Box<HeldLease>> {
+        let (store, policy) = match decision.source() {
+            DecisionSource::Local => {
+                let (store, scaled) = self.local.get(rule)?;
+                (LeaseStore::Local(store.clone()), scaled.clone())
+            }
+            _ => (
+                LeaseStore::Shared(Arc::clone(&self.config.store)),
+                self.config.rule(rule)?.policy.clone(),
+            ),
+        };
+        Some(Box::new(HeldLease::new(store, policy, key.clone(), lease)))
     }
 
     /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),

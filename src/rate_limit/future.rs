@@ -17,6 +17,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
+use super::held_lease::HeldLease;
 use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
 
@@ -65,6 +66,9 @@ pin_project! {
             #[pin]
             future: S::Future,
             headers: RateHeaders,
+            // Dropped with the future if the response never comes (the client went away, the
+            // handler panicked); else handed to the response body.
+            lease: Option<Box<HeldLease>>,
         },
         Respond {
             response: Option<Response<Bytes>>,
@@ -111,11 +115,12 @@ where
     /// The future of a request decided now: `inner` (ready) is called at once, if at all.
     pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
-            Verdict::Proceed(decision, headers) => {
+            Verdict::Proceed(decision, headers, lease) => {
                 request.extensions_mut().insert(decision);
                 State::Call {
                     future: inner.call(request),
                     headers,
+                    lease,
                 }
             }
             Verdict::Respond(response) => State::Respond {
@@ -131,6 +136,7 @@ where
             state: State::Call {
                 future: inner.call(request),
                 headers: RateHeaders::default(),
+                lease: None,
             },
         }
     }
@@ -198,10 +204,15 @@ where
                     let decider = Arc::clone(decider);
                     state.set(ResponseFuture::start(&decider, start, request, inner).state);
                 }
-                StateProj::Call { future, headers } => {
+                StateProj::Call {
+                    future,
+                    headers,
+                    lease,
+                } => {
                     let mut response = ready!(future.poll(cx))?;
                     headers.write_missing(response.headers_mut());
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    let lease = lease.take();
+                    return Poll::Ready(Ok(response.map(|body| ResponseBody::inner(body, lease))));
                 }
                 StateProj::Respond { response } => {
                     let response = response

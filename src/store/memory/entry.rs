@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::algorithm::concurrency::Leases;
 use crate::algorithm::{fixed_window, gcra, sliding_log::Log, sliding_window, token_bucket, Eval};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::{Algorithm, Limit};
@@ -14,6 +15,8 @@ pub(super) struct Entry {
     limits: Arc<[Limit]>,
     slots: Box<[Slot]>,
     log: Log,
+    /// The leases of the policy's concurrency limit (a policy has at most one), as in Redis.
+    leases: Leases,
     /// When every limit's state is moot (Unix µs): the longest of the TTLs the Lua scripts
     /// would set. Past it, the entry may be reclaimed without changing any decision.
     pub(super) expires_at: u64,
@@ -26,6 +29,7 @@ enum Slot {
     SlidingLog,
     TokenBucket(Option<token_bucket::State>),
     Gcra(Option<gcra::State>),
+    Concurrency,
 }
 
 impl Entry {
@@ -39,12 +43,14 @@ impl Entry {
                 Algorithm::SlidingLog => Slot::SlidingLog,
                 Algorithm::TokenBucket => Slot::TokenBucket(None),
                 Algorithm::Gcra => Slot::Gcra(None),
+                Algorithm::Concurrency => Slot::Concurrency,
             })
             .collect();
         Entry {
             limits,
             slots,
             log: Log::default(),
+            leases: Leases::default(),
             expires_at: 0,
         }
     }
@@ -59,9 +65,11 @@ impl Entry {
                 Slot::SlidingLog => Slot::SlidingLog,
                 Slot::TokenBucket(_) => Slot::TokenBucket(None),
                 Slot::Gcra(_) => Slot::Gcra(None),
+                Slot::Concurrency => Slot::Concurrency,
             };
         }
         self.log = Log::default();
+        self.leases = Leases::default();
         self.expires_at = 0;
     }
 
@@ -106,6 +114,17 @@ impl Entry {
         self.report(&evals, allowed)
     }
 
+    /// Takes `lease` at `now` for the policy's concurrency limit, after a check admitted the
+    /// request (its TTL already covers the lease).
+    pub(super) fn hold(&mut self, lease: u128, now: u64) {
+        self.leases.hold(lease, now);
+    }
+
+    /// Gives `lease` back; answers whether it was held.
+    pub(super) fn release(&mut self, lease: u128) -> bool {
+        self.leases.release(lease)
+    }
+
     /// Each limit's state for `cost` now, committing nothing: what a check would find before
     /// consuming. Trims the log of entries no span counts, as a check would: no decision
     /// changes.
@@ -129,6 +148,11 @@ impl Entry {
     fn evaluate(&mut self, max_log: u64, cost: u64, now: u64) -> SmallVec<[(Eval, Slot, u64); 4]> {
         if max_log > 0 {
             self.log.trim(now, max_log);
+        }
+        for limit in self.limits.iter() {
+            if limit.algorithm() == Algorithm::Concurrency {
+                self.leases.trim(limit.period_us(), now);
+            }
         }
         // On the stack for up to four limits: no allocation besides the decision's own.
         self.limits
@@ -155,6 +179,11 @@ impl Entry {
                     Slot::Gcra(s) => {
                         let step = gcra::check(s, n, p, cost, now);
                         (step.eval, Slot::Gcra(Some(step.next)), step.ttl)
+                    }
+                    // The lease itself is taken by `hold`, once the policy committed.
+                    Slot::Concurrency => {
+                        let ttl = if cost > 0 { p } else { 0 };
+                        (self.leases.check(n, p, cost, now), Slot::Concurrency, ttl)
                     }
                 }
             })

@@ -24,6 +24,7 @@ pub(super) fn state_key(
 ) -> String {
     match limit.algorithm() {
         Algorithm::SlidingLog => format!("{prefix}:{policy}:{{{key}}}:sl"),
+        Algorithm::Concurrency => super::lease::leases_key(prefix, policy, key),
         algorithm => format!("{prefix}:{policy}:{{{key}}}:{}{position}", algorithm.code()),
     }
 }

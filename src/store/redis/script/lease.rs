@@ -1,0 +1,50 @@
+//! The Redis side of concurrency limits: the key of a policy's leases for a key, and the
+//! release of one lease (`lua/concurrency.lua` takes them).
+
+use redis::Cmd;
+
+use crate::key::Key;
+use crate::lease::Lease;
+use crate::policy::Policy;
+
+/// The sorted set of `key`'s leases under `policy`: `{prefix}:{policy}:{{key}}:cc`, in the
+/// hash slot of the key's other state (a policy holds at most one concurrency limit).
+pub(crate) fn leases_key(prefix: &str, policy: &str, key: &str) -> String {
+    format!("{prefix}:{policy}:{{{key}}}:cc")
+}
+
+/// The one command that gives `lease` back: `ZREM` of its member. Removing a member that is
+/// gone (released before, or lapsed and trimmed) does nothing, so a release never frees
+/// another request's slot.
+pub(crate) fn release_command(prefix: &str, policy: &Policy, key: &Key, lease: Lease) -> Cmd {
+    let mut command = redis::cmd("ZREM");
+    command
+        .arg(leases_key(prefix, policy.name(), key.as_str()))
+        .arg(lease.member());
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use std::time::Duration;
+
+    #[test]
+    fn removes_the_lease_s_member_from_the_key_s_set() {
+        let policy = Policy::new(
+            "up",
+            [Limit::concurrency(2, Duration::from_secs(9)).unwrap()],
+        )
+        .unwrap();
+        let command = release_command("rl", &policy, &Key::new("ip:1"), Lease::new(0xab));
+        let args: Vec<String> = command
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(args, ["ZREM", "rl:up:{ip:1}:cc", "ab"]);
+    }
+}
