@@ -54,12 +54,19 @@ async fn main() -> ExitCode {
         Ok(watcher) => watcher,
         Err(status) => return status,
     };
-    // Every path answers `ok` but `GET /fail`, which answers 500 (for `--refund-5xx`); the
-    // fallback leaves the URI path to `--key route`.
+    // Every path answers `ok` (after `--handler-delay-ms`) but `GET /fail`, which answers 500
+    // (for `--refund-5xx`); the fallback leaves the URI path to `--key route`.
+    let delay = args.handler_delay;
+    let handler = move || async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        "ok"
+    };
     let fail = || async { (http::StatusCode::INTERNAL_SERVER_ERROR, "failed\n") };
     let app = Router::new()
         .route("/fail", axum::routing::get(fail))
-        .fallback(|| async { "ok" })
+        .fallback(handler)
         .layer(layer);
 
     let listener = match cli::listen(args.bind).await {

@@ -11,7 +11,7 @@
 --            the end of the window after its own): the marker's TTL, and the age past which a
 --            refund gives nothing (every state the admission touched is moot by then)
 -- ARGV[3i+2], ARGV[3i+3], ARGV[3i+4]
---            the algorithm code (fw, sw, sl, tb, gc), count N and period P in µs of limit i
+--            the algorithm code (fw, sw, sl, tb, gc, cc), count N and period P in µs of limit i
 -- Reply      1 if something was given back, else 0
 --
 -- Per algorithm, never below the state before the admission: a fixed window takes the cost
@@ -89,7 +89,8 @@ if span > 0 then
 end
 for i = 1, k do
   local key, code, n, p = KEYS[i], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]), tonumber(ARGV[3 * i + 4])
-  local v = code ~= 'sl' and redis.call('GET', key)
+  -- A concurrency limit's leases (cc) go back by their release, not by a refund.
+  local v = code ~= 'sl' and code ~= 'cc' and redis.call('GET', key)
   if v and code == 'fw' then
     local e, c = string.match(v, '^(%d+) (%d+)$')
     if e and tonumber(e) == (math.floor(at / p) + 1) * p and tonumber(e) > now and tonumber(c) > 0 then

@@ -7,6 +7,7 @@ use smallvec::SmallVec;
 
 use crate::error::StoreError;
 use crate::key::Key;
+use crate::lease::Lease;
 use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::store::Ticket;
@@ -232,6 +233,7 @@ pub struct Decision {
     denied_key: Option<Key>,
     penalized: bool,
     ticket: Ticket,
+    lease: Option<Lease>,
 }
 
 impl Decision {
@@ -311,6 +313,7 @@ impl Decision {
             denied_key: None,
             penalized: false,
             ticket: Ticket::next(),
+            lease: None,
         }
     }
 
@@ -326,6 +329,7 @@ impl Decision {
             denied_key: None,
             penalized: false,
             ticket: Ticket(0),
+            lease: None,
         }
     }
 
@@ -361,6 +365,46 @@ impl Decision {
     pub(crate) fn penalized(mut self) -> Self {
         self.penalized = !self.allowed;
         self
+    }
+
+    /// The same decision holding `lease`: the slot of the policy's concurrency limit that the
+    /// store took for this request, which the layer gives back
+    /// ([`Store::release`](crate::store::Store::release)) when the response ends. For a
+    /// [`Store`](crate::store::Store) of your own that supports concurrency limits.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use redlimit::{Decision, Lease, Limit, LimitState, Policy};
+    /// let limit = Limit::concurrency(4, Duration::from_secs(60))?;
+    /// let policy = Policy::new("p", [limit])?;
+    /// let state = LimitState::allowed(limit, 3, Duration::from_secs(60));
+    /// let decision = Decision::new(&policy, SystemTime::now(), [state]).unwrap();
+    /// assert_eq!(decision.with_lease(Lease::new(9)).lease(), Some(Lease::new(9)));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The slot this request holds under the policy's concurrency limit, if it has one and
+    /// the request was admitted with a cost above 0. The layer releases it; a handler only
+    /// reads it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::concurrency(1, Duration::from_secs(30))?])?;
+    /// let first = store.check_now(&policy, &Key::new("k"), 1);
+    /// assert!(first.lease().is_some());
+    /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn lease(&self) -> Option<Lease> {
+        self.lease
     }
 
     /// Whether the key is in its policy's penalty box ([`Policy::penalty`](crate::Policy::penalty)):

@@ -127,6 +127,7 @@ mod decision;
 mod duration;
 mod error;
 pub mod key;
+mod lease;
 mod limit;
 mod policy;
 mod rate_limit;
@@ -140,6 +141,7 @@ pub mod __private;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};
 pub use key::{Key, KeyExtractor};
+pub use lease::Lease;
 pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
 pub use rate_limit::{

@@ -30,10 +30,15 @@ pub enum Algorithm {
     TokenBucket,
     /// The generic cell rate algorithm: burst `N`, rate `N` per `P`, one integer per key.
     Gcra,
+    /// Not a rate: at most `N` requests in flight per key, each holding a lease that the layer
+    /// releases when the response ends and that lapses after `P` (the lease timeout) if its
+    /// replica died. See [`Limit::concurrency`].
+    Concurrency,
 }
 
 impl Algorithm {
-    /// All algorithms, in the order of the documentation.
+    /// All rate algorithms, in the order of the documentation ([`Algorithm::Concurrency`],
+    /// which limits requests in flight rather than a rate, is not among them).
     ///
     /// ```
     /// assert_eq!(redlimit::Algorithm::ALL.len(), 5);
@@ -44,6 +49,17 @@ impl Algorithm {
         Algorithm::SlidingLog,
         Algorithm::TokenBucket,
         Algorithm::Gcra,
+    ];
+
+    /// Every algorithm: the rates of [`Algorithm::ALL`], then the concurrency limit. The
+    /// scripts' signatures number algorithms by their position here.
+    pub(crate) const EVERY: [Algorithm; 6] = [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::Concurrency,
     ];
 
     /// The name used on the command line and in logs (`fixed-window`, `gcra`, ...).
@@ -58,6 +74,7 @@ impl Algorithm {
             Algorithm::SlidingLog => "sliding-log",
             Algorithm::TokenBucket => "token-bucket",
             Algorithm::Gcra => "gcra",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 
@@ -70,6 +87,7 @@ impl Algorithm {
             Algorithm::SlidingLog => "sl",
             Algorithm::TokenBucket => "tb",
             Algorithm::Gcra => "gc",
+            Algorithm::Concurrency => "cc",
         }
     }
 }
@@ -84,7 +102,7 @@ impl std::str::FromStr for Algorithm {
     type Err = ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Algorithm::ALL
+        Algorithm::EVERY
             .into_iter()
             .find(|a| a.name() == s)
             .ok_or_else(|| ConfigError::UnknownAlgorithm(s.to_owned()))
@@ -202,6 +220,34 @@ impl Limit {
         Limit::new(Algorithm::Gcra, count, period)
     }
 
+    /// At most `count` requests in flight per key, across every replica sharing the store. A
+    /// request takes a slot (a lease) when it is admitted and gives it back when its response
+    /// body ends or is dropped (a client that disconnects, a handler that panics); a lease
+    /// that is never given back (its replica died mid-request) lapses after `lease_timeout`,
+    /// so pick a timeout longer than any request may run. Each admitted request holds one
+    /// slot, whatever its cost (a cost of 0 holds none).
+    ///
+    /// It sits in a policy beside rate limits and is checked atomically with them: a request
+    /// denied by a rate takes no slot, one denied for want of a slot consumes no rate. A policy
+    /// holds at most one concurrency limit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::{Algorithm, Limit, Policy};
+    ///
+    /// // Ten uploads in flight per key, each reclaimed after five minutes at the latest,
+    /// // and 100 requests a minute.
+    /// let uploads = Limit::concurrency(10, Duration::from_secs(300))?;
+    /// assert_eq!(uploads.algorithm(), Algorithm::Concurrency);
+    /// assert_eq!(uploads.period(), Duration::from_secs(300));
+    /// let policy = Policy::new("uploads", [uploads, Limit::gcra(100, Duration::from_secs(60))?])?;
+    /// assert!(Limit::concurrency(0, Duration::from_secs(1)).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn concurrency(count: u64, lease_timeout: Duration) -> Result<Self, ConfigError> {
+        Limit::new(Algorithm::Concurrency, count, lease_timeout)
+    }
+
     /// Parses a rate `N/DURATION` (`5/3s`, `1000/1h`, `10/100ms`; units ms, s, m, h, d) into a
     /// limit of the given algorithm.
     ///
@@ -259,7 +305,7 @@ impl Limit {
         self.count
     }
 
-    /// `P`: the period.
+    /// `P`: the period (the lease timeout, for a concurrency limit).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -101,6 +101,17 @@ impl Policy {
         if limits.len() > MAX_LIMITS {
             return Err(ConfigError::TooManyLimits(name.to_string()));
         }
+        if let Some(second) = limits
+            .iter()
+            .filter(|l| l.algorithm() == Algorithm::Concurrency)
+            .nth(1)
+        {
+            // All requests of a key share one set of leases, released in one call.
+            return Err(ConfigError::InvalidLimit {
+                limit: second.to_string(),
+                reason: "a policy holds at most one concurrency limit",
+            });
+        }
         Ok(Policy::part(name, limits))
     }
 

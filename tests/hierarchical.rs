@@ -448,3 +448,42 @@ async fn a_refund_restores_every_level_once() {
         assert_eq!(remaining("a1").await, [2, 4, 7], "{}", store.kind());
     }
 }
+
+/// An in-flight limit counted per tenant: the tenant's clients share its slots, and a release
+/// gives a slot back to whichever client asks next.
+#[tokio::test]
+async fn an_in_flight_limit_per_tenant() {
+    let server = RedisServer::start();
+    let redis = redis_store(&server, "tiers-in-flight").await;
+    let memory = MemoryStore::new();
+    let policy = Policy::new(
+        "uploads",
+        [
+            Limit::gcra(100, HOUR).unwrap(),
+            Limit::concurrency(2, HOUR).unwrap(),
+        ],
+    )
+    .unwrap();
+    let key = |client: &str| Key::new(client).with_limit_key(1, Key::new("tenant:t"));
+    for store in [&redis as &dyn Store, &memory] {
+        let a = store.check(&policy, &key("a"), 1).await.unwrap();
+        let b = store.check(&policy, &key("b"), 1).await.unwrap();
+        assert!(a.is_allowed() && b.is_allowed(), "{}", store.kind());
+        let c = store.check(&policy, &key("c"), 1).await.unwrap();
+        assert_eq!(
+            c.denied_by(),
+            Some(1),
+            "{}: the tenant's 2 slots",
+            store.kind()
+        );
+        // c was charged nothing by its own rate.
+        let state = store.inspect(&policy, &key("c")).await.unwrap();
+        assert_eq!(state.limits()[0].remaining(), 100, "{}", store.kind());
+        store
+            .release(&policy, &key("a"), a.lease().unwrap())
+            .await
+            .unwrap();
+        let c = store.check(&policy, &key("c"), 1).await.unwrap();
+        assert!(c.is_allowed(), "{}: a's slot went back", store.kind());
+    }
+}

@@ -20,25 +20,30 @@ impl Server {
 
     /// One HTTP/1.1 request; returns the status code and the raw response.
     fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.0.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
-        for (name, value) in headers {
-            req.push_str(&format!("{name}: {value}\r\n"));
-        }
-        req.push_str("\r\n");
-        stream.write_all(req.as_bytes()).unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).expect("read response");
-        let status = response
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("bad response {response:?}"));
-        (status, response)
+        get_at(&self.0.addr, path, headers)
     }
+}
+
+/// One HTTP/1.1 request to `addr`; returns the status code and the raw response.
+fn get_at(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        req.push_str(&format!("{name}: {value}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.write_all(req.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read response");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad response {response:?}"));
+    (status, response)
 }
 
 fn header<'a>(response: &'a str, name: &str) -> Option<&'a str> {
@@ -361,4 +366,65 @@ fn jwt_subjects() {
     // A forged token (wrong secret) does not spend bob's quota: it falls back to the IP key.
     let forged = bearer(&token("bob", "guess"));
     assert_eq!(server.get("/", &[("authorization", &forged)]).0, 200);
+}
+
+#[test]
+fn concurrency_flag_holds_one_request_in_flight_per_key() {
+    let server = Server::start(&[
+        "--concurrency",
+        "1",
+        "--handler-delay-ms",
+        "3000",
+        "--limit",
+        "1000/1s",
+        "--key",
+        "global",
+    ]);
+    // Four requests at once: the first in holds the only slot for 3 s, the others are
+    // refused at once (a later one could get in only if it started 3 s after the first).
+    let addr = server.0.addr.clone();
+    let requests: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || get_at(&addr, "/", &[]))
+        })
+        .collect();
+    let answers: Vec<(u16, String)> = requests.into_iter().map(|r| r.join().unwrap()).collect();
+    let admitted = answers.iter().filter(|(status, _)| *status == 200).count();
+    let refused: Vec<&String> = answers
+        .iter()
+        .filter(|(status, _)| *status == 429)
+        .map(|(_, response)| response)
+        .collect();
+    assert!(admitted >= 1, "{answers:?}");
+    assert!(!refused.is_empty(), "{answers:?}");
+    assert_eq!(admitted + refused.len(), 4);
+    for response in refused {
+        assert_eq!(header(response, "retry-after"), Some("1"));
+        assert_eq!(header(response, "x-ratelimit-limit"), Some("1"));
+    }
+    // The slot came back when the response ended (a release on a spawned task).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _) = server.get("/", &[]);
+        if status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+    }
+}
+
+#[test]
+fn concurrency_flags_are_checked() {
+    for bad in [
+        &["--concurrency", "0"][..],
+        &["--concurrency", "x"],
+        &["--handler-delay-ms", "-1"],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
 }

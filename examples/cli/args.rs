@@ -26,10 +26,14 @@ pub(crate) struct Args {
     pub(crate) algorithm: Algorithm,
     /// The `--limit` values, as given.
     pub(crate) rates: Vec<String>,
-    /// `rates` as limits of `algorithm`; never empty.
+    /// `rates` as limits of `algorithm`, then the `--concurrency` limit if any; never empty.
     pub(crate) limits: Vec<Limit>,
     /// The limits given `@SPEC`: their position and their own key.
     pub(crate) limit_keys: Vec<(usize, KeySpec)>,
+    /// `--concurrency`: at most this many requests in flight per key.
+    pub(crate) concurrency: Option<u64>,
+    /// `--handler-delay-ms`: how long the handler waits before answering.
+    pub(crate) handler_delay: Duration,
     pub(crate) key: KeySpec,
     pub(crate) trusted_proxies: Vec<String>,
     pub(crate) ipv6_prefix: u8,
@@ -74,6 +78,8 @@ impl Args {
             rates: Vec::new(),
             limits: Vec::new(),
             limit_keys: Vec::new(),
+            concurrency: None,
+            handler_delay: Duration::ZERO,
             key: KeySpec(Vec::new()),
             trusted_proxies: Vec::new(),
             ipv6_prefix: 0,
@@ -193,6 +199,14 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
     // Only now: `--algorithm` may come after the limits.
     parsed.limits = layer::limits(parsed.algorithm, &parsed.rates)?;
     parsed.limit_keys = limit_keys(&parsed.rates)?;
+    if let Some(n) = parsed.concurrency {
+        if parsed.config.is_some() {
+            return Err(
+                "--concurrency: not with --config (give the file a concurrency limit)".into(),
+            );
+        }
+        parsed.limits.push(layer::concurrency(n)?);
+    }
     parsed.warnings = warnings(&parsed);
     Ok(parsed)
 }
@@ -337,6 +351,24 @@ pub(crate) fn store_timeout(value: &str) -> Result<Duration, String> {
             "invalid value `{value}`: expected a whole number of milliseconds above 0"
         )),
     }
+}
+
+/// `--concurrency`: a count of requests above 0.
+pub(crate) fn concurrency(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "invalid value `{value}`: expected a whole number of requests above 0"
+        )),
+    }
+}
+
+/// `--handler-delay-ms`: a whole number of milliseconds, 0 for none.
+pub(crate) fn handler_delay(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("invalid value `{value}`: expected a whole number of milliseconds"))
 }
 
 #[cfg(test)]

@@ -167,6 +167,26 @@ pub(crate) const FLAGS: &[Flag] = &[
     .repeatable()
     .default("10/1s"),
     Flag::new(
+        "--concurrency",
+        "N",
+        "also at most N requests in flight per key, across every instance sharing the store \
+         (leases lapse after 60 s if an instance dies mid-request); not with `--config`",
+        |a, v| {
+            a.concurrency = Some(args::concurrency(&v)?);
+            Ok(())
+        },
+    ),
+    Flag::new(
+        "--handler-delay-ms",
+        "MS",
+        "the handler waits MS milliseconds before answering (to hold requests in flight)",
+        |a, v| {
+            a.handler_delay = args::handler_delay(&v)?;
+            Ok(())
+        },
+    )
+    .default("0"),
+    Flag::new(
         "--config",
         "FILE",
         "policies and routes from a TOML file (see `examples/redlimit.toml`; needs the `config` \

@@ -21,6 +21,15 @@ pub(crate) fn limits(algorithm: Algorithm, rates: &[String]) -> Result<Vec<Limit
         .collect()
 }
 
+/// How long a lease of `--concurrency` lives if its instance dies mid-request: longer than
+/// any request of this server runs.
+const LEASE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `--concurrency N`: N requests in flight per key, checked by the library.
+pub(crate) fn concurrency(n: u64) -> Result<Limit, String> {
+    Limit::concurrency(n, LEASE_TIMEOUT).map_err(|e| format!("--concurrency: {e}"))
+}
+
 /// Whether `name` can be a header (or gRPC metadata) name.
 pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
     Header::new(name).map(|_| ()).map_err(|e| e.to_string())

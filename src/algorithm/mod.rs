@@ -1,4 +1,4 @@
-//! The five algorithms in Rust, with the same integer semantics as their Lua twins in `lua/`
+//! The five rate algorithms and the concurrency limit in Rust, with the same integer semantics as their Lua twins in `lua/`
 //! (`lua/gcra.lua` ↔ `gcra.rs`, ...). The memory store runs these; the Redis store runs the
 //! scripts. Every function is pure: state in, evaluation and next state out.
 //!
@@ -14,6 +14,7 @@
 //! State that a monotonic clock could not have produced (after the store's clock stepped
 //! back) is clamped on read, in Rust and Lua alike, so no wait asked for exceeds the period.
 
+pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod refund;

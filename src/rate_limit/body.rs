@@ -2,11 +2,13 @@
 
 use std::fmt;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+
+use super::held_lease::HeldLease;
 
 pin_project! {
     /// The body of a response through [`RateLimit`](crate::RateLimit): the inner service's
@@ -25,6 +27,8 @@ pin_project! {
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
+        // The request's concurrency lease: released when the body ends or is dropped.
+        lease: Option<Box<HeldLease>>,
     }
 }
 
@@ -42,10 +46,11 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    /// Wraps the inner service's body.
-    pub(crate) fn inner(body: B) -> Self {
+    /// Wraps the inner service's body, holding the request's concurrency lease, if any.
+    pub(crate) fn inner(body: B, lease: Option<Box<HeldLease>>) -> Self {
         ResponseBody {
             kind: Kind::Inner { body },
+            lease,
         }
     }
 
@@ -55,6 +60,7 @@ impl<B> ResponseBody<B> {
             kind: Kind::Full {
                 data: (!data.is_empty()).then_some(data),
             },
+            lease: None,
         }
     }
 }
@@ -88,8 +94,16 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        match self.project().kind.project() {
-            KindProj::Inner { body } => body.poll_frame(cx),
+        let this = self.project();
+        match this.kind.project() {
+            KindProj::Inner { body } => {
+                let frame = ready!(body.poll_frame(cx));
+                if frame.is_none() {
+                    // The body ended: the request is no longer in flight.
+                    this.lease.take();
+                }
+                Poll::Ready(frame)
+            }
             KindProj::Full { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
         }
     }

@@ -17,6 +17,7 @@ use super::config::Config;
 use super::deny_cache::{DenyCache, Lookup};
 use super::grpc;
 use super::headers::RateHeaders;
+use super::held_lease::{HeldLease, LeaseStore};
 use super::in_flight::Permit;
 use super::local::LocalFallback;
 use super::meters::Meters;
@@ -27,6 +28,7 @@ use super::shadow::Shadow;
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
 use crate::key::{Key, KeyExtractor, PeerIp};
+use crate::lease::Lease;
 use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
 
@@ -88,10 +90,19 @@ pub(crate) enum Start {
 }
 
 /// What to do with the request.
+// Lives on the stack for one call; boxing the decision would allocate per request.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
     /// Call the inner service, with the decision in the request's extensions and these
-    /// headers for its response.
-    Proceed(Decision, RateHeaders, Option<Box<PendingRefund>>),
+    /// headers for its response; the refund to send if the response asks for it, and the
+    /// request's concurrency lease (if any), held until its response body ends or is dropped
+    /// (boxed: only requests that refund or hold a lease pay for their size).
+    Proceed(
+        Decision,
+        RateHeaders,
+        Option<Box<PendingRefund>>,
+        Option<Box<HeldLease>>,
+    ),
     /// Answer with this response.
     Respond(Response<Bytes>),
 }
@@ -320,6 +331,15 @@ impl Decider {
             (pending.domain, pending.admission, pending.permit.take());
         let lost_after = LOST_AFTER.max(10 * self.config.deadline);
         let (latency, asked) = (self.meters.latency_handle(), pending.asked);
+        // A late admission may have taken a concurrency lease that no response will hold:
+        // given back at once (through a `HeldLease` dropped as soon as it is made).
+        let lease_of = self.config.rule(pending.rule).map(|rule| {
+            (
+                Arc::clone(&self.config.store),
+                rule.policy.clone(),
+                pending.key.clone(),
+            )
+        });
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
@@ -327,6 +347,16 @@ impl Decider {
                     breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
                     if let (Ok(_), Some(asked)) = (&outcome, asked) {
                         latency.record(asked.elapsed());
+                    }
+                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of) {
+                        if let Some(lease) = decision.lease() {
+                            drop(HeldLease::new(
+                                LeaseStore::Shared(store),
+                                policy,
+                                key,
+                                lease,
+                            ));
+                        }
                     }
                     drop(permit);
                 });
@@ -356,8 +386,8 @@ impl Decider {
             Ok(decision) => {
                 let refund = self.refund_of(&decision, pending);
                 match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
-                    Verdict::Proceed(decision, headers, _) => {
-                        Verdict::Proceed(decision, headers, refund)
+                    Verdict::Proceed(decision, headers, _, held) => {
+                        Verdict::Proceed(decision, headers, refund, held)
                     }
                     respond => respond,
                 }
@@ -406,7 +436,10 @@ impl Decider {
                 Shadow::On => RateHeaders::default(),
                 _ => RateHeaders::of(&decision, style).without_retry_after(),
             };
-            return Verdict::Proceed(decision, headers, None);
+            let held = decision
+                .lease()
+                .and_then(|lease| self.hold(rule, key, &decision, lease));
+            return Verdict::Proceed(decision, headers, None, held);
         }
         if decision.source() == DecisionSource::FailClosed {
             let mut response = self.unavailable(grpc);
@@ -414,6 +447,27 @@ impl Decider {
             return Verdict::Respond(response);
         }
         Verdict::Respond(self.reject(decision, grpc))
+    }
+
+    /// The lease of an admitted request, to be given back to the store that took it.
+    fn hold(
+        &self,
+        rule: usize,
+        key: &Key,
+        decision: &Decision,
+        lease: Lease,
+    ) -> Option<Box<HeldLease>> {
+        let (store, policy) = match decision.source() {
+            DecisionSource::Local => {
+                let (store, scaled) = self.local.get(rule)?;
+                (LeaseStore::Local(store.clone()), scaled.clone())
+            }
+            _ => (
+                LeaseStore::Shared(Arc::clone(&self.config.store)),
+                self.config.rule(rule)?.policy.clone(),
+            ),
+        };
+        Some(Box::new(HeldLease::new(store, policy, key.clone(), lease)))
     }
 
     /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),

@@ -260,6 +260,14 @@ fn cacheable_retry(decision: &Decision) -> Option<Duration> {
     if decision.is_allowed() || decision.source() != DecisionSource::Store {
         return None;
     }
+    // A slot of a concurrency limit comes back whenever a response ends, sooner than any
+    // time the store could name: such a denial does not stand until its retry time.
+    let concurrency = |s: &crate::LimitState| {
+        !s.is_allowed() && s.limit().algorithm() == crate::Algorithm::Concurrency
+    };
+    if decision.limits().iter().any(concurrency) {
+        return None;
+    }
     decision.retry_after().filter(|retry| !retry.is_zero())
 }
 

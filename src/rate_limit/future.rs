@@ -17,6 +17,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
+use super::held_lease::HeldLease;
 use super::refund::PendingRefund;
 use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
@@ -67,6 +68,9 @@ pin_project! {
             future: S::Future,
             headers: RateHeaders,
             refund: Option<Box<PendingRefund>>,
+            // Dropped with the future if the response never comes (the client went away, the
+            // handler panicked); else handed to the response body.
+            lease: Option<Box<HeldLease>>,
         },
         Respond {
             response: Option<Response<Bytes>>,
@@ -113,12 +117,13 @@ where
     /// The future of a request decided now: `inner` (ready) is called at once, if at all.
     pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
-            Verdict::Proceed(decision, headers, refund) => {
+            Verdict::Proceed(decision, headers, refund, lease) => {
                 request.extensions_mut().insert(decision);
                 State::Call {
                     future: inner.call(request),
                     headers,
                     refund,
+                    lease,
                 }
             }
             Verdict::Respond(response) => State::Respond {
@@ -135,6 +140,7 @@ where
                 future: inner.call(request),
                 headers: RateHeaders::default(),
                 refund: None,
+                lease: None,
             },
         }
     }
@@ -206,13 +212,15 @@ where
                     future,
                     headers,
                     refund,
+                    lease,
                 } => {
                     let mut response = ready!(future.poll(cx))?;
                     headers.write_missing(response.headers_mut());
                     if let Some(refund) = refund.take() {
                         response = refund.settle(response);
                     }
-                    return Poll::Ready(Ok(response.map(ResponseBody::inner)));
+                    let lease = lease.take();
+                    return Poll::Ready(Ok(response.map(|body| ResponseBody::inner(body, lease))));
                 }
                 StateProj::Respond { response } => {
                     let response = response

@@ -6,6 +6,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::header_style::HeaderStyle;
 use crate::decision::Decision;
+use crate::limit::Algorithm;
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -104,6 +105,15 @@ fn ietf_fields(decision: &Decision) -> Option<Box<(HeaderValue, HeaderValue)>> {
         };
         let (limit, window) = (state.limit().count(), ceil_secs(state.limit().period()));
         let (remaining, reset) = (state.remaining(), ceil_secs(state.reset_after()));
+        if state.limit().algorithm() == Algorithm::Concurrency {
+            // The draft's quota unit for requests in flight; no window (a lease timeout is
+            // not one), and no reset (a slot returns when a response ends).
+            policy.push_str(&format!(
+                "{separator}\"{name}{suffix}\";q={limit};qu=\"concurrent-requests\""
+            ));
+            current.push_str(&format!("{separator}\"{name}{suffix}\";r={remaining}"));
+            continue;
+        }
         policy.push_str(&format!(
             "{separator}\"{name}{suffix}\";q={limit};w={window}"
         ));
@@ -179,6 +189,38 @@ mod tests {
         assert_eq!(text(&headers, "ratelimit-policy"), "\"login\";q=5;w=60");
         assert_eq!(text(&headers, "ratelimit"), "\"login\";r=4;t=12");
         assert!(!headers.contains_key("x-ratelimit-limit"));
+    }
+
+    #[test]
+    fn a_concurrency_limit_is_a_quota_of_concurrent_requests_without_a_window() {
+        let in_flight = Limit::concurrency(3, Duration::from_secs(30)).unwrap();
+        let per_minute = Limit::gcra(60, Duration::from_secs(60)).unwrap();
+        let policy = Policy::new("up", [in_flight, per_minute]).unwrap();
+        let decision = Decision::new(
+            &policy,
+            SystemTime::now(),
+            [
+                LimitState::denied(
+                    in_flight,
+                    0,
+                    Duration::from_secs(30),
+                    Duration::from_secs(1),
+                ),
+                LimitState::allowed(per_minute, 59, Duration::from_secs(1)),
+            ],
+        )
+        .unwrap();
+        let headers = render(&decision, HeaderStyle::Both);
+        assert_eq!(
+            text(&headers, "ratelimit-policy"),
+            "\"up-1\";q=3;qu=\"concurrent-requests\", \"up-2\";q=60;w=60"
+        );
+        assert_eq!(
+            text(&headers, "ratelimit"),
+            "\"up-1\";r=0, \"up-2\";r=59;t=1"
+        );
+        assert_eq!(text(&headers, "retry-after"), "1");
+        assert_eq!(text(&headers, "x-ratelimit-limit"), "3");
     }
 
     #[test]

@@ -38,6 +38,7 @@ mod grpc;
 mod grpc_status;
 mod header_style;
 mod headers;
+mod held_lease;
 mod in_flight;
 mod layer;
 mod local;

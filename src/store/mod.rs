@@ -50,6 +50,7 @@ pub(crate) use refund::Ticket;
 use std::sync::Arc;
 
 use crate::key::Key;
+use crate::lease::Lease;
 use crate::policy::Policy;
 
 /// Evaluates a policy's limits for a key and commits them all or none.
@@ -89,6 +90,33 @@ pub trait Store: Send + Sync + 'static {
     /// Checks `cost` units for `key` against every limit of `policy`, committing them if all
     /// allow it.
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check;
+
+    /// Gives back `lease`, the slot a request admitted under `policy`'s concurrency limit
+    /// held for `key` ([`Decision::lease`](crate::Decision::lease)). The layer calls it once
+    /// per lease, when the response body ends or is dropped, on a spawned task: the response
+    /// never waits for it. Releasing a lease that is gone (released before, or lapsed after
+    /// its timeout) does nothing, so it never frees another request's slot. A lease whose
+    /// release fails or never comes (its replica died) lapses after the limit's lease timeout.
+    /// The default does nothing, for stores that make no leases.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::concurrency(1, Duration::from_secs(30)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// let lease = store.check_now(&policy, &key, 1).lease().unwrap();
+    /// assert!(!store.check_now(&policy, &key, 1).is_allowed());
+    /// store.release(&policy, &key, lease).await.unwrap();
+    /// assert!(store.check_now(&policy, &key, 1).is_allowed());
+    /// # });
+    /// ```
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+        let _ = (policy, key, lease);
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// Which part of the store answers for `key` under `policy`, among parts that fail
     /// independently: the layer keeps a circuit breaker per domain (folded onto 128), so one
@@ -276,6 +304,10 @@ pub trait Store: Send + Sync + 'static {
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         (**self).check(policy, key, cost)
+    }
+
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+        (**self).release(policy, key, lease)
     }
 
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {

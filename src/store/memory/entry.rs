@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::algorithm::concurrency::Leases;
 use crate::algorithm::{fixed_window, gcra, sliding_log::Log, sliding_window, token_bucket, Eval};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::{Algorithm, Limit};
@@ -14,6 +15,8 @@ pub(super) struct Entry {
     limits: Arc<[Limit]>,
     slots: Box<[Slot]>,
     log: Log,
+    /// The leases of the policy's concurrency limit (a policy has at most one), as in Redis.
+    leases: Leases,
     /// When every limit's state is moot (Unix µs): the longest of the TTLs the Lua scripts
     /// would set. Past it, the entry may be reclaimed without changing any decision.
     pub(super) expires_at: u64,
@@ -28,6 +31,7 @@ enum Slot {
     SlidingLog,
     TokenBucket(Option<token_bucket::State>),
     Gcra(Option<gcra::State>),
+    Concurrency,
 }
 
 impl Entry {
@@ -41,12 +45,14 @@ impl Entry {
                 Algorithm::SlidingLog => Slot::SlidingLog,
                 Algorithm::TokenBucket => Slot::TokenBucket(None),
                 Algorithm::Gcra => Slot::Gcra(None),
+                Algorithm::Concurrency => Slot::Concurrency,
             })
             .collect();
         Entry {
             limits,
             slots,
             log: Log::default(),
+            leases: Leases::default(),
             expires_at: 0,
             blocked_until: 0,
         }
@@ -62,9 +68,11 @@ impl Entry {
                 Slot::SlidingLog => Slot::SlidingLog,
                 Slot::TokenBucket(_) => Slot::TokenBucket(None),
                 Slot::Gcra(_) => Slot::Gcra(None),
+                Slot::Concurrency => Slot::Concurrency,
             };
         }
         self.log = Log::default();
+        self.leases = Leases::default();
         self.expires_at = 0;
     }
 
@@ -122,7 +130,8 @@ impl Entry {
             given |= match slot {
                 Slot::FixedWindow(s) => refund::fixed_window(s, p, cost, at, now),
                 Slot::SlidingWindow(s) => refund::sliding_window(s, p, cost, at, now),
-                Slot::SlidingLog => false,
+                // A slot is given back by its lease's release, not by a refund.
+                Slot::SlidingLog | Slot::Concurrency => false,
                 Slot::TokenBucket(s) => refund::token_bucket(s, limit.count(), p, cost, now),
                 Slot::Gcra(s) => refund::gcra(s, cost, now),
             };
@@ -132,6 +141,17 @@ impl Entry {
             given |= self.log.refund(at, cost, now, max_log);
         }
         given
+    }
+
+    /// Takes `lease` at `now` for the policy's concurrency limit, after a check admitted the
+    /// request (its TTL already covers the lease).
+    pub(super) fn hold(&mut self, lease: u128, now: u64) {
+        self.leases.hold(lease, now);
+    }
+
+    /// Gives `lease` back; answers whether it was held.
+    pub(super) fn release(&mut self, lease: u128) -> bool {
+        self.leases.release(lease)
     }
 
     /// Each limit's state for `cost` now, committing nothing: what a check would find before
@@ -158,6 +178,11 @@ impl Entry {
         if max_log > 0 {
             self.log.trim(now, max_log);
         }
+        for limit in self.limits.iter() {
+            if limit.algorithm() == Algorithm::Concurrency {
+                self.leases.trim(limit.period_us(), now);
+            }
+        }
         // On the stack for up to four limits: no allocation besides the decision's own.
         self.limits
             .iter()
@@ -183,6 +208,11 @@ impl Entry {
                     Slot::Gcra(s) => {
                         let step = gcra::check(s, n, p, cost, now);
                         (step.eval, Slot::Gcra(Some(step.next)), step.ttl)
+                    }
+                    // The lease itself is taken by `hold`, once the policy committed.
+                    Slot::Concurrency => {
+                        let ttl = if cost > 0 { p } else { 0 };
+                        (self.leases.check(n, p, cost, now), Slot::Concurrency, ttl)
                     }
                 }
             })

@@ -12,9 +12,10 @@ use smallvec::SmallVec;
 use super::entry::Entry;
 use super::penalty;
 use super::shard::{IdRef, Shard};
-use super::{MemoryStore, SHARDS};
+use super::{holds_leases, MemoryStore, SHARDS};
 use crate::decision::{LimitState, LimitStates};
 use crate::key::Key;
+use crate::lease::Lease;
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 
@@ -40,7 +41,8 @@ impl Part<'_> {
 #[derive(Clone, Copy, PartialEq)]
 enum Step {
     Peek,
-    Commit,
+    /// Commit, holding this lease in the part of the concurrency limit, if any.
+    Commit(Option<u128>),
 }
 
 impl MemoryStore {
@@ -53,6 +55,7 @@ impl MemoryStore {
         key: &Key,
         cost: u64,
         now: u64,
+        lease: Option<Lease>,
     ) -> (LimitStates, bool) {
         let parts = self.parts(policy, key);
         let penalty = policy.penalty_us();
@@ -92,7 +95,8 @@ impl MemoryStore {
             }
             return (peeked, true);
         }
-        let (committed, evicted) = self.each(&parts, &mut shards, Step::Commit, cost, now);
+        let commit = Step::Commit(lease.map(|l| l.id()));
+        let (committed, evicted) = self.each(&parts, &mut shards, commit, cost, now);
         drop(shards);
         if evicted > 0 {
             self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
@@ -134,6 +138,19 @@ impl MemoryStore {
             },
         );
         left
+    }
+
+    /// [`release_now`](Self::release_now) of a key with limit keys: the lease, from the entry
+    /// of the part holding the concurrency limit.
+    pub(super) fn release_parts(&self, policy: &Policy, key: &Key, lease: u128) -> bool {
+        let parts = self.parts(policy, key);
+        let Some(part) = parts.iter().find(|p| holds_leases(p.policy)) else {
+            return false;
+        };
+        let mut shards = self.lock(std::iter::once(part.hash));
+        shard_of(&mut shards, part.hash)
+            .and_then(|shard| shard.get_mut(part.hash, part.id()))
+            .is_some_and(|entry| entry.release(lease))
     }
 
     /// [`refund_now`](Self::refund_now) of a key with limit keys: every level's units given
@@ -282,7 +299,13 @@ impl MemoryStore {
                     entry.adopt(policy);
                     match step {
                         Step::Peek => entry.peek(policy, cost, now),
-                        Step::Commit => entry.check(policy, cost, now),
+                        Step::Commit(lease) => {
+                            let states = entry.check(policy, cost, now);
+                            if let Some(lease) = lease.filter(|_| holds_leases(policy)) {
+                                entry.hold(lease, now);
+                            }
+                            states
+                        }
                     }
                 },
             );

@@ -22,6 +22,8 @@ use super::{Check, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
+use crate::lease::{Lease, LeaseIds};
+use crate::limit::Algorithm;
 use crate::policy::Policy;
 
 /// Independent locks; a check holds one shard's lock for well under a microsecond.
@@ -69,6 +71,7 @@ struct Inner {
     evictions: AtomicU64,
     overrides: OverrideTable,
     refunds: refund::Tokens,
+    leases: LeaseIds,
 }
 
 impl MemoryStore {
@@ -122,13 +125,18 @@ impl MemoryStore {
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
+        let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
         if key.has_limit_keys() {
-            let (states, penalized) = self.check_parts(policy, key, cost, now);
+            let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
             let decision = Decision::from_states(policy.name_arc(), now, states);
-            return if penalized {
+            let decision = if penalized {
                 decision.penalized()
             } else {
                 decision
+            };
+            return match lease {
+                Some(lease) if decision.is_allowed() => decision.with_lease(lease),
+                _ => decision,
             };
         }
         let (hash, id, mut shard) = self.shard(policy, key);
@@ -141,7 +149,11 @@ impl MemoryStore {
             now,
             |entry| {
                 entry.adopt(policy);
-                penalty::check(entry, policy, cost, now)
+                let (states, penalized) = penalty::check(entry, policy, cost, now);
+                if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
+                    entry.hold(lease.id(), now);
+                }
+                (states, penalized)
             },
         );
         drop(shard);
@@ -151,10 +163,40 @@ impl MemoryStore {
             tracing::debug!("memory store at its key cap: evicted live state");
         }
         let decision = Decision::from_states(policy.name_arc(), now, states);
-        if penalized {
-            return decision.penalized();
+        let decision = if penalized {
+            decision.penalized()
+        } else {
+            decision
+        };
+        match lease {
+            Some(lease) if decision.is_allowed() => decision.with_lease(lease),
+            _ => decision,
         }
-        decision
+    }
+
+    /// Gives back synchronously what [`Store::release`] gives back: `lease`, held for `key`
+    /// under `policy`'s concurrency limit. Answers whether it was held (not released before,
+    /// not lapsed).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Key, Limit, Policy};
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::concurrency(1, Duration::from_secs(30))?])?;
+    /// let lease = store.check_now(&policy, &Key::new("k"), 1).lease().unwrap();
+    /// assert!(store.release_now(&policy, &Key::new("k"), lease));
+    /// assert!(!store.release_now(&policy, &Key::new("k"), lease), "never twice");
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn release_now(&self, policy: &Policy, key: &Key, lease: Lease) -> bool {
+        if key.has_limit_keys() {
+            return self.release_parts(policy, key, lease.id());
+        }
+        let (hash, id, mut shard) = self.shard(policy, key);
+        shard
+            .get_mut(hash, id)
+            .is_some_and(|entry| entry.release(lease.id()))
     }
 
     /// Reads synchronously what [`Store::inspect`] reads: `key`'s state under `policy` for a
@@ -286,6 +328,14 @@ impl MemoryStore {
     }
 }
 
+/// Whether a check of `policy` takes a lease: it has a concurrency limit.
+pub(crate) fn holds_leases(policy: &Policy) -> bool {
+    policy
+        .limits()
+        .iter()
+        .any(|l| l.algorithm() == Algorithm::Concurrency)
+}
+
 impl Default for MemoryStore {
     fn default() -> Self {
         MemoryStore::new()
@@ -303,6 +353,11 @@ impl std::fmt::Debug for MemoryStore {
 impl Store for MemoryStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         Check::Ready(Ok(self.check_now(policy, key, cost)))
+    }
+
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+        self.release_now(policy, key, lease);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
@@ -389,6 +444,7 @@ impl MemoryStoreBuilder {
                 evictions: AtomicU64::new(0),
                 overrides: OverrideTable::new(),
                 refunds: refund::Tokens::default(),
+                leases: LeaseIds::new(),
             }),
         }
     }

@@ -103,6 +103,16 @@ impl Shard {
         }
     }
 
+    /// The entry of `id`, if there is one (live or not).
+    pub(super) fn get_mut(&mut self, hash: u64, id: IdRef<'_>) -> Option<&mut Entry> {
+        match self.map.raw_entry_mut_v1().from_hash(hash, |k| {
+            *k.policy == *id.policy && k.key.as_str() == id.key
+        }) {
+            RawEntryMut::Occupied(occupied) => Some(occupied.into_mut()),
+            RawEntryMut::Vacant(_) => None,
+        }
+    }
+
     /// Removes the entry of `id`; returns whether there was one.
     pub(super) fn remove(&mut self, hash: u64, id: IdRef<'_>) -> bool {
         let found = self.map.raw_entry_mut_v1().from_hash(hash, |k| {

@@ -68,6 +68,8 @@ pub(super) struct Deployment {
     /// The overrides in Redis, as last read (`overrides.rs`).
     pub(super) overrides: OverrideTable,
     pub(super) override_poll: Duration,
+    /// The ids of this store's leases (concurrency limits).
+    pub(super) leases: crate::lease::LeaseIds,
 }
 
 /// Settings for a [`RedisStore`](super::RedisStore): start with
@@ -329,6 +331,7 @@ impl RedisStoreBuilder {
             topology: self.topology,
             overrides: OverrideTable::new(),
             override_poll: self.override_poll,
+            leases: crate::lease::LeaseIds::new(),
         })
     }
 }

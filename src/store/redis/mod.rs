@@ -8,6 +8,7 @@
 //! scripts' Rust side (one script per algorithm mix); `error` and `redact` how failures and
 //! URLs may be shown.
 
+mod abandoned;
 mod admin;
 mod backend;
 mod batcher;
@@ -28,10 +29,13 @@ use std::sync::Arc;
 use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{decode, every_algorithm_source, script_command, script_for_policy};
+use self::script::{
+    decode, every_algorithm_source, release_command, script_command, script_for_policy,
+};
 use super::{AdminFuture, Check, KeyState, Override, Refund, Store};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
+use crate::lease::Lease;
 use crate::policy::Policy;
 
 pub use self::builder::RedisStoreBuilder;
@@ -178,7 +182,8 @@ impl RedisStore {
     }
 
     /// The Lua script this store runs for a policy with one limit of each algorithm, in the
-    /// order of [`Algorithm::ALL`](crate::Algorithm::ALL): every line of Lua the store's
+    /// order of [`Algorithm::ALL`](crate::Algorithm::ALL), then a concurrency limit
+    /// ([`Algorithm::Concurrency`](crate::Algorithm::Concurrency)): every line of Lua the store's
     /// scripts can hold, for review. The store runs one script per algorithm mix: the prelude
     /// (`lua/prelude.lua`, the contract), the algorithms the policy uses and a tail written
     /// for its limits. [`RedisStore::script_source_for`] gives the one a policy runs.
@@ -187,6 +192,7 @@ impl RedisStore {
     /// let lua = redlimit::store::RedisStore::script_source();
     /// assert!(lua.contains("redis.call('TIME')"));
     /// assert!(lua.contains("local function gcra(") && lua.contains("local function sliding_log("));
+    /// assert!(lua.contains("local function concurrency("));
     /// ```
     pub fn script_source() -> &'static str {
         every_algorithm_source()
@@ -243,8 +249,14 @@ impl RedisStore {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let limits = policy.limits();
+        let mut command = script_command(&self.inner.prefix, policy, key, cost, now_us);
+        // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
+        let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
+        if let Some(lease) = lease {
+            command.arg(lease.member());
+        }
         let decision = Decision {
-            command: script_command(&self.inner.prefix, policy, key, cost, now_us),
+            command,
             script: script_for_policy(policy),
             keys: limits.len() + usize::from(policy.penalty_box().is_some()),
             slot: match self.inner.backend {
@@ -253,11 +265,24 @@ impl RedisStore {
             },
         };
         let inner = Arc::clone(&self.inner);
-        let policy = policy.clone();
-        Check::pending(async move {
+        let decided = policy.clone();
+        let call = Box::pin(async move {
             let reply = inner.batcher.run(decision).await.map_err(store_error)?;
-            decode(&policy, &reply)
-        })
+            let decision = decode(&decided, &reply)?;
+            Ok(match lease {
+                Some(lease) if decision.is_allowed() && cost > 0 => decision.with_lease(lease),
+                _ => decision,
+            })
+        });
+        match lease {
+            None => Check::Pending(call),
+            Some(_) => Check::pending(abandoned::Leased::new(
+                call,
+                Arc::clone(&self.inner),
+                policy.clone(),
+                key.clone(),
+            )),
+        }
     }
 }
 
@@ -290,6 +315,17 @@ impl Store for RedisStore {
         } else {
             0
         }
+    }
+
+    /// One `ZREM` of the lease's member, routed like the key's checks (its hash slot in a
+    /// Cluster; the current master behind Sentinels).
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+        let command = release_command(&self.inner.prefix, policy, key, lease);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let _removed: i64 = inner.backend.run(&command).await.map_err(store_error)?;
+            Ok(())
+        })
     }
 
     fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {

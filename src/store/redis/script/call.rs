@@ -36,6 +36,8 @@ pub(super) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usiz
     if !key.has_limit_keys() {
         return match limit.algorithm() {
             Algorithm::SlidingLog => format!("{prefix}:{name}:{{{}}}:sl", key.as_str()),
+            // A policy holds at most one concurrency limit: one set of leases per key.
+            Algorithm::Concurrency => format!("{prefix}:{name}:{{{}}}:cc", key.as_str()),
             algorithm => format!(
                 "{prefix}:{name}:{{{}}}:{}{position}",
                 key.as_str(),
@@ -52,6 +54,10 @@ pub(super) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usiz
                 .unwrap_or(position);
             let own = key.limit_key(first_log).as_str();
             format!("{prefix}:{name}:{{{tag}}}:{own}:sl")
+        }
+        Algorithm::Concurrency => {
+            let own = key.limit_key(position).as_str();
+            format!("{prefix}:{name}:{{{tag}}}:{own}:cc")
         }
         algorithm => {
             let own = key.limit_key(position).as_str();

@@ -5,10 +5,11 @@
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
 //! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `batch`: several
-//! decisions in one call; `reply`: decoding.
+//! decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
 
 mod batch;
 mod call;
+mod lease;
 pub(super) mod peek;
 mod penalty;
 mod refund;
@@ -25,16 +26,17 @@ use crate::limit::{Algorithm, Limit};
 
 pub(super) use self::batch::{batch_command, split};
 pub(super) use self::call::{evalsha, script_command};
+pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{script_for, script_for_policy, LuaScript};
 pub(super) use self::reply::decode;
 
 /// The script of a policy with one limit of each algorithm, in the order of
-/// [`Algorithm::ALL`]: every line of Lua a script of this store can hold.
+/// `Algorithm::EVERY`: every line of Lua a script of this store can hold.
 pub(super) fn every_algorithm_source() -> &'static str {
     static EVERY: LazyLock<&'static str> = LazyLock::new(|| {
-        let limits: Vec<Limit> = Algorithm::ALL
+        let limits: Vec<Limit> = Algorithm::EVERY
             .into_iter()
             .map(|a| Limit::new(a, 1, Duration::from_secs(1)).expect("a valid limit"))
             .collect();

@@ -24,7 +24,7 @@ const RESET: &str = "return { redis.call('DEL', unpack(KEYS)) }";
 /// The peek script for `signature`.
 fn peek_source(signature: Signature) -> String {
     let mut lua = String::from(PRELUDE);
-    for algorithm in Algorithm::ALL {
+    for algorithm in Algorithm::EVERY {
         if signature.uses(algorithm) {
             lua.push('\n');
             lua.push_str(algorithm_file(algorithm));
@@ -100,6 +100,7 @@ fn function(algorithm: Algorithm) -> &'static str {
         Algorithm::SlidingLog => "sliding_log",
         Algorithm::TokenBucket => "token_bucket",
         Algorithm::Gcra => "gcra",
+        Algorithm::Concurrency => "concurrency",
     }
 }
 

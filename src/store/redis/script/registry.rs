@@ -37,8 +37,8 @@ impl LuaScript {
 }
 
 /// Single-limit policies, the common case, by algorithm: no lock on their path.
-static SINGLE: [OnceLock<&'static LuaScript>; Algorithm::ALL.len()] =
-    [const { OnceLock::new() }; Algorithm::ALL.len()];
+static SINGLE: [OnceLock<&'static LuaScript>; Algorithm::EVERY.len()] =
+    [const { OnceLock::new() }; Algorithm::EVERY.len()];
 
 /// Every other mix.
 static MIXES: LazyLock<RwLock<HashMap<Signature, &'static LuaScript>>> =

@@ -4,12 +4,12 @@
 use crate::limit::{Algorithm, Limit};
 use crate::policy::MAX_LIMITS;
 
-/// Bits per limit: the algorithm's position in [`Algorithm::ALL`], plus one (0 ends the list).
+/// Bits per limit: the algorithm's position in `Algorithm::EVERY`, plus one (0 ends the list).
 const BITS: u32 = 3;
 
 // Every policy fits: 16 limits of 3 bits.
 const _: () = assert!(MAX_LIMITS as u32 * BITS <= u64::BITS);
-const _: () = assert!(Algorithm::ALL.len() < 1 << BITS);
+const _: () = assert!(Algorithm::EVERY.len() < 1 << BITS);
 
 /// The top bit: the policy has a penalty box (`penalty.rs`).
 const PENALTY: u64 = 1 << 63;
@@ -46,7 +46,7 @@ impl Signature {
 
     /// The single algorithm of a one-limit policy.
     pub(crate) fn single(self) -> Option<Algorithm> {
-        (self.0 < 1 << BITS).then(|| Algorithm::ALL[self.0 as usize - 1])
+        (self.0 < 1 << BITS).then(|| Algorithm::EVERY[self.0 as usize - 1])
     }
 
     /// The algorithms, in the order of the policy's limits.
@@ -55,7 +55,7 @@ impl Signature {
         std::iter::from_fn(move || {
             let code = rest & ((1 << BITS) - 1);
             rest >>= BITS;
-            (code != 0).then(|| Algorithm::ALL[code as usize - 1])
+            (code != 0).then(|| Algorithm::EVERY[code as usize - 1])
         })
     }
 
@@ -65,9 +65,9 @@ impl Signature {
     }
 }
 
-/// The position of `algorithm` in [`Algorithm::ALL`].
+/// The position of `algorithm` in `Algorithm::EVERY`.
 pub(crate) fn position(algorithm: Algorithm) -> usize {
-    Algorithm::ALL
+    Algorithm::EVERY
         .iter()
         .position(|a| *a == algorithm)
         .expect("every algorithm is in ALL")

@@ -1,5 +1,5 @@
 //! The Lua text of one script: `lua/prelude.lua` (the contract), the file of each algorithm
-//! the signature uses, once, in the order of [`Algorithm::ALL`], then the tail written for the
+//! the signature uses, once, in the order of `Algorithm::EVERY`, then the tail written for the
 //! signature's limits.
 
 use super::signature::Signature;
@@ -17,6 +17,7 @@ pub(super) fn algorithm_file(algorithm: Algorithm) -> &'static str {
         Algorithm::SlidingLog => include_str!("../../../../lua/sliding_log.lua"),
         Algorithm::TokenBucket => include_str!("../../../../lua/token_bucket.lua"),
         Algorithm::Gcra => include_str!("../../../../lua/gcra.lua"),
+        Algorithm::Concurrency => include_str!("../../../../lua/concurrency.lua"),
     }
 }
 
@@ -34,6 +35,7 @@ pub(super) fn batch_source(signature: Signature) -> String {
     let limits = signature.algorithms().count();
     let logs = signature.uses(Algorithm::SlidingLog);
     let penalty = usize::from(signature.penalty());
+    let leases = signature.uses(Algorithm::Concurrency);
     let mut lua = head(signature);
     lua.push_str("local function decide(out, len, o, a, now, cost, ttl_slack_ms)\n");
     lua.push_str(&tail_in(signature, Frame::Batch));
@@ -43,7 +45,7 @@ pub(super) fn batch_source(signature: Signature) -> String {
             .replace("{KEYS}", &(limits + penalty).to_string())
             .replace(
                 "{ARGS}",
-                &(2 * limits + 2 + usize::from(logs) + penalty).to_string(),
+                &(2 * limits + 2 + usize::from(logs) + penalty + usize::from(leases)).to_string(),
             )
             .replace("{WIDTH}", &(2 + 4 * limits).to_string()),
     );
@@ -82,7 +84,7 @@ return out
 /// The prelude and the file of each algorithm `signature` uses.
 fn head(signature: Signature) -> String {
     let mut lua = String::from(PRELUDE);
-    for algorithm in Algorithm::ALL {
+    for algorithm in Algorithm::EVERY {
         if signature.uses(algorithm) {
             lua.push('\n');
             lua.push_str(algorithm_file(algorithm));

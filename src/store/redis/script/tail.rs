@@ -34,6 +34,7 @@ fn function(algorithm: Algorithm) -> &'static str {
         Algorithm::SlidingLog => "sliding_log",
         Algorithm::TokenBucket => "token_bucket",
         Algorithm::Gcra => "gcra",
+        Algorithm::Concurrency => "concurrency",
     }
 }
 
@@ -139,6 +140,13 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
                 "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = sliding_log({}, {count}, p{i}, cost, log_at, log_newest, log_total, {before})",
                 key(i)
             );
+        } else if algorithm == Algorithm::Concurrency {
+            let _ = writeln!(
+                w,
+                "local p{i} = tonumber({})\nlocal ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = concurrency({}, {count}, p{i}, cost, now)",
+                arg(2 * i + 2),
+                key(i)
+            );
         } else {
             let _ = writeln!(
                 w,
@@ -152,7 +160,19 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
     let _ = writeln!(w, "if {} then", all_ok.join(" and "));
     for (i, algorithm) in limits() {
-        if algorithm != Algorithm::SlidingLog {
+        if algorithm == Algorithm::Concurrency {
+            // The lease id is the script's last argument, after the logs' TTL and the penalty
+            // if any.
+            let lease = arg(2 * algorithms.len()
+                + 3
+                + usize::from(!logs.is_empty())
+                + usize::from(signature.penalty()));
+            let _ = writeln!(
+                w,
+                "  if cost > 0 then redis.call('ZADD', {k}, now, {lease}) redis.call('PEXPIRE', {k}, math.ceil(p{i} / 1000) + ttl_slack_ms) end",
+                k = key(i)
+            );
+        } else if algorithm != Algorithm::SlidingLog {
             let k = key(i);
             let _ = writeln!(
                 w,
@@ -255,6 +275,18 @@ mod tests {
             2,
             "PX or KEEPTTL, for the one other limit"
         );
+    }
+
+    #[test]
+    fn a_lease_is_added_only_when_every_limit_allows() {
+        let lua = tail_of(&[Algorithm::SlidingLog, Algorithm::Concurrency]);
+        assert!(lua.contains("= concurrency(KEYS[2], tonumber(ARGV[5]), p2, cost, now)"));
+        let commit = &lua[lua.find("if ok1 and ok2 then").unwrap()..];
+        // After two limits' counts and periods, the time, the cost and the logs' TTL.
+        assert!(commit.contains("redis.call('ZADD', KEYS[2], now, ARGV[8])"));
+        assert!(commit.contains("redis.call('PEXPIRE', KEYS[2], math.ceil(p2 / 1000)"));
+        let alone = tail_of(&[Algorithm::Concurrency]);
+        assert!(alone.contains("redis.call('ZADD', KEYS[1], now, ARGV[5])"));
     }
 
     #[test]
