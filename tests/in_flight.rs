@@ -402,6 +402,17 @@ async fn leases_live_in_the_key_s_slot_on_a_cluster() {
     atomic_with_a_rate(&store).await;
 }
 
+#[tokio::test]
+async fn leases_are_taken_and_released_behind_sentinels() {
+    let set = SentinelSet::start();
+    let store = RedisStore::sentinel(set.sentinel_urls(), MASTER_NAME)
+        .prefix(unique_prefix("sentinel"))
+        .connect()
+        .await
+        .unwrap();
+    atomic_with_a_rate(&store).await;
+}
+
 #[test]
 fn a_policy_holds_one_concurrency_limit() {
     let limit = Limit::concurrency(2, Duration::from_secs(5)).unwrap();
