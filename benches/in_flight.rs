@@ -62,7 +62,7 @@ impl Variant {
     }
 
     fn policy(self) -> Policy {
-        let rate = Limit::gcra(1_000_000_000, Duration::from_secs(1)).unwrap();
+        let rate = Limit::gcra(1_000_000, Duration::from_secs(1)).unwrap();
         let in_flight = Limit::concurrency(1_000_000, Duration::from_secs(60)).unwrap();
         match self {
             Variant::MemoryRate | Variant::RedisRate => Policy::new("rate", [rate]),

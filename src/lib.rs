@@ -54,6 +54,12 @@
 //! | [`sliding_log`](Limit::sliding_log) | exactly `N` in any `P` | one entry per admission | strict, low limits (logins, tokens) |
 //! | [`token_bucket`](Limit::token_bucket) | bursts of `N`, refilled at `N/P` | tokens and a time | APIs that allow bursts (Stripe: burst 500, 100/s) |
 //! | [`gcra`](Limit::gcra) | bursts of `N`, one unit every `P/N` | one time | smooth per-client rates at the least cost |
+//! | [`concurrency`](Limit::concurrency) | `N` requests in flight (`P`: the lease timeout) | one entry per request in flight | uploads, exports, LLM calls: load that is the requests' duration |
+//!
+//! A concurrency limit is not a rate: a request holds a [`Lease`] from its admission until its
+//! response body ends or is dropped (a client gone, a handler panicked), when the layer gives
+//! it back ([`Store::release`](store::Store::release)); a lease its replica never gave back
+//! lapses after `P`. It mixes with rate limits in one policy, checked atomically with them.
 //!
 //! Token bucket and GCRA space units `ceil(P/N)` µs apart, so they never exceed `N/P`.
 //!

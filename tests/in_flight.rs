@@ -245,6 +245,36 @@ async fn slots_return_on_disconnect_body_end_drop_and_panic_in_memory() {
     slots_return_however_the_request_ends(MemoryStore::new()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_abandoned_while_redis_is_slow_gives_its_lease_back() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "abandoned").await;
+    let policy = in_flight_policy(Duration::from_secs(60));
+    let layer = RateLimitLayer::new(store.clone(), policy.clone())
+        .key(Global)
+        .store_deadline(Duration::from_secs(30));
+    let app = app(layer);
+    // The script loaded, and the slot of this first request back.
+    assert_eq!(status_of(&app, "10.0.0.2").await, StatusCode::OK);
+    assert!(eventually(DEADLINE, async || free_slots(&store, &policy).await == N).await);
+    server.freeze();
+    let mut call = tokio::spawn({
+        let app = app.clone();
+        async move { status_of(&app, "10.0.0.2").await }
+    });
+    // Time for the call to go out to the frozen server (had it not, it could take no lease).
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut call)
+        .await
+        .is_err());
+    call.abort();
+    server.thaw();
+    // The script ran once Redis woke, for a client long gone: its lease is given back.
+    assert!(
+        eventually(DEADLINE, async || free_slots(&store, &policy).await == N).await,
+        "the abandoned request's slot never came back"
+    );
+}
+
 #[tokio::test]
 async fn a_dead_replica_s_lease_lapses_after_the_timeout_on_redis() {
     let server = RedisServer::start();
@@ -366,6 +396,17 @@ async fn leases_live_in_the_key_s_slot_on_a_cluster() {
     let cluster = RedisCluster::start();
     let store = RedisStore::cluster(cluster.urls())
         .prefix(unique_prefix("cluster"))
+        .connect()
+        .await
+        .unwrap();
+    atomic_with_a_rate(&store).await;
+}
+
+#[tokio::test]
+async fn leases_are_taken_and_released_behind_sentinels() {
+    let set = SentinelSet::start();
+    let store = RedisStore::sentinel(set.sentinel_urls(), MASTER_NAME)
+        .prefix(unique_prefix("sentinel"))
         .connect()
         .await
         .unwrap();

@@ -146,4 +146,13 @@ mod tests {
         assert!(lua.contains("pcall(decide, "));
         assert!(!lua.contains("return {"), "answers go into `out`");
     }
+
+    #[test]
+    fn a_batch_passes_each_decision_its_lease() {
+        let lua = batch_source(signature(&[Algorithm::Concurrency, Algorithm::Gcra]));
+        assert!(lua.contains(algorithm_file(Algorithm::Concurrency)));
+        // Time, cost, two limits and the lease id per decision; the lease is the last.
+        assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
+        assert!(lua.contains("redis.call('ZADD', KEYS[o + 1], now, ARGV[a + 7])"));
+    }
 }
