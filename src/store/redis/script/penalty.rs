@@ -103,7 +103,9 @@ mod tests {
             Limit::sliding_log(5, Duration::from_secs(1)).unwrap(),
         ];
         let lua = super::super::tail::tail(signature(&limits));
-        let read = lua.find("redis.call('GET', KEYS[3])").expect("the box read");
+        let read = lua
+            .find("redis.call('GET', KEYS[3])")
+            .expect("the box read");
         assert!(read < lua.find("gcra(KEYS[1]").unwrap());
         assert!(read < lua.find("sliding_log_open(").unwrap());
         // The penalty follows the logs' TTL: time, cost, two limits, TTL, penalty.
