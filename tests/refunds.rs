@@ -260,7 +260,7 @@ async fn a_5xx_refunded_through_the_layer_leaves_the_quota_unchanged() {
     for algorithm in Algorithm::ALL {
         let policy = Policy::new(
             algorithm.name(),
-            [Limit::new(algorithm, 3, Duration::from_secs(600)).unwrap()],
+            [Limit::new(algorithm, 3, Duration::from_secs(86_400)).unwrap()],
         )
         .unwrap();
         for store in [&redis as &dyn Store, &memory] {

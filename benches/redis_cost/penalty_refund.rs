@@ -173,10 +173,14 @@ pub(crate) fn run(_url: &str, con: &mut redis::Connection) -> String {
     let minute = Duration::from_secs(60);
     let gcra = |n| Policy::new("pr-gcra", [Limit::gcra(n, minute).unwrap()]).unwrap();
     let boxed = |n: u64| gcra(n).penalty(Duration::from_secs(3600)).unwrap();
-    let log = Policy::new("pr-log", [Limit::sliding_log(1_000_000, minute).unwrap()]).unwrap();
+    // Refunds need state that still holds the admission when the refund comes (up to a
+    // second later in a pass): 100 per hour, one unit every 36 s.
+    let hour = Duration::from_secs(3600);
+    let slow = Policy::new("pr-slow", [Limit::gcra(100, hour).unwrap()]).unwrap();
+    let log = Policy::new("pr-log", [Limit::sliding_log(100, hour).unwrap()]).unwrap();
     let mix = Policy::new(
         "pr-mix",
-        Algorithm::ALL.map(|a| Limit::new(a, 1_000_000, minute).unwrap()),
+        Algorithm::ALL.map(|a| Limit::new(a, 100, hour).unwrap()),
     )
     .unwrap();
     let admitted = |r: &Value| verdict(r) == 1;
@@ -200,23 +204,30 @@ pub(crate) fn run(_url: &str, con: &mut redis::Connection) -> String {
             2,
             in_box,
         ),
-        refund_variant("refund, GCRA", gcra(1_000_000), keys),
         check_variant(
-            "check, sliding log, admitted",
+            "check, GCRA 100/h, admitted",
+            slow.clone(),
+            keys,
+            1,
+            admitted,
+        ),
+        refund_variant("refund, GCRA 100/h", slow, keys),
+        check_variant(
+            "check, sliding log 100/h, admitted",
             log.clone(),
             keys,
             1,
             admitted,
         ),
-        refund_variant("refund, sliding log", log, keys),
+        refund_variant("refund, sliding log 100/h", log, keys),
         check_variant(
-            "check, 5 algorithms, admitted",
+            "check, 5 algorithms 100/h each, admitted",
             mix.clone(),
             keys,
             1,
             admitted,
         ),
-        refund_variant("refund, 5 algorithms", mix, keys),
+        refund_variant("refund, 5 algorithms 100/h each", mix, keys),
     ];
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); variants.len()];
     for r in 0..rounds {

@@ -91,6 +91,7 @@ struct RawClientIp {
 struct RawPolicy {
     name: Spanned<String>,
     limits: Spanned<Vec<RawLimit>>,
+    penalty: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +195,12 @@ impl ConfigFile {
                 };
                 at(start, field, e.to_string())
             })?;
+            let checked = match &policy.penalty {
+                None => checked,
+                Some(penalty) => crate::duration::parse(penalty.get_ref())
+                    .and_then(|d| checked.penalty(d))
+                    .map_err(|e| at(penalty.span().start, "policy.penalty", e.to_string()))?,
+            };
             by_name.insert(name.clone(), policies.len());
             policies.push(checked);
             limit_keys.push(own_keys);
@@ -346,6 +353,18 @@ mod tests {
 
     const API: &str =
         "[[policy]]\nname = \"api\"\nlimits = [{ algorithm = \"gcra\", rate = \"5/1s\" }]\n";
+
+    #[test]
+    fn a_policy_may_have_a_penalty_box() {
+        let boxed = format!("{API}penalty = \"15m\"\n");
+        let file = ConfigFile::parse(&boxed).unwrap();
+        assert_eq!(
+            file.policies()[0].penalty_box(),
+            Some(std::time::Duration::from_secs(900))
+        );
+        let bad = format!("{API}penalty = \"soon\"\n");
+        assert!(error(&bad).starts_with("line 4: policy.penalty:"));
+    }
 
     #[test]
     fn hostile_files_are_errors_with_lines() {

@@ -146,7 +146,7 @@ impl Refund {
 }
 
 /// A decision's identity, for refunds: unique to it (and its clones), not part of its value,
-/// so decisions equal in every field compare (and print) equal whatever their tickets.
+/// so decisions equal in every field compare (and print) alike whatever their tickets.
 #[derive(Clone, Copy)]
 pub(crate) struct Ticket(pub(crate) u64);
 
