@@ -55,3 +55,9 @@ pub fn inspect_at(
 ) -> crate::store::AdminFuture<crate::store::KeyState> {
     store.inspect_at(policy, key, now_us)
 }
+
+/// The local-first store without I/O, for the simulation (`benches/local_first_sim.rs`).
+#[cfg(feature = "redis")]
+pub mod local_first {
+    pub use crate::store::local_first::sim::{Batch, Fleet, Instance, Reply};
+}
