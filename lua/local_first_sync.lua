@@ -6,10 +6,12 @@
 -- then, per key: FIELD (this instance's entry: INSTANCE.GENERATION), COUNTED (every unit it
 --          counted for the key, ever), ACKED (the largest COUNTED Redis acknowledged to it),
 --          SINCE (when it counted the first unit not acknowledged, in its estimate of Redis
---          time, µs), L (limits), then per limit: CODE (gc | fw | sw), COUNT, PERIOD_US
--- Reply:   {now_us, then per key: TOTAL, then per limit: A, B, C}, where (A, B, C) is
---          (tat, 0, 0) for gc, (window end, count, 0) for fw, (window end, current, previous)
---          for sw; TOTAL is every unit the fleet counted while the hash lived.
+--          time, µs), OFFERED (every unit it was asked for, admitted or not, ever), L (limits),
+--          then per limit: CODE (gc | fw | sw), COUNT, PERIOD_US
+-- Reply:   {now_us, then per key: TOTAL, OFFERED, then per limit: A, B, C}, where (A, B, C)
+--          is (tat, 0, 0) for gc, (window end, count, 0) for fw, (window end, current,
+--          previous) for sw; TOTAL and OFFERED are every unit the fleet counted and was asked
+--          for while the hash lived (the others' demand, for extrapolation).
 --
 -- Idempotent: the hash keeps each entry's last COUNTED and adds only what is new, so a sync
 -- that is lost or sent twice never counts twice. A hash that expired forgot the entries:
@@ -23,9 +25,10 @@ local a = 1
 local function s(x) return string.format('%.0f', x) end
 for k = 1, #KEYS do
   local field, counted, acked = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local since, l = math.min(tonumber(ARGV[a + 4]), now), tonumber(ARGV[a + 5])
-  a = a + 5
-  local names = {field, 't'}
+  local since, offered = math.min(tonumber(ARGV[a + 4]), now), tonumber(ARGV[a + 5])
+  local l = tonumber(ARGV[a + 6])
+  a = a + 6
+  local names = {field, 't', field .. ':o', 'o'}
   for i = 0, l - 1 do
     names[#names + 1] = 'a' .. i
     names[#names + 1] = 'b' .. i
@@ -35,15 +38,20 @@ for k = 1, #KEYS do
   local delta = counted - (tonumber(v[1]) or acked)
   if delta < 0 then delta = 0 end
   local total = (tonumber(v[2]) or 0) + delta
+  -- The demand: a first report (or one after expiry) only sets the baseline.
+  local offered_last = tonumber(v[3])
+  local offered_delta = math.max(offered - (offered_last or offered), 0)
+  local offered_total = (tonumber(v[4]) or 0) + offered_delta
   out[#out + 1] = total
+  out[#out + 1] = offered_total
   local life = 0
   local writes = {}
   for i = 0, l - 1 do
     local code, n, p = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     a = a + 3
-    local x = tonumber(v[3 + 3 * i]) or 0
-    local y = tonumber(v[4 + 3 * i]) or 0
-    local z = tonumber(v[5 + 3 * i]) or 0
+    local x = tonumber(v[5 + 3 * i]) or 0
+    local y = tonumber(v[6 + 3 * i]) or 0
+    local z = tonumber(v[7 + 3 * i]) or 0
     if code == 'gc' then
       -- YARL's leaky bucket: the level never falls below the floor, units raise it by T
       -- each. The floor is when the units were counted, not now: units still in flight
@@ -84,8 +92,11 @@ for k = 1, #KEYS do
     writes[#writes + 1] = 'c' .. i
     writes[#writes + 1] = s(z)
   end
-  if delta > 0 then
-    redis.call('HSET', KEYS[k], field, s(counted), 't', s(total), unpack(writes))
+  -- Nothing is created for a key nobody consumed; the demand alone updates a live hash.
+  local live = v[2] ~= false
+  if delta > 0 or (live and (offered_delta > 0 or not offered_last)) then
+    redis.call('HSET', KEYS[k], field, s(counted), 't', s(total),
+      field .. ':o', s(offered), 'o', s(offered_total), unpack(writes))
     redis.call('PEXPIRE', KEYS[k], math.max(math.ceil(life / 1000), min_ttl))
   end
 end

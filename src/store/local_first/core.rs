@@ -27,6 +27,7 @@ pub(crate) struct SyncItem {
     pub(crate) since: u64,
     pub(crate) counted: u64,
     pub(crate) acked: u64,
+    pub(crate) offered: u64,
     pub(crate) limits: Arc<[crate::Limit]>,
 }
 
@@ -191,6 +192,7 @@ impl Core {
                     generation: entry.generation,
                     counted: entry.counted,
                     acked: entry.acked,
+                    offered: entry.offered,
                     limits: Arc::clone(&entry.limits),
                     policy,
                     key,
@@ -245,7 +247,16 @@ impl Core {
                 continue;
             };
             match replies.as_mut().and_then(|(at, r)| Some((*at, r.next()?))) {
-                Some((at, reply)) => entry.apply(item.counted, &reply, at, now, lag, 2 * interval),
+                Some((at, reply)) => entry.apply(
+                    item.counted,
+                    item.offered,
+                    &reply,
+                    at,
+                    now,
+                    lag,
+                    2 * interval,
+                    self.settings.smoothing,
+                ),
                 None if !entry.touched => {
                     entry.touched = true;
                     shard.touched.push((item.policy, item.key));

@@ -1,6 +1,14 @@
 //! One key's local-first state under one policy: the fleet's view of each limit, what this
 //! instance counted toward the fleet and what Redis acknowledged of it, and the rest of the
-//! fleet's rate for extrapolation.
+//! fleet's demand for extrapolation.
+//!
+//! Extrapolation models the rest of the fleet rather than replaying its past: the others'
+//! *offered* rate (every unit asked for, admitted or not, as the syncs report it) is admitted
+//! at the probability this instance's own view gives. Extrapolating the others' *admitted*
+//! rate of the last interval would feed a delayed copy of the fleet's own reaction back into
+//! every view, and the fleet would see-saw with a period of a few intervals; modelled this
+//! way, every view moves as the fleet does and the fleet settles where its admissions match
+//! the limit.
 //!
 //! Counting is idempotent by construction: an instance sends the *cumulative* units it counted
 //! for the key (`counted`), never a delta; Redis keeps, per instance and entry, the last
@@ -34,6 +42,8 @@ pub(crate) struct Context {
 pub(crate) struct FleetReply {
     /// Every unit the fleet ever counted for the key (while it lived in Redis).
     pub(crate) total: u64,
+    /// Every unit the fleet was asked for, admitted or not.
+    pub(crate) offered: u64,
     /// Each limit's fleet state.
     pub(crate) limits: SmallVec<[Fleet; 2]>,
 }
@@ -44,6 +54,8 @@ pub(crate) struct Entry {
     pub(crate) generation: u64,
     /// Units counted toward the fleet, ever; sent as is.
     pub(crate) counted: u64,
+    /// Units asked for, admitted or not, ever (while syncing).
+    pub(crate) offered: u64,
     /// The largest `counted` Redis acknowledged.
     pub(crate) acked: u64,
     /// `counted` when the sync in progress was built (early syncs count from it).
@@ -53,10 +65,12 @@ pub(crate) struct Entry {
     share: Option<SmallVec<[View; 2]>>,
     synced: bool,
     /// The fleet's total and Redis time at the last sync, and `counted` it included.
-    fleet_total: u64,
+    fleet_offered: u64,
+    /// This instance's `offered` that `fleet_offered` included.
+    fleet_offered_own: u64,
     fleet_at: u64,
-    fleet_counted: u64,
-    /// The rest of the fleet's rate (units per µs), extrapolated up to `extrapolate_until`.
+    /// The rest of the fleet's offered rate (units per µs), extrapolated up to
+    /// `extrapolate_until`.
     rate: f64,
     fraction: f64,
     extrapolated_to: u64,
@@ -78,14 +92,15 @@ impl Entry {
             limits,
             generation,
             counted: 0,
+            offered: 0,
             acked: 0,
             sent: 0,
             views,
             share: None,
             synced: false,
-            fleet_total: 0,
+            fleet_offered: 0,
+            fleet_offered_own: 0,
             fleet_at: 0,
-            fleet_counted: 0,
             rate: 0.0,
             fraction: 0.0,
             extrapolated_to: 0,
@@ -124,7 +139,10 @@ impl Entry {
         self.last_used = now;
         let alone = ctx.isolated || !self.synced;
         if !alone {
-            self.extrapolate(now);
+            self.extrapolate(now, ctx);
+        }
+        if !ctx.isolated {
+            self.offered += cost;
         }
         let limits = Arc::clone(&self.limits);
         let instances = u64::from(ctx.instances.max(1));
@@ -209,53 +227,91 @@ impl Entry {
         (states, admitted)
     }
 
-    /// Adds the rest of the fleet's units, at its last known rate, up to `now` (at most up to
-    /// the horizon the last sync set: past it the rate is unknown).
-    fn extrapolate(&mut self, now: u64) {
+    /// Adds the rest of the fleet's units up to `now` (at most up to the horizon the last
+    /// sync set: past it the demand is unknown): its offered rate, admitted as this view
+    /// admits.
+    fn extrapolate(&mut self, now: u64, ctx: &Context) {
         let until = now.min(self.extrapolate_until);
-        if until <= self.extrapolated_to {
+        if until <= self.extrapolated_to || self.rate <= 0.0 {
+            self.extrapolated_to = self.extrapolated_to.max(until);
             return;
         }
-        let x = self.rate * (until - self.extrapolated_to) as f64 + self.fraction;
-        let units = x.floor();
-        self.fraction = x - units;
-        self.extrapolated_to = until;
-        if units >= 1.0 {
-            let units = units as u64;
-            for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
-                view.add(limit.count(), limit.period_us(), units, now);
+        // In steps of at most a quarter of the admission band, so the admission each step
+        // assumes is the view's at that moment, not at the start of a long gap.
+        let smallest = self.limits.iter().map(Limit::count).min().unwrap_or(1) as f64;
+        let step_units = ((ctx.high - ctx.low) * smallest / 4.0).max(1.0);
+        let span = until - self.extrapolated_to;
+        let steps = (self.rate * span as f64 / step_units)
+            .ceil()
+            .clamp(1.0, 64.0) as u64;
+        for k in 1..=steps {
+            let at = self.extrapolated_to + span * k / steps;
+            let previous = self.extrapolated_to + span * (k - 1) / steps;
+            let admit = 1.0 - self.deny_probability(at, ctx);
+            let x = self.rate * admit * (at - previous) as f64 + self.fraction;
+            let units = x.floor();
+            self.fraction = x - units;
+            if units >= 1.0 {
+                let units = units as u64;
+                for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
+                    view.add(limit.count(), limit.period_us(), units, at);
+                }
             }
         }
+        self.extrapolated_to = until;
     }
 
-    /// Takes the fleet's answer to a sync that sent `sent` (this instance's cumulative count),
+    /// The probability this view denies a request of one unit now.
+    fn deny_probability(&self, now: u64, ctx: &Context) -> f64 {
+        self.limits
+            .iter()
+            .zip(&self.views)
+            .map(|(limit, view)| {
+                let count = limit.count();
+                let (eval, _) = view.eval(count, limit.period_us(), 1, now);
+                let used = count.saturating_sub(eval.remaining_before) + 1;
+                deny_probability(used, count, ctx.low, ctx.high)
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// Takes the fleet's answer to a sync that sent `sent` and `offered` (this instance's
+    /// cumulative counts of units admitted and asked for),
     /// answered at Redis time `fleet_at`, received at `now` (this instance's estimate of Redis
     /// time). `lag_us` credits the rest of the fleet with the units it has not synced yet (on
     /// average half an interval's); `horizon_us` bounds the extrapolation.
+    #[allow(clippy::too_many_arguments)] // one caller, each a distinct quantity
     pub(crate) fn apply(
         &mut self,
         sent: u64,
+        offered: u64,
         reply: &FleetReply,
         fleet_at: u64,
         now: u64,
         lag_us: u64,
         horizon_us: u64,
+        smoothing: f64,
     ) {
         self.acked = self.acked.max(sent);
         self.since_unacked = self.since_sent;
         let span = fleet_at.saturating_sub(self.fleet_at);
-        self.rate =
-            if self.synced && reply.total >= self.fleet_total && span > 0 && span <= 4 * horizon_us
-            {
-                let own = sent.saturating_sub(self.fleet_counted);
-                let others = (reply.total - self.fleet_total).saturating_sub(own);
+        let measured = (self.synced
+            && reply.offered >= self.fleet_offered
+            && span > 0
+            && span <= 4 * horizon_us)
+            .then(|| {
+                let own = offered.saturating_sub(self.fleet_offered_own);
+                let others = (reply.offered - self.fleet_offered).saturating_sub(own);
                 others as f64 / span as f64
-            } else {
-                0.0
-            };
-        self.fleet_total = reply.total;
+            });
+        self.rate = match measured {
+            Some(rate) if self.rate > 0.0 => smoothing * rate + (1.0 - smoothing) * self.rate,
+            Some(rate) => rate,
+            None => 0.0,
+        };
+        self.fleet_offered = reply.offered;
+        self.fleet_offered_own = offered;
         self.fleet_at = fleet_at;
-        self.fleet_counted = sent;
         let fresh = fresh_views(&self.limits);
         let mine = self.counted.saturating_sub(sent);
         for (i, (limit, view)) in self.limits.iter().zip(self.views.iter_mut()).enumerate() {

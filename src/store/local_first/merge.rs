@@ -16,6 +16,7 @@ use crate::algorithm::emission_interval;
 pub(crate) struct Record {
     fields: HashMap<String, u64>,
     total: u64,
+    offered: u64,
     limits: SmallVec<[Fleet; 2]>,
     /// Unix µs; the record is gone from then on.
     expires_at: u64,
@@ -57,6 +58,12 @@ pub(crate) fn merge(
         .unwrap_or(item.acked);
     let delta = item.counted.saturating_sub(last);
     let total = record.map_or(0, |r| r.total) + delta;
+    let offered_field = format!("{}:o", item.field);
+    let offered_last = record.and_then(|r| r.fields.get(&offered_field).copied());
+    let offered_delta = item
+        .offered
+        .saturating_sub(offered_last.unwrap_or(item.offered));
+    let offered = record.map_or(0, |r| r.offered) + offered_delta;
     let mut life = 0;
     let mut limits = SmallVec::new();
     for (i, limit) in item.limits.iter().enumerate() {
@@ -95,16 +102,25 @@ pub(crate) fn merge(
         }
         limits.push((x, y, z));
     }
-    let reply = FleetReply { total, limits };
-    if delta == 0 {
+    let reply = FleetReply {
+        total,
+        offered,
+        limits,
+    };
+    if delta == 0 && offered_delta == 0 && offered_last.is_some() {
+        return (reply, None);
+    }
+    if record.is_none() && delta == 0 {
         return (reply, None);
     }
     let mut fields = record.map(|r| r.fields.clone()).unwrap_or_default();
     fields.insert(item.field.clone(), item.counted);
+    fields.insert(offered_field, item.offered);
     let ttl_ms = life.div_ceil(1000).max(min_ttl_ms);
     let record = Record {
         fields,
         total,
+        offered,
         limits: reply.limits.clone(),
         expires_at: now + ttl_ms * 1000,
     };
@@ -128,6 +144,7 @@ mod tests {
             since: u64::MAX,
             counted,
             acked,
+            offered: counted,
             limits: Arc::from([limit]),
         }
     }

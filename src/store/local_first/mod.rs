@@ -4,7 +4,7 @@
 //! consumption since, plus the rest of the fleet's recent rate times the time elapsed
 //! (extrapolation). No I/O on the request path: a check costs what a memory-store check costs.
 //! A background task sends, every interval (default 100 ms) and early when a key's unsent
-//! units reach a tenth of its limit, what each touched key counted, in batched script calls
+//! units reach half of its limit, what each touched key counted, in batched script calls
 //! (`lua/local_first_sync.lua`; one per Cluster hash slot), and takes back the fleet's state.
 //!
 //! - **Idempotent counting.** An instance sends the cumulative units it counted per key, never
@@ -279,7 +279,8 @@ impl LocalFirstStoreBuilder {
     }
 
     /// Syncs a key early when the units it counted since the last sync reach this share of its
-    /// smallest limit (default 0.1; in `(0, 1]`).
+    /// smallest limit (default 0.5; in `(0, 1]`): an instance that alone took half a limit since
+    /// the last sync tells the fleet at once.
     pub fn early_sync(mut self, share: f64) -> Self {
         self.settings.early_share = share;
         self

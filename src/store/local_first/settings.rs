@@ -24,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) lag: f64,
     /// The instances assumed before the first heartbeat answers.
     pub(crate) instances: u32,
+    /// The weight of the last interval in the rest of the fleet's offered rate (an EWMA).
+    pub(crate) smoothing: f64,
 }
 
 impl Default for Settings {
@@ -32,9 +34,10 @@ impl Default for Settings {
             interval: DEFAULT_SYNC_INTERVAL,
             low: DEFAULT_MARKS.0,
             high: DEFAULT_MARKS.1,
-            early_share: 0.1,
+            early_share: 0.5,
             lag: 0.5,
             instances: 1,
+            smoothing: 0.5,
         }
     }
 }

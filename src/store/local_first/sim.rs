@@ -43,14 +43,39 @@ impl Instance {
         id: &str,
         seed: u64,
     ) -> Result<Self, ConfigError> {
-        let settings = Settings {
+        Instance::tuned(interval, marks, instances, clock, id, seed, &[])
+    }
+
+    /// [`Instance::new`] with internal settings changed by name (`smoothing`, `lag`),
+    /// for tuning.
+    pub fn tuned(
+        interval: Duration,
+        marks: (f64, f64),
+        instances: u32,
+        clock: ManualClock,
+        id: &str,
+        seed: u64,
+        tuning: &[(&str, f64)],
+    ) -> Result<Self, ConfigError> {
+        let mut settings = Settings {
             interval,
             low: marks.0,
             high: marks.1,
             instances,
             ..Settings::default()
+        };
+        for (name, value) in tuning {
+            match *name {
+                "smoothing" => settings.smoothing = *value,
+                "lag" => settings.lag = *value,
+                _ => {
+                    return Err(ConfigError::InvalidLocalFirst(format!(
+                        "no setting `{name}`"
+                    )))
+                }
+            }
         }
-        .validate()?;
+        let settings = settings.validate()?;
         Ok(Instance {
             core: Core::new(settings, Box::new(clock), id.to_owned(), seed),
         })

@@ -121,6 +121,7 @@ async fn call(
                 .arg(item.counted)
                 .arg(item.acked)
                 .arg(item.since)
+                .arg(item.offered)
                 .arg(item.limits.len());
             for limit in item.limits.iter() {
                 cmd.arg(super::view::View::code(limit))
@@ -160,7 +161,7 @@ pub(crate) fn decode(group: &[SyncItem], flat: &[i64]) -> Option<(u64, Vec<Fleet
     let (&now, mut rest) = flat.split_first()?;
     let mut replies = Vec::with_capacity(group.len());
     for item in group {
-        let width = 1 + 3 * item.limits.len();
+        let width = 2 + 3 * item.limits.len();
         if rest.len() < width {
             return None;
         }
@@ -169,8 +170,9 @@ pub(crate) fn decode(group: &[SyncItem], flat: &[i64]) -> Option<(u64, Vec<Fleet
         let n = |i: usize| u64::try_from(mine[i]).unwrap_or(0);
         replies.push(FleetReply {
             total: n(0),
+            offered: n(1),
             limits: (0..item.limits.len())
-                .map(|l| (n(1 + 3 * l), n(2 + 3 * l), n(3 + 3 * l)))
+                .map(|l| (n(2 + 3 * l), n(3 + 3 * l), n(4 + 3 * l)))
                 .collect::<SmallVec<_>>(),
         });
     }
