@@ -274,3 +274,34 @@ async fn a_sliding_log_is_decided_exactly_by_redis() {
         StatusCode::TOO_MANY_REQUESTS
     );
 }
+
+#[test]
+fn the_server_example_refuses_sync_ms_where_it_cannot_apply() {
+    let server = support::example_binary("server");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&server)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let redis = ["--redis", "redis://127.0.0.1:1", "--bind", "127.0.0.1:0"];
+    let (code, stderr) = run(&[
+        &redis[..],
+        &["--sync-ms", "50", "--algorithm", "sliding-log"],
+    ]
+    .concat());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --sync-ms: local-first mode does not approximate sliding-log"),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["--sync-ms", "50"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--sync-ms needs a Redis store"), "{stderr}");
+    let (code, stderr) = run(&[&redis[..], &["--sync-ms", "0"]].concat());
+    assert_eq!(code, Some(2), "{stderr}");
+}
