@@ -198,6 +198,19 @@ fn simulate(s: &Scenario, marks: (f64, f64), seed: u64) -> Run {
     run
 }
 
+/// The standard deviation of admissions per 100 ms over seconds `from..to`, in % of the
+/// limit's 100 ms.
+fn noise(run: &Run, (from, to): (u64, u64), limit: u64) -> f64 {
+    let slots = &run.local[(from * 10) as usize..(to * 10) as usize];
+    let per_slot = limit as f64 * INTERVAL_MS as f64 / 1000.0;
+    let variance = slots
+        .iter()
+        .map(|&n| (n as f64 - per_slot).powi(2))
+        .sum::<f64>()
+        / slots.len() as f64;
+    100.0 * variance.sqrt() / per_slot
+}
+
 /// Admitted ÷ exact over seconds `from..to`.
 fn ratio(run: &Run, (from, to): (u64, u64)) -> f64 {
     let range = (from * 10) as usize..(to * 10) as usize;
@@ -207,7 +220,8 @@ fn ratio(run: &Run, (from, to): (u64, u64)) -> f64 {
 }
 
 /// After the step up at 10 s: the overshoot of the first interval over exact mode's (in % of
-/// one interval of the limit), and how long until every 1 s window admits within 5 % of exact.
+/// one interval of the limit), and how long until every 1 s window admits within 10 % of
+/// exact (100 ms slots carry Poisson noise of their own: a tighter bound measures the noise).
 fn step_response(run: &Run, limit: u64) -> (f64, f64) {
     let first = run.local[100] as f64 - run.exact[100] as f64;
     let per_interval = limit as f64 * INTERVAL_MS as f64 / 1000.0;
@@ -216,7 +230,7 @@ fn step_response(run: &Run, limit: u64) -> (f64, f64) {
         .find(|&start| {
             (start..190).all(|at| {
                 let exact = window(&run.exact, at);
-                (window(&run.local, at) - exact).abs() <= 0.05 * exact
+                (window(&run.local, at) - exact).abs() <= 0.10 * exact
             })
         })
         .unwrap_or(190);
@@ -236,14 +250,16 @@ fn main() {
     let table = Table::new(&[
         "marks (low, high)",
         "(a) steady",
+        "(a) sd per 100 ms",
         "(b) sparse",
         "(c) steady at 3x",
         "(c) overshoot, 1st interval",
-        "(c) converged after",
+        "(c) within 10 % after",
         "(d) skewed",
     ]);
     println!(
-        "admitted ÷ exact mode's admitted (1.000 = the same), GCRA, 100 ms syncs, 1 ms delay\n"
+        "admitted ÷ exact mode's admitted (1.000 = the same), GCRA with a burst of 1 s, 100 ms \
+         syncs, 1 ms delay, seed 42\n"
     );
     println!("{}", table.header());
     let mut plotted = None;
@@ -253,6 +269,9 @@ fn main() {
         for s in scenarios() {
             let run = simulate(&s, m, 42);
             cells.push(format!("{:.3}", ratio(&run, s.steady)));
+            if s.name.starts_with("(a)") {
+                cells.push(format!("{:.0} %", noise(&run, s.steady, s.limit)));
+            }
             if s.name.starts_with("(c)") {
                 let (overshoot, settled) = step_response(&run, s.limit);
                 step_cells = vec![format!("{overshoot:+.0} %"), format!("{settled:.1} s")];
@@ -261,7 +280,7 @@ fn main() {
                 }
             }
         }
-        cells.splice(4..4, step_cells);
+        cells.splice(5..5, step_cells);
         println!("{}", table.row(cells));
     }
     if let Some((run, limit)) = plotted {

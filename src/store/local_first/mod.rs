@@ -12,7 +12,7 @@
 //!   what is new. A lost or repeated sync never counts twice.
 //! - **Redis `TIME` anchors the fleet's state**; an instance's clock only measures the time
 //!   elapsed since its last sync (monotonic), so a skewed wall clock changes nothing.
-//! - **Probabilistic admission.** Between a low and a high mark of each limit (default 90 %
+//! - **Probabilistic admission.** Between a low and a high mark of each limit (default 80 %
 //!   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
 //!   eases into the limit instead of see-sawing a sync interval late.
 //! - **Redis death.** When syncs fail, each instance decides alone with its share of each
@@ -269,9 +269,10 @@ impl LocalFirstStoreBuilder {
         self
     }
 
-    /// The admission marks, as fractions of each limit (default 0.9 and 1.0): below `low` a
-    /// request is admitted, above `high` denied, in between denied with a probability rising
-    /// linearly from 0 to 1. `0 < low <= high <= 2`.
+    /// The admission marks, as fractions of each limit (default 0.8 and 1.0, chosen with the
+    /// simulation in `benches/local_first_sim.rs`): below `low` a request is admitted, above
+    /// `high` denied, in between denied with a probability rising linearly from 0 to 1.
+    /// `0 < low <= high <= 2`. A hard threshold (`1.0, 1.0`) brings back the see-saw.
     pub fn marks(mut self, low: f64, high: f64) -> Self {
         self.settings.low = low;
         self.settings.high = high;

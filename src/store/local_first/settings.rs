@@ -9,7 +9,7 @@ pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The default admission marks, as fractions of each limit: chosen with the simulation
 /// (`benches/local_first_sim.rs`, `benches/README.md`).
-pub const DEFAULT_MARKS: (f64, f64) = (0.9, 1.0);
+pub const DEFAULT_MARKS: (f64, f64) = (0.8, 1.0);
 
 /// Validated settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
