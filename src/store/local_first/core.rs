@@ -256,6 +256,7 @@ impl Core {
                     lag,
                     2 * interval,
                     self.settings.smoothing,
+                    self.instances(),
                 ),
                 None if !entry.touched => {
                     entry.touched = true;

@@ -83,6 +83,8 @@ pub(crate) struct Entry {
     pub(crate) touched: bool,
     pub(crate) early: bool,
     pub(crate) last_used: u64,
+    /// When this entry decided its first request (0: not yet).
+    first_used: u64,
 }
 
 impl Entry {
@@ -110,6 +112,7 @@ impl Entry {
             touched: false,
             early: false,
             last_used: 0,
+            first_used: 0,
         }
     }
 
@@ -137,6 +140,9 @@ impl Entry {
     /// and whether the request was admitted.
     pub(crate) fn decide(&mut self, cost: u64, now: u64, ctx: &Context) -> (LimitStates, bool) {
         self.last_used = now;
+        if self.first_used == 0 {
+            self.first_used = now;
+        }
         let alone = ctx.isolated || !self.synced;
         if !alone {
             self.extrapolate(now, ctx);
@@ -291,6 +297,7 @@ impl Entry {
         lag_us: u64,
         horizon_us: u64,
         smoothing: f64,
+        instances: u32,
     ) {
         self.acked = self.acked.max(sent);
         self.since_unacked = self.since_sent;
@@ -304,10 +311,18 @@ impl Entry {
                 let others = (reply.offered - self.fleet_offered).saturating_sub(own);
                 others as f64 / span as f64
             });
+        // Without a measurement (the first sync, or the first after Redis was away), the
+        // others are assumed to see what this instance sees (a load balancer spreads the load): extrapolating nothing would let every
+        // instance take the whole limit for the first interval of a cold key.
+        let alike = || {
+            let elapsed = now.saturating_sub(self.first_used);
+            (self.first_used > 0 && elapsed > 0)
+                .then(|| offered as f64 / elapsed as f64 * f64::from(instances.saturating_sub(1)))
+        };
         self.rate = match measured {
             Some(rate) if self.rate > 0.0 => smoothing * rate + (1.0 - smoothing) * self.rate,
             Some(rate) => rate,
-            None => 0.0,
+            None => alike().unwrap_or(0.0),
         };
         self.fleet_offered = reply.offered;
         self.fleet_offered_own = offered;

@@ -1,32 +1,6 @@
 //! Local-first mode: fleet-wide limits decided in memory, synced to Redis in the background.
 //!
-//! Each instance decides from its own view: the fleet's usage at the last sync, plus its own
-//! consumption since, plus the rest of the fleet's recent rate times the time elapsed
-//! (extrapolation). No I/O on the request path: a check costs what a memory-store check costs.
-//! A background task sends, every interval (default 100 ms) and early when a key's unsent
-//! units reach half of its limit, what each touched key counted, in batched script calls
-//! (`lua/local_first_sync.lua`; one per Cluster hash slot), and takes back the fleet's state.
-//!
-//! - **Idempotent counting.** An instance sends the cumulative units it counted per key, never
-//!   a delta; Redis keeps each instance's last cumulative beside the fleet's state and adds only
-//!   what is new. A lost or repeated sync never counts twice.
-//! - **Redis `TIME` anchors the fleet's state**; an instance's clock only measures the time
-//!   elapsed since its last sync (monotonic), so a skewed wall clock changes nothing.
-//! - **Probabilistic admission.** Between a low and a high mark of each limit (default 80 %
-//!   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
-//!   eases into the limit instead of see-sawing a sync interval late.
-//! - **Redis death.** When syncs fail, each instance decides alone with its share of each
-//!   limit (`N / instances`, the instances counted by a heartbeat in Redis) and counts nothing
-//!   toward the fleet; when Redis returns it resumes from the fleet's state, without replaying
-//!   what it admitted alone.
-//! - **Algorithms.** GCRA and token bucket (kept as their GCRA twin: the same burst and rate),
-//!   fixed and sliding windows. A policy with a sliding log is decided exactly, by Redis, per
-//!   request ([`LocalFirstStore::supports`] says which).
-//!
-//! The price is inertia: a burst shorter than a sync interval is seen late (on a cold key each
-//! instance admits its share before the first sync), so choose local-first for high-rate,
-//! fleet-wide limits and exact mode for low, strict ones such as logins. Accuracy per scenario
-//! is measured by `benches/local_first_sim.rs` (`benches/README.md`).
+//! See [`LocalFirstStore`] for what it does, and how.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -65,8 +39,37 @@ use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
 
-/// A store that decides in memory and syncs with Redis in the background: see the
-/// [module documentation](self) for how, and the README for when to choose it over exact mode.
+/// A store that decides in memory and syncs with Redis in the background (local-first mode;
+/// the README says when to choose it over exact mode).
+///
+/// Each instance decides from its own view: the fleet's usage at the last sync, plus its own
+/// consumption since, plus the rest of the fleet's recent rate times the time elapsed
+/// (extrapolation). No I/O on the request path: a check costs what a memory-store check costs.
+/// A background task sends, every interval (default 100 ms) and early when a key's unsent
+/// units reach half of its limit, what each touched key counted, in batched script calls
+/// (`lua/local_first_sync.lua`; one per Cluster hash slot), and takes back the fleet's state.
+///
+/// - **Idempotent counting.** An instance sends the cumulative units it counted per key, never
+///   a delta; Redis keeps each instance's last cumulative beside the fleet's state and adds only
+///   what is new. A lost or repeated sync never counts twice.
+/// - **Redis `TIME` anchors the fleet's state**; an instance's clock only measures the time
+///   elapsed since its last sync (monotonic), so a skewed wall clock changes nothing.
+/// - **Probabilistic admission.** Between a low and a high mark of each limit (default 80 %
+///   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
+///   eases into the limit instead of see-sawing a sync interval late.
+/// - **Redis death.** When syncs fail, each instance decides alone with its share of each
+///   limit (`N / instances`, the instances counted by a heartbeat in Redis) and counts nothing
+///   toward the fleet; when Redis returns it resumes from the fleet's state, without replaying
+///   what it admitted alone.
+/// - **Algorithms.** GCRA and token bucket (kept as their GCRA twin: the same burst and rate),
+///   fixed and sliding windows. A policy with a sliding log is decided exactly, by Redis, per
+///   request ([`LocalFirstStore::supports`] says which).
+///
+/// The price is inertia: a burst shorter than a sync interval is seen late (on a cold key each
+/// instance admits its share before the first sync), so choose local-first for high-rate,
+/// fleet-wide limits and exact mode for low, strict ones such as logins. Accuracy per scenario
+/// is measured by `benches/local_first_sim.rs` (`benches/README.md`).
+///
 ///
 /// Decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst) (a policy
 /// with a sliding log is decided by Redis, exactly, as
