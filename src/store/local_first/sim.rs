@@ -26,7 +26,7 @@ pub struct Instance {
 pub struct Batch(Vec<SyncItem>);
 
 /// The fleet's answer to a [`Batch`].
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Reply {
     now: u64,
     replies: Vec<FleetReply>,
@@ -118,6 +118,17 @@ impl Instance {
 }
 
 impl Batch {
+    /// The `EVAL` of the real sync script (`lua/local_first_sync.lua`) for this batch, keys
+    /// under `prefix`: to hold the script and its Rust twin ([`Fleet`]) to the same answers.
+    pub fn command(&self, prefix: &str) -> redis::Cmd {
+        super::task::sync_command("EVAL", super::task::sync_source(), prefix, &self.0, 2_000)
+    }
+
+    /// The script's reply to [`Batch::command`], decoded as the store decodes it.
+    pub fn decode(&self, flat: &[i64]) -> Option<Reply> {
+        super::task::decode(&self.0, flat).map(|(now, replies)| Reply { now, replies })
+    }
+
     /// How many keys it holds.
     pub fn len(&self) -> usize {
         self.0.len()
@@ -133,6 +144,13 @@ impl Batch {
 #[derive(Debug, Default)]
 pub struct Fleet {
     keyspace: Keyspace,
+}
+
+impl Reply {
+    /// Redis time (Unix µs) when the fleet answered.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
 }
 
 impl Fleet {

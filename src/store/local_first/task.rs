@@ -109,31 +109,40 @@ async fn call(
     group: &[SyncItem],
     min_ttl_ms: u64,
 ) -> Result<(u64, Vec<FleetReply>), String> {
-    let build = |first: &str, script: &str| {
-        let mut cmd = redis::cmd(first);
-        cmd.arg(script).arg(group.len());
-        for item in group {
-            cmd.arg(state_key(prefix, &item.policy, item.key.as_str()));
-        }
-        cmd.arg(min_ttl_ms);
-        for item in group {
-            cmd.arg(&item.field)
-                .arg(item.counted)
-                .arg(item.acked)
-                .arg(item.since)
-                .arg(item.offered)
-                .arg(item.limits.len());
-            for limit in item.limits.iter() {
-                cmd.arg(super::view::View::code(limit))
-                    .arg(limit.count())
-                    .arg(limit.period_us());
-            }
-        }
-        cmd
-    };
+    let build = |first: &str, script: &str| sync_command(first, script, prefix, group, min_ttl_ms);
     let value = run_script(redis, &SYNC, sync_source(), build).await?;
     let flat: Vec<i64> = redis::from_redis_value(value).map_err(|e| e.to_string())?;
     decode(group, &flat).ok_or_else(|| format!("unexpected sync reply of {} integers", flat.len()))
+}
+
+/// The sync call of `group`: `first` is `EVALSHA` (with the hash) or `EVAL` (with the text).
+pub(crate) fn sync_command(
+    first: &str,
+    script: &str,
+    prefix: &str,
+    group: &[SyncItem],
+    min_ttl_ms: u64,
+) -> Cmd {
+    let mut cmd = redis::cmd(first);
+    cmd.arg(script).arg(group.len());
+    for item in group {
+        cmd.arg(state_key(prefix, &item.policy, item.key.as_str()));
+    }
+    cmd.arg(min_ttl_ms);
+    for item in group {
+        cmd.arg(&item.field)
+            .arg(item.counted)
+            .arg(item.acked)
+            .arg(item.since)
+            .arg(item.offered)
+            .arg(item.limits.len());
+        for limit in item.limits.iter() {
+            cmd.arg(super::view::View::code(limit))
+                .arg(limit.count())
+                .arg(limit.period_us());
+        }
+    }
+    cmd
 }
 
 /// Runs a script by hash, and by text when the server does not have it (`NOSCRIPT` proves the
