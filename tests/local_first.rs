@@ -364,3 +364,46 @@ fn the_sync_script_and_its_rust_twin_agree() {
         std::thread::sleep(Duration::from_millis(25));
     }
 }
+
+/// In a Cluster, each sync call holds the keys of one slot: keys all over the slot space reach
+/// every instance's view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_group_keys_by_cluster_slot() {
+    use redlimit::store::Store;
+
+    let cluster = support::RedisCluster::start();
+    let prefix = unique_prefix("lf-cluster");
+    let mut stores = Vec::new();
+    for _ in 0..2 {
+        let redis = RedisStore::cluster(cluster.urls())
+            .prefix(prefix.as_str())
+            .connect()
+            .await
+            .unwrap();
+        stores.push(redis.local_first(Duration::from_millis(50)).unwrap());
+    }
+    let policy = Policy::new(
+        "slots",
+        [Limit::fixed_window(1000, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap();
+    let keys: Vec<redlimit::Key> = (0..40)
+        .map(|i| redlimit::Key::new(format!("tenant-{i}")))
+        .collect();
+    for key in &keys {
+        let decision = stores[0].check(&policy, key, 10).await.unwrap();
+        assert!(decision.is_allowed());
+    }
+    let seen = eventually(Duration::from_secs(10), async || {
+        let mut all = true;
+        for key in &keys {
+            // A check of cost 0 reads the view (and keeps the key in the syncs).
+            let decision = stores[1].check(&policy, key, 0).await.unwrap();
+            all &= decision.remaining() == Some(990);
+        }
+        all
+    })
+    .await;
+    assert!(seen, "every key's count reached the other instance");
+    assert!(stores.iter().all(|s| !s.is_isolated() && s.syncs() > 0));
+}

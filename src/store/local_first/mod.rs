@@ -71,6 +71,10 @@ use crate::policy::Policy;
 /// is measured by `benches/local_first_sim.rs` (`benches/README.md`).
 ///
 ///
+/// Not offered yet: [`Store::inspect`], [`Store::reset`] and overrides answer
+/// [`StoreError::Unsupported`](crate::StoreError::Unsupported); a key's local-first state lives
+/// in its own hash (`PREFIX:POLICY:{KEY}:lf`), beside the exact store's keys.
+///
 /// Decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst) (a policy
 /// with a sliding log is decided by Redis, exactly, as
 /// [`DecisionSource::Store`](crate::DecisionSource::Store)). Cheap to clone: clones share state
