@@ -43,7 +43,9 @@ use redlimit::key::Global;
 use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::{Algorithm, Key, KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
-use support::{command_stats, cpu_us, current_thread_proc, median, reset_redis_stats, Table};
+use support::{
+    command_stats, cpu_us, current_thread_proc, median, redis_cpu_secs, reset_redis_stats, Table,
+};
 
 const KEYS: u64 = 100_000;
 const RATE: u64 = 1_000_000;
@@ -210,6 +212,8 @@ struct Sample {
     /// CPU time of the server's thread per request, µs: what the variant costs the service,
     /// steadier than throughput on a shared machine.
     server_cpu_us: f64,
+    /// Redis's CPU time per request, µs (`INFO cpu`; `None` for variants without Redis).
+    redis_cpu_us: Option<f64>,
 }
 
 /// Serves the variant's app on a free port in a runtime of its own; returns the address and a
@@ -352,9 +356,11 @@ fn redis_calls(redis: &RedisServer) -> (u64, u64) {
 fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64) -> Sample {
     let (addr, task, handle, stop) = serve(&variant.make, &redis.url());
     let cpu_before = std::cell::Cell::new(0.0);
+    let redis_cpu_before = std::cell::Cell::new(0.0);
     let reset = || {
         reset_redis_stats(&mut redis.connection());
         cpu_before.set(cpu_us(&task));
+        redis_cpu_before.set(redis_cpu_secs(&mut redis.connection()));
     };
     let (requests, histogram, errors, took) = load(
         addr,
@@ -365,6 +371,7 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
         reset,
     );
     let server_cpu = cpu_us(&task) - cpu_before.get();
+    let redis_cpu = redis_cpu_secs(&mut redis.connection()) - redis_cpu_before.get();
     let (calls, executed) = redis_calls(redis);
     stop.store(true, Ordering::Relaxed);
     handle.join().unwrap();
@@ -378,6 +385,9 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
             .then(|| executed as f64 / requests.max(1) as f64),
         errors,
         server_cpu_us: server_cpu / requests.max(1) as f64,
+        redis_cpu_us: variant
+            .redis
+            .then(|| redis_cpu * 1e6 / requests.max(1) as f64),
     }
 }
 
@@ -417,6 +427,19 @@ fn main() {
             true,
             move |url| async move { raw(&url, keys).await },
         ));
+        // Local-first: decided in memory, synced with Redis every 100 ms.
+        variants.push(variant(
+            format!("redlimit local-first gcra, {label}"),
+            keys,
+            true,
+            move |url| async move {
+                let store = redis_store(&url, "local-first")
+                    .await
+                    .local_first(Duration::from_millis(100))
+                    .expect("local-first settings");
+                redlimit(store, Algorithm::Gcra, keys)
+            },
+        ));
         for algorithm in [Algorithm::Gcra, Algorithm::SlidingLog] {
             variants.push(variant(
                 format!("redlimit redis {algorithm}, {label}"),
@@ -449,7 +472,10 @@ fn main() {
                 );
                 // Every decision runs at least one command inside its script (a batched call
                 // carries many decisions, so calls per request say nothing of it).
-                if sample.executed.is_some_and(|c| c < 0.95) {
+                // (Local-first runs a command per interval, not per request.)
+                if sample.executed.is_some_and(|c| c < 0.95)
+                    && !variant.name.contains("local-first")
+                {
                     eprintln!("WARNING: {} ran fewer than one Redis command per request: it failed open, the numbers are not a measurement", variant.name);
                 }
                 samples[vi][ci].push(sample);
@@ -474,6 +500,9 @@ fn main() {
                         .map(|_| median(s.iter().filter_map(|x| x.executed).collect())),
                     errors: s.iter().map(|x| x.errors).sum(),
                     server_cpu_us: median(s.iter().map(|x| x.server_cpu_us).collect()),
+                    redis_cpu_us: s[0]
+                        .redis_cpu_us
+                        .map(|_| median(s.iter().filter_map(|x| x.redis_cpu_us).collect())),
                 })
                 .collect()
         })
@@ -486,6 +515,7 @@ fn main() {
         "p50 µs",
         "p99 µs",
         "server CPU µs/req",
+        "Redis CPU µs/req",
         "Redis calls/req",
         "commands run/req",
         "× bare axum (req/s)",
@@ -515,6 +545,7 @@ fn main() {
                     format!("{:.0}", s.p50_us),
                     format!("{:.0}", s.p99_us),
                     format!("{:.1}", s.server_cpu_us),
+                    s.redis_cpu_us.map_or("–".into(), |c| format!("{c:.2}")),
                     s.commands.map_or("–".into(), |c| format!("{c:.2}")),
                     s.executed.map_or("–".into(), |c| format!("{c:.1}")),
                     format!("{:.2}", s.rps / summary[bare][ci].rps),

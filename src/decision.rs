@@ -42,6 +42,9 @@ pub enum DecisionSource {
     /// layer's deny cache without asking the store, with the store's states counted down
     /// ([`RateLimitLayer::deny_cache`](crate::RateLimitLayer::deny_cache)).
     DenyCache,
+    /// A local-first store decided in memory, from its view of the fleet's usage (synced with
+    /// Redis in the background) ([`LocalFirstStore`](crate::store::LocalFirstStore)).
+    LocalFirst,
 }
 
 /// What one limit of a policy says about a request.

@@ -95,6 +95,10 @@ pub enum ConfigError {
     /// credentials.
     #[error("invalid Redis configuration: {0}")]
     Redis(String),
+    /// A local-first setting out of range (an interval under 1 ms, admission marks not
+    /// `0 < low <= high`, an early-sync share not in `(0, 1]`).
+    #[error("invalid local-first setting: {0}")]
+    InvalidLocalFirst(String),
     /// A key spec (`ip`, `header:NAME`, `route+ip`, ...) that
     /// [`key::parse_spec`](crate::key::parse_spec) cannot read.
     #[error("invalid key spec `{spec}`: {reason}")]

@@ -81,3 +81,9 @@ pub fn refund_call(
 ) -> redis::Cmd {
     crate::store::refund_call(prefix, policy, key, refund)
 }
+
+/// The local-first store without I/O, for the simulation (`benches/local_first_sim.rs`).
+#[cfg(feature = "redis")]
+pub mod local_first {
+    pub use crate::store::local_first::sim::{Batch, Fleet, Instance, Reply};
+}

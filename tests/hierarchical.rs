@@ -487,3 +487,21 @@ async fn an_in_flight_limit_per_tenant() {
         assert!(c.is_allowed(), "{}: a's slot went back", store.kind());
     }
 }
+
+/// A local-first store decides keys with limit keys exactly, through Redis: each level would
+/// need fleet state of its own.
+#[tokio::test]
+async fn local_first_mode_decides_level_keys_exactly() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "tiers-local-first")
+        .await
+        .local_first(Duration::from_millis(100))
+        .unwrap();
+    let steps = walk(&store).await;
+    assert_walk(&steps);
+    let d = store
+        .check(&three_levels(), &key("z", "t9"), 1)
+        .await
+        .unwrap();
+    assert_eq!(d.source(), redlimit::DecisionSource::Store);
+}

@@ -41,6 +41,8 @@ pub(crate) struct Args {
     pub(crate) on_store_error: OnStoreError,
     pub(crate) store_timeout: Duration,
     pub(crate) prefix: String,
+    /// Local-first mode with this sync interval (ms), with a Redis flag.
+    pub(crate) sync_ms: Option<u64>,
     /// Whether denied keys are answered from memory until their retry time (the default).
     pub(crate) deny_cache: bool,
     /// Where to serve `GET /metrics` (Prometheus text), if anywhere.
@@ -87,6 +89,7 @@ impl Args {
             on_store_error: OnStoreError::local(),
             store_timeout: Duration::ZERO,
             prefix: String::new(),
+            sync_ms: None,
             deny_cache: true,
             metrics_bind: None,
             shadow: false,
@@ -238,6 +241,11 @@ fn check_stores(args: &Args) -> Result<(), String> {
     if args.redis_sentinel.is_some() != args.sentinel_master.is_some() {
         return Err("--redis-sentinel and --sentinel-master go together".into());
     }
+    if args.sync_ms.is_some() && !stores.contains(&true) {
+        return Err(
+            "--sync-ms needs a Redis store: --redis, --redis-cluster or --redis-sentinel".into(),
+        );
+    }
     Ok(())
 }
 
@@ -269,6 +277,16 @@ pub(crate) fn url_list(value: &str) -> Result<Vec<String>, String> {
         return Err(format!("expected comma-separated URLs, got `{value}`"));
     }
     Ok(urls)
+}
+
+/// `--sync-ms`: a local-first sync interval of 1 to 60 000 ms.
+pub(crate) fn sync_ms(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(ms) if (1..=60_000).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "`{value}` is not a whole number of milliseconds from 1 to 60000"
+        )),
+    }
 }
 
 /// `--algorithm`: one of the library's algorithm names.

@@ -254,6 +254,16 @@ pub(crate) const FLAGS: &[Flag] = &[
         },
     )
     .default("100"),
+    Flag::new(
+        "--sync-ms",
+        "MS",
+        "with a Redis store: local-first mode, deciding in memory and syncing with Redis every \
+         MS milliseconds (gcra, token-bucket, fixed-window, sliding-window)",
+        |a, v| {
+            a.sync_ms = Some(args::sync_ms(&v)?);
+            Ok(())
+        },
+    ),
     Flag::new("--prefix", "NAME", "Redis key prefix", |a, v| {
         a.prefix = v;
         Ok(())

@@ -3,9 +3,10 @@
 //! names), so that a change of the library's API is ported here alone.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redlimit::key::{Both, ClientIp, Global, Header, PerLimit, Query, Route};
-use redlimit::store::{MemoryStore, RedisStore, Store};
+use redlimit::store::{LocalFirstStore, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer, Shadow};
 
 use super::args::{Args, KeyPart, KeySpec};
@@ -65,7 +66,29 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
                 .prefix(args.prefix.as_str())
                 .connect_lazy()
                 .map_err(|e| format!("{flag}: {e}"))?;
-            base_layer(store, policy, args)?
+            match args.sync_ms {
+                Some(ms) => {
+                    if args.concurrency.is_some() || !args.limit_keys.is_empty() {
+                        return Err("--sync-ms: not with --concurrency or --limit N/DUR@SPEC: \
+                                    in-flight limits and limits under their own keys are \
+                                    decided exactly, per request"
+                            .into());
+                    }
+                    if !LocalFirstStore::supports(&policy) {
+                        return Err(format!(
+                            "--sync-ms: local-first mode does not approximate {}: it is decided \
+                             exactly, per request; drop --sync-ms or use gcra, token-bucket, \
+                             fixed-window or sliding-window",
+                            args.algorithm
+                        ));
+                    }
+                    let local_first = store
+                        .local_first(Duration::from_millis(ms))
+                        .map_err(|e| format!("--sync-ms: {e}"))?;
+                    base_layer(local_first, policy, args)?
+                }
+                None => base_layer(store, policy, args)?,
+            }
         }
         None => base_layer(MemoryStore::new(), policy, args)?,
     };

@@ -23,7 +23,14 @@ use crate::telemetry::{DECISIONS, STORE_DURATION};
 #[cfg(feature = "metrics")]
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "shadow_denied"];
 #[cfg(feature = "metrics")]
-const SOURCES: [&str; 5] = ["store", "deny_cache", "local", "fail_open", "fail_closed"];
+const SOURCES: [&str; 6] = [
+    "store",
+    "deny_cache",
+    "local",
+    "fail_open",
+    "fail_closed",
+    "local_first",
+];
 
 /// The meters of a layer's rules (indexed by rule id) and of its store.
 pub(crate) struct Meters {
@@ -99,6 +106,7 @@ impl Meters {
                 DecisionSource::Local => 2,
                 DecisionSource::FailOpen => 3,
                 DecisionSource::FailClosed => 4,
+                DecisionSource::LocalFirst => 5,
             };
             let limit = decision
                 .denied_by()

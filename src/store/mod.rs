@@ -28,6 +28,8 @@
 mod check;
 mod clock;
 mod key_state;
+#[cfg(feature = "redis")]
+pub(crate) mod local_first;
 mod memory;
 mod override_table;
 mod overrides;
@@ -37,6 +39,10 @@ mod refund;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
+#[cfg(feature = "redis")]
+pub use self::local_first::{
+    LocalFirstStore, LocalFirstStoreBuilder, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL,
+};
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use check::{Check, CheckFuture};

@@ -286,6 +286,25 @@ impl RedisStore {
     }
 }
 
+// For the local-first store (`src/store/local_first/`), which syncs through this connection.
+impl RedisStore {
+    /// Runs `command` (an `EVALSHA` or `EVAL` of a script with keys) once on this store's
+    /// connection, never replayed after an error that may have followed its execution.
+    pub(in crate::store) async fn run_command(
+        &self,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<redis::Value> {
+        self.inner.backend.run(command).await
+    }
+
+    /// The Cluster slot of a Redis key, when this store is on a Cluster (calls must then hold
+    /// keys of one slot); `None` otherwise.
+    pub(in crate::store) fn cluster_slot(&self, redis_key: &str) -> Option<u16> {
+        matches!(self.inner.backend, backend::Backend::Cluster(_))
+            .then(|| slot::slot(redis_key.as_bytes()))
+    }
+}
+
 /// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
 /// call by hand (the script must be loaded: `SCRIPT LOAD` of
 /// [`RedisStore::script_source_for`] the policy).

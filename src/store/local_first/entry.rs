@@ -1,0 +1,360 @@
+//! One key's local-first state under one policy: the fleet's view of each limit, what this
+//! instance counted toward the fleet and what Redis acknowledged of it, and the rest of the
+//! fleet's demand for extrapolation.
+//!
+//! Extrapolation models the rest of the fleet rather than replaying its past: the others'
+//! *offered* rate (every unit asked for, admitted or not, as the syncs report it) is admitted
+//! at the probability this instance's own view gives. Extrapolating the others' *admitted*
+//! rate of the last interval would feed a delayed copy of the fleet's own reaction back into
+//! every view, and the fleet would see-saw with a period of a few intervals; modelled this
+//! way, every view moves as the fleet does and the fleet settles where its admissions match
+//! the limit.
+//!
+//! Counting is idempotent by construction: an instance sends the *cumulative* units it counted
+//! for the key (`counted`), never a delta; Redis keeps, per instance and entry, the last
+//! cumulative it merged and adds only the difference. A lost sync is covered by the next one;
+//! a repeated one adds nothing.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::admission::{admits, deny_probability};
+use super::view::{Fleet, View};
+use crate::decision::{LimitState, LimitStates};
+use crate::limit::Limit;
+
+/// What a decision needs from the store besides the entry.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context {
+    /// Syncs are failing: decide on this instance's share, count nothing toward the fleet.
+    pub(crate) isolated: bool,
+    /// The live instances (heartbeats), for the share.
+    pub(crate) instances: u32,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+    /// A uniform draw in `[0, 1)` for the admission.
+    pub(crate) draw: f64,
+}
+
+/// What the fleet answered for one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FleetReply {
+    /// Every unit the fleet ever counted for the key (while it lived in Redis).
+    pub(crate) total: u64,
+    /// Every unit the fleet was asked for, admitted or not.
+    pub(crate) offered: u64,
+    /// Each limit's fleet state.
+    pub(crate) limits: SmallVec<[Fleet; 2]>,
+}
+
+pub(crate) struct Entry {
+    pub(crate) limits: Arc<[Limit]>,
+    /// Which entry of this instance this is (a dropped and recreated entry counts afresh).
+    pub(crate) generation: u64,
+    /// Units counted toward the fleet, ever; sent as is.
+    pub(crate) counted: u64,
+    /// Units asked for, admitted or not, ever (while syncing).
+    pub(crate) offered: u64,
+    /// The largest `counted` Redis acknowledged.
+    pub(crate) acked: u64,
+    /// `counted` when the sync in progress was built (early syncs count from it).
+    pub(crate) sent: u64,
+    views: SmallVec<[View; 2]>,
+    /// This instance's share, decided alone: while isolated, or before the first sync.
+    share: Option<SmallVec<[View; 2]>>,
+    synced: bool,
+    /// The fleet's total and Redis time at the last sync, and `counted` it included.
+    fleet_offered: u64,
+    /// This instance's `offered` that `fleet_offered` included.
+    fleet_offered_own: u64,
+    fleet_at: u64,
+    /// The rest of the fleet's offered rate (units per µs), extrapolated up to
+    /// `extrapolate_until`.
+    rate: f64,
+    fraction: f64,
+    extrapolated_to: u64,
+    extrapolate_until: u64,
+    /// When the first unit counted since the last sync went out, and since the last
+    /// acknowledgement (Redis time): GCRA units are merged from then on, not from the time
+    /// they reach Redis, or the bucket's floor would forgive the units still in flight.
+    pub(crate) since_sent: Option<u64>,
+    pub(crate) since_unacked: Option<u64>,
+    pub(crate) touched: bool,
+    pub(crate) early: bool,
+    pub(crate) last_used: u64,
+    /// When this entry decided its first request (0: not yet).
+    first_used: u64,
+}
+
+impl Entry {
+    pub(crate) fn new(limits: Arc<[Limit]>, generation: u64) -> Self {
+        let views = fresh_views(&limits);
+        Entry {
+            limits,
+            generation,
+            counted: 0,
+            offered: 0,
+            acked: 0,
+            sent: 0,
+            views,
+            share: None,
+            synced: false,
+            fleet_offered: 0,
+            fleet_offered_own: 0,
+            fleet_at: 0,
+            rate: 0.0,
+            fraction: 0.0,
+            extrapolated_to: 0,
+            extrapolate_until: 0,
+            since_sent: None,
+            since_unacked: None,
+            touched: false,
+            early: false,
+            last_used: 0,
+            first_used: 0,
+        }
+    }
+
+    /// Takes a policy's changed limits: views of unchanged algorithms at the same position
+    /// are kept (each algorithm reads state written under another `N` or period), others
+    /// start fresh.
+    pub(crate) fn adopt(&mut self, limits: &Arc<[Limit]>) {
+        if Arc::ptr_eq(&self.limits, limits) {
+            return;
+        }
+        let fresh = fresh_views(limits);
+        self.views = fresh
+            .iter()
+            .enumerate()
+            .map(|(i, new)| match self.views.get(i) {
+                Some(old) if std::mem::discriminant(old) == std::mem::discriminant(new) => *old,
+                _ => *new,
+            })
+            .collect();
+        self.share = None;
+        self.limits = Arc::clone(limits);
+    }
+
+    /// Decides `cost` at `now`; commits it to the view if admitted. Returns each limit's state
+    /// and whether the request was admitted.
+    pub(crate) fn decide(&mut self, cost: u64, now: u64, ctx: &Context) -> (LimitStates, bool) {
+        self.last_used = now;
+        if self.first_used == 0 {
+            self.first_used = now;
+        }
+        let alone = ctx.isolated || !self.synced;
+        if !alone {
+            self.extrapolate(now, ctx);
+        }
+        if !ctx.isolated {
+            self.offered += cost;
+        }
+        let limits = Arc::clone(&self.limits);
+        let instances = u64::from(ctx.instances.max(1));
+        let views = if alone {
+            self.share.get_or_insert_with(|| fresh_views(&limits))
+        } else {
+            &mut self.views
+        };
+        let mut verdicts: SmallVec<[(crate::algorithm::Eval, View, f64, u64); 2]> = SmallVec::new();
+        for (limit, view) in limits.iter().zip(views.iter()) {
+            let count = if alone {
+                limit.count().div_ceil(instances).max(1)
+            } else {
+                limit.count()
+            };
+            let (eval, next) = view.eval(count, limit.period_us(), cost, now);
+            let used = count.saturating_sub(eval.remaining_before) + cost;
+            let p = if cost > count {
+                1.0
+            } else {
+                deny_probability(used, count, ctx.low, ctx.high)
+            };
+            verdicts.push((eval, next, p, count));
+        }
+        let worst = verdicts.iter().map(|v| v.2).fold(0.0, f64::max);
+        let admitted = admits(worst, ctx.draw);
+        if admitted {
+            for (view, verdict) in views.iter_mut().zip(&verdicts) {
+                *view = verdict.1;
+            }
+            if !ctx.isolated && cost > 0 {
+                self.counted += cost;
+                self.since_sent.get_or_insert(now);
+                self.since_unacked.get_or_insert(now);
+            }
+        }
+        let states = limits
+            .iter()
+            .zip(&verdicts)
+            .map(|(limit, (eval, view, p, count))| {
+                if admitted {
+                    let (remaining, reset) = if eval.allowed {
+                        (eval.remaining_after, eval.reset_after)
+                    } else {
+                        (0, eval.reset_before)
+                    };
+                    LimitState::from_raw(*limit, true, remaining.min(limit.count()), reset, 0)
+                } else if cost > limit.count() {
+                    LimitState::from_raw(
+                        *limit,
+                        false,
+                        eval.remaining_before,
+                        eval.reset_before,
+                        -1,
+                    )
+                } else if *p > 0.0 && *p >= worst {
+                    let retry = if eval.retry > 0 {
+                        eval.retry.unsigned_abs()
+                    } else {
+                        let used = count.saturating_sub(eval.remaining_before) + cost;
+                        let over = used.saturating_sub((ctx.low * *count as f64).floor() as u64);
+                        view.wait_for(*count, limit.period_us(), over, eval)
+                    };
+                    LimitState::from_raw(
+                        *limit,
+                        false,
+                        eval.remaining_before.min(limit.count()),
+                        eval.reset_before,
+                        crate::algorithm::span(retry.max(1)),
+                    )
+                } else {
+                    LimitState::from_raw(
+                        *limit,
+                        true,
+                        eval.remaining_before.min(limit.count()),
+                        eval.reset_before,
+                        0,
+                    )
+                }
+            })
+            .collect();
+        (states, admitted)
+    }
+
+    /// Adds the rest of the fleet's units up to `now` (at most up to the horizon the last
+    /// sync set: past it the demand is unknown): its offered rate, admitted as this view
+    /// admits.
+    fn extrapolate(&mut self, now: u64, ctx: &Context) {
+        let until = now.min(self.extrapolate_until);
+        if until <= self.extrapolated_to || self.rate <= 0.0 {
+            self.extrapolated_to = self.extrapolated_to.max(until);
+            return;
+        }
+        // In steps of at most a quarter of the admission band, so the admission each step
+        // assumes is the view's at that moment, not at the start of a long gap.
+        let smallest = self.limits.iter().map(Limit::count).min().unwrap_or(1) as f64;
+        let step_units = ((ctx.high - ctx.low) * smallest / 4.0).max(1.0);
+        let span = until - self.extrapolated_to;
+        let steps = (self.rate * span as f64 / step_units)
+            .ceil()
+            .clamp(1.0, 64.0) as u64;
+        for k in 1..=steps {
+            let at = self.extrapolated_to + span * k / steps;
+            let previous = self.extrapolated_to + span * (k - 1) / steps;
+            let admit = 1.0 - self.deny_probability(at, ctx);
+            let x = self.rate * admit * (at - previous) as f64 + self.fraction;
+            let units = x.floor();
+            self.fraction = x - units;
+            if units >= 1.0 {
+                let units = units as u64;
+                for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
+                    view.add(limit.count(), limit.period_us(), units, at);
+                }
+            }
+        }
+        self.extrapolated_to = until;
+    }
+
+    /// The probability this view denies a request of one unit now.
+    fn deny_probability(&self, now: u64, ctx: &Context) -> f64 {
+        self.limits
+            .iter()
+            .zip(&self.views)
+            .map(|(limit, view)| {
+                let count = limit.count();
+                let (eval, _) = view.eval(count, limit.period_us(), 1, now);
+                let used = count.saturating_sub(eval.remaining_before) + 1;
+                deny_probability(used, count, ctx.low, ctx.high)
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// Takes the fleet's answer to a sync that sent `sent` and `offered` (this instance's
+    /// cumulative counts of units admitted and asked for),
+    /// answered at Redis time `fleet_at`, received at `now` (this instance's estimate of Redis
+    /// time). `lag_us` credits the rest of the fleet with the units it has not synced yet (on
+    /// average half an interval's); `horizon_us` bounds the extrapolation.
+    #[allow(clippy::too_many_arguments)] // one caller, each a distinct quantity
+    pub(crate) fn apply(
+        &mut self,
+        sent: u64,
+        offered: u64,
+        reply: &FleetReply,
+        fleet_at: u64,
+        now: u64,
+        lag_us: u64,
+        horizon_us: u64,
+        smoothing: f64,
+        instances: u32,
+    ) {
+        self.acked = self.acked.max(sent);
+        self.since_unacked = self.since_sent;
+        let span = fleet_at.saturating_sub(self.fleet_at);
+        let measured = (self.synced
+            && reply.offered >= self.fleet_offered
+            && span > 0
+            && span <= 4 * horizon_us)
+            .then(|| {
+                let own = offered.saturating_sub(self.fleet_offered_own);
+                let others = (reply.offered - self.fleet_offered).saturating_sub(own);
+                others as f64 / span as f64
+            });
+        // Without a measurement (the first sync, or the first after Redis was away), the
+        // others are assumed to see what this instance sees (a load balancer spreads the load): extrapolating nothing would let every
+        // instance take the whole limit for the first interval of a cold key.
+        let alike = || {
+            let elapsed = now.saturating_sub(self.first_used);
+            (self.first_used > 0 && elapsed > 0)
+                .then(|| offered as f64 / elapsed as f64 * f64::from(instances.saturating_sub(1)))
+        };
+        self.rate = match measured {
+            Some(rate) if self.rate > 0.0 => smoothing * rate + (1.0 - smoothing) * self.rate,
+            Some(rate) => rate,
+            None => alike().unwrap_or(0.0),
+        };
+        self.fleet_offered = reply.offered;
+        self.fleet_offered_own = offered;
+        self.fleet_at = fleet_at;
+        let fresh = fresh_views(&self.limits);
+        let mine = self.counted.saturating_sub(sent);
+        for (i, (limit, view)) in self.limits.iter().zip(self.views.iter_mut()).enumerate() {
+            let fleet = reply.limits.get(i).copied().unwrap_or((0, 0, 0));
+            *view = fresh[i].with_fleet(limit.count(), limit.period_us(), fleet);
+            view.add(limit.count(), limit.period_us(), mine, now);
+        }
+        self.fraction = 0.0;
+        self.extrapolated_to = now.saturating_sub(lag_us);
+        self.extrapolate_until = now.saturating_add(horizon_us);
+        self.synced = true;
+        self.share = None;
+    }
+
+    /// Whether every unit counted was acknowledged.
+    pub(crate) fn settled(&self) -> bool {
+        self.acked >= self.counted
+    }
+
+    /// The units counted since the last sync went out.
+    pub(crate) fn unsent(&self) -> u64 {
+        self.counted.saturating_sub(self.sent)
+    }
+}
+
+fn fresh_views(limits: &[Limit]) -> SmallVec<[View; 2]> {
+    limits
+        .iter()
+        .map(|l| View::fresh(l).unwrap_or(View::Gcra(None)))
+        .collect()
+}

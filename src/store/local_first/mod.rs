@@ -1,0 +1,404 @@
+//! Local-first mode: fleet-wide limits decided in memory, synced to Redis in the background.
+//!
+//! See [`LocalFirstStore`] for what it does, and how.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlimit::store::RedisStore;
+//! use redlimit::{Limit, Policy, RateLimitLayer};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379")
+//!     .await?
+//!     .local_first(Duration::from_millis(100))?;
+//! let policy = Policy::new("api", [Limit::gcra(10_000, Duration::from_secs(1))?])?;
+//! let layer = RateLimitLayer::new(store, policy);
+//! # Ok(()) }
+//! ```
+
+mod admission;
+mod core;
+mod entry;
+mod merge;
+mod settings;
+pub(crate) mod sim;
+mod task;
+#[cfg(test)]
+mod tests;
+mod view;
+
+use self::core::Core;
+use self::settings::Settings;
+pub use settings::{DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{AdminFuture, Check, Clock, KeyState, RedisStore, Store, SystemClock};
+use crate::error::{ConfigError, StoreError};
+use crate::key::Key;
+use crate::limit::Algorithm;
+use crate::policy::Policy;
+
+/// A store that decides in memory and syncs with Redis in the background (local-first mode;
+/// the README says when to choose it over exact mode).
+///
+/// Each instance decides from its own view: the fleet's usage at the last sync, plus its own
+/// consumption since, plus the rest of the fleet's recent rate times the time elapsed
+/// (extrapolation). No I/O on the request path: a check costs what a memory-store check costs.
+/// A background task sends, every interval (default 100 ms) and early when a key's unsent
+/// units reach half of its limit, what each touched key counted, in batched script calls
+/// (`lua/local_first_sync.lua`; one per Cluster hash slot), and takes back the fleet's state.
+///
+/// - **Idempotent counting.** An instance sends the cumulative units it counted per key, never
+///   a delta; Redis keeps each instance's last cumulative beside the fleet's state and adds only
+///   what is new. A lost or repeated sync never counts twice.
+/// - **Redis `TIME` anchors the fleet's state**; an instance's clock only measures the time
+///   elapsed since its last sync (monotonic), so a skewed wall clock changes nothing.
+/// - **Probabilistic admission.** Between a low and a high mark of each limit (default 80 %
+///   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
+///   eases into the limit instead of see-sawing a sync interval late.
+/// - **Redis death.** When syncs fail, each instance decides alone with its share of each
+///   limit (`N / instances`, the instances counted by a heartbeat in Redis) and counts nothing
+///   toward the fleet; when Redis returns it resumes from the fleet's state, without replaying
+///   what it admitted alone.
+/// - **Algorithms.** GCRA and token bucket (kept as their GCRA twin: the same burst and rate),
+///   fixed and sliding windows. A policy with a sliding log is decided exactly, by Redis, per
+///   request ([`LocalFirstStore::supports`] says which).
+///
+/// The price is inertia: a burst shorter than a sync interval is seen late (on a cold key each
+/// instance admits its share before the first sync), so choose local-first for high-rate,
+/// fleet-wide limits and exact mode for low, strict ones such as logins. Accuracy per scenario
+/// is measured by `benches/local_first_sim.rs` (`benches/README.md`).
+///
+///
+/// Not offered yet: [`Store::inspect`], [`Store::reset`] and overrides answer
+/// [`StoreError::Unsupported`](crate::StoreError::Unsupported); a key's local-first state lives
+/// in its own hash (`PREFIX:POLICY:{KEY}:lf`), beside the exact store's keys.
+///
+/// Decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst) (a policy
+/// with a sliding log is decided by Redis, exactly, as
+/// [`DecisionSource::Store`](crate::DecisionSource::Store)). Cheap to clone: clones share state
+/// and the background task, which ends when the last clone is dropped.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlimit::store::{LocalFirstStore, RedisStore};
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let redis = RedisStore::connect("redis://127.0.0.1:6379").await?;
+/// let store = LocalFirstStore::builder(redis)
+///     .interval(Duration::from_millis(50))
+///     .marks(0.9, 1.0)
+///     .build()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub struct LocalFirstStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    core: Arc<Core>,
+    redis: RedisStore,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalFirstStore")
+            .field("redis", &self.redis)
+            .field("settings", &self.core.settings)
+            .field("instance", &self.core.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalFirstStore {
+    /// Starts configuring a local-first store over `redis`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// use redlimit::store::{LocalFirstStore, RedisStore};
+    /// let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// let store = LocalFirstStore::builder(redis).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn builder(redis: RedisStore) -> LocalFirstStoreBuilder {
+        LocalFirstStoreBuilder {
+            redis,
+            settings: Settings::default(),
+        }
+    }
+
+    /// Whether local-first mode decides `policy` in memory: every limit is a GCRA, token
+    /// bucket, fixed or sliding window. A policy with a sliding log is decided exactly, by
+    /// Redis, on every request.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::LocalFirstStore;
+    /// use redlimit::{Limit, Policy};
+    /// let fast = Policy::new("api", [Limit::gcra(100, Duration::from_secs(1))?])?;
+    /// let exact = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// assert!(LocalFirstStore::supports(&fast));
+    /// assert!(!LocalFirstStore::supports(&exact));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn supports(policy: &Policy) -> bool {
+        policy.limits().iter().all(|l| {
+            !matches!(
+                l.algorithm(),
+                Algorithm::SlidingLog | Algorithm::Concurrency
+            )
+        })
+    }
+
+    /// How many instances share the limits, as the heartbeats in Redis last said (the share
+    /// each one takes alone when Redis is unreachable).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// # use redlimit::store::{LocalFirstStore, RedisStore};
+    /// # let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// let store = LocalFirstStore::builder(redis).instances(4).build()?;
+    /// assert_eq!(store.instances(), 4); // until a heartbeat answers
+    /// # Ok(()) }
+    /// ```
+    pub fn instances(&self) -> u32 {
+        self.shared.core.instances()
+    }
+
+    /// Whether the last sync failed: decisions are then made alone, with this instance's
+    /// share of each limit.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// # use redlimit::store::{LocalFirstStore, RedisStore};
+    /// # let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// let store = LocalFirstStore::builder(redis).build()?;
+    /// assert!(!store.is_isolated());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_isolated(&self) -> bool {
+        self.shared.core.is_isolated()
+    }
+
+    /// How many sync calls have completed (answered or failed): for tests and health checks
+    /// that wait for the background task.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// # use redlimit::store::{LocalFirstStore, RedisStore};
+    /// # let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// let store = LocalFirstStore::builder(redis).build()?;
+    /// assert_eq!(store.syncs(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn syncs(&self) -> u64 {
+        self.shared.core.rounds()
+    }
+
+    /// How many keys hold local state.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// # use redlimit::store::{LocalFirstStore, RedisStore};
+    /// # let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// assert_eq!(LocalFirstStore::builder(redis).build()?.len(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.shared.core.len()
+    }
+
+    /// Whether no key holds local state.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// # use redlimit::store::{LocalFirstStore, RedisStore};
+    /// # let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// assert!(LocalFirstStore::builder(redis).build()?.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whether `key` under `policy` is decided exactly, by the wrapped Redis store: a policy
+/// local-first mode does not approximate, or a key with limit keys (each level would need its
+/// own fleet state; a global limit in local-first mode is a policy of its own, keyed `Global`).
+fn exact(policy: &Policy, key: &Key) -> bool {
+    !LocalFirstStore::supports(policy) || key.has_limit_keys()
+}
+
+impl Store for LocalFirstStore {
+    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        if exact(policy, key) {
+            return self.shared.redis.check(policy, key, cost);
+        }
+        Check::Ready(Ok(self.shared.core.check(policy, key, cost)))
+    }
+
+    fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
+        if exact(policy, key) {
+            return self.shared.redis.failure_domain(policy, key);
+        }
+        0
+    }
+
+    fn release(&self, policy: &Policy, key: &Key, lease: crate::lease::Lease) -> AdminFuture<()> {
+        self.shared.redis.release(policy, key, lease)
+    }
+
+    /// Exactly decided keys only: local-first state is not inspected.
+    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+        if exact(policy, key) {
+            return self.shared.redis.inspect(policy, key);
+        }
+        Box::pin(std::future::ready(Err(StoreError::Unsupported("inspect"))))
+    }
+
+    /// Exactly decided keys only.
+    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+        if exact(policy, key) {
+            return self.shared.redis.reset(policy, key);
+        }
+        Box::pin(std::future::ready(Err(StoreError::Unsupported("reset"))))
+    }
+
+    /// Exactly decided keys only.
+    fn refund(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        refund: crate::store::Refund,
+    ) -> AdminFuture<bool> {
+        if exact(policy, key) {
+            return self.shared.redis.refund(policy, key, refund);
+        }
+        Box::pin(std::future::ready(Err(StoreError::Unsupported("refund"))))
+    }
+
+    fn kind(&self) -> &'static str {
+        "local_first"
+    }
+}
+
+/// Settings for a [`LocalFirstStore`]: start with [`LocalFirstStore::builder`] or
+/// [`RedisStore::local_first`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+/// use std::time::Duration;
+/// use redlimit::store::{LocalFirstStore, RedisStore};
+/// let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+/// let store = LocalFirstStore::builder(redis)
+///     .interval(Duration::from_millis(200))
+///     .marks(0.85, 1.0)
+///     .early_sync(0.05)
+///     .build()?;
+/// assert!(LocalFirstStore::builder(store_redis()).marks(1.0, 0.5).build().is_err());
+/// # fn store_redis() -> RedisStore { RedisStore::builder("redis://127.0.0.1:6379").connect_lazy().unwrap() }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub struct LocalFirstStoreBuilder {
+    redis: RedisStore,
+    settings: Settings,
+}
+
+impl LocalFirstStoreBuilder {
+    /// How often the store syncs with Redis (default 100 ms; 1 ms to 60 s). Each sync costs
+    /// Redis one script call per 64 touched keys (per hash slot in a Cluster), whatever the
+    /// request rate.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.settings.interval = interval;
+        self
+    }
+
+    /// The admission marks, as fractions of each limit (default 0.8 and 1.0, chosen with the
+    /// simulation in `benches/local_first_sim.rs`): below `low` a request is admitted, above
+    /// `high` denied, in between denied with a probability rising linearly from 0 to 1.
+    /// `0 < low <= high <= 2`. A hard threshold (`1.0, 1.0`) brings back the see-saw.
+    pub fn marks(mut self, low: f64, high: f64) -> Self {
+        self.settings.low = low;
+        self.settings.high = high;
+        self
+    }
+
+    /// Syncs a key early when the units it counted since the last sync reach this share of its
+    /// smallest limit (default 0.5; in `(0, 1]`): an instance that alone took half a limit since
+    /// the last sync tells the fleet at once.
+    pub fn early_sync(mut self, share: f64) -> Self {
+        self.settings.early_share = share;
+        self
+    }
+
+    /// The instances assumed until the first heartbeat answers (default 1): the share each
+    /// takes if Redis is unreachable from the start.
+    pub fn instances(mut self, instances: u32) -> Self {
+        self.settings.instances = instances.max(1);
+        self
+    }
+
+    /// Builds the store and starts its background task on the current Tokio runtime; refuses
+    /// settings out of range, or a call outside a runtime.
+    pub fn build(self) -> Result<LocalFirstStore, ConfigError> {
+        let settings = self.settings.validate()?;
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            ConfigError::InvalidLocalFirst("build it inside a Tokio runtime".to_owned())
+        })?;
+        let core = Arc::new(Core::new(
+            settings,
+            Box::new(SystemClock) as Box<dyn Clock>,
+            instance_id(),
+            seed(),
+        ));
+        let task = runtime.spawn(task::run(Arc::clone(&core), self.redis.clone()));
+        Ok(LocalFirstStore {
+            shared: Arc::new(Shared {
+                core,
+                redis: self.redis,
+                task: task.abort_handle(),
+            }),
+        })
+    }
+}
+
+impl RedisStore {
+    /// This store in local-first mode, syncing every `interval`, with the default settings
+    /// otherwise ([`LocalFirstStore::builder`] for the others). Must be called inside a Tokio
+    /// runtime.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// use std::time::Duration;
+    /// use redlimit::store::RedisStore;
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .connect_lazy()?
+    ///     .local_first(Duration::from_millis(100))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn local_first(self, interval: Duration) -> Result<LocalFirstStore, ConfigError> {
+        LocalFirstStore::builder(self).interval(interval).build()
+    }
+}
+
+/// An id unique to this store among the fleet's: random, never reused.
+fn instance_id() -> String {
+    format!("{:016x}", seed())
+}
+
+fn seed() -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::RandomState::default().hash_one((std::process::id(), SystemClock.now_us()))
+}

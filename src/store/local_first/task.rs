@@ -1,0 +1,218 @@
+//! The background task of a local-first store: every interval (or early, when a key's unsent
+//! units reach their share of its limit) it sends what each touched key counted, in script
+//! calls of up to 64 keys (one per Cluster slot), all in flight at once on the store's
+//! multiplexed connection, and takes the fleet's answers; every second it renews this
+//! instance's heartbeat and learns how many instances there are.
+
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use redis::{Cmd, ErrorKind, ServerErrorKind};
+use smallvec::SmallVec;
+use tokio::task::JoinSet;
+
+use super::core::{Core, SyncItem};
+use super::entry::FleetReply;
+use crate::store::RedisStore;
+
+/// Keys per sync call: a call's Lua runs alone on its server, so keep each one short.
+const KEYS_PER_CALL: usize = 64;
+
+static SYNC: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/local_first_sync.lua")));
+static HEARTBEAT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("../../../lua/local_first_heartbeat.lua")));
+
+/// The Lua text of the sync script.
+pub(crate) fn sync_source() -> &'static str {
+    include_str!("../../../lua/local_first_sync.lua")
+}
+
+/// The state hash of a key: the exact store's key layout (`PREFIX:POLICY:{KEY}`, the key the
+/// Cluster hash tag) with a suffix of its own.
+pub(crate) fn state_key(prefix: &str, policy: &str, key: &str) -> String {
+    format!("{prefix}:{policy}:{{{key}}}:lf")
+}
+
+/// Runs until the store is dropped (which aborts it).
+pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
+    let interval = core.settings.interval;
+    let heartbeat_every = interval.max(Duration::from_secs(1));
+    let heartbeat_ttl = heartbeat_every * 3;
+    let mut last_heartbeat: Option<tokio::time::Instant> = None;
+    let mut last_sweep = tokio::time::Instant::now();
+    loop {
+        let started = tokio::time::Instant::now();
+        if last_heartbeat.is_none_or(|at| at.elapsed() >= heartbeat_every) {
+            last_heartbeat = Some(started);
+            heartbeat(&core, &redis, heartbeat_ttl).await;
+        }
+        sync_round(&core, &redis).await;
+        if last_sweep.elapsed() >= Duration::from_secs(10) {
+            last_sweep = tokio::time::Instant::now();
+            core.sweep(60_000_000);
+        }
+        // Early syncs, but never more than four rounds per interval.
+        let next = started + interval;
+        let earliest = started + interval / 4;
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = core.wake.notified() => tokio::time::sleep_until(earliest).await,
+        }
+    }
+}
+
+/// One round: every touched key, in calls sent at once.
+pub(super) async fn sync_round(core: &Arc<Core>, redis: &RedisStore) {
+    let items = core.begin_sync();
+    if items.is_empty() {
+        return;
+    }
+    let prefix = redis.prefix().to_owned();
+    let mut groups: Vec<(Option<u16>, Vec<SyncItem>)> = Vec::new();
+    for item in items {
+        let slot = redis.cluster_slot(item.key.as_str());
+        match groups
+            .iter_mut()
+            .rev()
+            .find(|(s, g)| *s == slot && g.len() < KEYS_PER_CALL)
+        {
+            Some((_, group)) => group.push(item),
+            None => groups.push((slot, vec![item])),
+        }
+    }
+    let timeout = (core.settings.interval * 5).max(Duration::from_millis(500));
+    let min_ttl_ms = 2_000 + 3 * core.settings.interval.as_millis() as u64;
+    let mut calls = JoinSet::new();
+    for (_, group) in groups {
+        let (core, redis, prefix) = (Arc::clone(core), redis.clone(), prefix.clone());
+        calls.spawn(async move {
+            let sent_at = core.local_now();
+            let outcome = tokio::time::timeout(timeout, call(&redis, &prefix, &group, min_ttl_ms))
+                .await
+                .map_err(|_| "timed out".to_owned())
+                .and_then(|r| r);
+            let received_at = core.local_now();
+            if let Err(err) = &outcome {
+                tracing::debug!(error = %err, keys = group.len(), "local-first sync failed");
+            }
+            core.finish_sync(group, outcome.map_err(drop), sent_at, received_at);
+        });
+    }
+    while calls.join_next().await.is_some() {}
+}
+
+/// One sync call, and its answer: Redis time and each key's fleet state.
+async fn call(
+    redis: &RedisStore,
+    prefix: &str,
+    group: &[SyncItem],
+    min_ttl_ms: u64,
+) -> Result<(u64, Vec<FleetReply>), String> {
+    let build = |first: &str, script: &str| sync_command(first, script, prefix, group, min_ttl_ms);
+    let value = run_script(redis, &SYNC, sync_source(), build).await?;
+    let flat: Vec<i64> = redis::from_redis_value(value).map_err(|e| e.to_string())?;
+    decode(group, &flat).ok_or_else(|| format!("unexpected sync reply of {} integers", flat.len()))
+}
+
+/// The sync call of `group`: `first` is `EVALSHA` (with the hash) or `EVAL` (with the text).
+pub(crate) fn sync_command(
+    first: &str,
+    script: &str,
+    prefix: &str,
+    group: &[SyncItem],
+    min_ttl_ms: u64,
+) -> Cmd {
+    let mut cmd = redis::cmd(first);
+    cmd.arg(script).arg(group.len());
+    for item in group {
+        cmd.arg(state_key(prefix, &item.policy, item.key.as_str()));
+    }
+    cmd.arg(min_ttl_ms);
+    for item in group {
+        cmd.arg(&item.field)
+            .arg(item.counted)
+            .arg(item.acked)
+            .arg(item.since)
+            .arg(item.offered)
+            .arg(item.limits.len());
+        for limit in item.limits.iter() {
+            cmd.arg(super::view::View::code(limit))
+                .arg(limit.count())
+                .arg(limit.period_us());
+        }
+    }
+    cmd
+}
+
+/// Runs a script by hash, and by text when the server does not have it (`NOSCRIPT` proves the
+/// call did not run, so sending it again cannot count twice).
+async fn run_script(
+    redis: &RedisStore,
+    script: &redis::Script,
+    source: &str,
+    build: impl Fn(&str, &str) -> Cmd,
+) -> Result<redis::Value, String> {
+    // Boxed: the connection's futures are deep, and this one is held across a spawn.
+    let first = Box::pin(redis.run_command(&build("EVALSHA", script.get_hash()))).await;
+    match first {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            Box::pin(redis.run_command(&build("EVAL", source)))
+                .await
+                .map_err(|e| e.to_string())
+        }
+        outcome => outcome.map_err(|e| e.to_string()),
+    }
+}
+
+/// Splits a flat reply into each key's fleet state.
+pub(crate) fn decode(group: &[SyncItem], flat: &[i64]) -> Option<(u64, Vec<FleetReply>)> {
+    let (&now, mut rest) = flat.split_first()?;
+    let mut replies = Vec::with_capacity(group.len());
+    for item in group {
+        let width = 2 + 3 * item.limits.len();
+        if rest.len() < width {
+            return None;
+        }
+        let (mine, tail) = rest.split_at(width);
+        rest = tail;
+        let n = |i: usize| u64::try_from(mine[i]).unwrap_or(0);
+        replies.push(FleetReply {
+            total: n(0),
+            offered: n(1),
+            limits: (0..item.limits.len())
+                .map(|l| (n(2 + 3 * l), n(3 + 3 * l), n(4 + 3 * l)))
+                .collect::<SmallVec<_>>(),
+        });
+    }
+    (rest.is_empty() && now > 0).then_some((now as u64, replies))
+}
+
+/// Renews this instance's heartbeat and takes the number of live instances.
+async fn heartbeat(core: &Core, redis: &RedisStore, ttl: Duration) {
+    let key = format!("{}:lf:instances", redis.prefix());
+    let build = |first: &str, script: &str| {
+        let mut cmd = redis::cmd(first);
+        cmd.arg(script)
+            .arg(1)
+            .arg(&key)
+            .arg(&core.instance)
+            .arg(ttl.as_millis() as u64);
+        cmd
+    };
+    let outcome = tokio::time::timeout(
+        ttl,
+        run_script(
+            redis,
+            &HEARTBEAT,
+            include_str!("../../../lua/local_first_heartbeat.lua"),
+            build,
+        ),
+    )
+    .await;
+    if let Ok(Ok(value)) = outcome {
+        if let Ok(count) = redis::from_redis_value::<u32>(value) {
+            core.set_instances(count);
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The store's decisions and syncs on a manual clock, against the sync script's Rust twin.
+
+use std::time::Duration;
+
+use super::sim::{Fleet, Instance};
+use crate::decision::DecisionSource;
+use crate::key::Key;
+use crate::limit::Limit;
+use crate::policy::Policy;
+use crate::store::ManualClock;
+
+const T0: u64 = 1_700_000_000_000_000;
+const MS: u64 = 1_000;
+
+fn instance(clock: &ManualClock, id: &str, instances: u32) -> Instance {
+    Instance::new(
+        Duration::from_millis(100),
+        (0.9, 1.0),
+        instances,
+        clock.clone(),
+        id,
+        7,
+    )
+    .unwrap()
+}
+
+/// An instance that admits up to the limit exactly, as its view has it.
+fn exact(clock: &ManualClock, id: &str, instances: u32) -> Instance {
+    Instance::new(
+        Duration::from_millis(100),
+        (1.0, 1.0),
+        instances,
+        clock.clone(),
+        id,
+        7,
+    )
+    .unwrap()
+}
+
+fn sync(i: &Instance, fleet: &mut Fleet, clock: &ManualClock) {
+    let now = clock.now_us_for_tests();
+    let batch = i.begin_sync();
+    let reply = fleet.sync(&batch, now);
+    i.finish_sync(batch, Some(reply), now, now);
+}
+
+fn admitted(i: &Instance, policy: &Policy, key: &Key, n: usize) -> usize {
+    (0..n)
+        .filter(|_| i.check(policy, key, 1).is_allowed())
+        .count()
+}
+
+impl ManualClock {
+    fn now_us_for_tests(&self) -> u64 {
+        crate::store::Clock::now_us(self)
+    }
+}
+
+#[test]
+fn the_fleet_s_usage_reaches_every_instance_through_syncs() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(100, Duration::from_secs(10)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
+    let mut fleet = Fleet::default();
+    // Both synced once (empty), then `a` spends 60.
+    sync(&a, &mut fleet, &clock);
+    a.check(&policy, &key, 0);
+    b.check(&policy, &key, 0);
+    sync(&a, &mut fleet, &clock);
+    sync(&b, &mut fleet, &clock);
+    assert_eq!(admitted(&a, &policy, &key, 60), 60);
+    sync(&a, &mut fleet, &clock);
+    b.check(&policy, &key, 0);
+    sync(&b, &mut fleet, &clock);
+    let d = b.check(&policy, &key, 1);
+    assert_eq!(d.source(), DecisionSource::LocalFirst);
+    assert!(d.is_allowed());
+    assert_eq!(d.remaining(), Some(39), "60 of a's, then this one");
+    // `b` can take at most what is left, give or take the probabilistic band.
+    let got = admitted(&b, &policy, &key, 100);
+    assert!((29..=39).contains(&got), "{got}");
+    let denied = b.check(&policy, &key, 1);
+    assert!(!denied.is_allowed());
+    assert!(denied.retry_after().unwrap() > Duration::ZERO);
+}
+
+#[test]
+fn a_lost_reply_or_a_repeated_sync_never_counts_twice() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(1000, Duration::from_secs(10)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
+    let mut fleet = Fleet::default();
+    b.check(&policy, &key, 0);
+    sync(&a, &mut fleet, &clock);
+    a.check(&policy, &key, 0);
+    sync(&a, &mut fleet, &clock);
+    assert_eq!(admitted(&a, &policy, &key, 10), 10);
+    // The call runs in Redis, but its reply is lost: `a` sends the same count again.
+    let now = clock.now_us_for_tests();
+    let batch = a.begin_sync();
+    fleet.sync(&batch, now);
+    a.finish_sync(batch, None, now, now);
+    assert_eq!(admitted(&a, &policy, &key, 5), 5);
+    sync(&a, &mut fleet, &clock);
+    sync(&a, &mut fleet, &clock);
+    sync(&b, &mut fleet, &clock);
+    assert_eq!(b.check(&policy, &key, 1).remaining(), Some(1000 - 15 - 1));
+}
+
+#[test]
+fn the_rest_of_the_fleet_is_extrapolated_between_syncs() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(10_000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
+    let mut fleet = Fleet::default();
+    // `a` spends 20 per 100 ms; `b` spends nothing and syncs after `a` each time.
+    for _ in 0..5 {
+        assert_eq!(admitted(&a, &policy, &key, 20), 20);
+        b.check(&policy, &key, 0);
+        sync(&a, &mut fleet, &clock);
+        sync(&b, &mut fleet, &clock);
+        clock.advance(Duration::from_millis(100));
+    }
+    // 100 synced, 100 ms ago: 150 ms later `b` credits `a` with its rate, 200/s, for the
+    // half interval of lag and those 150 ms.
+    clock.advance(Duration::from_millis(50));
+    let used = 10_000 - b.check(&policy, &key, 0).remaining().unwrap();
+    assert_eq!(used, 100 + 10 + 30);
+    // Extrapolation stops two intervals after the last sync: the rate is unknown past it.
+    clock.advance(Duration::from_secs(5));
+    let used = 10_000 - b.check(&policy, &key, 0).remaining().unwrap();
+    assert_eq!(used, 100 + 10 + 40);
+}
+
+#[test]
+fn isolated_instances_take_their_share_and_replay_nothing_on_return() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(10)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    let a = exact(&clock, "a", 4);
+    let mut fleet = Fleet::default();
+    // Before its first sync, an instance decides on its share: 100 / 4.
+    assert_eq!(admitted(&a, &policy, &key, 100), 25);
+    sync(&a, &mut fleet, &clock);
+    // Redis is gone: syncs fail for longer than the grace of three intervals; the share
+    // again, counted toward nothing.
+    let failed_at = clock.now_us_for_tests();
+    let batch = a.begin_sync();
+    a.finish_sync(batch, None, failed_at, failed_at);
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(admitted(&a, &policy, &key, 100), 25);
+    // Back: only the 25 counted while connected ever reached the fleet.
+    clock.advance(Duration::from_millis(1));
+    sync(&a, &mut fleet, &clock);
+    let other = exact(&clock, "b", 4);
+    other.check(&policy, &key, 0);
+    sync(&other, &mut fleet, &clock);
+    assert_eq!(other.check(&policy, &key, 0).remaining(), Some(100));
+    let _ = MS;
+}
+
+#[test]
+fn a_steady_overload_converges_on_the_limit() {
+    // 4 instances, GCRA 200/s, each offered 150/s (3x in all), syncing every 100 ms.
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new("p", [Limit::gcra(20, Duration::from_millis(100)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    let fleet_of: Vec<Instance> = (0..4)
+        .map(|i| instance(&clock, &format!("i{i}"), 4))
+        .collect();
+    let mut fleet = Fleet::default();
+    let mut admitted = 0;
+    let start_measure = 2_000; // ms
+    for ms in 0..12_000u64 {
+        for (n, i) in fleet_of.iter().enumerate() {
+            // 150/s each: three requests every 20 ms, staggered.
+            if (ms + 5 * n as u64) % 20 < 3
+                && i.check(&policy, &key, 1).is_allowed()
+                && ms >= start_measure
+            {
+                admitted += 1;
+            }
+            if (ms + 25 * n as u64).is_multiple_of(100) {
+                sync(i, &mut fleet, &clock);
+            }
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    let expected = 200.0 * 10.0;
+    let ratio = f64::from(admitted) / expected;
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "admitted {admitted} of {expected}: {ratio:.3}"
+    );
+}
