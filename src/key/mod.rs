@@ -71,6 +71,7 @@ pub use query::Query;
 pub(crate) use route::matched_route;
 pub use route::Route;
 pub use spec::parse_spec;
+#[cfg(feature = "config")]
 pub(crate) use spec::parse_spec_with;
 pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
