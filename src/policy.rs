@@ -39,8 +39,16 @@ pub struct Policy {
     name: Arc<str>,
     limits: Arc<[Limit]>,
     penalty: Option<Duration>,
-    /// [`parts`](Self::parts), made on first use and shared by every clone.
-    parts: Arc<OnceLock<Box<[Policy]>>>,
+    /// [`parts`](Self::parts) and [`box_name`](Self::box_name), made on first use and shared
+    /// by every clone.
+    parts: Arc<OnceLock<Parts>>,
+}
+
+/// A policy split for a key with limit keys (the memory store's state of each level).
+struct Parts {
+    limits: Box<[Policy]>,
+    /// The name of the penalty box's entry: `NAME#box`.
+    boxed: Arc<str>,
 }
 
 impl PartialEq for Policy {
@@ -169,6 +177,16 @@ impl Policy {
     /// (which share one log), `NAME#log`. `#` is in no policy's name, so a part never meets a
     /// whole policy's state.
     pub(crate) fn parts(&self) -> &[Policy] {
+        &self.split().limits
+    }
+
+    /// The name of a key's penalty-box entry when its limits count under keys of their own:
+    /// `NAME#box` (the box holds the key itself, not its levels).
+    pub(crate) fn box_name(&self) -> &str {
+        &self.split().boxed
+    }
+
+    fn split(&self) -> &Parts {
         self.parts.get_or_init(|| {
             let is_log = |l: &Limit| l.algorithm() == Algorithm::SlidingLog;
             let mut parts: Vec<Policy> = (0..self.limits.len())
@@ -182,7 +200,10 @@ impl Policy {
             if !logs.is_empty() {
                 parts.push(Policy::part(format!("{}#log", self.name).into(), logs));
             }
-            parts.into_boxed_slice()
+            Parts {
+                limits: parts.into_boxed_slice(),
+                boxed: format!("{}#box", self.name).into(),
+            }
         })
     }
 

@@ -36,19 +36,29 @@ impl Key {
     /// assert_eq!(key.to_string(), "api-key-1;1=tenant:acme;2=global");
     /// ```
     #[must_use]
-    pub fn with_limit_key(mut self, position: usize, key: Key) -> Key {
-        if position >= MAX_LIMITS {
-            return self;
-        }
+    pub fn with_limit_key(self, position: usize, key: Key) -> Key {
+        self.with_limit_keys([(position, key)])
+    }
+
+    /// [`with_limit_key`](Self::with_limit_key) for several limits at once (one allocation).
+    pub(crate) fn with_limit_keys(mut self, keys: impl IntoIterator<Item = (usize, Key)>) -> Key {
         let mut by_position: Vec<Option<Key>> = self
             .limits
             .as_deref()
             .map(|l| l.by_position.to_vec())
             .unwrap_or_default();
-        if by_position.len() <= position {
-            by_position.resize(position + 1, None);
+        for (position, key) in keys {
+            if position >= MAX_LIMITS {
+                continue;
+            }
+            if by_position.len() <= position {
+                by_position.resize(position + 1, None);
+            }
+            by_position[position] = Some(Key::from_text(key.text));
         }
-        by_position[position] = Some(Key::from_text(key.text));
+        if by_position.iter().all(Option::is_none) {
+            return self;
+        }
         self.limits = Some(Arc::new(LimitKeys {
             primary: self.primary(),
             by_position: by_position.into_boxed_slice(),

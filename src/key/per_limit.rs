@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use http::request::Parts;
+use smallvec::SmallVec;
 
 use super::{Key, KeyExtractor};
 use crate::policy::MAX_LIMITS;
@@ -89,11 +90,12 @@ impl std::fmt::Debug for PerLimit {
 
 impl KeyExtractor for PerLimit {
     fn extract(&self, parts: &Parts) -> Option<Key> {
-        let mut key = self.key.extract(parts)?;
+        let key = self.key.extract(parts)?;
+        let mut own: SmallVec<[(usize, Key); 4]> = SmallVec::new();
         for (position, extractor) in &self.limits {
-            key = key.with_limit_key(*position, extractor.extract(parts)?);
+            own.push((*position, extractor.extract(parts)?));
         }
-        Some(key)
+        Some(key.with_limit_keys(own))
     }
 }
 

@@ -60,9 +60,9 @@ impl MemoryStore {
         let parts = self.parts(policy, key);
         let penalty = policy.penalty_us();
         let boxed = (penalty > 0).then(|| {
-            let name = format!("{}#box", policy.name());
+            let name = policy.box_name();
             let hash = self.inner.hasher.hash_one(IdRef {
-                policy: &name,
+                policy: name,
                 key: key.as_str(),
             });
             (name, hash)
@@ -118,14 +118,13 @@ impl MemoryStore {
         let Some(shard) = shard_of(shards, hash) else {
             return 0;
         };
-        let any = &policy.parts()[..1];
         let (left, _) = shard.with_entry(
             hash,
             IdRef {
                 policy: name,
                 key: key.as_str(),
             },
-            || Entry::new(any.first().unwrap_or(policy)),
+            || Entry::new(policy),
             || (name.into(), key.primary()),
             self.inner.cap_per_shard,
             now,
@@ -198,9 +197,9 @@ impl MemoryStore {
     /// ones included.
     pub(super) fn reset_parts(&self, policy: &Policy, key: &Key) -> bool {
         let parts = self.parts(policy, key);
-        let name = format!("{}#box", policy.name());
+        let name = policy.box_name();
         let boxed = self.inner.hasher.hash_one(IdRef {
-            policy: &name,
+            policy: name,
             key: key.as_str(),
         });
         let mut shards = self.lock(parts.iter().map(|p| p.hash).chain([boxed]));
@@ -209,7 +208,7 @@ impl MemoryStore {
             any |= shard.remove(
                 boxed,
                 IdRef {
-                    policy: &name,
+                    policy: name,
                     key: key.as_str(),
                 },
             );
