@@ -1,18 +1,51 @@
-//! A TCP proxy on a free loopback port in front of a server, which can black-hole the
-//! connections open at a moment: they stay open, every byte sent on them is read and dropped,
-//! nothing comes back (no data, no FIN, no RST), as after a host vanished behind a NAT or a
-//! proxy lost its upstream. Connections made afterwards are forwarded as usual. It can also
-//! withhold the replies of the connections open at a moment (requests still reach the server,
-//! which runs them) and then sever those connections: calls that ran whose answers were lost.
+//! A TCP proxy on a free loopback port in front of a server: Redis a network away, in-process
+//! (`tc netem` is not available to tests).
+//!
+//! - Distance: each direction is delayed by a fixed time plus a uniform jitter, order kept (a
+//!   byte never overtakes an earlier one, as on TCP). [`Proxy::with_rtt`] halves a round trip
+//!   over the two directions; [`Proxy::set_link`] changes it for open and later connections.
+//! - Freeze: nothing is delivered either way (bytes are held, and delivered in order on
+//!   [`Proxy::thaw`]), as when the server is stopped with SIGSTOP or a link stalls.
+//! - Black hole: the connections open at a moment stay open, every byte sent on them is read
+//!   and dropped, nothing comes back (no data, no FIN, no RST), as after a host vanished behind
+//!   a NAT or a proxy lost its upstream. Connections made afterwards are forwarded as usual.
+//! - Withheld replies: requests on the connections open at a moment still reach the server,
+//!   which runs them, but the answers are dropped; then [`Proxy::sever_withheld`] closes those
+//!   connections: calls that ran whose answers were lost.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+/// One direction of the link: every chunk waits `delay` plus a uniform share of `jitter`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Link {
+    pub(crate) delay: Duration,
+    pub(crate) jitter: Duration,
+}
+
+impl Link {
+    /// A one-way delay without jitter.
+    pub(crate) fn delay(delay: Duration) -> Self {
+        Link {
+            delay,
+            jitter: Duration::ZERO,
+        }
+    }
+
+    /// This link with up to `jitter` more on each chunk.
+    pub(crate) fn jitter(self, jitter: Duration) -> Self {
+        Link { jitter, ..self }
+    }
+}
 
 /// The proxy; stops (dropping every connection) when dropped.
 pub(crate) struct Proxy {
@@ -20,28 +53,94 @@ pub(crate) struct Proxy {
     accepted: Arc<AtomicUsize>,
     /// The switches of every connection accepted so far.
     switches: Arc<Mutex<Vec<Arc<Switches>>>>,
+    shaping: Arc<Shaping>,
     task: JoinHandle<()>,
 }
 
+/// What applies to every connection, open or to come: the two directions' delays (µs) and
+/// the freeze.
+struct Shaping {
+    up_us: AtomicU64,
+    up_jitter_us: AtomicU64,
+    down_us: AtomicU64,
+    down_jitter_us: AtomicU64,
+    frozen: watch::Sender<bool>,
+}
+
+impl Shaping {
+    fn set(&self, up: Link, down: Link) {
+        let us = |d: Duration| d.as_micros() as u64;
+        self.up_us.store(us(up.delay), Ordering::SeqCst);
+        self.up_jitter_us.store(us(up.jitter), Ordering::SeqCst);
+        self.down_us.store(us(down.delay), Ordering::SeqCst);
+        self.down_jitter_us.store(us(down.jitter), Ordering::SeqCst);
+    }
+
+    /// The delay and jitter (µs) of one direction.
+    fn of(&self, direction: Direction) -> (u64, u64) {
+        match direction {
+            Direction::Up => (
+                self.up_us.load(Ordering::Relaxed),
+                self.up_jitter_us.load(Ordering::Relaxed),
+            ),
+            Direction::Down => (
+                self.down_us.load(Ordering::Relaxed),
+                self.down_jitter_us.load(Ordering::Relaxed),
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Direction {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
 impl Proxy {
-    /// Starts a proxy to `127.0.0.1:upstream_port`.
+    /// Starts a proxy to `127.0.0.1:upstream_port`, with no delay.
     pub(crate) async fn start(upstream_port: u16) -> Self {
+        Proxy::start_with(upstream_port, Link::default(), Link::default()).await
+    }
+
+    /// Starts a proxy to `127.0.0.1:upstream_port` whose round trip is `rtt` (half each way).
+    pub(crate) async fn with_rtt(upstream_port: u16, rtt: Duration) -> Self {
+        Proxy::start_with(upstream_port, Link::delay(rtt / 2), Link::delay(rtt / 2)).await
+    }
+
+    /// Starts a proxy to `127.0.0.1:upstream_port` delaying client-to-server traffic by `up`
+    /// and server-to-client traffic by `down`.
+    pub(crate) async fn start_with(upstream_port: u16, up: Link, down: Link) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let upstream: SocketAddr = ([127, 0, 0, 1], upstream_port).into();
         let accepted = Arc::new(AtomicUsize::new(0));
         let switches: Arc<Mutex<Vec<Arc<Switches>>>> = Arc::default();
+        let shaping = Arc::new(Shaping {
+            up_us: AtomicU64::new(0),
+            up_jitter_us: AtomicU64::new(0),
+            down_us: AtomicU64::new(0),
+            down_jitter_us: AtomicU64::new(0),
+            frozen: watch::Sender::new(false),
+        });
+        shaping.set(up, down);
         let task = tokio::spawn({
             let accepted = Arc::clone(&accepted);
             let switches = Arc::clone(&switches);
+            let shaping = Arc::clone(&shaping);
             async move {
                 // Dropped with this task: aborting it ends every connection.
                 let mut connections = JoinSet::new();
+                let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
                 while let Ok((client, _)) = listener.accept().await {
+                    let _ = client.set_nodelay(true);
                     accepted.fetch_add(1, Ordering::SeqCst);
                     let switch = Arc::new(Switches::default());
                     switches.lock().unwrap().push(Arc::clone(&switch));
-                    connections.spawn(relay(client, upstream, switch));
+                    seed = seed.wrapping_add(0x2545_f491_4f6c_dd1d);
+                    connections.spawn(relay(client, upstream, switch, Arc::clone(&shaping), seed));
                 }
             }
         });
@@ -49,6 +148,7 @@ impl Proxy {
             addr,
             accepted,
             switches,
+            shaping,
             task,
         }
     }
@@ -66,6 +166,28 @@ impl Proxy {
     /// Connections accepted so far.
     pub(crate) fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Sets both directions' delays, for the connections open now and later (a chunk already
+    /// on its way keeps its delivery time).
+    pub(crate) fn set_link(&self, up: Link, down: Link) {
+        self.shaping.set(up, down);
+    }
+
+    /// Sets the round trip to `rtt`, half each way, without jitter.
+    pub(crate) fn set_rtt(&self, rtt: Duration) {
+        self.set_link(Link::delay(rtt / 2), Link::delay(rtt / 2));
+    }
+
+    /// Delivers nothing either way, on open and new connections (new ones are accepted, as a
+    /// stopped server's kernel accepts them), until [`Proxy::thaw`].
+    pub(crate) fn freeze(&self) {
+        self.shaping.frozen.send_replace(true);
+    }
+
+    /// Delivers what the freeze held, in order, and forwards as before.
+    pub(crate) fn thaw(&self) {
+        self.shaping.frozen.send_replace(false);
     }
 
     /// Black-holes every connection open now; later ones are forwarded.
@@ -97,7 +219,7 @@ impl Proxy {
 struct Switches {
     hole: AtomicBool,
     withheld: AtomicBool,
-    sever: tokio::sync::watch::Sender<bool>,
+    sever: watch::Sender<bool>,
 }
 
 impl Drop for Proxy {
@@ -106,47 +228,116 @@ impl Drop for Proxy {
     }
 }
 
-async fn relay(client: TcpStream, upstream: SocketAddr, switch: Arc<Switches>) {
+async fn relay(
+    client: TcpStream,
+    upstream: SocketAddr,
+    switch: Arc<Switches>,
+    shaping: Arc<Shaping>,
+    seed: u64,
+) {
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
+    let _ = server.set_nodelay(true);
     let (from_client, to_client) = client.into_split();
     let (from_server, to_server) = server.into_split();
     let mut sever = switch.sever.subscribe();
     let no_replies = AtomicBool::new(false);
+    let up = Pump {
+        hole: &switch.hole,
+        dropped: &no_replies,
+        shaping: &shaping,
+        direction: Direction::Up,
+        seed,
+    };
+    let down = Pump {
+        hole: &switch.hole,
+        dropped: &switch.withheld,
+        shaping: &shaping,
+        direction: Direction::Down,
+        seed: seed.rotate_left(17) | 1,
+    };
     tokio::select! {
-        _ = async {
-            tokio::join!(
-                pump(from_client, to_server, &switch.hole, &no_replies),
-                pump(from_server, to_client, &switch.hole, &switch.withheld),
-            )
-        } => {}
+        _ = async { tokio::join!(up.run(from_client, to_server), down.run(from_server, to_client)) } => {}
         _ = sever.wait_for(|severed| *severed) => {}
     }
 }
 
-/// Copies `from` to `to` until `from` ends; once black-holed, reads and drops everything and
-/// never closes `to` (closing would send a FIN); once `withheld`, drops what it reads.
-async fn pump(
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
-    hole: &AtomicBool,
-    withheld: &AtomicBool,
-) {
-    let mut buf = vec![0; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if hole.load(Ordering::SeqCst) || withheld.load(Ordering::SeqCst) {
-            continue;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+/// One direction of one connection.
+struct Pump<'a> {
+    hole: &'a AtomicBool,
+    /// Drop what is read (replies withheld).
+    dropped: &'a AtomicBool,
+    shaping: &'a Shaping,
+    direction: Direction,
+    seed: u64,
+}
+
+impl Pump<'_> {
+    /// Copies `from` to `to` until `from` ends, each chunk delivered at its time (never before
+    /// an earlier chunk) and not while frozen; once black-holed, reads and drops everything and
+    /// never closes `to` (closing would send a FIN); once `dropped`, drops what it reads.
+    async fn run(self, from: OwnedReadHalf, to: OwnedWriteHalf) {
+        let (chunks, queue) = mpsc::unbounded_channel();
+        tokio::join!(self.read(from, chunks), self.write(queue, to));
+        if self.hole.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
         }
     }
-    if hole.load(Ordering::SeqCst) {
-        std::future::pending::<()>().await;
+
+    async fn read(
+        &self,
+        mut from: OwnedReadHalf,
+        chunks: mpsc::UnboundedSender<(Instant, Vec<u8>)>,
+    ) {
+        let mut rng = self.seed;
+        let mut last = Instant::now();
+        let mut buf = vec![0; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if self.hole.load(Ordering::SeqCst) || self.dropped.load(Ordering::SeqCst) {
+                continue;
+            }
+            let (delay_us, jitter_us) = self.shaping.of(self.direction);
+            let extra = if jitter_us == 0 {
+                0
+            } else {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng % (jitter_us + 1)
+            };
+            let at = (Instant::now() + Duration::from_micros(delay_us + extra)).max(last);
+            last = at;
+            if chunks.send((at, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        mut queue: mpsc::UnboundedReceiver<(Instant, Vec<u8>)>,
+        mut to: OwnedWriteHalf,
+    ) {
+        let mut frozen = self.shaping.frozen.subscribe();
+        while let Some((at, chunk)) = queue.recv().await {
+            tokio::time::sleep_until(at).await;
+            if frozen.wait_for(|frozen| !*frozen).await.is_err() {
+                return;
+            }
+            if self.hole.load(Ordering::SeqCst) {
+                continue;
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        if !self.hole.load(Ordering::SeqCst) {
+            let _ = to.shutdown().await;
+        }
     }
 }
