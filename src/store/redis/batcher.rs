@@ -7,9 +7,9 @@
 //! batch is never waited for). What it takes, grouped by script (and by Cluster slot, since one
 //! script call reaches one node), goes out as one call per group of at most `max` decisions,
 //! each group sent without waiting for the others; a group of one is that decision's own
-//! `EVALSHA`. While [`WINDOW`] calls from the queue are in flight to one server, the queue is
-//! taken when the first of them ends: Redis runs one connection's calls in order, so the
-//! decisions queued meanwhile would have waited behind those calls in Redis anyway.
+//! `EVALSHA`. A batch never waits for a reply: the connection pipelines, so a decision ready now
+//! goes out within one turn of the scheduler whatever is in flight. Holding it behind a call in
+//! flight would be free on loopback and cost a whole round trip a network away.
 //!
 //! A failed call fails each of its decisions with its error, and is never sent again but on
 //! `NOSCRIPT` (`evalsha`), as a single call. A call whose callers all gave up (the layer's
@@ -31,12 +31,6 @@ use super::script::{batch_command, split, LuaScript};
 /// The decisions per call unless the builder says otherwise.
 pub(super) const DEFAULT_MAX: usize = 32;
 
-/// Batch calls in flight at once on one server's connection. While they are, the decisions
-/// made meanwhile wait in the queue for the first to return, then go out together: Redis
-/// answers one connection's calls in order, so with another call still ahead of them they
-/// start no later in Redis than if sent at once, and the calls get full.
-const WINDOW: usize = 2;
-
 /// One decision: its own `EVALSHA`, the script it runs, its number of keys (of limits), and its
 /// Cluster slot (0 elsewhere).
 pub(super) struct Decision {
@@ -53,9 +47,6 @@ pub(super) struct Batcher {
     backend: Backend,
     /// Decisions per call; 1 sends each alone.
     max: usize,
-    /// Batch calls in flight at once ([`WINDOW`]; unbounded in a Cluster, whose calls go to
-    /// several servers).
-    window: usize,
     /// Script calls sent and not yet answered (or dropped).
     in_flight: AtomicUsize,
     queue: Mutex<Queue>,
@@ -66,14 +57,12 @@ struct Queue {
     waiting: Vec<(Decision, Reply)>,
     /// A task will take `waiting`.
     taken_soon: bool,
-    /// Calls sent from the queue and not yet answered (or dropped).
-    sending: usize,
 }
 
 impl Queue {
     /// Whether a task must be spawned to take `waiting` now (and if so, notes that one is).
-    fn take_now(&mut self, window: usize) -> bool {
-        let now = !self.taken_soon && !self.waiting.is_empty() && self.sending < window;
+    fn take_now(&mut self) -> bool {
+        let now = !self.taken_soon && !self.waiting.is_empty();
         self.taken_soon |= now;
         now
     }
@@ -81,14 +70,9 @@ impl Queue {
 
 impl Batcher {
     pub(super) fn new(backend: Backend, max: usize) -> Self {
-        let window = match backend {
-            Backend::Cluster(_) => usize::MAX,
-            _ => WINDOW,
-        };
         Batcher {
             backend,
             max: max.max(1),
-            window,
             in_flight: AtomicUsize::new(0),
             queue: Mutex::default(),
         }
@@ -115,7 +99,7 @@ impl Batcher {
         {
             let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             queue.waiting.push((decision, reply));
-            if queue.take_now(self.window) {
+            if queue.take_now() {
                 runtime.spawn(Arc::clone(self).take());
             }
         }
@@ -139,9 +123,7 @@ impl Batcher {
                 .into_iter()
                 .filter(|(_, reply)| !reply.is_closed())
                 .collect();
-            let batches = batches(waiting, self.max);
-            queue.sending += batches.len();
-            batches
+            batches(waiting, self.max)
         };
         let last = batches.pop();
         for batch in batches {
@@ -154,7 +136,6 @@ impl Batcher {
 
     /// Sends one batch (of one script and slot) and answers each of its decisions.
     async fn send(self: Arc<Self>, mut batch: Vec<(Decision, Reply)>) {
-        let _sending = Sending(&self);
         let _flight = InFlight::start(&self.in_flight);
         if batch.len() == 1 {
             let (decision, mut reply) = batch.pop().expect("a batch of one");
@@ -245,24 +226,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A call sent from the queue: when it ends (answered or dropped), the decisions that waited
-/// for it to make room go out.
-struct Sending<'a>(&'a Arc<Batcher>);
-
-impl Drop for Sending<'_> {
-    fn drop(&mut self) {
-        let batcher = self.0;
-        let mut queue = batcher.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        queue.sending -= 1;
-        if queue.take_now(batcher.window) {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(Arc::clone(batcher).take())),
-                Err(_) => queue.taken_soon = false,
-            }
-        }
-    }
-}
-
 /// Ready once every caller of a batch has given up on it.
 struct AllClosed<'a>(&'a mut [Reply]);
 
@@ -329,20 +292,14 @@ mod tests {
     }
 
     #[test]
-    fn the_queue_is_taken_once_at_a_time_and_only_with_room() {
+    fn the_queue_is_taken_once_at_a_time() {
         let mut queue = Queue::default();
-        assert!(!queue.take_now(2), "nothing waiting");
+        assert!(!queue.take_now(), "nothing waiting");
         let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
         queue.waiting.push(decision(gcra, 0, 1));
-        assert!(queue.take_now(2));
-        assert!(!queue.take_now(2), "a task will take it already");
+        assert!(queue.take_now());
+        assert!(!queue.take_now(), "a task will take it already");
         queue.taken_soon = false;
-        queue.sending = 2;
-        assert!(
-            !queue.take_now(2),
-            "two calls in flight: the first to end takes it"
-        );
-        queue.sending = 1;
-        assert!(queue.take_now(2));
+        assert!(queue.take_now(), "whatever is in flight: never held behind a reply");
     }
 }
