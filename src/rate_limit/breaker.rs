@@ -6,7 +6,7 @@
 //! a run of bad luck: a flood that pushes some calls past the deadline while others succeed
 //! is load, not a dead store, and must not buy an attacker an unlimited window.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// When to stop calling a failing store, and for how long.
@@ -172,6 +172,9 @@ pub(crate) enum Change {
         failures: u32,
         timeouts: u32,
     },
+    /// Opened because the store went silent: a call passed its deadline with no answer in
+    /// the domain since it was sent, and a probe got none either.
+    Silent,
     /// Closed by a successful probe.
     Closed,
 }
@@ -222,6 +225,11 @@ pub(crate) struct Breaker {
     open_until: AtomicU64,
     /// When the current probe started (ms, at least 1); 0 when none is in flight.
     probe_started: AtomicU64,
+    /// When the store last answered a call in this domain (ms; 0: never), an error included:
+    /// a store that answers is there, however slow.
+    answered: AtomicU64,
+    /// A probe is finding out whether the silent store is gone.
+    confirming: AtomicBool,
 }
 
 impl Breaker {
@@ -271,6 +279,9 @@ impl Breaker {
         if admission == Admission::Skip {
             return None;
         }
+        if outcome != Outcome::Timeout {
+            self.answered.fetch_max(now_ms, Ordering::AcqRel);
+        }
         let slice = now_ms / config.bucket_ms();
         let bucket = &self.buckets[slice as usize % BUCKETS];
         let seen = bucket.slice.load(Ordering::Acquire);
@@ -314,6 +325,45 @@ impl Breaker {
             });
         }
         None
+    }
+
+    /// Whether the store answered a call in this domain at `since_ms` or later.
+    pub(crate) fn answered_since(&self, since_ms: u64) -> bool {
+        self.answered.load(Ordering::Acquire) >= since_ms
+    }
+
+    /// Starts confirming that the store is gone; false if a confirmation is under way (or the
+    /// breaker is open already).
+    pub(crate) fn start_confirming(&self) -> bool {
+        self.is_closed() && !self.confirming.swap(true, Ordering::AcqRel)
+    }
+
+    /// Ends a confirmation: `gone` opens the breaker at `now_ms` (unless the store answered
+    /// a call since `since_ms`, or it is open already). Returns what changed.
+    pub(crate) fn confirmed(
+        &self,
+        config: &CircuitBreaker,
+        now_ms: u64,
+        since_ms: u64,
+        gone: bool,
+    ) -> Option<Change> {
+        let opened = gone
+            && !config.disabled
+            && !self.answered_since(since_ms)
+            && self
+                .open_until
+                .compare_exchange(
+                    0,
+                    (now_ms + config.cool_down.as_millis() as u64).max(1),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+        if opened {
+            self.clear();
+        }
+        self.confirming.store(false, Ordering::Release);
+        opened.then_some(Change::Silent)
     }
 
     /// Lets another request probe: this one's probe was never sent.
@@ -458,6 +508,35 @@ mod tests {
         // This probe never reports (its request was dropped): after 2 × the deadline, another.
         assert_eq!(b.admit(2100, DEADLINE), Admission::Skip);
         assert_eq!(b.admit(2203, DEADLINE), Admission::Probe);
+    }
+
+    #[test]
+    fn silence_confirmed_opens_it_at_once_and_an_answer_since_keeps_it_closed() {
+        let (b, c) = (Breaker::default(), config(20));
+        assert!(!record(&b, &c, 5, 1, Outcome::Success));
+        assert!(b.answered_since(5));
+        assert!(!b.answered_since(6), "nothing answered after 5");
+        assert!(b.start_confirming());
+        assert!(!b.start_confirming(), "one confirmation at a time");
+        // A call asked at 6 missed its deadline; the probe found nothing: open, one call in.
+        assert_eq!(b.confirmed(&c, 300, 6, true), Some(Change::Silent));
+        assert_eq!(b.admit(301, DEADLINE), Admission::Skip);
+        assert!(!b.start_confirming(), "open already");
+
+        // Silent when asked, but a late answer came before the probe failed: load.
+        let b = Breaker::default();
+        assert!(b.start_confirming());
+        assert!(!record(&b, &c, 150, 1, Outcome::Success));
+        assert_eq!(b.confirmed(&c, 300, 100, true), None);
+        assert_eq!(b.admit(301, DEADLINE), Admission::Call);
+        // The probe answered: slow, not gone.
+        assert!(b.start_confirming());
+        assert_eq!(b.confirmed(&c, 400, 350, false), None);
+        assert_eq!(b.admit(401, DEADLINE), Admission::Call);
+        // A disabled breaker never opens.
+        let off = CircuitBreaker::disabled();
+        assert!(b.start_confirming());
+        assert_eq!(b.confirmed(&off, 500, 450, true), None);
     }
 
     #[test]

@@ -55,7 +55,35 @@ impl Breakers {
     /// opening), and logs the breaker's transitions.
     pub(crate) fn record(&self, domain: u16, admission: Admission, outcome: Outcome) {
         let breaker = self.breaker(domain);
-        match breaker.record(&self.config, self.now_ms(), admission, outcome) {
+        let change = breaker.record(&self.config, self.now_ms(), admission, outcome);
+        self.report(domain, change);
+    }
+
+    /// The breakers' clock (ms, at least 1) at `instant`.
+    fn ms_at(&self, instant: Instant) -> u64 {
+        instant.saturating_duration_since(self.epoch).as_millis() as u64 + 1
+    }
+
+    /// Whether a call of `domain` asked at `asked` missed its deadline in silence: nothing in
+    /// the domain answered since. If so, and no confirmation is under way, one starts: the
+    /// caller probes the store and reports with [`Breakers::confirmed`].
+    pub(crate) fn start_confirming(&self, domain: u16, asked: Instant) -> bool {
+        let breaker = self.breaker(domain);
+        !self.config.is_disabled()
+            && !breaker.answered_since(self.ms_at(asked))
+            && breaker.start_confirming()
+    }
+
+    /// The end of a confirmation started for a call asked at `asked`: `gone` (the probe got no
+    /// answer) opens the domain's breaker at once, unless something answered meanwhile.
+    pub(crate) fn confirmed(&self, domain: u16, asked: Instant, gone: bool) {
+        let breaker = self.breaker(domain);
+        let change = breaker.confirmed(&self.config, self.now_ms(), self.ms_at(asked), gone);
+        self.report(domain, change);
+    }
+
+    fn report(&self, domain: u16, change: Option<Change>) {
+        match change {
             Some(Change::Opened {
                 calls,
                 failures,
@@ -63,12 +91,21 @@ impl Breakers {
             }) => {
                 crate::telemetry::breaker_transition("open");
                 tracing::warn!(
-                domain,
-                calls,
-                failures,
-                timeouts,
-                cool_down = ?self.config.cool_down_value(),
+                    domain,
+                    calls,
+                    failures,
+                    timeouts,
+                    cool_down = ?self.config.cool_down_value(),
                     "rate-limit store keeps failing; circuit open, deciding without it"
+                )
+            }
+            Some(Change::Silent) => {
+                crate::telemetry::breaker_transition("open");
+                tracing::warn!(
+                    domain,
+                    cool_down = ?self.config.cool_down_value(),
+                    "rate-limit store stopped answering (a call passed its deadline, and a probe, \
+                     with no reply); circuit open, deciding without it"
                 )
             }
             Some(Change::Closed) => {

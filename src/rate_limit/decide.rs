@@ -36,6 +36,10 @@ use crate::store::{Check, CheckFuture};
 /// breaker counts it as lost (at least ten deadlines).
 const LOST_AFTER: Duration = Duration::from_secs(1);
 
+/// How many deadlines a probe of the store may take: a probe may dial a connection of its
+/// own (a round trip or two more than a call on the open one), and no request waits for it.
+const PROBE_DEADLINES: u32 = 2;
+
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
@@ -110,6 +114,9 @@ pub(crate) enum Verdict {
 impl Decider {
     /// Derives what the settings imply: the local fallback's store and scaled policies.
     pub(crate) fn new(config: Arc<Config>) -> Self {
+        for rule in config.rules() {
+            config.store.prepare(&rule.policy);
+        }
         let local = LocalFallback::of(&config);
         let deny_cache = DenyCache::new(config.deny_cache);
         let meters = Meters::new(config.store.kind(), config.rules().map(|r| &r.policy));
@@ -264,7 +271,7 @@ impl Decider {
             asked: None,
             overrides: self.config.store.overrides_version(),
         };
-        if admission == Admission::Skip {
+        if admission == Admission::Skip || (admission == Admission::Probe && self.probe(domain)) {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
         }
         match config.store.check(policy, &pending.key, cost) {
@@ -293,6 +300,55 @@ impl Decider {
                 }
             },
         }
+    }
+
+    /// Probes the store behind `domain` in the background, for its open breaker, if the store
+    /// can be probed (and a runtime runs): the request that drew the probe is then decided as
+    /// while the breaker is open, and no request waits for a store that may still be gone.
+    fn probe(&self, domain: u16) -> bool {
+        let config = &*self.config;
+        let (Some(probe), Ok(runtime)) = (
+            config.store.probe(domain),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return false;
+        };
+        let breakers = Arc::clone(&config.breakers);
+        let within = PROBE_DEADLINES * config.deadline;
+        runtime.spawn(async move {
+            let outcome = match tokio::time::timeout(within, probe).await {
+                Ok(Ok(())) => Outcome::Success,
+                Ok(Err(_)) => Outcome::Failure,
+                Err(_) => Outcome::Timeout,
+            };
+            breakers.record(domain, Admission::Probe, outcome);
+        });
+        true
+    }
+
+    /// A call of `pending`'s domain missed its deadline: if nothing in the domain answered
+    /// since it was asked, finds out (with a probe past the calls in flight, where the store
+    /// offers one) whether the store is gone, and if so opens the domain's breaker at once,
+    /// so that the requests after this one are decided at memory speed at any request rate.
+    fn confirm_silence(&self, pending: &Pending) {
+        let config = &*self.config;
+        let Some(asked) = pending.asked else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !config.breakers.start_confirming(pending.domain, asked) {
+            return;
+        }
+        let (breakers, domain) = (Arc::clone(&config.breakers), pending.domain);
+        let probe = config.store.probe(domain);
+        let within = PROBE_DEADLINES * config.deadline;
+        runtime.spawn(async move {
+            let gone = match probe {
+                Some(probe) => !matches!(tokio::time::timeout(within, probe).await, Ok(Ok(()))),
+                None => true,
+            };
+            breakers.confirmed(domain, asked, gone);
+        });
     }
 
     /// Settles a store call that waited: the breaker counts it, then its decision or the
@@ -363,6 +419,7 @@ impl Decider {
             }
             Err(_) => breakers.record(domain, admission, Outcome::Timeout),
         }
+        self.confirm_silence(pending);
         crate::telemetry::store_failure(self.meters.store(), "deadline");
         self.in_memory(
             pending,
@@ -384,6 +441,9 @@ impl Decider {
     ) -> Verdict {
         match outcome {
             Ok(decision) => {
+                if decision.is_allowed() && decision.source() == DecisionSource::Store {
+                    self.local.mirror(pending.rule, &pending.key, pending.cost);
+                }
                 let refund = self.refund_of(&decision, pending);
                 match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
                     Verdict::Proceed(decision, headers, _, held) => {

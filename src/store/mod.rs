@@ -48,6 +48,7 @@ pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use key_state::{AdminFuture, KeyState};
+pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
 pub use overrides::Override;
 pub use refund::Refund;
@@ -305,6 +306,46 @@ pub trait Store: Send + Sync + 'static {
     fn kind(&self) -> &'static str {
         "custom"
     }
+
+    /// Readies the store for checks under `policy` before the first one comes, without
+    /// waiting: the layer calls it for each of its policies when it is built (and when its
+    /// rules are replaced). A `RedisStore` loads the policy's script in the background, so the
+    /// first decision after start costs one round trip, not the three of a `NOSCRIPT`, a
+    /// `SCRIPT LOAD` and the call again. The default does nothing.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Limit, Policy};
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// MemoryStore::new().prepare(&policy);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    fn prepare(&self, policy: &Policy) {
+        let _ = policy;
+    }
+
+    /// A cheap round trip to the part of the store behind failure domain `domain`
+    /// ([`Store::failure_domain`]) that does not queue behind the checks in flight (Redis: a
+    /// `PING` on a connection of its own), or `None` if the store offers none (the default).
+    ///
+    /// The layer asks for it when a check went past its deadline and nothing in the domain
+    /// answered since that check was sent: no answer to the probe either (within twice the
+    /// deadline) means the store is gone (frozen, black-holed, partitioned) and the domain's
+    /// circuit opens at once, whatever the request rate; an answer means it is only slow
+    /// (load), and checks go on. While a circuit is open, probes, not requests, find out when
+    /// the store answers again: no request waits for them. A store without probes is judged
+    /// by the silence alone, and its open circuit is tried by one request after the cool-down.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert!(MemoryStore::new().probe(0).is_none());
+    /// ```
+    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+        let _ = domain;
+        None
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -350,5 +391,13 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn kind(&self) -> &'static str {
         (**self).kind()
+    }
+
+    fn prepare(&self, policy: &Policy) {
+        (**self).prepare(policy)
+    }
+
+    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+        (**self).probe(domain)
     }
 }

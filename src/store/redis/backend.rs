@@ -48,6 +48,62 @@ impl Backend {
             Backend::Sentinel(sentinel) => sentinel.ping().await,
         }
     }
+
+    /// Loads `scripts` (`SCRIPT LOAD`, pipelined; in a Cluster on every master), so that the
+    /// first calls naming them do not pay the two round trips of a `NOSCRIPT` and its reload.
+    pub(super) async fn load(&self, scripts: &[&'static redis::Script]) -> RedisResult<()> {
+        let mut pipeline = redis::pipe();
+        for script in scripts {
+            pipeline.load_script(script).ignore();
+        }
+        match self {
+            Backend::Standalone(standalone) => {
+                let (_, mut manager) = standalone.connection().await?;
+                pipeline.query_async(&mut manager).await
+            }
+            Backend::Sentinel(sentinel) => sentinel.load(&pipeline).await,
+            // A keyless pipeline has no slot to follow: each `SCRIPT LOAD` goes to every
+            // master on its own.
+            Backend::Cluster(cluster) => {
+                let (_, connection) = cluster.connection().await?;
+                let mut loads = tokio::task::JoinSet::new();
+                for &script in scripts {
+                    let mut connection = connection.clone();
+                    loads.spawn(async move { script.load_async(&mut connection).await.map(drop) });
+                }
+                while let Some(loaded) = loads.join_next().await {
+                    loaded.map_err(|err| std::io::Error::other(err.to_string()))??;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Asks the server behind failure domain `domain` for a `PING`, past the calls in flight:
+    /// on a connection of its own (standalone: dialled for the probe; behind Sentinels: to the
+    /// master they name now), or in a Cluster routed to the master of the domain's slots. A
+    /// server that is frozen, black-holed or partitioned gives no answer; one that is only
+    /// slow under load answers a `PING` at once.
+    pub(super) async fn probe(&self, domain: u16) -> RedisResult<()> {
+        match self {
+            Backend::Standalone(standalone) => {
+                let client = &standalone.dialer().client;
+                let mut connection = client.get_multiplexed_async_connection().await?;
+                redis::cmd("PING").query_async(&mut connection).await
+            }
+            Backend::Cluster(cluster) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let (_, mut connection) = cluster.connection().await?;
+                let slot = domain.saturating_mul(super::slot::SLOTS_PER_RANGE);
+                let node = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                connection
+                    .route_command(redis::cmd("PING"), RoutingInfo::SingleNode(node))
+                    .await
+                    .map(drop)
+            }
+            Backend::Sentinel(sentinel) => sentinel.probe().await,
+        }
+    }
 }
 
 /// Dials a standalone server: a `ConnectionManager` that connects on first use (and

@@ -70,6 +70,8 @@ pub(super) struct Deployment {
     pub(super) override_poll: Duration,
     /// The ids of this store's leases (concurrency limits).
     pub(super) leases: crate::lease::LeaseIds,
+    /// The scripts loaded ahead ([`Store::prepare`](crate::store::Store::prepare)).
+    pub(super) prepared: super::script::Prepared,
 }
 
 /// Settings for a [`RedisStore`](super::RedisStore): start with
@@ -332,6 +334,7 @@ impl RedisStoreBuilder {
             overrides: OverrideTable::new(),
             override_poll: self.override_poll,
             leases: crate::lease::LeaseIds::new(),
+            prepared: super::script::Prepared::default(),
         })
     }
 }

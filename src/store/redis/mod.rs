@@ -378,6 +378,34 @@ impl Store for RedisStore {
     fn kind(&self) -> &'static str {
         "redis"
     }
+
+    /// Loads the policy's script (and its batch twin) in the background, once per store.
+    fn prepare(&self, policy: &Policy) {
+        let script = script::script_for_policy(policy);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.inner.prepared.insert(script) {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        runtime.spawn(async move {
+            if let Err(err) = inner.backend.load(&[&script.script, &script.batch]).await {
+                // The first calls will load it on `NOSCRIPT` instead; a later layer may retry.
+                tracing::debug!(%err, "loading a rate-limit script ahead failed");
+                inner.prepared.remove(script);
+            }
+        });
+    }
+
+    /// A `PING` on a connection of its own (standalone; the master the Sentinels name now),
+    /// or routed to the master of the domain's slots in a Cluster.
+    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+        let inner = Arc::clone(&self.inner);
+        Some(Box::pin(async move {
+            inner.backend.probe(domain).await.map_err(store_error)
+        }))
+    }
 }
 
 // The builder's last steps live here: they make a `RedisStore`.

@@ -98,6 +98,19 @@ impl SentinelBackend {
         redis::cmd("PING").query_async(&mut master.manager).await
     }
 
+    /// Runs `pipeline` (script loads) on the master's connection.
+    pub(super) async fn load(&self, pipeline: &redis::Pipeline) -> RedisResult<()> {
+        let (_, mut master) = self.healing.connection().await?;
+        pipeline.query_async(&mut master.manager).await
+    }
+
+    /// A `PING` to the master the Sentinels name now, on a connection of its own.
+    pub(super) async fn probe(&self) -> RedisResult<()> {
+        let client = self.healing.dialer().master().await?;
+        let mut connection = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async(&mut connection).await
+    }
+
     pub(super) async fn run<T: FromRedisValue>(self: &Arc<Self>, command: &Cmd) -> RedisResult<T> {
         // If this call never completes (the layer's deadline drops it: a frozen master), the
         // guard asks the Sentinels whether the master moved.

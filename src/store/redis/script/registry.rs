@@ -80,6 +80,28 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
         .find(|s| s.get_hash() == hash)
 }
 
+/// The scripts a store has loaded ahead, so each is loaded once per store.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared(std::sync::Mutex<Vec<&'static LuaScript>>);
+
+impl Prepared {
+    /// Notes `script` as loaded; false if it was already.
+    pub(crate) fn insert(&self, script: &'static LuaScript) -> bool {
+        let mut loaded = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if loaded.iter().any(|s| std::ptr::eq(*s, script)) {
+            return false;
+        }
+        loaded.push(script);
+        true
+    }
+
+    /// Forgets `script` (its load failed).
+    pub(crate) fn remove(&self, script: &'static LuaScript) {
+        let mut loaded = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        loaded.retain(|s| !std::ptr::eq(*s, script));
+    }
+}
+
 /// The map, even if a thread panicked while holding it (entries are inserted whole).
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
