@@ -4,7 +4,10 @@
 //!
 //! It opens on a failure *rate* over a sliding window with a minimum number of calls, never on
 //! a run of bad luck: a flood that pushes some calls past the deadline while others succeed
-//! is load, not a dead store, and must not buy an attacker an unlimited window.
+//! is load, not a dead store, and must not buy an attacker an unlimited window. It also opens
+//! at once on *silence*: a call past its deadline with no answer in its domain since it was
+//! sent, confirmed by a probe that gets no answer either (a frozen or black-holed store
+//! answers nothing; a loaded one answers late, and answers a probe).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -15,9 +18,13 @@ use std::time::Duration;
 /// the window holds at least `min_calls` calls (default 20) and at least `failure_rate` of
 /// them failed (default 0.5). Errors always count as failures; calls that missed the deadline
 /// count only while no call in the window succeeded, since a store that answers some calls in
-/// time is slow (overloaded), not gone. While open, for `cool_down` (default 1 s), requests do
-/// not touch the store and get the failure policy's answer at once. Then one request probes
-/// the store: success closes the breaker (with a fresh window), failure opens it again.
+/// time is slow (overloaded), not gone. It also opens at once, at any request rate, when a call
+/// passes its deadline with nothing in its domain answered since the call was sent and a
+/// [`Store::probe`](crate::store::Store::probe) (Redis: a `PING` on a connection of its own)
+/// gets no answer within two deadlines either. While open, for `cool_down` (default 1 s),
+/// requests do not touch the store and get the failure policy's answer at once. Then one probe
+/// tries the store (in the background where the store can be probed, else as the call of one
+/// request): success closes the breaker (with a fresh window), failure opens it again.
 ///
 /// ```
 /// use std::time::Duration;

@@ -8,6 +8,13 @@
 /// everything while the store is away: a choice for limits whose only job is to protect the
 /// store's own users from each other, never for abuse protection.
 ///
+/// Whatever the mode, a decision made in memory (in `Local` mode, and in every mode for a call
+/// that missed its deadline or found too many calls in flight) is charged against what the
+/// store admitted for this instance a moment before: the in-memory store mirrors each of the
+/// store's admissions at this instance's share. So a late or failed store over-admits at most
+/// this instance's share of each limit (`ceil(count / instances)`) minus what the store already
+/// admitted for it in the period, never a second full budget on top of the store's.
+///
 /// ```
 /// use redlimit::OnStoreError;
 /// assert_eq!(OnStoreError::default(), OnStoreError::Local { instances: 1 });
