@@ -232,8 +232,9 @@ pub(crate) struct Breaker {
     open_until: AtomicU64,
     /// When the current probe started (ms, at least 1); 0 when none is in flight.
     probe_started: AtomicU64,
-    /// When the store last answered a call in this domain (ms; 0: never), an error included:
-    /// a store that answers is there, however slow.
+    /// When the store last answered a call in this domain (µs of the owner's clock; 0: never),
+    /// an error included: a store that answers is there, however slow. Microseconds, because
+    /// an answer to an earlier call in the same millisecond must not pass for one since.
     answered: AtomicU64,
     /// A probe is finding out whether the silent store is gone.
     confirming: AtomicBool,
@@ -286,9 +287,6 @@ impl Breaker {
         if admission == Admission::Skip {
             return None;
         }
-        if outcome != Outcome::Timeout {
-            self.answered.fetch_max(now_ms, Ordering::AcqRel);
-        }
         let slice = now_ms / config.bucket_ms();
         let bucket = &self.buckets[slice as usize % BUCKETS];
         let seen = bucket.slice.load(Ordering::Acquire);
@@ -334,9 +332,14 @@ impl Breaker {
         None
     }
 
-    /// Whether the store answered a call in this domain at `since_ms` or later.
-    pub(crate) fn answered_since(&self, since_ms: u64) -> bool {
-        self.answered.load(Ordering::Acquire) >= since_ms
+    /// Notes that the store answered a call in this domain at `now_us`.
+    pub(crate) fn note_answer(&self, now_us: u64) {
+        self.answered.fetch_max(now_us, Ordering::AcqRel);
+    }
+
+    /// Whether the store answered a call in this domain at `since_us` or later.
+    pub(crate) fn answered_since(&self, since_us: u64) -> bool {
+        self.answered.load(Ordering::Acquire) >= since_us
     }
 
     /// Starts confirming that the store is gone; false if a confirmation is under way (or the
@@ -346,17 +349,17 @@ impl Breaker {
     }
 
     /// Ends a confirmation: `gone` opens the breaker at `now_ms` (unless the store answered
-    /// a call since `since_ms`, or it is open already). Returns what changed.
+    /// a call since `since_us`, or it is open already). Returns what changed.
     pub(crate) fn confirmed(
         &self,
         config: &CircuitBreaker,
         now_ms: u64,
-        since_ms: u64,
+        since_us: u64,
         gone: bool,
     ) -> Option<Change> {
         let opened = gone
             && !config.disabled
-            && !self.answered_since(since_ms)
+            && !self.answered_since(since_us)
             && self
                 .open_until
                 .compare_exchange(
@@ -520,7 +523,7 @@ mod tests {
     #[test]
     fn silence_confirmed_opens_it_at_once_and_an_answer_since_keeps_it_closed() {
         let (b, c) = (Breaker::default(), config(20));
-        assert!(!record(&b, &c, 5, 1, Outcome::Success));
+        b.note_answer(5);
         assert!(b.answered_since(5));
         assert!(!b.answered_since(6), "nothing answered after 5");
         assert!(b.start_confirming());
@@ -533,7 +536,7 @@ mod tests {
         // Silent when asked, but a late answer came before the probe failed: load.
         let b = Breaker::default();
         assert!(b.start_confirming());
-        assert!(!record(&b, &c, 150, 1, Outcome::Success));
+        b.note_answer(150);
         assert_eq!(b.confirmed(&c, 300, 100, true), None);
         assert_eq!(b.admit(301, DEADLINE), Admission::Call);
         // The probe answered: slow, not gone.

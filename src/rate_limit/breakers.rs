@@ -55,13 +55,16 @@ impl Breakers {
     /// opening), and logs the breaker's transitions.
     pub(crate) fn record(&self, domain: u16, admission: Admission, outcome: Outcome) {
         let breaker = self.breaker(domain);
+        if admission != Admission::Skip && outcome != Outcome::Timeout {
+            breaker.note_answer(self.us_at(Instant::now()));
+        }
         let change = breaker.record(&self.config, self.now_ms(), admission, outcome);
         self.report(domain, change);
     }
 
-    /// The breakers' clock (ms, at least 1) at `instant`.
-    fn ms_at(&self, instant: Instant) -> u64 {
-        instant.saturating_duration_since(self.epoch).as_millis() as u64 + 1
+    /// The breakers' clock in µs (at least 1) at `instant`.
+    fn us_at(&self, instant: Instant) -> u64 {
+        instant.saturating_duration_since(self.epoch).as_micros() as u64 + 1
     }
 
     /// Whether a call of `domain` asked at `asked` missed its deadline in silence: nothing in
@@ -70,7 +73,7 @@ impl Breakers {
     pub(crate) fn start_confirming(&self, domain: u16, asked: Instant) -> bool {
         let breaker = self.breaker(domain);
         !self.config.is_disabled()
-            && !breaker.answered_since(self.ms_at(asked))
+            && !breaker.answered_since(self.us_at(asked))
             && breaker.start_confirming()
     }
 
@@ -78,7 +81,7 @@ impl Breakers {
     /// answer) opens the domain's breaker at once, unless something answered meanwhile.
     pub(crate) fn confirmed(&self, domain: u16, asked: Instant, gone: bool) {
         let breaker = self.breaker(domain);
-        let change = breaker.confirmed(&self.config, self.now_ms(), self.ms_at(asked), gone);
+        let change = breaker.confirmed(&self.config, self.now_ms(), self.us_at(asked), gone);
         self.report(domain, change);
     }
 

@@ -83,13 +83,18 @@ impl Backend {
     /// on a connection of its own (standalone: dialled for the probe; behind Sentinels: to the
     /// master they name now), or in a Cluster routed to the master of the domain's slots. A
     /// server that is frozen, black-holed or partitioned gives no answer; one that is only
-    /// slow under load answers a `PING` at once.
+    /// slow under load answers a `PING` at once. A standalone server that answers replaces the
+    /// store's connection (as healing would after three missed calls).
     pub(super) async fn probe(&self, domain: u16) -> RedisResult<()> {
         match self {
             Backend::Standalone(standalone) => {
                 let client = &standalone.dialer().client;
                 let mut connection = client.get_multiplexed_async_connection().await?;
-                redis::cmd("PING").query_async(&mut connection).await
+                redis::cmd("PING").query_async::<()>(&mut connection).await?;
+                // The layer probes only a silent or shut-off store: the server answers, so the
+                // silence was the connection's.
+                standalone.renew();
+                Ok(())
             }
             Backend::Cluster(cluster) => {
                 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};

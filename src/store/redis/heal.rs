@@ -131,6 +131,14 @@ impl<D: Dial> Healing<D> {
         }
     }
 
+    /// Replaces the current connection in the background: a connection of its own reached
+    /// the server while calls on this one went unanswered, so this one is the silent part.
+    pub(super) fn renew(self: &Arc<Self>) {
+        if self.read().is_some() {
+            self.heal(self.generation.load(Ordering::Acquire), Outcome::Missed);
+        }
+    }
+
     /// Dials a new connection in the background and puts it in place of generation
     /// `generation`, unless another replacement is under way or already happened.
     fn heal(self: &Arc<Self>, generation: u64, why: Outcome) {

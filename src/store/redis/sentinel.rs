@@ -104,11 +104,15 @@ impl SentinelBackend {
         pipeline.query_async(&mut master.manager).await
     }
 
-    /// A `PING` to the master the Sentinels name now, on a connection of its own.
+    /// A `PING` to the master the Sentinels name now, on a connection of its own; if it
+    /// answers, the store's connection (silent, or unused while the breaker was open) is
+    /// replaced.
     pub(super) async fn probe(&self) -> RedisResult<()> {
         let client = self.healing.dialer().master().await?;
         let mut connection = client.get_multiplexed_async_connection().await?;
-        redis::cmd("PING").query_async(&mut connection).await
+        redis::cmd("PING").query_async::<()>(&mut connection).await?;
+        self.healing.renew();
+        Ok(())
     }
 
     pub(super) async fn run<T: FromRedisValue>(self: &Arc<Self>, command: &Cmd) -> RedisResult<T> {
