@@ -363,6 +363,13 @@ impl Decider {
         if let Some(latency) = latency {
             self.meters.store_latency(latency);
         }
+        // Only a store that waits can be late: what it admits is mirrored into the fallback,
+        // which then knows this instance's spending when a later call misses its deadline.
+        if let Ok(decision) = &outcome {
+            if decision.is_allowed() && decision.source() == DecisionSource::Store {
+                self.local.mirror(pending.rule, &pending.key, pending.cost);
+            }
+        }
         if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
             self.deny_cache.insert(
                 pending.rule,
@@ -441,9 +448,6 @@ impl Decider {
     ) -> Verdict {
         match outcome {
             Ok(decision) => {
-                if decision.is_allowed() && decision.source() == DecisionSource::Store {
-                    self.local.mirror(pending.rule, &pending.key, pending.cost);
-                }
                 let refund = self.refund_of(&decision, pending);
                 match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
                     Verdict::Proceed(decision, headers, _, held) => {
