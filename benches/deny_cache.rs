@@ -3,12 +3,12 @@
 //!
 //! ```text
 //! cargo bench --bench deny_cache                      # 3 rounds of 5 s per variant
-//! DENY_BENCH_SECS=1 DENY_BENCH_ROUNDS=1 cargo bench --bench deny_cache
+//! REDLIMIT_BENCH_SECS=1 REDLIMIT_BENCH_ROUNDS=1 cargo bench --bench deny_cache
 //! ```
 //!
 //! 64 tasks send requests back to back through the layer (a `tower` service, no sockets:
 //! what is measured is the layer and the store, not HTTP) on a 2-worker runtime, for
-//! `DENY_BENCH_SECS` (default 5) per variant, variants alternated over `DENY_BENCH_ROUNDS`
+//! `REDLIMIT_BENCH_SECS` (default 5) per variant, variants alternated over `REDLIMIT_BENCH_ROUNDS`
 //! (default 3); medians reported. The key is denied before the run starts: a GCRA limit of 60
 //! per minute, its burst spent by a warm-up, so every request is a denial except one a second
 //! (the retry period).
@@ -164,8 +164,8 @@ fn main() {
     if !support::bench_mode("deny cache benchmark: run with `cargo bench --bench deny_cache`") {
         return;
     }
-    let secs = support::secs_knob("DENY_BENCH_SECS", 5.0);
-    let rounds: usize = support::knob_where("DENY_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
+    let rounds: usize = support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
     let redis = RedisServer::start();
     let mut samples: Vec<Vec<Sample>> = Variant::ALL.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {

@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! cargo bench --bench http            # ~3 minutes; writes docs/benchmarks.svg
-//! HTTP_BENCH_SECS=1 HTTP_BENCH_ROUNDS=1 cargo bench --bench http   # a quick look
-//! HTTP_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
+//! REDLIMIT_BENCH_SECS=1 REDLIMIT_BENCH_ROUNDS=1 cargo bench --bench http   # a quick look
+//! REDLIMIT_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
 //! ```
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
@@ -17,8 +17,8 @@
 //! Server and load generator run in this process on one single-threaded Tokio runtime each,
 //! and `redis-server` (started here, on a free port) is a third process: on a 2-core machine
 //! they share the cores, identically for every variant. Each variant runs for
-//! `HTTP_BENCH_SECS` (default 2) after a warm-up, at 16 and 64 connections, in
-//! `HTTP_BENCH_ROUNDS` (default 3) alternating rounds; the report takes each number's median
+//! `REDLIMIT_BENCH_SECS` (default 2) after a warm-up, at 16 and 64 connections, in
+//! `REDLIMIT_BENCH_ROUNDS` (default 3) alternating rounds; the report takes each number's median
 //! over rounds.
 
 mod support;
@@ -395,10 +395,10 @@ fn main() {
     if !support::bench_mode("http benchmark: run with `cargo bench --bench http`") {
         return;
     }
-    let secs = support::secs_knob("HTTP_BENCH_SECS", 2.0);
-    let rounds: usize = support::knob_where("HTTP_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
-    // HTTP_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
-    let only: Option<String> = support::optional_knob("HTTP_BENCH_ONLY");
+    let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 2.0);
+    let rounds: usize = support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    // REDLIMIT_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
+    let only: Option<String> = support::optional_knob("REDLIMIT_BENCH_ONLY");
     let redis = RedisServer::start();
     let mut variants = vec![variant("bare axum".into(), Keys::Hot, false, |_| async {
         app()

@@ -3,13 +3,13 @@
 //!
 //! ```text
 //! cargo bench --bench in_flight                        # 3 rounds of 5 s per variant
-//! IN_FLIGHT_BENCH_SECS=1 IN_FLIGHT_BENCH_ROUNDS=1 cargo bench --bench in_flight
+//! REDLIMIT_BENCH_SECS=1 REDLIMIT_BENCH_ROUNDS=1 cargo bench --bench in_flight
 //! ```
 //!
 //! 64 tasks send requests back to back through the layer (a `tower` service, no sockets) on a
 //! 2-worker runtime, one hot key, limits never reached (the cost of keeping count, not of
 //! denying); each response body is dropped, which releases the request's lease. Variants
-//! alternate over `IN_FLIGHT_BENCH_ROUNDS` (default 3) rounds of `IN_FLIGHT_BENCH_SECS`
+//! alternate over `REDLIMIT_BENCH_ROUNDS` (default 3) rounds of `REDLIMIT_BENCH_SECS`
 //! (default 5) s; medians reported. Per variant: requests per second, this process's CPU per
 //! request (`utime + stime` delta ÷ requests), Redis CPU per request (`INFO cpu`
 //! `used_cpu_user + used_cpu_sys` delta ÷ requests), and the commands Redis received per
@@ -168,9 +168,9 @@ fn main() {
     if !support::bench_mode("in-flight benchmark: run with `cargo bench --bench in_flight`") {
         return;
     }
-    let secs = support::secs_knob("IN_FLIGHT_BENCH_SECS", 5.0);
+    let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
     let rounds: usize =
-        support::knob_where("IN_FLIGHT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+        support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
     let redis = RedisServer::start();
     let mut samples: Vec<Vec<Sample>> = Variant::ALL.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {

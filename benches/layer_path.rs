@@ -5,12 +5,12 @@
 //!
 //! `cargo bench --bench layer_path` (add `-- --quick` for a fast look).
 //!
-//! On a busy machine wall time swings; instructions do not. `LAYER_PATH_LOOP=NAME:N` runs N
+//! On a busy machine wall time swings; instructions do not. `REDLIMIT_BENCH_LOOP=NAME:N` runs N
 //! requests of one app (`bare`, `redlimit`, `governor`) and exits, for `perf stat`:
 //!
 //! ```text
 //! cargo bench --bench layer_path --no-run
-//! LAYER_PATH_LOOP=redlimit:1000000 perf stat -e instructions,task-clock target/release/deps/layer_path-* --bench
+//! REDLIMIT_BENCH_LOOP=redlimit:1000000 perf stat -e instructions,task-clock target/release/deps/layer_path-* --bench
 //! ```
 
 use std::hint::black_box;
@@ -88,9 +88,9 @@ async fn one(app: &Router) {
     black_box(body);
 }
 
-/// `LAYER_PATH_LOOP=NAME:N`: N requests through the app whose name contains NAME, nothing else.
+/// `REDLIMIT_BENCH_LOOP=NAME:N`: N requests through the app whose name contains NAME, nothing else.
 fn run_loop(spec: &str) {
-    let (name, n) = spec.split_once(':').expect("LAYER_PATH_LOOP=NAME:N");
+    let (name, n) = spec.split_once(':').expect("REDLIMIT_BENCH_LOOP=NAME:N");
     let n: u64 = n.parse().expect("N is a number");
     let (_, app) = apps()
         .into_iter()
@@ -122,7 +122,7 @@ fn layer_path(c: &mut Criterion) {
 criterion_group!(benches, layer_path);
 
 fn main() {
-    if let Ok(spec) = std::env::var("LAYER_PATH_LOOP") {
+    if let Ok(spec) = std::env::var("REDLIMIT_BENCH_LOOP") {
         run_loop(&spec);
         return;
     }
