@@ -134,4 +134,42 @@ impl RedisCluster {
         }
         panic!("no master for slot {slot}");
     }
+
+    /// Makes node `index` announce `port` (a proxy in front of it) to clients, keeping its
+    /// cluster bus where it is, and waits until the other nodes' slot maps say so: clients
+    /// then reach that node only through the proxy.
+    pub(crate) fn announce_port(&self, index: usize, port: u16) {
+        let node = &self.nodes[index];
+        let bus = node.port() + 10_000;
+        for (name, value) in [
+            ("cluster-announce-bus-port", bus),
+            ("cluster-announce-port", port),
+        ] {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg(name)
+                .arg(value)
+                .query(&mut node.connection())
+                .expect("CONFIG SET cluster-announce-*");
+        }
+        let end = Instant::now() + Duration::from_secs(30);
+        let needle = format!(":{port}@{bus}");
+        loop {
+            let seen = self.nodes.iter().filter(|n| n.pid().is_some()).all(|n| {
+                let nodes: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query(&mut n.connection())
+                    .unwrap_or_default();
+                nodes.contains(&needle)
+            });
+            if seen {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "the cluster never learned port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
