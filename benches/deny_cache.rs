@@ -165,7 +165,8 @@ fn main() {
         return;
     }
     let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
-    let rounds: usize = support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    let rounds: usize =
+        support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
     let redis = RedisServer::start();
     let mut samples: Vec<Vec<Sample>> = Variant::ALL.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {

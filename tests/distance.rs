@@ -16,11 +16,8 @@ use redlimit::store::RedisStore;
 use redlimit::{DecisionSource, Limit, OnStoreError, Policy, RateLimitLayer};
 use support::*;
 
-/// The layer's default store deadline.
-const DEADLINE: Duration = Duration::from_millis(100);
-
-/// A request that took this long waited for the store's deadline (a memory-speed decision
-/// takes microseconds).
+/// A request that took this long waited for the store's deadline (the layer's default,
+/// 100 ms; a memory-speed decision takes microseconds).
 const WAITED: Duration = Duration::from_millis(90);
 
 /// Generous: far above every goal (2 s), far below a hang.

@@ -90,7 +90,9 @@ impl Backend {
             Backend::Standalone(standalone) => {
                 let client = &standalone.dialer().client;
                 let mut connection = client.get_multiplexed_async_connection().await?;
-                redis::cmd("PING").query_async::<()>(&mut connection).await?;
+                redis::cmd("PING")
+                    .query_async::<()>(&mut connection)
+                    .await?;
                 // The layer probes only a silent or shut-off store: the server answers, so the
                 // silence was the connection's.
                 standalone.renew();

@@ -110,7 +110,9 @@ impl SentinelBackend {
     pub(super) async fn probe(&self) -> RedisResult<()> {
         let client = self.healing.dialer().master().await?;
         let mut connection = client.get_multiplexed_async_connection().await?;
-        redis::cmd("PING").query_async::<()>(&mut connection).await?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut connection)
+            .await?;
         self.healing.renew();
         Ok(())
     }
