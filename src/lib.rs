@@ -133,10 +133,10 @@ mod decision;
 mod duration;
 mod error;
 pub mod key;
+pub mod layer;
 mod lease;
 mod limit;
 mod policy;
-mod rate_limit;
 pub mod store;
 mod telemetry;
 
@@ -147,10 +147,10 @@ pub mod __private;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};
 pub use key::{Key, KeyExtractor};
-pub use lease::Lease;
-pub use limit::{Algorithm, Limit};
-pub use policy::{Policy, MAX_LIMITS};
-pub use rate_limit::{
+pub use layer::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
     ResponseBody, ResponseFuture, Shadow,
 };
+pub use lease::Lease;
+pub use limit::{Algorithm, Limit};
+pub use policy::{Policy, MAX_LIMITS};

@@ -9,9 +9,9 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::key::{parse_spec_with, ClientIp, KeyExtractor, PeerIp, PerLimit};
+use crate::layer::{Config, RoutePattern, Rule, Shadow};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
-use crate::rate_limit::{Config, RoutePattern, Rule, Shadow};
 
 /// A validated config file: named policies, route rules, an optional default rule.
 ///

@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use super::file::ConfigFile;
 use super::watch::Watcher;
 use crate::error::ConfigError;
-use crate::rate_limit::{Config, Decider};
+use crate::layer::{Config, Decider};
 
 /// Replaces the policies and routes of a layer, of its clones and of every service made from
 /// it, at once, without a restart. Made by
@@ -38,7 +38,7 @@ pub struct ReloadHandle {
 struct Inner {
     /// The layer's settings; a reload replaces their rules in a copy.
     base: Arc<Config>,
-    cell: Arc<ArcSwap<crate::rate_limit::Decider>>,
+    cell: Arc<ArcSwap<crate::layer::Decider>>,
     applied: AtomicU64,
     refused: AtomicU64,
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::request::Parts;
 
 use super::route_pattern::RoutePattern;
-use super::shadow::Shadow;
+use super::settings::Shadow;
 use crate::key::KeyExtractor;
 use crate::policy::Policy;
 

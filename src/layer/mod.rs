@@ -35,39 +35,32 @@ mod extract;
 mod from_file;
 mod future;
 mod grpc;
-mod grpc_status;
-mod header_style;
 mod headers;
 mod held_lease;
 mod in_flight;
+// tower-http's triad names the file after its role: `layer/layer.rs` holds the `Layer`.
+#[allow(clippy::module_inception)]
 mod layer;
 mod local;
 mod meters;
-mod missing_key;
-mod on_store_error;
 mod refund;
 mod route_pattern;
 mod rule;
 mod service;
-mod shadow;
+mod settings;
 mod throttle;
 
 pub use body::ResponseBody;
-pub use breaker::CircuitBreaker;
 #[cfg(feature = "config")]
 pub(crate) use config::Config;
 #[cfg(feature = "config")]
 pub(crate) use decide::Decider;
 pub use future::ResponseFuture;
-pub use grpc_status::GrpcStatus;
-pub use header_style::HeaderStyle;
 pub(crate) use headers::render as render_headers;
 pub use layer::RateLimitLayer;
-pub use missing_key::MissingKey;
-pub use on_store_error::OnStoreError;
 #[cfg(feature = "config")]
 pub(crate) use route_pattern::RoutePattern;
 #[cfg(feature = "config")]
 pub(crate) use rule::Rule;
 pub use service::RateLimit;
-pub use shadow::Shadow;
+pub use settings::{CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, Shadow};
