@@ -22,6 +22,7 @@ use super::settings::OnStoreError;
 use super::settings::Shadow;
 use super::throttle::Throttle;
 use crate::decision::Decision;
+use crate::policy::Policy;
 use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: no request waits longer than this on the store.
@@ -83,6 +84,21 @@ impl Config {
             throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,
             refund: None,
+        }
+    }
+
+    /// With `policy` as the layer's own, keyed by the peer IP.
+    pub(crate) fn with_default(mut self, policy: Policy) -> Self {
+        self.default = Some(Rule::all(policy));
+        self
+    }
+
+    /// The same settings with `rules` in place of every rule (the layer's own policy too).
+    pub(crate) fn with_rules(&self, rules: Vec<Rule>) -> Self {
+        Config {
+            routes: rules,
+            default: None,
+            ..self.clone()
         }
     }
 

@@ -1,4 +1,4 @@
-//! Refunds after the response ([`RateLimitLayer::refund_if`](super::RateLimitLayer::refund_if)):
+//! Refunds after the response ([`RateLimitBuilder::refund_if`](super::RateLimitBuilder::refund_if)):
 //! a request the store admitted carries what it consumed to its response; if the user's
 //! condition holds for the response's head, the units go back to the store, off the response
 //! path (spawned, fire and forget: a refund that fails or is slow never touches the response).

@@ -1,36 +1,40 @@
-//! The per-request logic: which rule applies, the key and cost, the breaker, the store's answer
-//! (or its failure), and what to do with the request.
+//! The per-request logic: which rule applies, the key and cost, the deny cache, the breaker,
+//! and the store call ([`Decider::start`], [`Decider::resume`], `ask`); then the store's answer
+//! (`settle.rs`), decisions without the store (`fallback.rs`) and the layer's own responses
+//! (`respond.rs`).
+
+mod fallback;
+mod respond;
+mod settle;
+#[cfg(test)]
+mod testing;
 
 use std::future::IntoFuture;
 use std::sync::Arc;
-
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
 use http::request::Parts;
-use http::{Response, StatusCode};
+use http::Response;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::decision::{Decision, DecisionSource};
-use crate::error::{Chain, StoreError};
+use crate::decision::Decision;
+use crate::error::StoreError;
 use crate::key::{Key, KeyExtractor, PeerIp};
 use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::config::Config;
 use crate::layer::deny_cache::{DenyCache, Lookup};
 use crate::layer::grpc;
 use crate::layer::headers::RateHeaders;
-use crate::layer::held_lease::{HeldLease, LeaseStore};
+use crate::layer::held_lease::HeldLease;
 use crate::layer::in_flight::Permit;
 use crate::layer::local::LocalFallback;
 use crate::layer::meters::Meters;
 use crate::layer::refund::PendingRefund;
-use crate::layer::settings::MissingKey;
-use crate::layer::settings::OnStoreError;
-use crate::layer::settings::Shadow;
-use crate::lease::Lease;
+use crate::layer::settings::{MissingKey, Shadow};
 use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
+use respond::text;
 
 /// How long a store call that missed the request's deadline may still answer before the
 /// breaker counts it as lost (at least ten deadlines).
@@ -326,312 +330,6 @@ impl Decider {
         true
     }
 
-    /// A call of `pending`'s domain missed its deadline: if nothing in the domain answered
-    /// since it was asked, finds out (with a probe past the calls in flight, where the store
-    /// offers one) whether the store is gone, and if so opens the domain's breaker at once,
-    /// so that the requests after this one are decided at memory speed at any request rate.
-    fn confirm_silence(&self, pending: &Pending) {
-        let config = &*self.config;
-        let Some(asked) = pending.asked else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if !config.breakers.start_confirming(pending.domain, asked) {
-            return;
-        }
-        let (breakers, domain) = (Arc::clone(&config.breakers), pending.domain);
-        let probe = config.store.probe(domain);
-        let within = PROBE_DEADLINES * config.deadline;
-        runtime.spawn(async move {
-            let gone = match probe {
-                Some(probe) => !matches!(tokio::time::timeout(within, probe).await, Ok(Ok(()))),
-                None => true,
-            };
-            breakers.confirmed(domain, asked, gone);
-        });
-    }
-
-    /// Settles a store call that waited: the breaker counts it, then its decision or the
-    /// failure mode's.
-    pub(crate) fn verdict(
-        &self,
-        outcome: Result<Decision, StoreError>,
-        pending: &Pending,
-    ) -> Verdict {
-        self.record(pending, &outcome);
-        let latency = pending.asked.map(|asked| asked.elapsed());
-        if let Some(latency) = latency {
-            self.meters.store_latency(latency);
-        }
-        if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
-            self.deny_cache.insert(
-                pending.rule,
-                &pending.key,
-                pending.cost,
-                (asked, pending.overrides),
-                decision,
-            );
-        }
-        self.settle(outcome, pending, latency)
-    }
-
-    /// The store did not answer within the deadline. That alone does not show it failed: a
-    /// flood that queues calls (here or in the store) looks the same for a while, and failing
-    /// open on it would hand an attacker an unlimited window. So the request is decided in
-    /// memory, and the call is left to finish in the background (holding its place among the
-    /// calls in flight) for the breaker to learn whether the store answered late (alive,
-    /// busy) or not within [`LOST_AFTER`] (gone).
-    pub(crate) fn missed_deadline(&self, check: CheckFuture, pending: &mut Pending) -> Verdict {
-        let breakers = Arc::clone(&self.config.breakers);
-        let (domain, admission, permit) =
-            (pending.domain, pending.admission, pending.permit.take());
-        let lost_after = LOST_AFTER.max(10 * self.config.deadline);
-        let (latency, asked) = (self.meters.latency_handle(), pending.asked);
-        // A late admission may have taken a concurrency lease that no response will hold:
-        // given back at once (through a `HeldLease` dropped as soon as it is made).
-        let lease_of = self.config.rule(pending.rule).map(|rule| {
-            (
-                Arc::clone(&self.config.store),
-                rule.policy.clone(),
-                pending.key.clone(),
-            )
-        });
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let outcome = tokio::time::timeout(lost_after, check).await;
-                    breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
-                    if let (Ok(_), Some(asked)) = (&outcome, asked) {
-                        latency.record(asked.elapsed());
-                    }
-                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of) {
-                        if let Some(lease) = decision.lease() {
-                            drop(HeldLease::new(
-                                LeaseStore::Shared(store),
-                                policy,
-                                key,
-                                lease,
-                            ));
-                        }
-                    }
-                    drop(permit);
-                });
-            }
-            Err(_) => breakers.record(domain, admission, Outcome::Timeout),
-        }
-        self.confirm_silence(pending);
-        crate::telemetry::store_failure(self.meters.store(), "deadline");
-        self.in_memory(
-            pending,
-            "rate-limit store missed the deadline; deciding in memory",
-        )
-    }
-
-    fn record(&self, pending: &Pending, outcome: &Result<Decision, StoreError>) {
-        self.config
-            .breakers
-            .record(pending.domain, pending.admission, outcome_of(Some(outcome)));
-    }
-
-    fn settle(
-        &self,
-        outcome: Result<Decision, StoreError>,
-        pending: &Pending,
-        latency: Option<Duration>,
-    ) -> Verdict {
-        match outcome {
-            Ok(decision) => {
-                if decision.is_allowed() && decision.source() == DecisionSource::Store {
-                    self.local.mirror(pending.rule, &pending.key, pending.cost);
-                }
-                let refund = self.refund_of(&decision, pending);
-                match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
-                    Verdict::Proceed(decision, headers, _, held) => {
-                        Verdict::Proceed(decision, headers, refund, held)
-                    }
-                    respond => respond,
-                }
-            }
-            Err(error) => self.store_failed(&error, pending),
-        }
-    }
-
-    /// What `decision` would give back after the response, if the layer refunds.
-    fn refund_of(&self, decision: &Decision, pending: &Pending) -> Option<Box<PendingRefund>> {
-        let config = &*self.config;
-        let policy = &config.rule(pending.rule)?.policy;
-        PendingRefund::of(
-            config.refund.as_ref(),
-            &config.store,
-            policy,
-            &pending.key,
-            decision,
-            pending.cost,
-            LOST_AFTER.max(10 * config.deadline),
-        )
-        .map(Box::new)
-    }
-
-    /// Every decision ends here: counted, traced, then enforced (or, in shadow mode, only
-    /// recorded). `latency`: how long the store took, when it was asked and waited for.
-    fn decided(
-        &self,
-        rule: usize,
-        key: &Key,
-        decision: Decision,
-        grpc: bool,
-        latency: Option<Duration>,
-    ) -> Verdict {
-        let decision = decision.naming(key);
-        let shadow = self.shadow(rule);
-        let shadowed = shadow.is_on() && !decision.is_allowed();
-        self.meters.decision(rule, &decision, shadowed);
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            crate::telemetry::trace(key, &decision, shadowed, latency);
-        }
-        let style = self.config.headers;
-        if decision.is_allowed() || shadowed {
-            let headers = match shadow {
-                Shadow::Off => RateHeaders::of(&decision, style),
-                Shadow::On => RateHeaders::default(),
-                _ => RateHeaders::of(&decision, style).without_retry_after(),
-            };
-            let held = decision
-                .lease()
-                .and_then(|lease| self.hold(rule, key, &decision, lease));
-            return Verdict::Proceed(decision, headers, None, held);
-        }
-        if decision.source() == DecisionSource::FailClosed {
-            let mut response = self.unavailable(grpc);
-            response.extensions_mut().insert(decision);
-            return Verdict::Respond(response);
-        }
-        Verdict::Respond(self.reject(decision, grpc))
-    }
-
-    /// The lease of an admitted request, to be given back to the store that took it.
-    fn hold(
-        &self,
-        rule: usize,
-        key: &Key,
-        decision: &Decision,
-        lease: Lease,
-    ) -> Option<Box<HeldLease>> {
-        let (store, policy) = match decision.source() {
-            DecisionSource::Local => {
-                let (store, scaled) = self.local.get(rule)?;
-                (LeaseStore::Local(store.clone()), scaled.clone())
-            }
-            _ => (
-                LeaseStore::Shared(Arc::clone(&self.config.store)),
-                self.config.rule(rule)?.policy.clone(),
-            ),
-        };
-        Some(Box::new(HeldLease::new(store, policy, key.clone(), lease)))
-    }
-
-    /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),
-    /// 429 otherwise; the rate-limit headers (gRPC metadata) on both, and the decision in the
-    /// response's extensions for the layers outside.
-    fn reject(&self, decision: Decision, grpc: bool) -> Response<Bytes> {
-        let config = &*self.config;
-        let mut response = match &config.rejection {
-            _ if grpc => grpc::status(
-                config.grpc_status.code(),
-                &grpc::denial_message(&decision),
-                Some(&decision),
-            ),
-            Some(custom) => custom(&decision),
-            None if decision.exceeds_capacity() => text(
-                StatusCode::TOO_MANY_REQUESTS,
-                "request cost exceeds the rate limit\n",
-            ),
-            None => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
-        };
-        RateHeaders::of(&decision, config.headers).write_missing(response.headers_mut());
-        response.extensions_mut().insert(decision);
-        response
-    }
-
-    /// Every decision made without the store is logged: at `warn` at most once a second (the
-    /// circuit breaker's transitions are logged too), at `debug` otherwise.
-    fn store_failed(&self, error: &StoreError, pending: &Pending) -> Verdict {
-        let config = &*self.config;
-        // A reply that did not come in time may be load as well as failure: see
-        // `missed_deadline`. Only errors and an open circuit say the store is gone.
-        if error.is_timeout() {
-            return self.in_memory(pending, "rate-limit store timed out; deciding in memory");
-        }
-        // The id comes from this decider's own (immutable) rules: always there.
-        let Some(rule) = config.rule(pending.rule) else {
-            return Verdict::Respond(self.unavailable(pending.grpc));
-        };
-        let policy = rule.policy.name();
-        let mode = match config.on_store_error {
-            OnStoreError::Open => "allowing request (fail open)",
-            OnStoreError::Closed => "answering 503 (fail closed)",
-            OnStoreError::Local { .. } => "deciding in memory (local fallback)",
-        };
-        if config.throttle.should_warn() {
-            tracing::warn!(policy, error = %Chain(error), "rate-limit store failed; {mode}");
-        } else {
-            tracing::debug!(policy, error = %Chain(error), "rate-limit store failed; {mode}");
-        }
-        crate::telemetry::store_failure(
-            self.meters.store(),
-            crate::telemetry::failure_reason(error),
-        );
-        let local = self.local.get(pending.rule);
-        let decision = match (config.on_store_error, local) {
-            (OnStoreError::Closed, _) => Decision::fail_closed(rule.policy.name_arc()),
-            (OnStoreError::Local { .. }, Some((store, scaled))) => store
-                .check_now(scaled, &pending.key, pending.cost)
-                .with_source(DecisionSource::Local),
-            _ => Decision::fail_open(rule.policy.name_arc()),
-        };
-        self.decided(pending.rule, &pending.key, decision, pending.grpc, None)
-    }
-
-    /// Load, not failure: more store calls in flight than the layer allows, or a call that
-    /// missed its deadline while the store answers others. Decided in memory with this
-    /// instance's share of the limits, whatever the failure mode, so that load never buys an
-    /// unlimited window (and never a 503: the store is busy, not gone).
-    fn in_memory(&self, pending: &Pending, why: &str) -> Verdict {
-        let config = &*self.config;
-        let Some((store, scaled)) = self.local.get(pending.rule) else {
-            return Verdict::Respond(self.unavailable(pending.grpc));
-        };
-        if config.throttle.should_warn() {
-            tracing::warn!(
-                policy = scaled.name(),
-                max = config.in_flight.max(),
-                "{why}"
-            );
-        } else {
-            tracing::debug!(
-                policy = scaled.name(),
-                max = config.in_flight.max(),
-                "{why}"
-            );
-        }
-        let decision = store
-            .check_now(scaled, &pending.key, pending.cost)
-            .with_source(DecisionSource::Local);
-        self.decided(pending.rule, &pending.key, decision, pending.grpc, None)
-    }
-
-    /// Fail closed: 503, or gRPC `UNAVAILABLE`; never 429, the client did nothing wrong.
-    fn unavailable(&self, grpc: bool) -> Response<Bytes> {
-        if grpc {
-            grpc::status(grpc::UNAVAILABLE, "rate limiter unavailable", None)
-        } else {
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "rate limiter unavailable\n",
-            )
-        }
-    }
-
     fn log_unlimited(&self, policy: &str, why: &str) {
         if self.config.throttle.should_warn() {
             tracing::warn!(policy, why, "request not rate limited");
@@ -639,22 +337,98 @@ impl Decider {
     }
 }
 
-/// How the breaker counts a call's end (`None`: no answer at all).
-fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
-    match outcome {
-        Some(Ok(_)) => Outcome::Success,
-        Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
-        Some(Err(_)) => Outcome::Failure,
-        None => Outcome::Timeout,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use http::request::Parts;
+    use http::StatusCode;
 
-fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    use super::testing::{decider, keyed, name, parts, policy, proceeds, responds, with_key};
+    use super::Start;
+    use crate::key::Header;
+    use crate::layer::{MissingKey, RateLimitLayer, Rule, Shadow};
+    use crate::store::MemoryStore;
+
+    #[test]
+    fn the_first_matching_rule_decides_then_the_layers_own_policy() {
+        let api_key = || Header::new("x-api-key").unwrap();
+        let d = decider(
+            RateLimitLayer::builder(MemoryStore::new(), policy("api", 5))
+                .key(api_key())
+                .rule(
+                    Rule::new("POST /login", policy("login", 1))
+                        .unwrap()
+                        .key(api_key()),
+                )
+                .rule(Rule::new("/v1/*", policy("v1", 1)).unwrap().key(api_key())),
+        );
+        let of = |method, path| {
+            let start = d.start(&parts(method, path, &[("x-api-key", "k")]));
+            proceeds(start).policy().to_owned()
+        };
+        assert_eq!(of("POST", "/login"), "login");
+        assert_eq!(of("GET", "/login"), "api");
+        assert_eq!(of("GET", "/v1/users"), "v1");
+        assert_eq!(of("GET", "/other"), "api");
+    }
+
+    #[test]
+    fn a_per_route_layer_leaves_unmatched_requests_unlimited() {
+        let rule = Rule::new("POST /login", policy("login", 1)).unwrap();
+        let d = decider(
+            RateLimitLayer::builder_per_route(MemoryStore::new())
+                .rule(rule.key(Header::new("x-api-key").unwrap())),
+        );
+        let start = d.start(&parts("GET", "/", &[("x-api-key", "k")]));
+        assert!(matches!(start, Start::Unlimited), "{}", name(&start));
+    }
+
+    #[test]
+    fn allow_rules_skip_limiting() {
+        let d = decider(
+            keyed(MemoryStore::new(), policy("p", 1))
+                .allow_if(|parts: &Parts| parts.uri.path() == "/healthz"),
+        );
+        for _ in 0..3 {
+            let start = d.start(&parts("GET", "/healthz", &[("x-api-key", "k")]));
+            assert!(matches!(start, Start::Unlimited), "{}", name(&start));
+        }
+    }
+
+    #[test]
+    fn a_missing_key_is_let_through_rejected_or_keyed_by_the_peer() {
+        let no_key = || parts("GET", "/", &[]);
+        let allow =
+            decider(keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(MissingKey::Allow));
+        assert!(matches!(allow.start(&no_key()), Start::Unlimited));
+
+        let reject = MissingKey::Reject(StatusCode::UNAUTHORIZED);
+        let strict = decider(keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(reject));
+        assert_eq!(
+            responds(strict.start(&no_key())).status(),
+            StatusCode::UNAUTHORIZED
+        );
+        let grpc = parts(
+            "POST",
+            "/pkg.Svc/Call",
+            &[("content-type", "application/grpc")],
+        );
+        let response = responds(strict.start(&grpc));
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["grpc-status"], "16");
+
+        // Shadow mode denies nothing, not even a request without a key.
+        let shadowed = keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(reject);
+        let shadowed = decider(shadowed.shadow(Shadow::On));
+        assert!(matches!(shadowed.start(&no_key()), Start::Unlimited));
+
+        // The default counts it under the peer's IP; with no peer known, it goes unlimited.
+        let peer = decider(keyed(MemoryStore::new(), policy("p", 1)));
+        assert!(matches!(peer.start(&no_key()), Start::Unlimited));
+    }
+
+    #[test]
+    fn the_cost_is_charged() {
+        let d = decider(keyed(MemoryStore::new(), policy("p", 5)).cost(|_: &Parts| 2));
+        assert_eq!(proceeds(d.start(&with_key("k"))).remaining(), Some(3));
+    }
 }

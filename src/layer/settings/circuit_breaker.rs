@@ -18,7 +18,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::CircuitBreaker;
+/// use redlimit::layer::CircuitBreaker;
 /// let breaker = CircuitBreaker::new()
 ///     .window(Duration::from_secs(5))
 ///     .min_calls(50)
@@ -46,7 +46,7 @@ impl CircuitBreaker {
     /// for 1 s.
     ///
     /// ```
-    /// let breaker = redlimit::CircuitBreaker::new();
+    /// let breaker = redlimit::layer::CircuitBreaker::new();
     /// assert!(!breaker.is_disabled());
     /// ```
     pub fn new() -> Self {
@@ -62,7 +62,7 @@ impl CircuitBreaker {
     /// The span of recent calls the failure rate is taken over (at least 10 ms).
     ///
     /// ```
-    /// let breaker = redlimit::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
+    /// let breaker = redlimit::layer::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
     /// ```
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window.max(Duration::from_millis(BUCKETS as u64));
@@ -73,7 +73,7 @@ impl CircuitBreaker {
     /// failures at low traffic says little.
     ///
     /// ```
-    /// let breaker = redlimit::CircuitBreaker::new().min_calls(5);
+    /// let breaker = redlimit::layer::CircuitBreaker::new().min_calls(5);
     /// ```
     pub fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls.max(1);
@@ -84,7 +84,7 @@ impl CircuitBreaker {
     /// value outside, or NaN, is clamped; NaN keeps the current rate).
     ///
     /// ```
-    /// let breaker = redlimit::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
+    /// let breaker = redlimit::layer::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
     /// ```
     pub fn failure_rate(mut self, rate: f64) -> Self {
         if !rate.is_nan() {
@@ -96,7 +96,7 @@ impl CircuitBreaker {
     /// How long the breaker stays open before it lets a probe through.
     ///
     /// ```
-    /// let breaker = redlimit::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
+    /// let breaker = redlimit::layer::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
     /// ```
     pub fn cool_down(mut self, cool_down: Duration) -> Self {
         self.cool_down = cool_down;
@@ -106,7 +106,7 @@ impl CircuitBreaker {
     /// Never opens: every request tries the store (and may wait up to the deadline).
     ///
     /// ```
-    /// assert!(redlimit::CircuitBreaker::disabled().is_disabled());
+    /// assert!(redlimit::layer::CircuitBreaker::disabled().is_disabled());
     /// ```
     pub fn disabled() -> Self {
         CircuitBreaker {
@@ -118,7 +118,7 @@ impl CircuitBreaker {
     /// Whether this breaker never opens.
     ///
     /// ```
-    /// assert!(!redlimit::CircuitBreaker::default().is_disabled());
+    /// assert!(!redlimit::layer::CircuitBreaker::default().is_disabled());
     /// ```
     pub fn is_disabled(&self) -> bool {
         self.disabled
