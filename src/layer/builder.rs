@@ -81,8 +81,9 @@ impl RateLimitBuilder {
         Ok(RateLimitLayer::from_settings(self.config))
     }
 
-    /// How to key requests under the layer's own policy (default: [`PeerIp`]). Rules bring their
-    /// own keys; on a [`builder_per_route`](RateLimitLayer::builder_per_route) builder, [`build`](Self::build) refuses it.
+    /// How to key requests under the layer's own policy (default: [`PeerIp`]). Rules bring
+    /// their own keys: on a [`builder_per_route`](RateLimitLayer::builder_per_route) builder,
+    /// [`build`](Self::build) refuses a key.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -90,7 +91,9 @@ impl RateLimitBuilder {
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).key(Header::new("x-api-key")?).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .key(Header::new("x-api-key")?)
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
@@ -155,7 +158,9 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// use redlimit::layer::Shadow;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).shadow(Shadow::OnWithHeaders).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .shadow(Shadow::OnWithHeaders)
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn shadow(mut self, shadow: Shadow) -> Self {
@@ -195,7 +200,8 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz").build()?;
+    ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz")
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn allow_if(mut self, allowed: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
@@ -215,7 +221,8 @@ impl RateLimitBuilder {
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
     ///     .key(Header::new("x-api-key")?)
-    ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)).build()?;
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
@@ -242,7 +249,8 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .refund_if(|response: &http::response::Parts| response.status.is_server_error()).build()?;
+    ///     .refund_if(|response: &http::response::Parts| response.status.is_server_error())
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn refund_if(
@@ -262,11 +270,13 @@ impl RateLimitBuilder {
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).cost(|parts: &http::request::Parts| {
-    ///     parts.headers.get("x-batch-size")
-    ///         .and_then(|v| v.to_str().ok()?.parse().ok())
-    ///         .unwrap_or(1)
-    /// }).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .cost(|parts: &http::request::Parts| {
+    ///         parts.headers.get("x-batch-size")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(1)
+    ///     })
+    /// .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
@@ -285,10 +295,13 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// use redlimit::layer::OnStoreError;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy.clone()).on_store_error(OnStoreError::Closed).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy.clone())
+    ///     .on_store_error(OnStoreError::Closed)
+    ///     .build()?;
     /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .on_store_error(OnStoreError::Local { instances: 4 }).build()?;
+    ///     .on_store_error(OnStoreError::Local { instances: 4 })
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_store_error(mut self, mode: OnStoreError) -> Self {
@@ -299,8 +312,8 @@ impl RateLimitBuilder {
     /// When to stop calling a failing store (default [`CircuitBreaker::new`]: when half of at
     /// least 20 calls within 10 s failed, for 1 s). While open, requests are decided at once by
     /// the store-error mode. A store with several failure domains (the shards of a Redis
-    /// Cluster, see [`Store::failure_domain`](crate::store::Store::failure_domain)) gets a breaker per domain: one sick shard does
-    /// not switch limiting off for the others.
+    /// Cluster, see [`Store::failure_domain`](crate::store::Store::failure_domain)) gets a
+    /// breaker per domain: one sick shard does not switch limiting off for the others.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -309,7 +322,8 @@ impl RateLimitBuilder {
     /// use redlimit::layer::CircuitBreaker;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .circuit_breaker(CircuitBreaker::new().min_calls(50).cool_down(Duration::from_secs(2))).build()?;
+    ///     .circuit_breaker(CircuitBreaker::new().min_calls(50).cool_down(Duration::from_secs(2)))
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
@@ -330,7 +344,9 @@ impl RateLimitBuilder {
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).max_store_calls(1024).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .max_store_calls(1024)
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn max_store_calls(mut self, calls: usize) -> Self {
@@ -358,7 +374,9 @@ impl RateLimitBuilder {
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).deny_cache(0).build()?; // off
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .deny_cache(0)
+    ///     .build()?; // off
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn deny_cache(mut self, capacity: usize) -> Self {
@@ -375,12 +393,13 @@ impl RateLimitBuilder {
     /// whether the store is slow or gone.
     ///
     /// ```
-    /// # use std::time::Duration.build()?;
+    /// # use std::time::Duration;
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .store_deadline(Duration::from_millis(25)).build()?;
+    ///     .store_deadline(Duration::from_millis(25))
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn store_deadline(mut self, deadline: Duration) -> Self {
@@ -396,7 +415,9 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// use redlimit::layer::HeaderStyle;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).headers(HeaderStyle::Both).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .headers(HeaderStyle::Both)
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn headers(mut self, style: HeaderStyle) -> Self {
@@ -416,7 +437,9 @@ impl RateLimitBuilder {
     /// use redlimit::{Limit, Policy, RateLimitLayer};
     /// use redlimit::layer::GrpcStatus;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).grpc_status(GrpcStatus::Unavailable).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .grpc_status(GrpcStatus::Unavailable)
+    ///     .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn grpc_status(mut self, status: GrpcStatus) -> Self {
@@ -434,14 +457,16 @@ impl RateLimitBuilder {
     /// use redlimit::store::MemoryStore;
     /// use redlimit::{Decision, Limit, Policy, RateLimitLayer};
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).on_rejection(|d: &Decision| {
-    ///     let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());
-    ///     Response::builder()
-    ///         .status(StatusCode::TOO_MANY_REQUESTS)
-    ///         .header("content-type", "application/json")
-    ///         .body(Bytes::from(body))
-    ///         .unwrap()
-    /// }).build()?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .on_rejection(|d: &Decision| {
+    ///         let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());
+    ///         Response::builder()
+    ///             .status(StatusCode::TOO_MANY_REQUESTS)
+    ///             .header("content-type", "application/json")
+    ///             .body(Bytes::from(body))
+    ///             .unwrap()
+    ///     })
+    /// .build()?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn on_rejection(

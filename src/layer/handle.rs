@@ -77,8 +77,8 @@ impl Handle {
         cell.store(Arc::new(Decider::new(Arc::new(config))));
     }
 
-    /// The policy named `name` among the rules in force (the layer's own policy among them) (the first, if
-    /// several rules share a name).
+    /// The policy named `name` among the rules in force, the layer's own policy included
+    /// (the first, if several rules share a name).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -11,7 +11,8 @@ use crate::key::{KeyExtractor, PeerIp};
 use crate::policy::Policy;
 
 /// A policy, the requests it applies to, and the key it counts them under: one route of a
-/// [`RateLimitLayer`](super::RateLimitLayer) ([`RateLimitBuilder::rule`](super::RateLimitBuilder::rule),
+/// [`RateLimitLayer`](super::RateLimitLayer)
+/// ([`RateLimitBuilder::rule`](super::RateLimitBuilder::rule),
 /// [`Handle::replace_rules`](super::Handle::replace_rules)).
 ///
 /// The key is the socket peer's IP ([`PeerIp`]) until [`key`](Self::key) says otherwise; the
@@ -93,7 +94,8 @@ impl Rule {
     /// # use std::time::Duration;
     /// use redlimit::key::Header;
     /// use redlimit::layer::Rule;
-    /// # let api = redlimit::Policy::new("api", [redlimit::Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// # use redlimit::{Limit, Policy};
+    /// # let api = Policy::new("api", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let rule = Rule::new("/v1/*", api)?.key(Header::new("x-api-key")?);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
@@ -110,7 +112,8 @@ impl Rule {
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::layer::{Rule, Shadow};
-    /// # let login = redlimit::Policy::new("login", [redlimit::Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// # use redlimit::{Limit, Policy};
+    /// # let login = Policy::new("login", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let rule = Rule::new("POST /login", login)?.shadow(Shadow::On);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
@@ -125,7 +128,8 @@ impl Rule {
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::layer::Rule;
-    /// # let api = redlimit::Policy::new("api", [redlimit::Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// # use redlimit::{Limit, Policy};
+    /// # let api = Policy::new("api", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// assert_eq!(Rule::all(api).policy().name(), "api");
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
