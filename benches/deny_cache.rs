@@ -70,22 +70,23 @@ async fn layer(variant: Variant, url: &str, round: usize) -> RateLimitLayer {
     )
     .unwrap();
     let layer = match variant {
-        Variant::Memory => RateLimitLayer::new(MemoryStore::new(), policy),
+        Variant::Memory => RateLimitLayer::builder(MemoryStore::new(), policy),
         _ => {
             let store = RedisStore::builder(url)
                 .prefix(format!("deny{round}{}", variant as u8))
                 .connect()
                 .await
                 .expect("connect to the bench redis");
-            RateLimitLayer::new(store, policy).store_deadline(Duration::from_secs(1))
+            RateLimitLayer::builder(store, policy).store_deadline(Duration::from_secs(1))
         }
     };
     let layer = layer.key(Global);
-    if variant == Variant::RedisUncached {
+    let layer = if variant == Variant::RedisUncached {
         layer.deny_cache(0)
     } else {
         layer
-    }
+    };
+    layer.build().expect("valid layer")
 }
 
 fn measure(variant: Variant, redis: &RedisServer, secs: f64, round: usize) -> Sample {

@@ -19,8 +19,9 @@ use axum::body::Body;
 use axum::routing::get;
 use axum::Router;
 use http::Request;
+use redlimit::layer::CircuitBreaker;
 use redlimit::store::RedisStore;
-use redlimit::{CircuitBreaker, Limit, Policy, RateLimitLayer};
+use redlimit::{Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
 use support::{percentile, Table};
 use tower::ServiceExt;
@@ -50,9 +51,11 @@ async fn layered(url: &str, breaker: CircuitBreaker) -> Router {
     )
     .unwrap();
     app().layer(
-        RateLimitLayer::new(store, policy)
+        RateLimitLayer::builder(store, policy)
             .store_deadline(DEADLINE)
-            .circuit_breaker(breaker),
+            .circuit_breaker(breaker)
+            .build()
+            .expect("valid layer"),
     )
 }
 

@@ -115,11 +115,12 @@ fn redlimit(
     keys: Keys,
 ) -> Router {
     let layer =
-        RateLimitLayer::new(store, policy(algorithm)).store_deadline(Duration::from_secs(1));
-    match keys {
-        Keys::Hot => app().layer(layer.key(Global)),
-        Keys::Many => app().layer(layer.key(by_header())),
-    }
+        RateLimitLayer::builder(store, policy(algorithm)).store_deadline(Duration::from_secs(1));
+    let layer = match keys {
+        Keys::Hot => layer.key(Global),
+        Keys::Many => layer.key(by_header()),
+    };
+    app().layer(layer.build().expect("valid layer"))
 }
 
 /// tower_governor's key: the same header, or one global key.

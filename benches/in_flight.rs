@@ -86,11 +86,11 @@ async fn layer(variant: Variant, url: &str, round: usize) -> RateLimitLayer {
             .connect()
             .await
             .expect("connect to the bench redis");
-        RateLimitLayer::new(store, variant.policy()).store_deadline(Duration::from_secs(1))
+        RateLimitLayer::builder(store, variant.policy()).store_deadline(Duration::from_secs(1))
     } else {
-        RateLimitLayer::new(MemoryStore::new(), variant.policy())
+        RateLimitLayer::builder(MemoryStore::new(), variant.policy())
     };
-    layer.key(Global)
+    layer.key(Global).build().expect("valid layer")
 }
 
 fn measure(variant: Variant, redis: &RedisServer, secs: f64, round: usize) -> Sample {

@@ -40,7 +40,12 @@ fn redlimit_app() -> Router {
         [Limit::gcra(RATE, Duration::from_secs(1)).expect("a limit")],
     )
     .expect("a policy");
-    app().layer(RateLimitLayer::new(MemoryStore::new(), policy).key(Global))
+    app().layer(
+        RateLimitLayer::builder(MemoryStore::new(), policy)
+            .key(Global)
+            .build()
+            .expect("valid layer"),
+    )
 }
 
 #[derive(Clone)]

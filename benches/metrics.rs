@@ -40,10 +40,13 @@ fn layer() -> RateLimitLayer {
         ],
     )
     .unwrap();
-    RateLimitLayer::new(MemoryStore::new(), policy).key(|parts: &Parts| {
-        let n: &usize = parts.extensions.get()?;
-        Some(Key::new(format!("c{}", n % KEYS)))
-    })
+    RateLimitLayer::builder(MemoryStore::new(), policy)
+        .key(|parts: &Parts| {
+            let n: &usize = parts.extensions.get()?;
+            Some(Key::new(format!("c{}", n % KEYS)))
+        })
+        .build()
+        .expect("valid layer")
 }
 
 /// Runs requests through `layer` for `secs`; CPU µs per request of this thread.

@@ -16,8 +16,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use http::request::Parts;
 use redlimit::__private::{decode_reply, render_headers};
 use redlimit::key::{Both, ClientIp, Header, PeerIp, Route};
+use redlimit::layer::HeaderStyle;
 use redlimit::store::MemoryStore;
-use redlimit::{Decision, HeaderStyle, Key, KeyExtractor, Limit, Policy};
+use redlimit::{Decision, Key, KeyExtractor, Limit, Policy};
 use tower::ServiceExt;
 
 /// The peer: one of our own proxies, so `ClientIp` walks the forwarded header.

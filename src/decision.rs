@@ -30,17 +30,17 @@ pub enum DecisionSource {
     /// unlimited; no limit state is known.
     FailOpen,
     /// The store failed or missed its deadline and the layer answered `503` (gRPC
-    /// `UNAVAILABLE`) without limit state ([`OnStoreError::Closed`](crate::OnStoreError::Closed));
+    /// `UNAVAILABLE`) without limit state ([`OnStoreError::Closed`](crate::layer::OnStoreError::Closed));
     /// the decision is in that response's extensions.
     FailClosed,
     /// This instance decided in memory, with its share of the policy: the store failed, missed
-    /// its deadline or its circuit was open ([`OnStoreError::Local`](crate::OnStoreError::Local),
+    /// its deadline or its circuit was open ([`OnStoreError::Local`](crate::layer::OnStoreError::Local),
     /// the default), or more store calls were in flight than the layer allows
-    /// ([`RateLimitLayer::max_store_calls`](crate::RateLimitLayer::max_store_calls)).
+    /// ([`RateLimitBuilder::max_store_calls`](crate::layer::RateLimitBuilder::max_store_calls)).
     Local,
     /// The store denied this key moments ago and the denial still stands: answered from the
     /// layer's deny cache without asking the store, with the store's states counted down
-    /// ([`RateLimitLayer::deny_cache`](crate::RateLimitLayer::deny_cache)).
+    /// ([`RateLimitBuilder::deny_cache`](crate::layer::RateLimitBuilder::deny_cache)).
     DenyCache,
     /// A local-first store decided in memory, from its view of the fleet's usage (synced with
     /// Redis in the background) ([`LocalFirstStore`](crate::store::LocalFirstStore)).

@@ -85,6 +85,11 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A key given to a layer builder without a policy of its own
+    /// ([`RateLimitLayer::builder_per_route`](crate::RateLimitLayer::builder_per_route)): its
+    /// rules bring their own keys, so the key would key nothing.
+    #[error("a key for a layer without a policy of its own: give each rule its key (Rule::key)")]
+    KeyWithoutPolicy,
     /// A header name that is not a valid HTTP header name.
     #[error("invalid header name `{0}`")]
     InvalidHeaderName(String),
@@ -135,7 +140,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a store could not decide. The layer decides a timeout in memory and turns every other
 /// one into its failure policy (deciding in memory by default); it never reaches the client as
-/// a 5xx from the layer itself (only [`OnStoreError::Closed`](crate::OnStoreError::Closed)
+/// a 5xx from the layer itself (only [`OnStoreError::Closed`](crate::layer::OnStoreError::Closed)
 /// answers 503, on purpose).
 ///
 /// The backend's own error (e.g. a `redis::RedisError`) is kept as the

@@ -34,7 +34,7 @@
 //!    response, and the decision in the request's extensions) or answers `429 Too Many
 //!    Requests` with `Retry-After`.
 //! 4. If the store fails or takes longer than the deadline (100 ms), the layer's
-//!    [`OnStoreError`] decides (see "Failure modes" below).
+//!    [`OnStoreError`](layer::OnStoreError) decides (see "Failure modes" below).
 //!
 //! # Several limits, checked atomically
 //!
@@ -68,8 +68,8 @@
 //! Allowed and denied responses carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //! `X-RateLimit-Reset` (Unix seconds) of the most restrictive limit; a 429 adds `Retry-After`
 //! (seconds, rounded up, at least 1). The IETF draft's `RateLimit-Policy` / `RateLimit` fields,
-//! listing every limit of the policy, are an option ([`HeaderStyle`]). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
-//! an HTTP 200 response instead of a 429 ([`GrpcStatus`]).
+//! listing every limit of the policy, are an option ([`HeaderStyle`](layer::HeaderStyle)). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
+//! an HTTP 200 response instead of a 429 ([`GrpcStatus`](layer::GrpcStatus)).
 //!
 //! # Failure modes
 //!
@@ -77,10 +77,10 @@
 //! |---|---|
 //! | the store answers within the deadline (default 100 ms) | decides by it |
 //! | the store misses the deadline, or more than 256 store calls are in flight | decides in memory with this instance's share of each limit ([`DecisionSource::Local`]): a slow store may be a flood, and load must never turn limiting off; the late call finishes in the background for the breaker to count |
-//! | the store errs, or its circuit is open | the failure mode: [`OnStoreError::Local`] (default): decides in memory with this instance's share of each limit; [`OnStoreError::Open`]: lets the request through, logs (`warn` at most once a second); [`OnStoreError::Closed`]: `503` (gRPC `UNAVAILABLE`), never 429 |
-//! | most calls fail (errors, or no answer at all for 1 s) | the [`CircuitBreaker`] opens (half of at least 20 calls in 10 s, per Cluster slot range): requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
+//! | the store errs, or its circuit is open | the failure mode: [`OnStoreError::Local`](layer::OnStoreError::Local) (default): decides in memory with this instance's share of each limit; [`OnStoreError::Open`](layer::OnStoreError::Open): lets the request through, logs (`warn` at most once a second); [`OnStoreError::Closed`](layer::OnStoreError::Closed): `503` (gRPC `UNAVAILABLE`), never 429 |
+//! | most calls fail (errors, or no answer at all for 1 s) | the [`CircuitBreaker`](layer::CircuitBreaker) opens (half of at least 20 calls in 10 s, per Cluster slot range): requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
 //! | a store call timed out or failed on I/O | it is never replayed (it may have run); only `NOSCRIPT` is retried |
-//! | the request has no key | [`MissingKey`] (default: the peer IP) |
+//! | the request has no key | [`MissingKey`](layer::MissingKey) (default: the peer IP) |
 //! | Redis answers garbage | a typed [`StoreError`], then the failure mode; never a panic, never a 500 from the layer |
 //!
 //! Every decision says where it came from ([`Decision::source`]).
@@ -94,13 +94,20 @@
 //!   recorder before the first request: a layer takes its handles at first use.
 //! - **Tracing**: a `redlimit.decision` span per decision at `debug` (policy, outcome, source,
 //!   store latency, the key as a short hash).
-//! - **Shadow mode** ([`Shadow`], [`RateLimitLayer::shadow`]): every decision made and
+//! - **Shadow mode** ([`Shadow`](layer::Shadow), [`RateLimitBuilder::shadow`](layer::RateLimitBuilder::shadow)): every decision made and
 //!   recorded, none denied.
-//! - **Inspect and reset** a key ([`store::Store::inspect`], [`RateLimitLayer::reset`]).
+//! - **Inspect and reset** a key ([`layer::Handle::inspect`], [`layer::Handle::reset`]).
 //! - **Penalty box** ([`Policy::penalty`]): a key a limit denies stays denied for a while, on
 //!   every replica.
-//! - **Refunds** ([`RateLimitLayer::refund_if`], [`store::Refund`]): units given back after a
+//! - **Refunds** ([`RateLimitBuilder::refund_if`](layer::RateLimitBuilder::refund_if), [`store::Refund`]): units given back after a
 //!   response that should not count (a 5xx), once, never below the state before the request.
+//!
+//! # Modules
+//!
+//! The crate root holds the values a request's decision is made of; the modules hold the
+//! parts you assemble: [`layer`] (the middleware, its builder, rules, handle and settings),
+//! [`key`] (key extractors), [`store`] (where state lives) and `config` (policies from a file,
+//! feature `config`).
 //!
 //! # Feature flags
 //!
@@ -133,10 +140,10 @@ mod decision;
 mod duration;
 mod error;
 pub mod key;
+pub mod layer;
 mod lease;
 mod limit;
 mod policy;
-mod rate_limit;
 pub mod store;
 mod telemetry;
 
@@ -147,10 +154,8 @@ pub mod __private;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};
 pub use key::{Key, KeyExtractor};
+#[doc(inline)]
+pub use layer::RateLimitLayer;
 pub use lease::Lease;
 pub use limit::{Algorithm, Limit};
 pub use policy::{Policy, MAX_LIMITS};
-pub use rate_limit::{
-    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RateLimit, RateLimitLayer,
-    ResponseBody, ResponseFuture, Shadow,
-};

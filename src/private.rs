@@ -4,11 +4,11 @@
 use http::HeaderMap;
 
 use crate::decision::Decision;
-use crate::rate_limit::HeaderStyle;
+use crate::layer::HeaderStyle;
 
 /// The headers the layer renders for a decision.
 pub fn render_headers(decision: &Decision, style: HeaderStyle) -> HeaderMap {
-    crate::rate_limit::render_headers(decision, style)
+    crate::layer::render_headers(decision, style)
 }
 
 /// Decodes a script reply as the Redis store does.

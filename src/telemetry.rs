@@ -1,7 +1,7 @@
 //! What the crate tells operators: the metrics it records through the `metrics` facade
 //! (feature `metrics`), their names in one place and the rare events recorded where they
 //! happen, and the decision span. The per-request decision counters are in
-//! `rate_limit/meters.rs`, which keeps their handles.
+//! `layer/meters.rs`, which keeps their handles.
 //!
 //! Names follow Prometheus conventions: the `redlimit_` prefix, `_total` for counters, seconds
 //! for durations. Labels have bounded values (policy and limit names, fixed words): never a

@@ -2,6 +2,10 @@
 //! `Send + Sync`, and the futures the layer returns are `Send`, so a limited service runs on a
 //! multi-threaded runtime.
 
+use redlimit::layer::{
+    CircuitBreaker, GrpcStatus, Handle, HeaderStyle, MissingKey, OnStoreError, RateLimit,
+    RateLimitBuilder, ResponseBody, ResponseFuture, Rule, Shadow,
+};
 use redlimit::store::{Check, CheckFuture, Clock, ManualClock, MemoryStore, Store, SystemClock};
 use redlimit::*;
 
@@ -11,6 +15,11 @@ const fn send<T: Send>() {}
 const _: () = {
     send_sync::<RateLimitLayer>();
     send_sync::<RateLimit<axum::Router>>();
+    send_sync::<RateLimitBuilder>();
+    send_sync::<Handle>();
+    send_sync::<Rule>();
+    send_sync::<Shadow>();
+    send_sync::<key::IpRanges>();
     send_sync::<Policy>();
     send_sync::<Limit>();
     send_sync::<Algorithm>();

@@ -85,9 +85,11 @@ async fn a_dead_shard_leaves_the_healthy_ones_limiting() {
     )
     .unwrap();
     let app = source_app(
-        RateLimitLayer::new(store, policy)
+        RateLimitLayer::builder(store, policy)
             .key(Header::new("x-client").unwrap())
-            .store_deadline(Duration::from_millis(100)),
+            .store_deadline(Duration::from_millis(100))
+            .build()
+            .expect("valid layer"),
     );
     let all = sources(&app, 0..KEYS).await;
     assert!(all.iter().all(|s| s == "Store"), "healthy cluster: {all:?}");

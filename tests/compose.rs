@@ -13,15 +13,20 @@ use axum::routing::get;
 use axum::Router;
 use http::{HeaderValue, Response, StatusCode};
 use redlimit::key::Global;
+use redlimit::layer::{RateLimitBuilder, ResponseBody};
 use redlimit::store::MemoryStore;
-use redlimit::{Decision, DecisionSource, Limit, Policy, RateLimitLayer, ResponseBody};
+use redlimit::{Decision, DecisionSource, Limit, Policy, RateLimitLayer};
 use support::*;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::timeout::TimeoutLayer;
 
 fn layer(n: u64) -> RateLimitLayer {
+    layer_builder(n).build().expect("valid layer")
+}
+
+fn layer_builder(n: u64) -> RateLimitBuilder {
     let policy = Policy::new("api", [Limit::gcra(n, Duration::from_secs(60)).unwrap()]).unwrap();
-    RateLimitLayer::new(MemoryStore::new(), policy)
+    RateLimitLayer::builder(MemoryStore::new(), policy)
 }
 
 /// An outer layer that reports which policy denied, from the decision in the response.
@@ -80,7 +85,7 @@ async fn timeout_and_tower_layers_stack_around_it_and_serve() {
                     Duration::from_millis(200),
                 ))
                 .map_response(denied_by_header)
-                .layer(layer(2).key(Global)),
+                .layer(layer_builder(2).key(Global).build().expect("valid layer")),
         );
     let addr = serve(app).await;
     let ok = get_head(addr, "/").await;
@@ -136,11 +141,14 @@ async fn a_429_carries_the_decision_for_outer_layers() {
 
 #[tokio::test]
 async fn a_custom_rejection_carries_the_decision_too() {
-    let app = app(layer(1).on_rejection(|_: &Decision| {
-        let mut res = Response::new(bytes::Bytes::from_static(b"slow down"));
-        *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-        res
-    }));
+    let app = app(layer_builder(1)
+        .on_rejection(|_: &Decision| {
+            let mut res = Response::new(bytes::Bytes::from_static(b"slow down"));
+            *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+            res
+        })
+        .build()
+        .expect("valid layer"));
     send(&app, request("/", "10.0.0.1", &[])).await;
     let res = send(&app, request("/", "10.0.0.1", &[])).await;
     assert_eq!(

@@ -66,9 +66,11 @@ async fn two_replicas_sharing_redis_admit_exactly_the_limit() {
                     .connect()
                     .await
                     .unwrap();
-                app(RateLimitLayer::new(store, policy(algorithm))
+                app(RateLimitLayer::builder(store, policy(algorithm))
                     .key(Global)
-                    .store_deadline(Duration::from_secs(5)))
+                    .store_deadline(Duration::from_secs(5))
+                    .build()
+                    .expect("valid layer"))
             };
             let (a, b) = (replica().await, replica().await);
             let before = day();
@@ -86,8 +88,14 @@ async fn two_replicas_sharing_redis_admit_exactly_the_limit() {
 async fn two_layers_sharing_a_memory_store_admit_exactly_the_limit() {
     for algorithm in Algorithm::ALL {
         let store = MemoryStore::new();
-        let a = app(RateLimitLayer::new(store.clone(), policy(algorithm)).key(Global));
-        let b = app(RateLimitLayer::new(store, policy(algorithm)).key(Global));
+        let a = app(RateLimitLayer::builder(store.clone(), policy(algorithm))
+            .key(Global)
+            .build()
+            .expect("valid layer"));
+        let b = app(RateLimitLayer::builder(store, policy(algorithm))
+            .key(Global)
+            .build()
+            .expect("valid layer"));
         let before = day();
         let n = admitted(&a, &b).await;
         if day() == before {

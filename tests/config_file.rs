@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use axum::Router;
 use http::StatusCode;
-use redlimit::config::ConfigFile;
+use redlimit::config::{ConfigFile, Reloader};
 use redlimit::store::MemoryStore;
 use redlimit::RateLimitLayer;
 use support::*;
@@ -80,7 +80,12 @@ async fn the_example_file_loads_and_limits() {
     let app = Router::new()
         .route("/login", post(|| async { "ok" }))
         .route("/v1/{*rest}", get(|| async { "ok" }))
-        .layer(RateLimitLayer::from_config(MemoryStore::new(), &config));
+        .layer(
+            RateLimitLayer::builder_per_route(MemoryStore::new())
+                .rules(config.rules())
+                .build()
+                .expect("valid layer"),
+        );
     let login = || {
         let mut req = request("/login", "10.0.0.9", &[]);
         *req.method_mut() = http::Method::POST;
@@ -118,12 +123,12 @@ async fn a_changed_file_applies_without_a_restart_and_keeps_used_units() {
     let dir = dir("watch");
     let path = dir.join("redlimit.toml");
     std::fs::write(&path, file(2, 1)).unwrap();
-    let layer = RateLimitLayer::from_config(
-        redis_store(&server, "watch").await,
-        &ConfigFile::load(&path).unwrap(),
-    )
-    .deny_cache(0);
-    let handle = layer.reload_handle();
+    let layer = RateLimitLayer::builder_per_route(redis_store(&server, "watch").await)
+        .rules(ConfigFile::load(&path).unwrap().rules())
+        .deny_cache(0)
+        .build()
+        .expect("valid layer");
+    let handle = Reloader::new(layer.handle());
     let app = app(layer);
     assert_eq!(passed(&app, "/", 3).await, 2);
 
@@ -165,12 +170,12 @@ async fn a_broken_file_is_refused_logged_and_the_old_config_stays() {
     let dir = dir("broken");
     let path = dir.join("redlimit.toml");
     std::fs::write(&path, file(2, 1)).unwrap();
-    let layer = RateLimitLayer::from_config(
-        redis_store(&server, "broken").await,
-        &ConfigFile::load(&path).unwrap(),
-    )
-    .deny_cache(0);
-    let handle = layer.reload_handle();
+    let layer = RateLimitLayer::builder_per_route(redis_store(&server, "broken").await)
+        .rules(ConfigFile::load(&path).unwrap().rules())
+        .deny_cache(0)
+        .build()
+        .expect("valid layer");
+    let handle = Reloader::new(layer.handle());
     let app = app(layer);
     let _watcher = handle.watch(&path).expect("watch");
 
@@ -209,12 +214,12 @@ async fn unchanged_limits_keep_their_state_across_a_reload() {
     let dir = dir("unchanged");
     let path = dir.join("redlimit.toml");
     std::fs::write(&path, file(3, 2)).unwrap();
-    let layer = RateLimitLayer::from_config(
-        redis_store(&server, "unchanged").await,
-        &ConfigFile::load(&path).unwrap(),
-    )
-    .deny_cache(0);
-    let handle = layer.reload_handle();
+    let layer = RateLimitLayer::builder_per_route(redis_store(&server, "unchanged").await)
+        .rules(ConfigFile::load(&path).unwrap().rules())
+        .deny_cache(0)
+        .build()
+        .expect("valid layer");
+    let handle = Reloader::new(layer.handle());
     // A service made before the reload: it must see the new rules too.
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
@@ -319,7 +324,12 @@ key = "ip"
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/shadow", get(|| async { "ok" }))
-        .layer(RateLimitLayer::from_config(MemoryStore::new(), &config));
+        .layer(
+            RateLimitLayer::builder_per_route(MemoryStore::new())
+                .rules(config.rules())
+                .build()
+                .expect("valid layer"),
+        );
     let via_proxy =
         |path: &str, client: &str| request(path, "10.0.0.1", &[("x-forwarded-for", client)]);
     // Two clients behind one proxy: one each.

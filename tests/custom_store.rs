@@ -91,8 +91,10 @@ async fn an_outside_store_drives_the_layer_ready_or_pending() {
             pending,
             ..Counter::default()
         });
-        let layer = RateLimitLayer::new(store, policy())
-            .key(redlimit::key::Header::new("x-api-key").unwrap());
+        let layer = RateLimitLayer::builder(store, policy())
+            .key(redlimit::key::Header::new("x-api-key").unwrap())
+            .build()
+            .expect("valid layer");
         let app = Router::new()
             .route("/", get(|| async { "ok" }))
             .layer(layer);

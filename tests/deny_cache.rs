@@ -13,6 +13,7 @@ use axum::Router;
 use http::StatusCode;
 use proptest::prelude::*;
 use redlimit::key::PeerIp;
+use redlimit::layer::{RateLimitBuilder, Rule};
 use redlimit::store::{ManualClock, MemoryStore};
 use redlimit::{Algorithm, Decision, DecisionSource, Key, Limit, Policy, RateLimitLayer};
 use support::*;
@@ -99,7 +100,7 @@ fn commands(server: &RedisServer) -> u64 {
 
 async fn denied_app(
     server: &RedisServer,
-    layer: impl FnOnce(RateLimitLayer) -> RateLimitLayer,
+    layer: impl FnOnce(RateLimitBuilder) -> RateLimitBuilder,
 ) -> Router {
     let store = redis_store(server, "deny").await;
     let policy = Policy::new(
@@ -110,7 +111,11 @@ async fn denied_app(
         ],
     )
     .unwrap();
-    source_app(layer(RateLimitLayer::new(store, policy)))
+    source_app(
+        layer(RateLimitLayer::builder(store, policy))
+            .build()
+            .expect("valid layer"),
+    )
 }
 
 #[tokio::test]
@@ -191,13 +196,16 @@ async fn a_smaller_cost_still_asks_the_store() {
         [Limit::token_bucket(5, Duration::from_secs(3600)).unwrap()],
     )
     .unwrap();
-    let layer = RateLimitLayer::new(store, policy).cost(|parts: &http::request::Parts| {
-        parts
-            .headers
-            .get("x-cost")
-            .and_then(|v| v.to_str().ok()?.parse().ok())
-            .unwrap_or(1)
-    });
+    let layer = RateLimitLayer::builder(store, policy)
+        .cost(|parts: &http::request::Parts| {
+            parts
+                .headers
+                .get("x-cost")
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(1)
+        })
+        .build()
+        .expect("valid layer");
     let app = source_app(layer);
     let with_cost = |c: &str| request("/", "10.0.0.1", &[("x-cost", c)]);
     assert_eq!(send(&app, with_cost("3")).await.status(), StatusCode::OK);
@@ -221,16 +229,21 @@ async fn a_smaller_cost_still_asks_the_store() {
 async fn layers_built_from_one_base_keep_their_own_denials() {
     let server = RedisServer::start();
     let store = redis_store(&server, "deny-base").await;
-    let base = RateLimitLayer::per_route(store);
+    let base = RateLimitLayer::builder_per_route(store);
     let policy =
         |name, n| Policy::new(name, [Limit::gcra(n, Duration::from_secs(3600)).unwrap()]).unwrap();
     // Rule 0 of each layer is a different policy.
     let strict = source_app(
         base.clone()
-            .route("/", policy("strict", 1), PeerIp)
-            .unwrap(),
+            .rule(Rule::new("/", policy("strict", 1)).unwrap().key(PeerIp))
+            .build()
+            .expect("valid layer"),
     );
-    let loose = source_app(base.route("/", policy("loose", 100), PeerIp).unwrap());
+    let loose = source_app(
+        base.rule(Rule::new("/", policy("loose", 100)).unwrap().key(PeerIp))
+            .build()
+            .expect("valid layer"),
+    );
     assert_eq!(status_of(&strict, "10.0.0.1").await, StatusCode::OK);
     for _ in 0..2 {
         assert_eq!(

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use http::StatusCode;
+use redlimit::layer::OnStoreError;
 use redlimit::store::{RedisStore, Store};
-use redlimit::{DecisionSource, Key, Limit, OnStoreError, Policy, RateLimitLayer};
+use redlimit::{DecisionSource, Key, Limit, Policy, RateLimitLayer};
 use support::*;
 
 const PER_KEY: u64 = 5;
@@ -120,9 +121,11 @@ async fn cluster_follows_a_master_failover() {
         .unwrap();
     // Failing open, a rate-limit header can only come from the store. A deadline a loaded
     // test machine cannot miss: the checks after the failover must be the store's.
-    let app = app(RateLimitLayer::new(store, two_per_hour())
+    let app = app(RateLimitLayer::builder(store, two_per_hour())
         .store_deadline(Duration::from_secs(3))
-        .on_store_error(OnStoreError::Open));
+        .on_store_error(OnStoreError::Open)
+        .build()
+        .expect("valid layer"));
     assert_eq!(status_of(&app, "10.0.0.1").await, StatusCode::OK);
     // Kill the master of the key's slot; its replica takes over.
     let slot = {
@@ -165,9 +168,11 @@ async fn sentinel_follows_a_failover() {
     assert_eq!(d.remaining(), Some(PER_KEY - 1));
     // Failing open, a rate-limit header can only come from the store. A deadline a loaded
     // test machine cannot miss: the checks after the failover must be the store's.
-    let app = app(RateLimitLayer::new(store, two_per_hour())
+    let app = app(RateLimitLayer::builder(store, two_per_hour())
         .store_deadline(Duration::from_secs(3))
-        .on_store_error(OnStoreError::Open));
+        .on_store_error(OnStoreError::Open)
+        .build()
+        .expect("valid layer"));
     let old_master = set.master.port();
     set.master.kill();
     let promoted = eventually(Duration::from_secs(30), async || {
@@ -197,9 +202,11 @@ async fn fail_open_decisions_during_a_failover_say_so() {
         .unwrap();
     set.master.kill();
     set.replica.kill();
-    let layer = RateLimitLayer::new(store, gcra_policy("dep", 1, Duration::from_secs(60)))
+    let layer = RateLimitLayer::builder(store, gcra_policy("dep", 1, Duration::from_secs(60)))
         .store_deadline(Duration::from_millis(100))
-        .on_store_error(OnStoreError::Open);
+        .on_store_error(OnStoreError::Open)
+        .build()
+        .expect("valid layer");
     let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;

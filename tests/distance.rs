@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use http::StatusCode;
+use redlimit::layer::OnStoreError;
 use redlimit::store::RedisStore;
-use redlimit::{DecisionSource, Limit, OnStoreError, Policy, RateLimitLayer};
+use redlimit::{DecisionSource, Limit, Policy, RateLimitLayer};
 use support::*;
 
 /// A request that took this long waited for the store's deadline (the layer's default,
@@ -40,9 +41,11 @@ async fn instance(url: String, prefix: &str, count: u64, mode: OnStoreError) -> 
         .await
         .expect("connect through the proxy");
     source_app(
-        RateLimitLayer::new(store, policy(count))
+        RateLimitLayer::builder(store, policy(count))
             .key(api_key())
-            .on_store_error(mode),
+            .on_store_error(mode)
+            .build()
+            .expect("layer"),
     )
 }
 
@@ -392,7 +395,10 @@ async fn a_slow_cluster_master_is_exact() {
             .await
             .expect("connect to the cluster");
         apps.push(source_app(
-            RateLimitLayer::new(store, policy(5)).key(api_key()),
+            RateLimitLayer::builder(store, policy(5))
+                .key(api_key())
+                .build()
+                .expect("layer"),
         ));
     }
     // Hash tags pick the slot: `{far-0}` lives on the far master.
@@ -428,7 +434,10 @@ async fn a_sentinel_master_10_ms_away_is_exact() {
             .await
             .expect("connect through the sentinel");
         apps.push(source_app(
-            RateLimitLayer::new(store, policy(5)).key(api_key()),
+            RateLimitLayer::builder(store, policy(5))
+                .key(api_key())
+                .build()
+                .expect("layer"),
         ));
     }
     for round in 0..3 {

@@ -6,8 +6,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
+use redlimit::layer::{OnStoreError, Rule};
 use redlimit::store::RedisStore;
-use redlimit::{Limit, OnStoreError, Policy, RateLimitLayer};
+use redlimit::{Limit, Policy, RateLimitLayer};
 use support::*;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -20,12 +21,14 @@ async fn layer(server: &RedisServer, mode: OnStoreError) -> RateLimitLayer {
         .connect()
         .await
         .unwrap();
-    RateLimitLayer::new(
+    RateLimitLayer::builder(
         store,
         Policy::new("p", [Limit::gcra(2, Duration::from_secs(3600)).unwrap()]).unwrap(),
     )
     .store_deadline(DEADLINE)
     .on_store_error(mode)
+    .build()
+    .expect("valid layer")
 }
 
 #[tokio::test]
@@ -94,11 +97,13 @@ async fn a_silent_redis_costs_at_most_the_deadline() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("redis://{}", silent.local_addr().unwrap());
     let store = RedisStore::builder(url).connect_lazy().unwrap();
-    let app = app(RateLimitLayer::new(
+    let app = app(RateLimitLayer::builder(
         store,
         Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
-    .store_deadline(DEADLINE));
+    .store_deadline(DEADLINE)
+    .build()
+    .expect("valid layer"));
     // The default failure mode decides in memory: the first request in, the others limited.
     for i in 0..5 {
         let started = Instant::now();
@@ -127,16 +132,26 @@ async fn the_local_fallback_scales_every_rule_whatever_the_order_of_the_calls() 
     let policy =
         |name, n| Policy::new(name, [Limit::gcra(n, Duration::from_secs(3600)).unwrap()]).unwrap();
     let local = OnStoreError::Local { instances: 2 };
-    let mode_first = RateLimitLayer::new(Down, policy("all", 4))
+    let mode_first = RateLimitLayer::builder(Down, policy("all", 4))
         .on_store_error(local)
         .key(redlimit::key::PeerIp)
-        .route("/r", policy("r", 6), redlimit::key::PeerIp)
-        .unwrap();
-    let mode_last = RateLimitLayer::new(Down, policy("all", 4))
-        .route("/r", policy("r", 6), redlimit::key::PeerIp)
-        .unwrap()
+        .rule(
+            Rule::new("/r", policy("r", 6))
+                .unwrap()
+                .key(redlimit::key::PeerIp),
+        )
+        .build()
+        .expect("valid layer");
+    let mode_last = RateLimitLayer::builder(Down, policy("all", 4))
+        .rule(
+            Rule::new("/r", policy("r", 6))
+                .unwrap()
+                .key(redlimit::key::PeerIp),
+        )
         .key(redlimit::key::PeerIp)
-        .on_store_error(local);
+        .on_store_error(local)
+        .build()
+        .expect("valid layer");
     for layer in [mode_first, mode_last] {
         let app = app(layer);
         // Half of each limit in this instance: 2 of 4, 3 of 6.
@@ -156,7 +171,10 @@ async fn the_local_fallback_scales_every_rule_whatever_the_order_of_the_calls() 
 #[tokio::test]
 async fn clones_share_the_local_fallback() {
     let policy = Policy::new("p", [Limit::gcra(2, Duration::from_secs(3600)).unwrap()]).unwrap();
-    let layer = RateLimitLayer::new(Down, policy).on_store_error(OnStoreError::local());
+    let layer = RateLimitLayer::builder(Down, policy)
+        .on_store_error(OnStoreError::local())
+        .build()
+        .expect("valid layer");
     let (a, b) = (app(layer.clone()), app(layer));
     assert_eq!(status_of(&a, "10.0.0.1").await, StatusCode::OK);
     assert_eq!(status_of(&b, "10.0.0.1").await, StatusCode::OK);

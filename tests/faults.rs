@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use http::StatusCode;
-use redlimit::{CircuitBreaker, DecisionSource, OnStoreError, RateLimitLayer};
+use redlimit::layer::{CircuitBreaker, OnStoreError};
+use redlimit::{DecisionSource, RateLimitLayer};
 use support::*;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -21,9 +22,11 @@ const RESUMES_WITHIN: Duration = Duration::from_secs(10);
 async fn app_on(server: &RedisServer, mode: OnStoreError) -> Router {
     let store = redis_store(server, "fault").await;
     source_app(
-        RateLimitLayer::new(store, gcra_policy("p", 3, Duration::from_secs(3600)))
+        RateLimitLayer::builder(store, gcra_policy("p", 3, Duration::from_secs(3600)))
             .store_deadline(DEADLINE)
-            .on_store_error(mode),
+            .on_store_error(mode)
+            .build()
+            .expect("valid layer"),
     )
 }
 
@@ -138,14 +141,16 @@ async fn fail_closed_during_a_freeze_limits_in_memory_then_answers_503() {
     let store = redis_store(&server, "closed").await;
     // A short window, so the success before the freeze soon stops excusing the timeouts.
     let app = source_app(
-        RateLimitLayer::new(store, gcra_policy("p", 3, Duration::from_secs(3600)))
+        RateLimitLayer::builder(store, gcra_policy("p", 3, Duration::from_secs(3600)))
             .store_deadline(DEADLINE)
             .on_store_error(OnStoreError::Closed)
             .circuit_breaker(
                 CircuitBreaker::new()
                     .window(Duration::from_millis(500))
                     .min_calls(3),
-            ),
+            )
+            .build()
+            .expect("valid layer"),
     );
     assert!(limits(&app, "10.0.0.1").await);
     server.freeze();
@@ -182,9 +187,11 @@ async fn fail_closed_during_a_freeze_limits_in_memory_then_answers_503() {
 async fn local_fallback_limits_in_memory_while_redis_is_down() {
     let mut server = RedisServer::start();
     let store = redis_store(&server, "local").await;
-    let layer = RateLimitLayer::new(store, gcra_policy("p", 4, Duration::from_secs(3600)))
+    let layer = RateLimitLayer::builder(store, gcra_policy("p", 4, Duration::from_secs(3600)))
         .store_deadline(DEADLINE)
-        .on_store_error(OnStoreError::Local { instances: 2 });
+        .on_store_error(OnStoreError::Local { instances: 2 })
+        .build()
+        .expect("valid layer");
     let app = source_app(layer);
     server.kill();
     // This instance's share: 4 / 2 instances = 2.
@@ -204,14 +211,16 @@ async fn an_open_breaker_adds_well_under_a_millisecond() {
     let server = RedisServer::start();
     let store = redis_store(&server, "breaker").await;
     let app = app(
-        RateLimitLayer::new(store, gcra_policy("p", 3, Duration::from_secs(3600)))
+        RateLimitLayer::builder(store, gcra_policy("p", 3, Duration::from_secs(3600)))
             .store_deadline(DEADLINE)
             .on_store_error(OnStoreError::Open)
             .circuit_breaker(
                 CircuitBreaker::new()
                     .min_calls(3)
                     .cool_down(Duration::from_secs(3600)),
-            ),
+            )
+            .build()
+            .expect("valid layer"),
     );
     server.freeze();
     // Three calls unanswered, and none answered: the breaker opens (once they are given up,

@@ -10,8 +10,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use redlimit::key::Route;
+use redlimit::layer::{GrpcStatus, OnStoreError, RateLimitBuilder, Rule};
 use redlimit::store::RedisStore;
-use redlimit::{GrpcStatus, Limit, OnStoreError, Policy, RateLimitLayer};
+use redlimit::{Limit, Policy, RateLimitLayer};
 use support::*;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
@@ -59,20 +60,25 @@ fn check() -> Request<HealthCheckRequest> {
     req
 }
 
-async fn redis_layer(server: &RedisServer, limit: Limit) -> RateLimitLayer {
+async fn redis_layer(server: &RedisServer, limit: Limit) -> RateLimitBuilder {
     let store = RedisStore::builder(server.url())
         .prefix(unique_prefix("grpc"))
         .connect()
         .await
         .unwrap();
-    RateLimitLayer::new(store, Policy::new("grpc", [limit]).unwrap()).key(api_key())
+    RateLimitLayer::builder(store, Policy::new("grpc", [limit]).unwrap()).key(api_key())
 }
 
 #[tokio::test]
 async fn resource_exhausted_with_retry_info_past_the_limit() {
     let redis = RedisServer::start();
-    let addr =
-        serve(redis_layer(&redis, Limit::gcra(2, Duration::from_secs(10)).unwrap()).await).await;
+    let addr = serve(
+        redis_layer(&redis, Limit::gcra(2, Duration::from_secs(10)).unwrap())
+            .await
+            .build()
+            .expect("valid layer"),
+    )
+    .await;
     let mut health = client(addr).await;
     for left in ["1", "0"] {
         let res = health.check(check()).await.expect("allowed");
@@ -112,7 +118,7 @@ async fn resource_exhausted_with_retry_info_past_the_limit() {
 #[tokio::test]
 async fn streaming_calls_are_limited_at_call_start() {
     let addr = serve(
-        RateLimitLayer::new(
+        RateLimitLayer::builder(
             redlimit::store::MemoryStore::new(),
             Policy::new(
                 "watch",
@@ -120,7 +126,9 @@ async fn streaming_calls_are_limited_at_call_start() {
             )
             .unwrap(),
         )
-        .key(Route),
+        .key(Route)
+        .build()
+        .expect("valid layer"),
     )
     .await;
     let mut health = client(addr).await;
@@ -152,12 +160,14 @@ async fn streaming_calls_are_limited_at_call_start() {
 #[tokio::test]
 async fn configurable_status_and_fail_closed_unavailable() {
     let addr = serve(
-        RateLimitLayer::new(
+        RateLimitLayer::builder(
             redlimit::store::MemoryStore::new(),
             Policy::new("u", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
         )
         .key(api_key())
-        .grpc_status(GrpcStatus::Unavailable),
+        .grpc_status(GrpcStatus::Unavailable)
+        .build()
+        .expect("valid layer"),
     )
     .await;
     let mut health = client(addr).await;
@@ -171,11 +181,13 @@ async fn configurable_status_and_fail_closed_unavailable() {
         .connect_lazy()
         .unwrap();
     let closed = serve(
-        RateLimitLayer::new(
+        RateLimitLayer::builder(
             dead,
             Policy::new("c", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
         )
-        .on_store_error(OnStoreError::Closed),
+        .on_store_error(OnStoreError::Closed)
+        .build()
+        .expect("valid layer"),
     )
     .await;
     let status = client(closed).await.check(check()).await.unwrap_err();
@@ -190,9 +202,11 @@ async fn fails_open_when_redis_is_down() {
         redis_layer(&redis, Limit::gcra(1, Duration::from_secs(60)).unwrap())
             .await
             .store_deadline(Duration::from_millis(100))
-            .on_store_error(redlimit::OnStoreError::Open)
+            .on_store_error(redlimit::layer::OnStoreError::Open)
             // Every call has the same key: a cached denial would outlive Redis (rightly).
-            .deny_cache(0),
+            .deny_cache(0)
+            .build()
+            .expect("valid layer"),
     )
     .await;
     let mut health = client(addr).await;
@@ -211,19 +225,25 @@ async fn fails_open_when_redis_is_down() {
 
 #[tokio::test]
 async fn per_service_and_per_method_policies() {
-    let layer = RateLimitLayer::per_route(redlimit::store::MemoryStore::new())
-        .route(
-            "/grpc.health.v1.Health/Check",
-            Policy::new("check", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap(),
-            api_key(),
+    let layer = RateLimitLayer::builder_per_route(redlimit::store::MemoryStore::new())
+        .rule(
+            Rule::new(
+                "/grpc.health.v1.Health/Check",
+                Policy::new("check", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap(),
+            )
+            .unwrap()
+            .key(api_key()),
         )
-        .unwrap()
-        .route(
-            "/grpc.health.v1.Health/*",
-            Policy::new("health", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
-            redlimit::key::PeerIp,
+        .rule(
+            Rule::new(
+                "/grpc.health.v1.Health/*",
+                Policy::new("health", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+            )
+            .unwrap()
+            .key(redlimit::key::PeerIp),
         )
-        .unwrap();
+        .build()
+        .expect("valid layer");
     let mut health = client(serve(layer).await).await;
     health.check(check()).await.unwrap();
     health.check(check()).await.unwrap();
@@ -248,11 +268,13 @@ async fn axum_and_tonic_in_one_binary_share_one_layer() {
     reporter
         .set_service_status("", ServingStatus::Serving)
         .await;
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         redlimit::store::MemoryStore::new(),
         Policy::new("both", [Limit::gcra(2, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
-    .key(redlimit::key::Global);
+    .key(redlimit::key::Global)
+    .build()
+    .expect("valid layer");
     let app = axum::Router::new()
         .route("/http", axum::routing::get(|| async { "ok" }))
         .merge(tonic::service::Routes::new(health).into_axum_router())
@@ -299,11 +321,13 @@ async fn axum_and_tonic_in_one_binary_share_one_layer() {
 
 #[tokio::test]
 async fn http_requests_through_the_same_layer_get_429() {
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         redlimit::store::MemoryStore::new(),
         Policy::new("mixed", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
     )
-    .key(redlimit::key::Global);
+    .key(redlimit::key::Global)
+    .build()
+    .expect("valid layer");
     let app = app(layer);
     assert_eq!(status_of(&app, "10.0.0.1").await, http::StatusCode::OK);
     assert_eq!(

@@ -9,8 +9,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use redlimit::layer::{CircuitBreaker, OnStoreError};
 use redlimit::store::RedisStore;
-use redlimit::{CircuitBreaker, DecisionSource, OnStoreError, RateLimitLayer};
+use redlimit::{DecisionSource, RateLimitLayer};
 use support::*;
 
 const DEADLINE: Duration = Duration::from_millis(100);
@@ -22,13 +23,15 @@ const HEALS_WITHIN: Duration = Duration::from_secs(10);
 /// request reaches the store, so what the test sees is the connection's doing.
 fn app_on(store: RedisStore) -> Router {
     source_app(
-        RateLimitLayer::new(
+        RateLimitLayer::builder(
             store,
             gcra_policy("heal", 100_000, Duration::from_secs(3600)),
         )
         .store_deadline(DEADLINE)
         .on_store_error(OnStoreError::Open)
-        .circuit_breaker(CircuitBreaker::disabled()),
+        .circuit_breaker(CircuitBreaker::disabled())
+        .build()
+        .expect("valid layer"),
     )
 }
 

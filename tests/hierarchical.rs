@@ -177,12 +177,14 @@ async fn exact_across_two_instances_under_concurrency() {
             .connect()
             .await
             .unwrap();
-        let layer = RateLimitLayer::new(store, policy.clone())
+        let layer = RateLimitLayer::builder(store, policy.clone())
             .key(per_limit())
             .deny_cache(0)
             // Every request decided by Redis, however slow a loaded test machine is.
             .max_store_calls(1000)
-            .store_deadline(Duration::from_secs(30));
+            .store_deadline(Duration::from_secs(30))
+            .build()
+            .expect("valid layer");
         apps.push(app(layer.clone()));
         layers.push(layer);
     }
@@ -218,7 +220,11 @@ async fn exact_across_two_instances_under_concurrency() {
     // Each level holds exactly what was admitted under it.
     for client in 0..10 {
         let k = layer_key(&format!("c{client}"), tenant_of(client));
-        let state = layers[client % 2].inspect(&policy, &k).await.unwrap();
+        let state = layers[client % 2]
+            .handle()
+            .inspect(&policy, &k)
+            .await
+            .unwrap();
         let used: Vec<u64> = state
             .limits()
             .iter()
@@ -235,7 +241,10 @@ async fn exact_across_two_instances_under_concurrency() {
 
 #[tokio::test]
 async fn a_denial_names_the_level_and_its_key() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), three_levels()).key(per_limit());
+    let layer = RateLimitLayer::builder(MemoryStore::new(), three_levels())
+        .key(per_limit())
+        .build()
+        .expect("valid layer");
     let router = axum::Router::new()
         .route("/", axum::routing::get(|| async { "ok" }))
         .layer(layer);
@@ -268,7 +277,10 @@ async fn a_denial_names_the_level_and_its_key() {
 /// default, every limit counts under the peer's IP).
 #[tokio::test]
 async fn a_missing_level_key_means_no_key() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), three_levels()).key(per_limit());
+    let layer = RateLimitLayer::builder(MemoryStore::new(), three_levels())
+        .key(per_limit())
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     let mut statuses = Vec::new();
     for _ in 0..4 {
@@ -277,9 +289,11 @@ async fn a_missing_level_key_means_no_key() {
     }
     assert_eq!(statuses[..3], [StatusCode::OK; 3]);
     assert_eq!(statuses[3], StatusCode::TOO_MANY_REQUESTS, "3 per peer IP");
-    let allow = RateLimitLayer::new(MemoryStore::new(), three_levels())
+    let allow = RateLimitLayer::builder(MemoryStore::new(), three_levels())
         .key(per_limit())
-        .on_missing_key(redlimit::MissingKey::Allow);
+        .on_missing_key(redlimit::layer::MissingKey::Allow)
+        .build()
+        .expect("valid layer");
     let app = support::app(allow);
     for _ in 0..10 {
         let res = send(&app, request("/", "10.0.0.1", &[("x-client", "a1")])).await;
@@ -352,7 +366,10 @@ async fn a_reset_of_a_shared_level_drops_other_clients_cached_denials() {
     let server = RedisServer::start();
     let store = redis_store(&server, "tiers-reset").await;
     let policy = three_levels();
-    let layer = RateLimitLayer::new(store, policy.clone()).key(per_limit());
+    let layer = RateLimitLayer::builder(store, policy.clone())
+        .key(per_limit())
+        .build()
+        .expect("valid layer");
     let app = app(layer.clone());
     for _ in 0..3 {
         assert_eq!(
@@ -373,7 +390,11 @@ async fn a_reset_of_a_shared_level_drops_other_clients_cached_denials() {
         let decision = res.extensions().get::<Decision>().unwrap();
         assert_eq!(format!("{:?}", decision.source()), source);
     }
-    layer.reset(&policy, &layer_key("a1", "t1")).await.unwrap();
+    layer
+        .handle()
+        .reset(&policy, &layer_key("a1", "t1"))
+        .await
+        .unwrap();
     assert_eq!(
         send(&app, request_of("a2", "t1")).await.status(),
         StatusCode::OK

@@ -14,6 +14,7 @@ use futures_util::future::join_all;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use redlimit::key::Global;
+use redlimit::layer::RateLimitBuilder;
 use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Key, Limit, Policy, RateLimitLayer};
 use support::*;
@@ -78,11 +79,17 @@ impl Gate {
 
 /// An app whose every request waits at `gate`; a generous deadline so a loaded machine never
 /// pushes a decision to the in-memory fallback.
-fn gated_app(layer: RateLimitLayer, gate: &Arc<Gate>) -> Router {
+fn gated_app(layer: RateLimitBuilder, gate: &Arc<Gate>) -> Router {
     let gate = Arc::clone(gate);
     Router::new()
         .route("/", get(move || Arc::clone(&gate).handle()))
-        .layer(layer.key(Global).store_deadline(Duration::from_secs(10)))
+        .layer(
+            layer
+                .key(Global)
+                .store_deadline(Duration::from_secs(10))
+                .build()
+                .expect("valid layer"),
+        )
 }
 
 /// Free slots of the policy's concurrency limit, as the store reads them.
@@ -94,7 +101,7 @@ async fn free_slots(store: &dyn Store, policy: &Policy) -> u64 {
 /// 200 requests at once through two layers (two replicas) sharing `store_a`/`store_b`: exactly
 /// N get in, never more than N are inside the handler, and every slot comes back once the
 /// responses end.
-async fn never_more_than_n_in_flight(a: RateLimitLayer, b: RateLimitLayer, store: &dyn Store) {
+async fn never_more_than_n_in_flight(a: RateLimitBuilder, b: RateLimitBuilder, store: &dyn Store) {
     let policy = in_flight_policy(Duration::from_secs(60));
     let gate = Gate::new();
     let (app_a, app_b) = (gated_app(a, &gate), gated_app(b, &gate));
@@ -156,8 +163,8 @@ async fn two_replicas_sharing_redis_hold_at_most_n_in_flight() {
     let policy = in_flight_policy(Duration::from_secs(60));
     let inspector = a.clone();
     never_more_than_n_in_flight(
-        RateLimitLayer::new(a, policy.clone()),
-        RateLimitLayer::new(b, policy),
+        RateLimitLayer::builder(a, policy.clone()),
+        RateLimitLayer::builder(b, policy),
         &inspector,
     )
     .await;
@@ -168,8 +175,8 @@ async fn two_layers_sharing_a_memory_store_hold_at_most_n_in_flight() {
     let store = MemoryStore::new();
     let policy = in_flight_policy(Duration::from_secs(60));
     never_more_than_n_in_flight(
-        RateLimitLayer::new(store.clone(), policy.clone()),
-        RateLimitLayer::new(store.clone(), policy),
+        RateLimitLayer::builder(store.clone(), policy.clone()),
+        RateLimitLayer::builder(store.clone(), policy),
         &store,
     )
     .await;
@@ -178,7 +185,7 @@ async fn two_layers_sharing_a_memory_store_hold_at_most_n_in_flight() {
 /// The ways a request ends without reading its body to the end, each giving its slot back.
 async fn slots_return_however_the_request_ends(store: impl Store + Clone) {
     let policy = in_flight_policy(Duration::from_secs(60));
-    let layer = || RateLimitLayer::new(store.clone(), policy.clone());
+    let layer = || RateLimitLayer::builder(store.clone(), policy.clone());
 
     // The client goes away while the handler runs: the response future is dropped.
     let gate = Gate::new();
@@ -228,7 +235,7 @@ async fn slots_return_however_the_request_ends(store: impl Store + Clone) {
                 ""
             }),
         )
-        .layer(layer().key(Global));
+        .layer(layer().key(Global).build().expect("valid layer"));
     let call = tokio::spawn(async move { send(&panicking, request("/", "10.0.0.1", &[])).await });
     assert!(call.await.unwrap_err().is_panic());
     assert!(eventually(DEADLINE, async || free_slots(&store, &policy).await == N).await);
@@ -250,9 +257,11 @@ async fn a_request_abandoned_while_redis_is_slow_gives_its_lease_back() {
     let server = RedisServer::start();
     let store = redis_store(&server, "abandoned").await;
     let policy = in_flight_policy(Duration::from_secs(60));
-    let layer = RateLimitLayer::new(store.clone(), policy.clone())
+    let layer = RateLimitLayer::builder(store.clone(), policy.clone())
         .key(Global)
-        .store_deadline(Duration::from_secs(30));
+        .store_deadline(Duration::from_secs(30))
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     // The script loaded, and the slot of this first request back.
     assert_eq!(status_of(&app, "10.0.0.2").await, StatusCode::OK);

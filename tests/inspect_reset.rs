@@ -170,13 +170,13 @@ async fn a_reset_through_the_layer_lets_a_denied_client_through_past_its_deny_ca
         "the deny cache still holds the denial"
     );
     // Through the layer: the store and the deny cache.
-    let found = layer.policy_named("p").unwrap().clone();
-    layer.reset(&found, &key).await.unwrap();
+    let found = layer.handle().policy_named("p").unwrap();
+    layer.handle().reset(&found, &key).await.unwrap();
     assert_eq!(
         send(&app, request("/", "10.0.0.1", &[])).await.status(),
         200
     );
-    let state = layer.inspect(&policy, &key).await.unwrap();
+    let state = layer.handle().inspect(&policy, &key).await.unwrap();
     assert_eq!(state.limits()[0].remaining(), 1);
 }
 

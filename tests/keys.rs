@@ -12,18 +12,24 @@ use http::header::{HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Request, StatusCode};
 use redlimit::key::{ClientIp, Header, PeerIp, ProxyHeader, Query, Subject, VerifiedSubject};
+use redlimit::layer::{MissingKey, RateLimitBuilder};
 use redlimit::store::MemoryStore;
-use redlimit::{Key, KeyExtractor, Limit, MissingKey, Policy, RateLimitLayer};
+use redlimit::{Key, KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::*;
 
 /// One request a minute per key, in memory.
 fn one_per_minute(key: impl KeyExtractor) -> RateLimitLayer {
+    one_per_minute_builder(key).build().expect("valid layer")
+}
+
+/// The builder of [`one_per_minute`], for more settings.
+fn one_per_minute_builder(key: impl KeyExtractor) -> RateLimitBuilder {
     let policy = Policy::new(
         "keys",
         [Limit::fixed_window(1, Duration::from_secs(60)).unwrap()],
     )
     .unwrap();
-    RateLimitLayer::new(MemoryStore::new(), policy).key(key)
+    RateLimitLayer::builder(MemoryStore::new(), policy).key(key)
 }
 
 /// A request whose headers may hold any bytes (repeated names make several lines).
@@ -296,8 +302,10 @@ async fn query_api_keys() {
 
 #[tokio::test]
 async fn a_missing_api_key_can_be_rejected() {
-    let layer = one_per_minute(Query::new("api_key"))
-        .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED));
+    let layer = one_per_minute_builder(Query::new("api_key"))
+        .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     let reqs = vec![
         request("/v1", "203.0.113.7", &[]),
@@ -485,7 +493,10 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
             ],
         )
         .unwrap();
-        let app = app(RateLimitLayer::new(store, policy).key(key));
+        let app = app(RateLimitLayer::builder(store, policy)
+            .key(key)
+            .build()
+            .expect("valid layer"));
         let res = send(&app, req).await;
         assert_eq!(res.status(), StatusCode::OK, "case {i}");
         assert_eq!(
@@ -689,8 +700,10 @@ mod jwt {
 
     #[tokio::test]
     async fn bad_tokens_get_401_when_configured() {
-        let app = app(one_per_minute(Jwt::hs256(SECRET).unwrap())
-            .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)));
+        let app = app(one_per_minute_builder(Jwt::hs256(SECRET).unwrap())
+            .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+            .build()
+            .expect("valid layer"));
         for auth in bad_authorizations() {
             let res = send(&app, with_auth("203.0.113.7", &auth)).await;
             assert_eq!(res.status(), StatusCode::UNAUTHORIZED);

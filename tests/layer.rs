@@ -12,10 +12,9 @@ use axum::{Extension, Router};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use redlimit::key::{Global, Route};
+use redlimit::layer::{HeaderStyle, MissingKey, OnStoreError};
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::{
-    Decision, DecisionSource, HeaderStyle, Limit, MissingKey, OnStoreError, Policy, RateLimitLayer,
-};
+use redlimit::{Decision, DecisionSource, Limit, Policy, RateLimitLayer};
 use support::*;
 use tower::{ServiceBuilder, ServiceExt};
 
@@ -97,11 +96,13 @@ async fn retry_after_is_rounded_up_and_at_least_one_second() {
 
 #[tokio::test]
 async fn ietf_draft_headers() {
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         MemoryStore::new(),
         policy(Limit::fixed_window(5, Duration::from_secs(60)).unwrap()),
     )
-    .headers(HeaderStyle::Ietf);
+    .headers(HeaderStyle::Ietf)
+    .build()
+    .expect("valid layer");
     let res = send(&app(layer), request("/", "10.0.0.1", &[])).await;
     assert_eq!(header(&res, "ratelimit-policy"), "\"api\";q=5;w=60");
     assert!(header(&res, "ratelimit").starts_with("\"api\";r=4;t="));
@@ -128,7 +129,7 @@ async fn the_handler_sees_the_decision() {
 
 #[tokio::test]
 async fn custom_rejection_keeps_the_rate_limit_headers() {
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         MemoryStore::new(),
         policy(Limit::gcra(1, Duration::from_secs(60)).unwrap()),
     )
@@ -139,7 +140,9 @@ async fn custom_rejection_keeps_the_rate_limit_headers() {
         )));
         *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
         res
-    });
+    })
+    .build()
+    .expect("valid layer");
     let app = app(layer);
     status_of(&app, "10.0.0.1").await;
     let res = send(&app, request("/", "10.0.0.1", &[])).await;
@@ -151,7 +154,7 @@ async fn custom_rejection_keeps_the_rate_limit_headers() {
 
 #[tokio::test]
 async fn cost_from_the_request_and_an_impossible_cost() {
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         MemoryStore::new(),
         policy(Limit::token_bucket(10, Duration::from_secs(60)).unwrap()),
     )
@@ -161,7 +164,9 @@ async fn cost_from_the_request_and_an_impossible_cost() {
             .get("x-cost")
             .and_then(|v| v.to_str().ok()?.parse().ok())
             .unwrap_or(1)
-    });
+    })
+    .build()
+    .expect("valid layer");
     let app = app(layer);
     let res = send(&app, request("/", "10.0.0.1", &[("x-cost", "7")])).await;
     assert_eq!(header(&res, "x-ratelimit-remaining"), "3");
@@ -191,7 +196,10 @@ async fn cost_from_the_request_and_an_impossible_cost() {
 async fn missing_keys() {
     let limit = Limit::gcra(1, Duration::from_secs(60)).unwrap();
     // Default: fall back to the peer IP.
-    let app1 = app(RateLimitLayer::new(MemoryStore::new(), policy(limit)).key(api_key()));
+    let app1 = app(RateLimitLayer::builder(MemoryStore::new(), policy(limit))
+        .key(api_key())
+        .build()
+        .expect("valid layer"));
     assert_eq!(status_of(&app1, "10.0.0.1").await, StatusCode::OK);
     assert_eq!(
         status_of(&app1, "10.0.0.1").await,
@@ -200,14 +208,18 @@ async fn missing_keys() {
     let with_key = request("/", "10.0.0.1", &[("x-api-key", "abc")]);
     assert_eq!(send(&app1, with_key).await.status(), StatusCode::OK);
     // Reject.
-    let app2 = app(RateLimitLayer::new(MemoryStore::new(), policy(limit))
+    let app2 = app(RateLimitLayer::builder(MemoryStore::new(), policy(limit))
         .key(api_key())
-        .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)));
+        .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+        .build()
+        .expect("valid layer"));
     assert_eq!(status_of(&app2, "10.0.0.1").await, StatusCode::UNAUTHORIZED);
     // Allow.
-    let app3 = app(RateLimitLayer::new(MemoryStore::new(), policy(limit))
+    let app3 = app(RateLimitLayer::builder(MemoryStore::new(), policy(limit))
         .key(api_key())
-        .on_missing_key(MissingKey::Allow));
+        .on_missing_key(MissingKey::Allow)
+        .build()
+        .expect("valid layer"));
     for _ in 0..3 {
         assert_eq!(status_of(&app3, "10.0.0.1").await, StatusCode::OK);
     }
@@ -223,11 +235,13 @@ async fn missing_keys() {
 
 #[tokio::test]
 async fn clones_and_separate_services_share_one_limit() {
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         MemoryStore::new(),
         policy(Limit::fixed_window(2, Duration::from_secs(3600)).unwrap()),
     )
-    .key(Global);
+    .key(Global)
+    .build()
+    .expect("valid layer");
     let a = app(layer.clone());
     let b = app(layer);
     assert_eq!(status_of(&a, "10.0.0.1").await, StatusCode::OK);
@@ -244,11 +258,13 @@ async fn route_layer_and_route_keys() {
         MemoryStore::new(),
         Policy::new("login", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
     );
-    let loose = RateLimitLayer::new(
+    let loose = RateLimitLayer::builder(
         MemoryStore::new(),
         policy(Limit::gcra(100, Duration::from_secs(60)).unwrap()),
     )
-    .key(Route);
+    .key(Route)
+    .build()
+    .expect("valid layer");
     let app = Router::new()
         .route("/login", get(|| async { "ok" }).route_layer(strict))
         .route("/users/{id}", get(|| async { "ok" }))
@@ -306,11 +322,13 @@ async fn fail_open_decision_is_visible_to_the_handler() {
     let store = RedisStore::builder("redis://127.0.0.1:1")
         .connect_lazy()
         .unwrap();
-    let layer = RateLimitLayer::new(
+    let layer = RateLimitLayer::builder(
         store,
         policy(Limit::gcra(1, Duration::from_secs(60)).unwrap()),
     )
-    .on_store_error(OnStoreError::Open);
+    .on_store_error(OnStoreError::Open)
+    .build()
+    .expect("valid layer");
     let app = source_app(layer);
     for _ in 0..3 {
         let res = send(&app, request("/", "10.0.0.1", &[])).await;

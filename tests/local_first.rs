@@ -157,7 +157,12 @@ fn client_commands(before: &HashMap<String, u64>, after: &HashMap<String, u64>) 
 fn apps(stores: &[LocalFirstStore]) -> Vec<Router> {
     stores
         .iter()
-        .map(|s| app(RateLimitLayer::new(s.clone(), policy()).key(Global)))
+        .map(|s| {
+            app(RateLimitLayer::builder(s.clone(), policy())
+                .key(Global)
+                .build()
+                .expect("valid layer"))
+        })
         .collect()
 }
 
@@ -168,7 +173,12 @@ async fn four_instances_hold_a_fleet_limit_at_three_times_its_rate() {
     let stores = instances(&server, &unique_prefix("lf")).await;
     let apps = apps(&stores);
     // Decisions say where they came from.
-    let source = source_app(RateLimitLayer::new(stores[0].clone(), policy()).key(Global));
+    let source = source_app(
+        RateLimitLayer::builder(stores[0].clone(), policy())
+            .key(Global)
+            .build()
+            .expect("valid layer"),
+    );
     let answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
     assert_eq!(answer, format!("{:?}", DecisionSource::LocalFirst));
 
@@ -264,7 +274,12 @@ async fn a_sliding_log_is_decided_exactly_by_redis() {
     )
     .unwrap();
     assert!(!LocalFirstStore::supports(&login));
-    let app = source_app(RateLimitLayer::new(store, login).key(Global));
+    let app = source_app(
+        RateLimitLayer::builder(store, login)
+            .key(Global)
+            .build()
+            .expect("valid layer"),
+    );
     for _ in 0..2 {
         let body = support::body_text(send(&app, request("/", "10.0.0.1", &[])).await).await;
         assert_eq!(body, format!("{:?}", DecisionSource::Store));

@@ -26,7 +26,10 @@ async fn rounds_of_eight_admit_five_until_twenty() {
         ],
     )
     .unwrap();
-    let app = app(RateLimitLayer::new(store, policy).store_deadline(Duration::from_secs(2)));
+    let app = app(RateLimitLayer::builder(store, policy)
+        .store_deadline(Duration::from_secs(2))
+        .build()
+        .expect("valid layer"));
     let mut allowed = 0;
     let start = Instant::now();
     for round in 0..5u32 {

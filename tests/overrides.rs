@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use http::StatusCode;
 use redlimit::key::PeerIp;
+use redlimit::layer::Handle;
 use redlimit::store::{MemoryStore, Override, RedisStore, Store};
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
 use support::*;
@@ -29,16 +30,19 @@ fn key() -> Key {
     Key::new(format!("ip:{IP}"))
 }
 
-async fn replica(server: &RedisServer, prefix: &str) -> (RedisStore, RateLimitLayer, Router) {
+async fn replica(server: &RedisServer, prefix: &str) -> (RedisStore, Handle, Router) {
     let store = RedisStore::builder(server.url())
         .prefix(prefix)
         .override_poll(POLL)
         .connect()
         .await
         .unwrap();
-    let layer = RateLimitLayer::new(store.clone(), policy()).key(PeerIp);
+    let layer = RateLimitLayer::builder(store.clone(), policy())
+        .key(PeerIp)
+        .build()
+        .expect("valid layer");
     let app = app(layer.clone());
-    (store, layer, app)
+    (store, layer.handle(), app)
 }
 
 /// Waits until `condition` holds, for at most a second (the promise: every replica applies an
@@ -54,7 +58,7 @@ async fn within_a_second<F: std::future::Future<Output = bool>>(mut condition: i
     }
 }
 
-async fn remaining(layer: &RateLimitLayer) -> u64 {
+async fn remaining(layer: &Handle) -> u64 {
     let state = layer.inspect(&policy(), &key()).await.unwrap();
     state.limits()[0].remaining()
 }
@@ -159,8 +163,12 @@ async fn an_override_that_does_not_fit_the_policy_is_refused() {
 #[tokio::test]
 async fn the_memory_store_applies_overrides_the_same_way() {
     let store = MemoryStore::new();
-    let layer = RateLimitLayer::new(store.clone(), policy()).key(PeerIp);
+    let layer = RateLimitLayer::builder(store.clone(), policy())
+        .key(PeerIp)
+        .build()
+        .expect("valid layer");
     let app = app(layer.clone());
+    let layer = layer.handle();
     for _ in 0..10 {
         assert_eq!(status_of(&app, IP).await, StatusCode::OK);
     }

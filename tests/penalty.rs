@@ -120,7 +120,12 @@ async fn the_box_holds_across_instances_and_ends_on_time() {
     let policy = gcra_policy("p", 2, Duration::from_millis(200))
         .penalty(Duration::from_secs(3))
         .unwrap();
-    let layer = || RateLimitLayer::new(store.clone(), policy.clone()).key(api_key());
+    let layer = || {
+        RateLimitLayer::builder(store.clone(), policy.clone())
+            .key(api_key())
+            .build()
+            .expect("valid layer")
+    };
     let (a, b) = (app(layer()), app(layer()));
     let get = |app: &axum::Router| {
         let app = app.clone();

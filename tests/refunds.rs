@@ -269,9 +269,11 @@ async fn a_5xx_refunded_through_the_layer_leaves_the_quota_unchanged() {
                     "redis" => std::sync::Arc::new(redis.clone()),
                     _ => std::sync::Arc::new(memory.clone()),
                 };
-                RateLimitLayer::new(store, policy.clone())
+                RateLimitLayer::builder(store, policy.clone())
                     .key(api_key())
                     .refund_if(|response: &http::response::Parts| response.status.is_server_error())
+                    .build()
+                    .expect("valid layer")
             };
             five_hundreds_are_free(
                 store,
@@ -289,7 +291,12 @@ async fn a_5xx_refunded_through_the_layer_leaves_the_quota_unchanged() {
 async fn without_refund_if_a_5xx_counts() {
     let memory = MemoryStore::new();
     let policy = gcra_policy("p", 3, Duration::from_secs(600));
-    let app = failing_app(RateLimitLayer::new(memory.clone(), policy.clone()).key(api_key()));
+    let app = failing_app(
+        RateLimitLayer::builder(memory.clone(), policy.clone())
+            .key(api_key())
+            .build()
+            .expect("valid layer"),
+    );
     let res = send(&app, request("/fail", "10.0.0.1", &[("x-api-key", "k")])).await;
     assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(remaining(&memory, &policy).await, 2);

@@ -9,9 +9,10 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use axum::Router;
 use http::{Request, StatusCode};
-use redlimit::key::PeerIp;
+use redlimit::key::{IpRanges, PeerIp};
+use redlimit::layer::Rule;
 use redlimit::store::MemoryStore;
-use redlimit::{KeyExtractor, Limit, Policy, RateLimitLayer};
+use redlimit::{ConfigError, KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::*;
 
 fn router(layer: RateLimitLayer) -> Router {
@@ -30,7 +31,7 @@ fn post_login(ip: &str) -> Request<Body> {
 }
 
 fn layer() -> RateLimitLayer {
-    RateLimitLayer::new(
+    RateLimitLayer::builder(
         MemoryStore::new(),
         Policy::new(
             "default",
@@ -38,35 +39,42 @@ fn layer() -> RateLimitLayer {
         )
         .unwrap(),
     )
-    .route(
-        "POST /login",
-        Policy::new(
-            "login",
-            [Limit::sliding_log(2, Duration::from_secs(60)).unwrap()],
+    .rule(
+        Rule::new(
+            "POST /login",
+            Policy::new(
+                "login",
+                [Limit::sliding_log(2, Duration::from_secs(60)).unwrap()],
+            )
+            .unwrap(),
         )
-        .unwrap(),
-        PeerIp,
+        .unwrap()
+        .key(PeerIp),
     )
-    .unwrap()
-    .route(
-        "/v1/*",
-        Policy::new(
-            "api",
-            [Limit::fixed_window(3, Duration::from_secs(3600)).unwrap()],
+    .rule(
+        Rule::new(
+            "/v1/*",
+            Policy::new(
+                "api",
+                [Limit::fixed_window(3, Duration::from_secs(3600)).unwrap()],
+            )
+            .unwrap(),
         )
-        .unwrap(),
-        api_key().or_else(PeerIp),
+        .unwrap()
+        .key(api_key().or_else(PeerIp)),
     )
-    .unwrap()
-    .route(
-        "/users/{id}",
-        Policy::new("users", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
-        redlimit::key::Route,
+    .rule(
+        Rule::new(
+            "/users/{id}",
+            Policy::new("users", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+        )
+        .unwrap()
+        .key(redlimit::key::Route),
     )
-    .unwrap()
-    .allow_ips(["192.0.2.0/24"])
-    .unwrap()
+    .allow_ips(IpRanges::parse(["192.0.2.0/24"]).unwrap())
     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz")
+    .build()
+    .expect("valid layer")
 }
 
 #[tokio::test]
@@ -136,13 +144,17 @@ async fn the_allow_list_skips_limiting() {
 
 #[tokio::test]
 async fn a_per_route_layer_leaves_other_routes_alone() {
-    let layer = RateLimitLayer::per_route(MemoryStore::new())
-        .route(
-            "POST /login",
-            Policy::new("login", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
-            PeerIp,
+    let layer = RateLimitLayer::builder_per_route(MemoryStore::new())
+        .rule(
+            Rule::new(
+                "POST /login",
+                Policy::new("login", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap(),
+            )
+            .unwrap()
+            .key(PeerIp),
         )
-        .unwrap();
+        .build()
+        .expect("valid layer");
     let app = router(layer);
     assert_eq!(
         send(&app, post_login("10.0.0.1")).await.status(),
@@ -162,12 +174,14 @@ async fn a_per_route_layer_leaves_other_routes_alone() {
 #[test]
 fn bad_rules_are_typed_errors() {
     let policy = || Policy::new("p", [Limit::gcra(1, Duration::from_secs(1)).unwrap()]).unwrap();
-    let layer = || RateLimitLayer::per_route(MemoryStore::new());
-    assert!(layer().route("login", policy(), PeerIp).is_err());
-    assert!(layer().route("GET  ", policy(), PeerIp).is_err());
-    assert!(layer().allow_ips(["not an ip"]).is_err());
-    assert!(layer().allow_ips(["10.0.0.0/33"]).is_err());
-    assert!(layer().route("GET /x", policy(), PeerIp).is_ok());
+    assert!(Rule::new("login", policy()).is_err());
+    assert!(Rule::new("GET  ", policy()).is_err());
+    assert!(IpRanges::parse(["not an ip"]).is_err());
+    assert!(IpRanges::parse(["10.0.0.0/33"]).is_err());
+    assert!(Rule::new("GET /x", policy()).is_ok());
+    // A key on a layer without a policy of its own would key nothing: refused.
+    let keyed = RateLimitLayer::builder_per_route(MemoryStore::new()).key(PeerIp);
+    assert_eq!(keyed.build().unwrap_err(), ConfigError::KeyWithoutPolicy);
 }
 
 #[tokio::test]
@@ -175,10 +189,15 @@ async fn rules_added_after_the_key_keep_their_own_keys() {
     // The layer's key applies to its own policy only, whatever the order of the calls.
     let policy =
         |name| Policy::new(name, [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy("default"))
+    let layer = RateLimitLayer::builder(MemoryStore::new(), policy("default"))
         .key(redlimit::key::Global)
-        .route("/users/{id}", policy("users"), PeerIp)
-        .unwrap();
+        .rule(
+            Rule::new("/users/{id}", policy("users"))
+                .unwrap()
+                .key(PeerIp),
+        )
+        .build()
+        .expect("valid layer");
     let app = router(layer);
     assert_eq!(
         status_of_path(&app, "/users/1", "10.0.0.1").await,

@@ -11,10 +11,9 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use redlimit::key::PeerIp;
+use redlimit::layer::{CircuitBreaker, OnStoreError, Rule, Shadow};
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::{
-    CircuitBreaker, Decision, Key, Limit, OnStoreError, Policy, RateLimitLayer, Shadow,
-};
+use redlimit::{Decision, Key, Limit, Policy, RateLimitLayer};
 use support::{header, request, send, unique_prefix, RedisServer};
 
 /// The process's recorder: every test counts under policy names of its own.
@@ -72,7 +71,10 @@ fn app(layer: RateLimitLayer) -> Router {
 #[tokio::test]
 async fn never_denies_sends_no_headers_and_counts_the_would_be_denials() {
     LazyLock::force(&METRICS);
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy("shadow-on", 2)).shadow(Shadow::On);
+    let layer = RateLimitLayer::builder(MemoryStore::new(), policy("shadow-on", 2))
+        .shadow(Shadow::On)
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     let mut verdicts = Vec::new();
     for _ in 0..5 {
@@ -104,8 +106,10 @@ async fn never_denies_sends_no_headers_and_counts_the_would_be_denials() {
 
 #[tokio::test]
 async fn with_headers_tells_clients_without_retry_after() {
-    let layer = RateLimitLayer::new(MemoryStore::new(), policy("shadow-headers", 1))
-        .shadow(Shadow::OnWithHeaders);
+    let layer = RateLimitLayer::builder(MemoryStore::new(), policy("shadow-headers", 1))
+        .shadow(Shadow::OnWithHeaders)
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     assert_eq!(
         send(&app, request("/", "10.0.0.1", &[])).await.status(),
@@ -120,19 +124,27 @@ async fn with_headers_tells_clients_without_retry_after() {
 
 #[tokio::test]
 async fn a_route_s_own_mode_wins_over_the_layer_s() {
-    let layer = RateLimitLayer::per_route(MemoryStore::new())
-        .route_shadow("/shadowed", policy("route-shadowed", 1), PeerIp, Shadow::On)
-        .unwrap()
-        .route_shadow(
-            "/enforced",
-            policy("route-enforced", 1),
-            PeerIp,
-            Shadow::Off,
+    let layer = RateLimitLayer::builder_per_route(MemoryStore::new())
+        .rule(
+            Rule::new("/shadowed", policy("route-shadowed", 1))
+                .unwrap()
+                .key(PeerIp)
+                .shadow(Shadow::On),
         )
-        .unwrap()
-        .route("/default", policy("route-default", 1), PeerIp)
-        .unwrap()
-        .shadow(Shadow::On);
+        .rule(
+            Rule::new("/enforced", policy("route-enforced", 1))
+                .unwrap()
+                .key(PeerIp)
+                .shadow(Shadow::Off),
+        )
+        .rule(
+            Rule::new("/default", policy("route-default", 1))
+                .unwrap()
+                .key(PeerIp),
+        )
+        .shadow(Shadow::On)
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     let statuses = |path: &'static str| {
         let app = app.clone();
@@ -167,13 +179,15 @@ async fn failing_closed_in_shadow_mode_lets_requests_through() {
         .connect()
         .await
         .unwrap();
-    let layer = RateLimitLayer::new(store, policy("shadow-closed", 1))
+    let layer = RateLimitLayer::builder(store, policy("shadow-closed", 1))
         .on_store_error(OnStoreError::Closed)
         // A dead Redis refuses at once; a deadline this long keeps a slow machine from
         // turning that into a missed deadline (decided in memory instead).
         .store_deadline(Duration::from_secs(5))
         .circuit_breaker(CircuitBreaker::new().min_calls(2))
-        .shadow(Shadow::On);
+        .shadow(Shadow::On)
+        .build()
+        .expect("valid layer");
     let app = app(layer);
     assert_eq!(
         send(&app, request("/", "10.0.0.1", &[])).await.status(),

@@ -4,7 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use redlimit::{Algorithm, HeaderStyle, Limit, OnStoreError};
+use redlimit::layer::{HeaderStyle, OnStoreError};
+use redlimit::{Algorithm, Limit};
 
 use super::flags::{self, FLAGS};
 use super::layer;

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlimit::key::{Both, ClientIp, Global, Header, PerLimit, Query, Route};
+use redlimit::layer::{RateLimitBuilder, Shadow};
 use redlimit::store::{LocalFirstStore, MemoryStore, RedisStore, Store};
-use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer, Shadow};
+use redlimit::{Algorithm, KeyExtractor, Limit, Policy, RateLimitLayer};
 
 use super::args::{Args, KeyPart, KeySpec};
 
@@ -113,28 +114,30 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     } else {
         layer
     };
-    Ok(layer
+    layer
         .headers(args.headers)
         .on_store_error(args.on_store_error)
-        .store_deadline(args.store_timeout))
+        .store_deadline(args.store_timeout)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// The layer of `--config`'s file or, without one, of the `--limit` policy.
-fn base_layer(store: impl Store, policy: Policy, args: &Args) -> Result<RateLimitLayer, String> {
+fn base_layer(store: impl Store, policy: Policy, args: &Args) -> Result<RateLimitBuilder, String> {
     match &args.config {
-        None => Ok(RateLimitLayer::new(store, policy)),
+        None => Ok(RateLimitLayer::builder(store, policy)),
         Some(path) => from_file(store, path),
     }
 }
 
 #[cfg(feature = "config")]
-fn from_file(store: impl Store, path: &std::path::Path) -> Result<RateLimitLayer, String> {
+fn from_file(store: impl Store, path: &std::path::Path) -> Result<RateLimitBuilder, String> {
     let file = redlimit::config::ConfigFile::load(path).map_err(|e| format!("--config: {e}"))?;
-    Ok(RateLimitLayer::from_config(store, &file))
+    Ok(RateLimitLayer::builder_per_route(store).rules(file.rules()))
 }
 
 #[cfg(not(feature = "config"))]
-fn from_file(_: impl Store, _: &std::path::Path) -> Result<RateLimitLayer, String> {
+fn from_file(_: impl Store, _: &std::path::Path) -> Result<RateLimitBuilder, String> {
     Err("--config needs the config feature: cargo run --features config --example server".into())
 }
 

@@ -125,7 +125,7 @@ pub(crate) fn watch_config(
     let Some(path) = &args.config else {
         return Ok(None);
     };
-    match layer.reload_handle().watch(path) {
+    match redlimit::config::Reloader::new(layer.handle()).watch(path) {
         Ok(watcher) => Ok(Some(watcher)),
         Err(e) => {
             eprintln!("error: --config: {e}");

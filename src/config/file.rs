@@ -9,9 +9,9 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::key::{parse_spec_with, ClientIp, KeyExtractor, PeerIp, PerLimit};
+use crate::layer::{Rule, Shadow};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
-use crate::rate_limit::{Config, RoutePattern, Rule, Shadow};
 
 /// A validated config file: named policies, route rules, an optional default rule.
 ///
@@ -33,7 +33,7 @@ use crate::rate_limit::{Config, RoutePattern, Rule, Shadow};
 /// ]
 ///
 /// [[route]]                   # tried in order; the first match applies
-/// route = "POST /login"       # [METHOD] /path, or /prefix* (see RateLimitLayer::route)
+/// route = "POST /login"       # [METHOD] /path, or /prefix* (see redlimit::layer::Rule::new)
 /// policy = "api"              # a policy named above
 /// key = "ip"                  # ip, header:NAME, query:NAME, route, global, joined by +
 /// shadow = "on"               # optional: off (default), on, on-with-headers (see Shadow)
@@ -224,32 +224,33 @@ impl ConfigFile {
                     )),
                 })
                 .transpose()?;
-            let pattern = route
-                .map(|route| {
-                    RoutePattern::parse(route.get_ref()).map_err(|e| {
-                        at(route.span().start, &format!("{table}.route"), e.to_string())
-                    })
-                })
-                .transpose()?;
             let id = by_name.get(policy.get_ref()).ok_or_else(|| {
                 let reason = format!("no policy named `{}`", policy.get_ref());
                 at(policy.span().start, &format!("{table}.policy"), reason)
             })?;
-            let mut key_extractor = parse_spec_with(key.get_ref(), &ip)
+            let policy = policies[*id].clone();
+            let rule = match route {
+                Some(route) => Rule::new(route.get_ref(), policy).map_err(|e| {
+                    at(route.span().start, &format!("{table}.route"), e.to_string())
+                })?,
+                None => Rule::all(policy),
+            };
+            let key_extractor = parse_spec_with(key.get_ref(), &ip)
                 .map_err(|e| at(key.span().start, &format!("{table}.key"), e.to_string()))?;
-            if !limit_keys[*id].is_empty() {
-                let per_limit = limit_keys[*id]
-                    .iter()
-                    .fold(PerLimit::new(key_extractor), |per, (position, own)| {
-                        per.limit_dyn(*position, Arc::clone(own))
-                    });
-                key_extractor = Arc::new(per_limit);
-            }
-            Ok(Rule {
-                pattern,
-                policy: policies[*id].clone(),
-                key: key_extractor,
-                shadow,
+            let rule = if limit_keys[*id].is_empty() {
+                rule.key(key_extractor)
+            } else {
+                rule.key(
+                    limit_keys[*id]
+                        .iter()
+                        .fold(PerLimit::new(key_extractor), |per, (position, own)| {
+                            per.limit_dyn(*position, Arc::clone(own))
+                        }),
+                )
+            };
+            Ok(match shadow {
+                Some(shadow) => rule.shadow(shadow),
+                None => rule,
             })
         };
         let routes = raw
@@ -308,10 +309,23 @@ impl ConfigFile {
         &self.policies
     }
 
-    /// Puts this file's rules in place of `config`'s.
-    pub(crate) fn apply_to(&self, config: &mut Config) {
-        config.routes.clone_from(&self.routes);
-        config.default.clone_from(&self.default);
+    /// The rules, in the order they are tried: the routes, then the default rule (if any),
+    /// for [`RateLimitBuilder::rules`](crate::layer::RateLimitBuilder::rules) or
+    /// [`Handle::replace_rules`](crate::layer::Handle::replace_rules).
+    ///
+    /// ```
+    /// use redlimit::config::ConfigFile;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::RateLimitLayer;
+    /// let file = ConfigFile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/redlimit.toml"))?;
+    /// let layer = RateLimitLayer::builder_per_route(MemoryStore::new())
+    ///     .rules(file.rules())
+    ///     .deny_cache(0)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn rules(&self) -> Vec<Rule> {
+        self.routes.iter().chain(&self.default).cloned().collect()
     }
 }
 
@@ -328,7 +342,7 @@ impl std::fmt::Debug for ConfigFile {
         f.debug_struct("ConfigFile")
             .field("policies", &self.policies)
             .field("routes", &self.routes.len())
-            .field("default", &self.default.as_ref().map(|r| r.policy.name()))
+            .field("default", &self.default.as_ref().map(|r| r.policy().name()))
             .finish()
     }
 }
@@ -420,6 +434,7 @@ mod tests {
         assert!(file.default.is_some());
         let shadowed = format!("[client_ip]\ntrusted_proxies = [\"10.0.0.0/8\"]\nipv6_prefix = 56\n{API}[default]\npolicy = \"api\"\nkey = \"ip\"\nshadow = \"on-with-headers\"\n");
         let file = ConfigFile::parse(&shadowed).unwrap();
-        assert_eq!(file.default.unwrap().shadow, Some(Shadow::OnWithHeaders));
+        let debug = format!("{:?}", file.default.unwrap());
+        assert!(debug.contains("shadow: Some(OnWithHeaders)"), "{debug}");
     }
 }

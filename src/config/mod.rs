@@ -3,10 +3,11 @@
 //! A [`ConfigFile`] holds named policies (each one or more limits: an algorithm and `N/period`)
 //! and route rules (a route pattern, the policy it applies, and the key spec it counts under),
 //! plus an optional default rule for every other request.
-//! [`RateLimitLayer::from_config`](crate::RateLimitLayer::from_config) builds a layer from it;
-//! [`RateLimitLayer::reload_handle`](crate::RateLimitLayer::reload_handle) gives a
-//! [`ReloadHandle`] that swaps the rules of every clone of the layer and of every service
-//! already made, at once, and [`ReloadHandle::watch`] reloads the file whenever it changes.
+//! [`ConfigFile::rules`] gives its [`Rule`](crate::layer::Rule)s, for
+//! [`RateLimitBuilder::rules`](crate::layer::RateLimitBuilder::rules); a [`Reloader`] puts a
+//! file's rules in force through the layer's [`Handle`](crate::layer::Handle), for every clone
+//! of the layer and every service already made, at once, and [`Reloader::watch`] reloads the
+//! file whenever it changes.
 //!
 //! A file that does not parse or does not validate is refused with an error (logged by the
 //! watcher with `tracing::error!`) and the configuration in force stays. State is kept across
@@ -16,7 +17,7 @@
 //! their position, which a reload may change).
 //!
 //! ```
-//! use redlimit::config::ConfigFile;
+//! use redlimit::config::{ConfigFile, Reloader};
 //! use redlimit::store::MemoryStore;
 //! use redlimit::RateLimitLayer;
 //!
@@ -30,9 +31,11 @@
 //!     policy = "login"
 //!     key = "ip"
 //! "#)?;
-//! let layer = RateLimitLayer::from_config(MemoryStore::new(), &file);
-//! let handle = layer.reload_handle();
-//! handle.apply(&ConfigFile::parse(r#"
+//! let layer = RateLimitLayer::builder_per_route(MemoryStore::new())
+//!     .rules(file.rules())
+//!     .build()?;
+//! let reloader = Reloader::new(layer.handle());
+//! reloader.apply(&ConfigFile::parse(r#"
 //!     [[policy]]
 //!     name = "login"
 //!     limits = [{ algorithm = "sliding-log", rate = "10/1m" }]
@@ -42,7 +45,7 @@
 //!     policy = "login"
 //!     key = "ip"
 //! "#)?);
-//! assert_eq!(handle.applied(), 1);
+//! assert_eq!(reloader.applied(), 1);
 //! # Ok::<(), redlimit::ConfigError>(())
 //! ```
 
@@ -51,5 +54,5 @@ mod reload;
 mod watch;
 
 pub use file::ConfigFile;
-pub use reload::ReloadHandle;
+pub use reload::Reloader;
 pub use watch::Watcher;

@@ -1,77 +1,76 @@
-//! The reload handle: swaps a layer's rules for every service made from it.
+//! The reloader: puts a config file's rules in force through a layer's handle.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-
 use super::file::ConfigFile;
 use super::watch::Watcher;
 use crate::error::ConfigError;
-use crate::rate_limit::{Config, Decider};
+use crate::layer::Handle;
 
-/// Replaces the policies and routes of a layer, of its clones and of every service made from
-/// it, at once, without a restart. Made by
-/// [`RateLimitLayer::reload_handle`](crate::RateLimitLayer::reload_handle); cheap to clone.
+/// Puts a config file's rules in force in a layer, its clones and every service made from
+/// them, at once, without a restart, through the layer's [`Handle`]; counts what it applied and
+/// refused. Cheap to clone.
 ///
 /// A reload keeps every other setting of the layer (store, key fallbacks, deadlines, ...), and
-/// the state of the limits (see the [module docs](crate::config)). It empties the deny cache
-/// and starts the in-memory fallback's decider afresh; the fallback's counts are kept, under the
-/// same state keys as the store's.
+/// the state of the limits (see [`Handle::replace_rules`]).
 ///
 /// ```
-/// use redlimit::config::ConfigFile;
+/// use redlimit::config::{ConfigFile, Reloader};
 /// use redlimit::store::MemoryStore;
 /// use redlimit::RateLimitLayer;
-/// let layer = RateLimitLayer::from_config(MemoryStore::new(), &ConfigFile::parse("")?);
-/// let handle = layer.reload_handle();
-/// assert!(handle.reload_from("/nonexistent.toml").is_err());
-/// assert_eq!((handle.applied(), handle.refused()), (0, 1));
+/// let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
+/// let reloader = Reloader::new(layer.handle());
+/// assert!(reloader.reload_from("/nonexistent.toml").is_err());
+/// assert_eq!((reloader.applied(), reloader.refused()), (0, 1));
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone)]
-pub struct ReloadHandle {
+pub struct Reloader {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    /// The layer's settings; a reload replaces their rules in a copy.
-    base: Arc<Config>,
-    cell: Arc<ArcSwap<crate::rate_limit::Decider>>,
+    handle: Handle,
     applied: AtomicU64,
     refused: AtomicU64,
 }
 
-impl ReloadHandle {
-    pub(crate) fn new(base: Arc<Config>, cell: Arc<ArcSwap<Decider>>) -> Self {
-        ReloadHandle {
+impl Reloader {
+    /// A reloader of the layer `handle` steers.
+    ///
+    /// ```
+    /// # use redlimit::config::Reloader;
+    /// # use redlimit::store::MemoryStore;
+    /// # use redlimit::RateLimitLayer;
+    /// let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
+    /// let reloader = Reloader::new(layer.handle());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn new(handle: Handle) -> Self {
+        Reloader {
             inner: Arc::new(Inner {
-                base,
-                cell,
+                handle,
                 applied: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
             }),
         }
     }
 
-    /// Puts `file`'s policies and routes in force. Requests already being decided finish
+    /// Puts `file`'s rules in force ([`ConfigFile::rules`]). Requests already being decided finish
     /// under the rules they started with.
     ///
     /// ```
-    /// # use redlimit::config::ConfigFile;
+    /// # use redlimit::config::{ConfigFile, Reloader};
     /// # use redlimit::store::MemoryStore;
     /// # use redlimit::RateLimitLayer;
-    /// # let layer = RateLimitLayer::from_config(MemoryStore::new(), &ConfigFile::parse("")?);
-    /// layer.reload_handle().apply(&ConfigFile::parse("")?);
+    /// # let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
+    /// Reloader::new(layer.handle()).apply(&ConfigFile::parse("")?);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn apply(&self, file: &ConfigFile) {
-        let mut config = Config::clone(&self.inner.base);
-        file.apply_to(&mut config);
-        self.inner
-            .cell
-            .store(Arc::new(Decider::new(Arc::new(config))));
+        self.inner.handle.replace_rules(file.rules());
         self.inner.applied.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -80,12 +79,12 @@ impl ReloadHandle {
     /// and the configuration in force stays.
     ///
     /// ```
-    /// # use redlimit::config::ConfigFile;
+    /// # use redlimit::config::Reloader;
     /// # use redlimit::store::MemoryStore;
     /// # use redlimit::RateLimitLayer;
-    /// # let layer = RateLimitLayer::from_config(MemoryStore::new(), &ConfigFile::parse("")?);
+    /// # let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
     /// let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/redlimit.toml");
-    /// layer.reload_handle().reload_from(example)?;
+    /// Reloader::new(layer.handle()).reload_from(example)?;
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn reload_from(&self, path: impl AsRef<Path>) -> Result<(), ConfigError> {
@@ -114,7 +113,8 @@ impl ReloadHandle {
     ///
     /// ```no_run
     /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
-    /// let _watcher = layer.reload_handle().watch("redlimit.toml")?;
+    /// use redlimit::config::Reloader;
+    /// let _watcher = Reloader::new(layer.handle()).watch("redlimit.toml")?;
     /// # Ok(()) }
     /// ```
     pub fn watch(&self, path: impl AsRef<Path>) -> Result<Watcher, ConfigError> {
@@ -124,11 +124,11 @@ impl ReloadHandle {
     /// How many configurations were put in force (by [`apply`](Self::apply) or a reload).
     ///
     /// ```
-    /// # use redlimit::config::ConfigFile;
+    /// # use redlimit::config::Reloader;
     /// # use redlimit::store::MemoryStore;
     /// # use redlimit::RateLimitLayer;
-    /// let layer = RateLimitLayer::from_config(MemoryStore::new(), &ConfigFile::parse("")?);
-    /// assert_eq!(layer.reload_handle().applied(), 0);
+    /// let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
+    /// assert_eq!(Reloader::new(layer.handle()).applied(), 0);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn applied(&self) -> u64 {
@@ -138,11 +138,11 @@ impl ReloadHandle {
     /// How many reloads were refused (a file that could not be read, parsed or validated).
     ///
     /// ```
-    /// # use redlimit::config::ConfigFile;
+    /// # use redlimit::config::Reloader;
     /// # use redlimit::store::MemoryStore;
     /// # use redlimit::RateLimitLayer;
-    /// let layer = RateLimitLayer::from_config(MemoryStore::new(), &ConfigFile::parse("")?);
-    /// assert_eq!(layer.reload_handle().refused(), 0);
+    /// let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
+    /// assert_eq!(Reloader::new(layer.handle()).refused(), 0);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn refused(&self) -> u64 {
@@ -150,9 +150,9 @@ impl ReloadHandle {
     }
 }
 
-impl std::fmt::Debug for ReloadHandle {
+impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReloadHandle")
+        f.debug_struct("Reloader")
             .field("applied", &self.applied())
             .field("refused", &self.refused())
             .finish_non_exhaustive()

@@ -7,7 +7,7 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::reload::ReloadHandle;
+use super::reload::Reloader;
 use crate::error::ConfigError;
 
 /// How long the file must stay quiet before it is read: an editor's save is several events
@@ -15,14 +15,14 @@ use crate::error::ConfigError;
 const DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// Watches a config file and reloads it on change; stops when dropped. Made by
-/// [`ReloadHandle::watch`].
+/// [`Reloader::watch`].
 ///
 /// The file's directory is watched, not the file, so that a file replaced by a rename (as
 /// editors and config-management tools save) is still followed.
 ///
 /// ```no_run
 /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
-/// let watcher = layer.reload_handle().watch("redlimit.toml")?;
+/// let watcher = redlimit::config::Reloader::new(layer.handle()).watch("redlimit.toml")?;
 /// drop(watcher); // no more reloads
 /// # Ok(()) }
 /// ```
@@ -32,7 +32,7 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    pub(super) fn start(handle: ReloadHandle, path: &Path) -> Result<Watcher, ConfigError> {
+    pub(super) fn start(reloader: Reloader, path: &Path) -> Result<Watcher, ConfigError> {
         let error = |reason: String| ConfigError::ReadFile {
             path: path.display().to_string(),
             reason,
@@ -70,7 +70,7 @@ impl Watcher {
                     }
                 }
                 // Logged by reload_from, and the previous configuration stays.
-                let _ = handle.reload_from(&path);
+                let _ = reloader.reload_from(&path);
             }
         });
         Ok(Watcher {

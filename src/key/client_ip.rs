@@ -7,7 +7,7 @@ use http::header::{HeaderName, FORWARDED};
 use http::request::Parts;
 
 use super::forwarded;
-use super::ip_net::{Grouping, Ranges};
+use super::ip_net::{Grouping, IpRanges};
 use super::{Key, KeyExtractor, PeerIp};
 use crate::error::ConfigError;
 
@@ -93,7 +93,7 @@ pub enum ProxyHeader {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ClientIp {
-    trusted: Ranges,
+    trusted: IpRanges,
     header: ProxyHeader,
     grouping: Grouping,
 }
@@ -114,7 +114,7 @@ impl ClientIp {
     /// ```
     pub fn peer() -> Self {
         ClientIp {
-            trusted: Ranges::default(),
+            trusted: IpRanges::default(),
             header: ProxyHeader::default(),
             grouping: Grouping::DEFAULT,
         }
@@ -137,7 +137,7 @@ impl ClientIp {
         I::Item: AsRef<str>,
     {
         Ok(ClientIp {
-            trusted: Ranges::parse(ranges)?,
+            trusted: IpRanges::parse(ranges)?,
             ..ClientIp::peer()
         })
     }

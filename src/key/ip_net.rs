@@ -9,14 +9,31 @@ use ipnet::{IpNet, Ipv4Net};
 use super::Key;
 use crate::error::ConfigError;
 
-/// Trusted proxy ranges. IPv4-mapped IPv6 ranges are stored as IPv4 ranges, and addresses are
-/// looked up in canonical form, so `::ffff:10.0.0.1` is in `10.0.0.0/8` and the other way round.
+/// Address ranges: trusted proxies ([`ClientIp`](super::ClientIp)), or peers a layer lets
+/// through unlimited ([`RateLimitBuilder::allow_ips`](crate::layer::RateLimitBuilder::allow_ips)).
+/// IPv4-mapped IPv6 ranges are stored as IPv4 ranges, and addresses are looked up in canonical
+/// form, so `::ffff:10.0.0.1` is in `10.0.0.0/8` and the other way round. Cheap to clone.
+///
+/// ```
+/// use redlimit::key::IpRanges;
+/// let ranges = IpRanges::parse(["10.0.0.0/8", "::1"])?;
+/// assert!(IpRanges::parse(["10.0.0.0/33"]).is_err());
+/// assert!(IpRanges::parse(["0.0.0.0/0"]).is_err(), "/0 would trust everyone");
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Ranges(Arc<[IpNet]>);
+pub struct IpRanges(Arc<[IpNet]>);
 
-impl Ranges {
-    /// Parses addresses (`10.0.0.1`, `::1`) and CIDRs (`10.0.0.0/8`, `2001:db8::/32`).
-    pub(crate) fn parse<I>(ranges: I) -> Result<Self, ConfigError>
+impl IpRanges {
+    /// Parses addresses (`10.0.0.1`, `::1`) and CIDRs (`10.0.0.0/8`, `2001:db8::/32`); a range
+    /// that is neither, or that would hold every address (`/0`), is a
+    /// [`ConfigError::InvalidRange`].
+    ///
+    /// ```
+    /// let ranges = redlimit::key::IpRanges::parse(["192.168.0.0/16", "2001:db8::/32"])?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn parse<I>(ranges: I) -> Result<Self, ConfigError>
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
@@ -25,7 +42,7 @@ impl Ranges {
             .into_iter()
             .map(|r| parse_range(r.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Ranges(nets.into()))
+        Ok(IpRanges(nets.into()))
     }
 
     /// Whether `ip` (canonical: IPv4-mapped addresses already turned into IPv4) is trusted.
@@ -120,7 +137,7 @@ mod tests {
 
     #[test]
     fn ranges_match_canonical_addresses() {
-        let r = Ranges::parse(["10.0.0.0/8", "::ffff:192.168.0.0/112", "2001:db8::1"]).unwrap();
+        let r = IpRanges::parse(["10.0.0.0/8", "::ffff:192.168.0.0/112", "2001:db8::1"]).unwrap();
         assert!(r.contains(ip("10.1.2.3")));
         assert!(r.contains(ip("192.168.7.7")));
         assert!(r.contains(ip("2001:db8::1")));
@@ -139,10 +156,10 @@ mod tests {
             "x",
             "10.0.0.0/8/8",
         ] {
-            assert!(Ranges::parse([bad]).is_err(), "{bad}");
+            assert!(IpRanges::parse([bad]).is_err(), "{bad}");
         }
         // Host bits are dropped rather than refused.
-        assert!(Ranges::parse(["10.1.2.3/8"])
+        assert!(IpRanges::parse(["10.1.2.3/8"])
             .unwrap()
             .contains(ip("10.200.0.1")));
     }

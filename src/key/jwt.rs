@@ -30,7 +30,7 @@ const MAX_TOKEN: usize = 8 * 1024;
 /// **No key** is the result when the `Authorization` header is missing, not `Bearer` (any
 /// case), not visible ASCII or over 8 KiB, or when the token is malformed, forged, expired,
 /// not yet valid, of another issuer or audience, or lacks the claim. What then happens is the
-/// layer's [`MissingKey`](crate::MissingKey) setting:
+/// layer's [`MissingKey`](crate::layer::MissingKey) setting:
 ///
 /// | setting | request without a valid token |
 /// |---|---|
@@ -43,13 +43,15 @@ const MAX_TOKEN: usize = 8 * 1024;
 /// use http::StatusCode;
 /// use redlimit::key::Jwt;
 /// use redlimit::store::MemoryStore;
-/// use redlimit::{Limit, MissingKey, Policy, RateLimitLayer};
+/// use redlimit::{Limit, Policy, RateLimitLayer};
+/// use redlimit::layer::MissingKey;
 ///
 /// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
 /// let secret = std::env::var("JWT_SECRET").unwrap_or_else(|_| "0123456789abcdef0123456789abcdef".into());
-/// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
+/// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
 ///     .key(Jwt::hs256(secret)?.issuer(["https://auth.example.com"]))
-///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED));
+///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+///     .build()?;
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 ///

@@ -1,7 +1,7 @@
 //! Who is the client: turning a request into the [`Key`] its quota is counted under.
 //!
 //! A [`KeyExtractor`] reads the request head and returns a key, or `None` when the request has
-//! none (the layer's [`MissingKey`](crate::MissingKey) setting decides what happens then).
+//! none (the layer's [`MissingKey`](crate::layer::MissingKey) setting decides what happens then).
 //! Built in:
 //!
 //! | extractor | key | from |
@@ -60,6 +60,7 @@ pub use client_ip::{ClientIp, ProxyHeader};
 pub use encoding::Key;
 pub use global::Global;
 pub use header::Header;
+pub use ip_net::IpRanges;
 #[cfg(feature = "jwt")]
 pub use jsonwebtoken;
 #[cfg(feature = "jwt")]

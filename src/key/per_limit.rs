@@ -12,7 +12,7 @@ use crate::policy::MAX_LIMITS;
 /// Counts each limit of a policy under its own key: per API key 10/s *and* per tenant
 /// 1000/min *and* one global 50 000/s, checked together and charged all or none in one store
 /// call. Limits not given a key count under the first extractor's. If any extractor has no
-/// key, the request has none (the layer's [`MissingKey`](crate::MissingKey) decides).
+/// key, the request has none (the layer's [`MissingKey`](crate::layer::MissingKey) decides).
 ///
 /// Give limits from the narrowest key to the widest: in a Redis Cluster every key of a check
 /// shares the slot of the widest one given ([`Key::hash_tag`]). A global limit given last puts
@@ -33,7 +33,7 @@ use crate::policy::MAX_LIMITS;
 /// let key = PerLimit::new(Header::new("x-api-key")?)
 ///     .limit(1, Header::new("x-tenant")?)
 ///     .limit(2, Global);
-/// let layer = RateLimitLayer::new(MemoryStore::new(), policy).key(key);
+/// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).key(key).build()?;
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone)]

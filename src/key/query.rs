@@ -18,7 +18,7 @@ const MAX_PAIRS: usize = 256;
 ///
 /// The first parameter with that name counts. A request without it, with an empty value, or
 /// with it beyond the first 256 parameters or 64 KiB of the query, has no key (the layer's
-/// [`MissingKey`](crate::MissingKey) setting decides). The name is matched after decoding.
+/// [`MissingKey`](crate::layer::MissingKey) setting decides). The name is matched after decoding.
 ///
 /// ```
 /// use redlimit::key::Query;

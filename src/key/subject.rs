@@ -51,7 +51,7 @@ impl AuthenticatedSubject for VerifiedSubject {
 /// tokens verified here, see `Jwt`, behind the `jwt` feature).
 ///
 /// A request without the extension, or with an empty subject, has no key; the layer's
-/// [`MissingKey`](crate::MissingKey) setting decides (the peer IP by default, or
+/// [`MissingKey`](crate::layer::MissingKey) setting decides (the peer IP by default, or
 /// `MissingKey::Reject(StatusCode::UNAUTHORIZED)`). Any subject is safe in Redis: it is
 /// encoded, and digested when long.
 ///
@@ -62,8 +62,9 @@ impl AuthenticatedSubject for VerifiedSubject {
 /// use redlimit::{Limit, Policy, RateLimitLayer};
 ///
 /// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
-/// let layer = RateLimitLayer::new(MemoryStore::new(), policy)
-///     .key(Subject::verified()); // an auth layer outside this one inserts `VerifiedSubject`
+/// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+///     .key(Subject::verified())
+///     .build()?; // an auth layer outside this one inserts `VerifiedSubject`
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 #[derive(Clone, Copy)]

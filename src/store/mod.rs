@@ -165,7 +165,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes `key`'s state under `policy`: every limit of it starts afresh. For support
     /// tools and tests. A layer in front of the store may still answer from its deny cache:
-    /// reset through [`RateLimitLayer::reset`](crate::RateLimitLayer::reset) to drop that
+    /// reset through [`Handle::reset`](crate::layer::Handle::reset) to drop that
     /// too. Stores that do not offer it answer
     /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
     ///
@@ -260,7 +260,7 @@ pub trait Store: Send + Sync + 'static {
     /// given back (`false` for a refund already applied, or too late to matter: its window
     /// ended, its log entry left every span). Never takes any limit below its state before
     /// that request. A Redis store does it in one script call; a layer with
-    /// [`refund_if`](crate::RateLimitLayer::refund_if) calls it after the response. Stores
+    /// [`refund_if`](crate::layer::RateLimitBuilder::refund_if) calls it after the response. Stores
     /// that do not offer it answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)
     /// (the default).
     ///

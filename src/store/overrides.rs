@@ -14,7 +14,7 @@ use crate::policy::Policy;
 /// changes numbers, never algorithms, so the key's state carries over).
 ///
 /// Set it with [`Store::set_override`](super::Store::set_override) (or through a layer,
-/// [`RateLimitLayer::set_override`](crate::RateLimitLayer::set_override), which also drops the
+/// [`Handle::set_override`](crate::layer::Handle::set_override), which also drops the
 /// key's cached denial). A policy whose limits change later (a reload) ignores an override
 /// that no longer fits it (another number of limits, or a rate its algorithm cannot enforce).
 ///

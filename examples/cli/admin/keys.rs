@@ -30,7 +30,7 @@ async fn inspect(
         Ok(target) => target,
         Err((status, message)) => return error(status, &message),
     };
-    match admin.layer.inspect(&policy, &key).await {
+    match admin.handle.inspect(&policy, &key).await {
         Ok(state) => Json(describe(&state, &key)).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {e}")),
     }
@@ -45,7 +45,7 @@ async fn reset(
         Ok(target) => target,
         Err((status, message)) => return error(status, &message),
     };
-    match admin.layer.reset(&policy, &key).await {
+    match admin.handle.reset(&policy, &key).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {e}")),
     }
@@ -59,9 +59,8 @@ pub(super) fn target(
     let Path((policy, key)) =
         path.map_err(|e| (StatusCode::BAD_REQUEST, format!("bad path: {e}")))?;
     let policy = admin
-        .layer
+        .handle
         .policy_named(&policy)
-        .cloned()
         .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no policy named `{policy}`")))?;
     let key = Key::from_encoded(&key).ok_or_else(|| {
         (

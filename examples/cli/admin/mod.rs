@@ -10,14 +10,15 @@ use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
+use redlimit::layer::Handle;
 use redlimit::RateLimitLayer;
 use serde_json::json;
 
-/// What every admin handler reaches: the layer that serves the requests (so a reset also
-/// clears its deny cache).
+/// What every admin handler reaches: the handle of the layer that serves the requests (so a
+/// reset also clears its deny cache).
 #[derive(Clone)]
 pub(crate) struct Admin {
-    pub(crate) layer: RateLimitLayer,
+    pub(crate) handle: Handle,
 }
 
 /// Every admin route, behind `token`; anything else answers 404 in JSON (after the token check,
@@ -32,7 +33,9 @@ pub(crate) fn router(layer: RateLimitLayer, token: String) -> Router {
                 "no such admin endpoint: try /keys/{policy}/{key} or /overrides/{policy}/{key}",
             )
         })
-        .with_state(Admin { layer })
+        .with_state(Admin {
+            handle: layer.handle(),
+        })
         .layer(middleware::from_fn_with_state(token, require_token))
 }
 

@@ -45,7 +45,7 @@ async fn set(
         Ok(value) => value,
         Err(e) => return error(StatusCode::BAD_REQUEST, &one_line(&e.to_string())),
     };
-    match admin.layer.set_override(&policy, &key, value).await {
+    match admin.handle.set_override(&policy, &key, value).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {e}")),
     }
@@ -60,7 +60,7 @@ async fn read(
         Ok(target) => target,
         Err((status, message)) => return error(status, &message),
     };
-    match admin.layer.get_override(&policy, &key).await {
+    match admin.handle.get_override(&policy, &key).await {
         Ok(Some(value)) => (
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!("{value}\n"),
@@ -80,7 +80,7 @@ async fn remove(
         Ok(target) => target,
         Err((status, message)) => return error(status, &message),
     };
-    match admin.layer.remove_override(&policy, &key).await {
+    match admin.handle.remove_override(&policy, &key).await {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
         Ok(false) => error(StatusCode::NOT_FOUND, "no override for this key"),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, &format!("store: {e}")),

@@ -16,7 +16,7 @@
 /// admitted for it in the period, never a second full budget on top of the store's.
 ///
 /// ```
-/// use redlimit::OnStoreError;
+/// use redlimit::layer::OnStoreError;
 /// assert_eq!(OnStoreError::default(), OnStoreError::Local { instances: 1 });
 /// assert_eq!("closed".parse::<OnStoreError>().unwrap(), OnStoreError::Closed);
 /// assert_eq!("local".parse::<OnStoreError>().unwrap(), OnStoreError::local());
@@ -52,7 +52,7 @@ impl OnStoreError {
     /// Local fallback enforcing the whole limit in each instance.
     ///
     /// ```
-    /// use redlimit::OnStoreError;
+    /// use redlimit::layer::OnStoreError;
     /// assert_eq!(OnStoreError::local(), OnStoreError::Local { instances: 1 });
     /// ```
     pub fn local() -> Self {

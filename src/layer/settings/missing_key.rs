@@ -6,7 +6,7 @@ use http::StatusCode;
 ///
 /// ```
 /// use http::StatusCode;
-/// use redlimit::MissingKey;
+/// use redlimit::layer::MissingKey;
 /// let strict = MissingKey::Reject(StatusCode::UNAUTHORIZED);
 /// assert_eq!(MissingKey::default(), MissingKey::PeerIp);
 /// ```

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::breaker::{Admission, Breaker, Change, CircuitBreaker, Outcome};
+use super::breaker::{Admission, Breaker, Change, Outcome};
+use super::settings::CircuitBreaker;
 
 /// How many breakers a layer keeps: a store's failure domains are folded onto these (a Redis
 /// Cluster's 16 384 slots in ranges of 128, so a shard's slots share few breakers with

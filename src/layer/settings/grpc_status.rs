@@ -3,7 +3,7 @@
 /// The gRPC status a call past its limit gets.
 ///
 /// ```
-/// use redlimit::GrpcStatus;
+/// use redlimit::layer::GrpcStatus;
 /// assert_eq!(GrpcStatus::default(), GrpcStatus::ResourceExhausted);
 /// assert_eq!(GrpcStatus::Unavailable.code(), 14);
 /// ```

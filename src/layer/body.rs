@@ -11,14 +11,14 @@ use pin_project_lite::pin_project;
 use super::held_lease::HeldLease;
 
 pin_project! {
-    /// The body of a response through [`RateLimit`](crate::RateLimit): the inner service's
+    /// The body of a response through [`RateLimit`](crate::layer::RateLimit): the inner service's
     /// body, or the short text of an answer the layer wrote itself (a rejection).
     ///
     /// The default is an empty body, for layers outside that need to make one.
     ///
     /// ```
     /// use http_body::Body;
-    /// use redlimit::ResponseBody;
+    /// use redlimit::layer::ResponseBody;
     ///
     /// let body = ResponseBody::<String>::default();
     /// assert!(body.is_end_stream());

@@ -10,7 +10,7 @@
 ///   (`"api-1"`, `"api-2"`, ... when it has several), from the same decision.
 ///
 /// ```
-/// use redlimit::HeaderStyle;
+/// use redlimit::layer::HeaderStyle;
 /// assert_eq!(HeaderStyle::default(), HeaderStyle::XRateLimit);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

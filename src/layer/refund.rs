@@ -1,7 +1,7 @@
-//! Refunds after the response ([`RateLimitLayer::refund_if`](super::RateLimitLayer::refund_if)):
-//! a request the store admitted carries what it consumed to its response; if the user's
-//! condition holds for the response's head, the units go back to the store, off the response
-//! path (spawned, fire and forget: a refund that fails or is slow never touches the response).
+//! Refunds after the response
+//! ([`RateLimitBuilder::refund_if`](super::RateLimitBuilder::refund_if)): a request the store
+//! admitted carries what it consumed to its response; if the user's condition holds for the
+//! response's head, the units go back to the store, off the response path (spawned, fire and forget: a refund that fails or is slow never touches the response).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,19 +9,20 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 
-use super::breaker::CircuitBreaker;
 use super::breakers::Breakers;
 use super::deny_cache::DEFAULT_DENY_CACHE;
-use super::grpc_status::GrpcStatus;
-use super::header_style::HeaderStyle;
 use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
-use super::missing_key::MissingKey;
-use super::on_store_error::OnStoreError;
 use super::refund::RefundFn;
 use super::rule::Rule;
-use super::shadow::Shadow;
+use super::settings::CircuitBreaker;
+use super::settings::GrpcStatus;
+use super::settings::HeaderStyle;
+use super::settings::MissingKey;
+use super::settings::OnStoreError;
+use super::settings::Shadow;
 use super::throttle::Throttle;
 use crate::decision::Decision;
+use crate::policy::Policy;
 use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: no request waits longer than this on the store.
@@ -83,6 +84,21 @@ impl Config {
             throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,
             refund: None,
+        }
+    }
+
+    /// With `policy` as the layer's own, keyed by the peer IP.
+    pub(crate) fn with_default(mut self, policy: Policy) -> Self {
+        self.default = Some(Rule::all(policy));
+        self
+    }
+
+    /// The same settings with `rules` in place of every rule (the layer's own policy too).
+    pub(crate) fn with_rules(&self, rules: Vec<Rule>) -> Self {
+        Config {
+            routes: rules,
+            default: None,
+            ..self.clone()
         }
     }
 

@@ -9,7 +9,7 @@
 //! in the period.
 
 use super::config::Config;
-use super::on_store_error::OnStoreError;
+use super::settings::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::MemoryStore;

@@ -23,7 +23,7 @@ use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
 
 pin_project! {
-    /// The future of [`RateLimit`](crate::RateLimit): the store's answer (bounded by the
+    /// The future of [`RateLimit`](crate::layer::RateLimit): the store's answer (bounded by the
     /// deadline), then the inner service's response or the layer's own.
     pub struct ResponseFuture<S, ReqBody>
     where

@@ -17,8 +17,8 @@ const MISSING: &str = "no rate-limit decision for this request: redlimit's RateL
 ///
 /// The layer puts its decision in the extensions of every request it lets through. Requests it
 /// does not limit (allow-listed, matching no rule of a
-/// [`per_route`](crate::RateLimitLayer::per_route) layer, without a key under
-/// [`MissingKey::Allow`](crate::MissingKey::Allow)) have none: there, take
+/// [`builder_per_route`](crate::RateLimitLayer::builder_per_route) layer, without a key under
+/// [`MissingKey::Allow`](crate::layer::MissingKey::Allow)) have none: there, take
 /// `Option<Decision>`. A `Decision` argument without one fails the handler's extraction with
 /// `500 Internal Server Error` and a text saying so; the layer itself never answers 500.
 ///

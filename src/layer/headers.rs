@@ -4,7 +4,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use super::header_style::HeaderStyle;
+use super::settings::HeaderStyle;
 use crate::decision::Decision;
 use crate::limit::Algorithm;
 

@@ -22,7 +22,8 @@ use super::layer::RateLimitLayer;
 /// use std::convert::Infallible;
 /// use std::time::Duration;
 /// use redlimit::store::MemoryStore;
-/// use redlimit::{Limit, Policy, RateLimit};
+/// use redlimit::{Limit, Policy};
+/// use redlimit::layer::RateLimit;
 ///
 /// let policy = Policy::new("p", [Limit::gcra(5, Duration::from_secs(1))?])?;
 /// let layer = RateLimit::layer(MemoryStore::new(), policy);
@@ -44,7 +45,8 @@ impl<S> RateLimit<S> {
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimit, RateLimitLayer};
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::RateLimit;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let layer = RateLimitLayer::new(MemoryStore::new(), policy);
     /// let svc = RateLimit::new(tower::service_fn(|_: http::Request<String>| async {
@@ -84,7 +86,8 @@ impl RateLimit<()> {
     /// ```
     /// # use std::time::Duration;
     /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimit};
+    /// use redlimit::{Limit, Policy};
+    /// use redlimit::layer::RateLimit;
     /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
     /// let svc = tower::ServiceBuilder::new()
     ///     .layer(RateLimit::layer(MemoryStore::new(), policy))

@@ -12,9 +12,10 @@
 /// ```
 /// use std::time::Duration;
 /// use redlimit::store::MemoryStore;
-/// use redlimit::{Limit, Policy, RateLimitLayer, Shadow};
+/// use redlimit::{Limit, Policy, RateLimitLayer};
+/// use redlimit::layer::Shadow;
 /// let policy = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
-/// let layer = RateLimitLayer::new(MemoryStore::new(), policy).shadow(Shadow::On);
+/// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).shadow(Shadow::On).build()?;
 /// assert_eq!(Shadow::default(), Shadow::Off);
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
@@ -35,8 +36,8 @@ impl Shadow {
     /// Whether decisions are only recorded.
     ///
     /// ```
-    /// assert!(redlimit::Shadow::On.is_on());
-    /// assert!(!redlimit::Shadow::Off.is_on());
+    /// assert!(redlimit::layer::Shadow::On.is_on());
+    /// assert!(!redlimit::layer::Shadow::Off.is_on());
     /// ```
     pub fn is_on(self) -> bool {
         self != Shadow::Off

@@ -1,0 +1,494 @@
+//! The builder: every setting of a layer, checked once by [`RateLimitBuilder::build`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::Response;
+
+use super::breakers::Breakers;
+use super::config::Config;
+use super::in_flight::InFlight;
+use super::layer::RateLimitLayer;
+use super::rule::Rule;
+use super::settings::{CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, Shadow};
+use crate::decision::Decision;
+use crate::error::ConfigError;
+use crate::key::{IpRanges, KeyExtractor, PeerIp};
+
+/// The settings of a [`RateLimitLayer`]: made by [`RateLimitLayer::builder`] (a policy of the
+/// layer's own, for every request no [`rule`](Self::rule) matches) or
+/// [`RateLimitLayer::builder_per_route`] (only the rules' requests are limited), finished by
+/// [`build`](Self::build). Every setter is infallible: what can be wrong with a value (a route
+/// pattern, an address range, a header name) is refused where the value is made.
+///
+/// Cheap to clone: clones made before [`build`](Self::build) share the store, the circuit
+/// breakers and the in-memory fallback, as clones of a layer do.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::key::{Header, IpRanges, PeerIp};
+/// use redlimit::layer::{OnStoreError, Rule};
+/// use redlimit::store::MemoryStore;
+/// use redlimit::{Limit, Policy, RateLimitLayer};
+///
+/// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+/// let api = Policy::new("api", [Limit::gcra(1000, Duration::from_secs(60))?])?;
+/// let layer = RateLimitLayer::builder_per_route(MemoryStore::new())
+///     .rule(Rule::new("POST /login", login)?.key(PeerIp))
+///     .rule(Rule::new("/v1/*", api)?.key(Header::new("x-api-key")?))
+///     .allow_ips(IpRanges::parse(["10.0.0.0/8"])?)
+///     .on_store_error(OnStoreError::Local { instances: 4 })
+///     .store_deadline(Duration::from_millis(50))
+///     .build()?;
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until built"]
+pub struct RateLimitBuilder {
+    config: Config,
+    /// [`key`](Self::key) was called without a policy of the layer's own to key.
+    key_without_policy: bool,
+}
+
+impl RateLimitBuilder {
+    pub(super) fn new(config: Config) -> Self {
+        RateLimitBuilder {
+            config,
+            key_without_policy: false,
+        }
+    }
+
+    /// The layer. Fails only on a [`key`](Self::key) given to a builder without a policy of
+    /// its own ([`ConfigError::KeyWithoutPolicy`]): rules bring their own keys.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::key::PeerIp;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{ConfigError, Limit, Policy, RateLimitLayer};
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy).key(PeerIp).build()?;
+    /// let err = RateLimitLayer::builder_per_route(MemoryStore::new()).key(PeerIp).build();
+    /// assert_eq!(err.unwrap_err(), ConfigError::KeyWithoutPolicy);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
+        if self.key_without_policy {
+            return Err(ConfigError::KeyWithoutPolicy);
+        }
+        Ok(RateLimitLayer::from_settings(self.config))
+    }
+
+    /// How to key requests under the layer's own policy (default: [`PeerIp`]). Rules bring
+    /// their own keys: on a [`builder_per_route`](RateLimitLayer::builder_per_route) builder,
+    /// [`build`](Self::build) refuses a key.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::key::Header;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .key(Header::new("x-api-key")?)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+        match &mut self.config.default {
+            Some(default) => default.key = Arc::new(key),
+            None => self.key_without_policy = true,
+        }
+        self
+    }
+
+    /// Limits requests matching `rule`'s route by its policy, keyed by its key, instead of by
+    /// the layer's own policy. Rules are tried in the order they were added; the first match
+    /// applies (then the layer's own policy, if it has one).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::key::{Header, PeerIp};
+    /// use redlimit::layer::{Rule, Shadow};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    ///
+    /// let api = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), api)
+    ///     .key(Header::new("x-api-key")?)
+    ///     .rule(Rule::new("POST /login", login)?.key(PeerIp).shadow(Shadow::On))
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn rule(mut self, rule: Rule) -> Self {
+        self.config.routes.push(rule);
+        self
+    }
+
+    /// Adds each of `rules` as [`rule`](Self::rule) does, in order: a config file's
+    /// ([`ConfigFile::rules`](crate::config::ConfigFile::rules), feature `config`), say.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::layer::Rule;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    ///
+    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
+    /// let api = Policy::new("api", [Limit::gcra(1000, Duration::from_secs(60))?])?;
+    /// let rules = vec![Rule::new("POST /login", login)?, Rule::all(api)];
+    /// let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).rules(rules).build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn rules(mut self, rules: impl IntoIterator<Item = Rule>) -> Self {
+        self.config.routes.extend(rules);
+        self
+    }
+
+    /// Shadow mode for the layer's own policy and every route rule without a mode of its own
+    /// (default [`Shadow::Off`]): every decision is made and recorded, none denies. See
+    /// [`Shadow`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::Shadow;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .shadow(Shadow::OnWithHeaders)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn shadow(mut self, shadow: Shadow) -> Self {
+        self.config.shadow = shadow;
+        self
+    }
+
+    /// Skips limiting for requests whose socket peer is in `ranges` (e.g. your own
+    /// monitoring). Behind proxies, use [`allow_if`](Self::allow_if) with
+    /// [`ClientIp::client`](crate::key::ClientIp::client). Ranges are parsed (and refused)
+    /// by [`IpRanges::parse`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::key::IpRanges;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .allow_ips(IpRanges::parse(["10.0.0.0/8", "::1"])?)
+    ///     .build()?;
+    /// assert!(IpRanges::parse(["10.0.0.0/33"]).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn allow_ips(self, ranges: IpRanges) -> Self {
+        self.allow_if(move |parts: &Parts| {
+            PeerIp::addr(parts).is_some_and(|ip| ranges.contains(ip.to_canonical()))
+        })
+    }
+
+    /// Skips limiting for requests `allowed` accepts (an internal header your gateway sets,
+    /// a health-check path, a key on an allow-list, ...).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .allow_if(|parts: &http::request::Parts| parts.uri.path() == "/healthz")
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn allow_if(mut self, allowed: impl Fn(&Parts) -> bool + Send + Sync + 'static) -> Self {
+        self.config.allow.push(Arc::new(allowed));
+        self
+    }
+
+    /// What to do with requests that have no key (default: [`MissingKey::PeerIp`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use http::StatusCode;
+    /// use redlimit::key::Header;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::MissingKey;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .key(Header::new("x-api-key")?)
+    ///     .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED))
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn on_missing_key(mut self, missing: MissingKey) -> Self {
+        self.config.missing_key = missing;
+        self
+    }
+
+    /// Gives a request's units back to the store after its response when `refund` holds for
+    /// the response's head (status, headers): a 5xx that did no work, a cache hit that cost
+    /// nothing. Only requests the store admitted are refunded (not those allowed by a failure
+    /// policy or the local fallback), each at most once, never taking a limit below its state
+    /// before the request ([`Refund`](crate::store::Refund) says what that means per
+    /// algorithm). The refund is one store call sent after the response is ready, off its
+    /// path: it never delays or fails the response, and its failure is only logged (debug).
+    /// A response the inner service fails to produce (its `Err`) is not refunded.
+    ///
+    /// A denial that another replica cached in its deny cache may outlast a refund by up to
+    /// its retry time: refunds make the cache conservative (it may deny what the store would
+    /// now admit), never lenient.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .refund_if(|response: &http::response::Parts| response.status.is_server_error())
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn refund_if(
+        mut self,
+        refund: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let refund: Arc<super::refund::RefundFn> = Arc::new(refund);
+        self.config.refund = Some(refund);
+        self
+    }
+
+    /// The weight of a request (default 1), from its head: bytes, items in a batch, ...
+    /// A cost above some limit's count is denied without consuming, with no `Retry-After`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .cost(|parts: &http::request::Parts| {
+    ///         parts.headers.get("x-batch-size")
+    ///             .and_then(|v| v.to_str().ok()?.parse().ok())
+    ///             .unwrap_or(1)
+    ///     })
+    /// .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
+        self.config.cost = Some(Arc::new(cost));
+        self
+    }
+
+    /// What to do when the store fails, misses the deadline, or its circuit is open (default:
+    /// [`OnStoreError::Local`] with one instance: each replica enforces the whole limit in
+    /// memory, so N replicas falling back together admit up to N times the limit; say how
+    /// many share it, or choose [`OnStoreError::Open`] to admit everything).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::OnStoreError;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy.clone())
+    ///     .on_store_error(OnStoreError::Closed)
+    ///     .build()?;
+    /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .on_store_error(OnStoreError::Local { instances: 4 })
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn on_store_error(mut self, mode: OnStoreError) -> Self {
+        self.config.on_store_error = mode;
+        self
+    }
+
+    /// When to stop calling a failing store (default [`CircuitBreaker::new`]: when half of at
+    /// least 20 calls within 10 s failed, for 1 s). While open, requests are decided at once by
+    /// the store-error mode. A store with several failure domains (the shards of a Redis
+    /// Cluster, see [`Store::failure_domain`](crate::store::Store::failure_domain)) gets a
+    /// breaker per domain: one sick shard does not switch limiting off for the others.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::CircuitBreaker;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .circuit_breaker(CircuitBreaker::new().min_calls(50).cool_down(Duration::from_secs(2)))
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.config.breakers = Arc::new(Breakers::new(breaker));
+        self
+    }
+
+    /// The most store calls this layer (all its clones) keeps in flight (default 256; at
+    /// least 1). A request past it is decided in memory with this instance's share of its
+    /// policy (as [`OnStoreError::Local`] would, whatever the failure mode), with the source
+    /// [`DecisionSource::Local`](crate::DecisionSource::Local): under a flood, calls do not
+    /// queue behind the store until they all miss the deadline, and load never turns limiting
+    /// off. Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) are not
+    /// counted.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .max_store_calls(1024)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn max_store_calls(mut self, calls: usize) -> Self {
+        self.config.in_flight = Arc::new(InFlight::new(calls));
+        self
+    }
+
+    /// How many denials the layer remembers (default 10 000; 0 turns the cache off). When the
+    /// store denies a key, later requests for it with at least the same cost are answered in
+    /// memory until the store's retry time, with its headers counted down
+    /// ([`DecisionSource::DenyCache`](crate::DecisionSource::DenyCache)): a client hammering a
+    /// denied key costs the store nothing until it may pass again.
+    ///
+    /// This is exact, not an approximation: a denied request consumes nothing, and other
+    /// requests (here or on other replicas) can only consume more, so the store would have
+    /// denied every one of them too. The retry time is counted from before the store call was
+    /// sent, so the cache never outlasts the store's own denial. Denials that can never pass
+    /// (a cost above a limit's capacity) and decisions the store did not make are not cached.
+    /// Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) never
+    /// fill it. Memory stays bounded: past the capacity, expired entries and then those
+    /// expiring soonest are evicted.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .deny_cache(0)
+    ///     .build()?; // off
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn deny_cache(mut self, capacity: usize) -> Self {
+        self.config.deny_cache = capacity;
+        self
+    }
+
+    /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
+    /// request is decided in memory with this instance's share of its policy (source
+    /// [`DecisionSource::Local`](crate::DecisionSource::Local)), whatever the failure mode: a
+    /// store that is late may be one a flood queues calls for, and failing open on load would
+    /// hand the flood an unlimited window. The late call is never replayed; it may finish in
+    /// the background (for up to 1 s, at least ten deadlines) so the circuit breaker learns
+    /// whether the store is slow or gone.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .store_deadline(Duration::from_millis(25))
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn store_deadline(mut self, deadline: Duration) -> Self {
+        self.config.deadline = deadline.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Which rate-limit headers to send (default [`HeaderStyle::XRateLimit`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::HeaderStyle;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .headers(HeaderStyle::Both)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn headers(mut self, style: HeaderStyle) -> Self {
+        self.config.headers = style;
+        self
+    }
+
+    /// The gRPC status of a gRPC call past its limit (default
+    /// [`GrpcStatus::ResourceExhausted`]; some proxies retry only on `UNAVAILABLE`). gRPC calls
+    /// (`content-type: application/grpc*`) are answered with a gRPC status in an HTTP 200
+    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; other requests through
+    /// the same layer still get 429.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::GrpcStatus;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .grpc_status(GrpcStatus::Unavailable)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn grpc_status(mut self, status: GrpcStatus) -> Self {
+        self.config.grpc_status = status;
+        self
+    }
+
+    /// A custom rejection response. The rate-limit headers and `Retry-After` are added unless
+    /// the response already has them.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Decision, Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .on_rejection(|d: &Decision| {
+    ///         let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());
+    ///         Response::builder()
+    ///             .status(StatusCode::TOO_MANY_REQUESTS)
+    ///             .header("content-type", "application/json")
+    ///             .body(Bytes::from(body))
+    ///             .unwrap()
+    ///     })
+    /// .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn on_rejection(
+        mut self,
+        respond: impl Fn(&Decision) -> Response<Bytes> + Send + Sync + 'static,
+    ) -> Self {
+        self.config.rejection = Some(Arc::new(respond));
+        self
+    }
+}
+
+impl std::fmt::Debug for RateLimitBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = &self.config;
+        f.debug_struct("RateLimitBuilder")
+            .field(
+                "policy",
+                &config.default.as_ref().map(|rule| rule.policy.name()),
+            )
+            .field("rules", &config.routes)
+            .field("on_store_error", &config.on_store_error)
+            .field("deadline", &config.deadline)
+            .finish_non_exhaustive()
+    }
+}

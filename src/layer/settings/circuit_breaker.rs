@@ -1,0 +1,140 @@
+//! The circuit breaker's settings: when to stop calling a failing store, and for how long.
+
+use std::time::Duration;
+
+/// When to stop calling a failing store, and for how long.
+///
+/// The breaker counts the store's calls over a sliding `window` (default 10 s). It opens when
+/// the window holds at least `min_calls` calls (default 20) and at least `failure_rate` of
+/// them failed (default 0.5). Errors always count as failures; calls that missed the deadline
+/// count only while no call in the window succeeded, since a store that answers some calls in
+/// time is slow (overloaded), not gone. It also opens at once, at any request rate, when a call
+/// passes its deadline with nothing in its domain answered since the call was sent and a
+/// [`Store::probe`](crate::store::Store::probe) (Redis: a `PING` on a connection of its own)
+/// gets no answer within two deadlines either. While open, for `cool_down` (default 1 s),
+/// requests do not touch the store and get the failure policy's answer at once. Then one probe
+/// tries the store (in the background where the store can be probed, else as the call of one
+/// request): success closes the breaker (with a fresh window), failure opens it again.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::layer::CircuitBreaker;
+/// let breaker = CircuitBreaker::new()
+///     .window(Duration::from_secs(5))
+///     .min_calls(50)
+///     .failure_rate(0.8)
+///     .cool_down(Duration::from_millis(500));
+/// assert_ne!(breaker, CircuitBreaker::new());
+/// assert_eq!(CircuitBreaker::default(), CircuitBreaker::new());
+/// assert!(CircuitBreaker::disabled().is_disabled());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    pub(in crate::layer) window: Duration,
+    pub(in crate::layer) min_calls: u32,
+    /// The failure rate that opens the breaker, in thousandths (1 to 1000).
+    pub(in crate::layer) failure_permille: u32,
+    pub(in crate::layer) cool_down: Duration,
+    pub(in crate::layer) disabled: bool,
+}
+
+/// The sliding window is this many buckets: old calls leave it a tenth at a time.
+pub(in crate::layer) const BUCKETS: usize = 10;
+
+impl CircuitBreaker {
+    /// The default breaker: opens when at least half of at least 20 calls within 10 s failed,
+    /// for 1 s.
+    ///
+    /// ```
+    /// let breaker = redlimit::layer::CircuitBreaker::new();
+    /// assert!(!breaker.is_disabled());
+    /// ```
+    pub fn new() -> Self {
+        CircuitBreaker {
+            window: Duration::from_secs(10),
+            min_calls: 20,
+            failure_permille: 500,
+            cool_down: Duration::from_secs(1),
+            disabled: false,
+        }
+    }
+
+    /// The span of recent calls the failure rate is taken over (at least 10 ms).
+    ///
+    /// ```
+    /// let breaker = redlimit::layer::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
+    /// ```
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window.max(Duration::from_millis(BUCKETS as u64));
+        self
+    }
+
+    /// The fewest calls in the window before the breaker may open (at least 1): a handful of
+    /// failures at low traffic says little.
+    ///
+    /// ```
+    /// let breaker = redlimit::layer::CircuitBreaker::new().min_calls(5);
+    /// ```
+    pub fn min_calls(mut self, calls: u32) -> Self {
+        self.min_calls = calls.max(1);
+        self
+    }
+
+    /// The share of failed calls in the window that opens the breaker, from 0.001 to 1 (a
+    /// value outside, or NaN, is clamped; NaN keeps the current rate).
+    ///
+    /// ```
+    /// let breaker = redlimit::layer::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
+    /// ```
+    pub fn failure_rate(mut self, rate: f64) -> Self {
+        if !rate.is_nan() {
+            self.failure_permille = (rate * 1000.0).round().clamp(1.0, 1000.0) as u32;
+        }
+        self
+    }
+
+    /// How long the breaker stays open before it lets a probe through.
+    ///
+    /// ```
+    /// let breaker = redlimit::layer::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
+    /// ```
+    pub fn cool_down(mut self, cool_down: Duration) -> Self {
+        self.cool_down = cool_down;
+        self
+    }
+
+    /// Never opens: every request tries the store (and may wait up to the deadline).
+    ///
+    /// ```
+    /// assert!(redlimit::layer::CircuitBreaker::disabled().is_disabled());
+    /// ```
+    pub fn disabled() -> Self {
+        CircuitBreaker {
+            disabled: true,
+            ..CircuitBreaker::new()
+        }
+    }
+
+    /// Whether this breaker never opens.
+    ///
+    /// ```
+    /// assert!(!redlimit::layer::CircuitBreaker::default().is_disabled());
+    /// ```
+    pub fn is_disabled(&self) -> bool {
+        self.disabled
+    }
+
+    pub(crate) fn cool_down_value(&self) -> Duration {
+        self.cool_down
+    }
+
+    pub(in crate::layer) fn bucket_ms(&self) -> u64 {
+        (self.window.as_millis() as u64 / BUCKETS as u64).max(1)
+    }
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        CircuitBreaker::new()
+    }
+}
