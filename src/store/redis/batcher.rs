@@ -300,6 +300,9 @@ mod tests {
         assert!(queue.take_now());
         assert!(!queue.take_now(), "a task will take it already");
         queue.taken_soon = false;
-        assert!(queue.take_now(), "whatever is in flight: never held behind a reply");
+        assert!(
+            queue.take_now(),
+            "whatever is in flight: never held behind a reply"
+        );
     }
 }

@@ -87,7 +87,10 @@ pub(crate) struct Prepared(std::sync::Mutex<Vec<&'static LuaScript>>);
 impl Prepared {
     /// Notes `script` as loaded; false if it was already.
     pub(crate) fn insert(&self, script: &'static LuaScript) -> bool {
-        let mut loaded = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut loaded = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if loaded.iter().any(|s| std::ptr::eq(*s, script)) {
             return false;
         }
@@ -97,7 +100,10 @@ impl Prepared {
 
     /// Forgets `script` (its load failed).
     pub(crate) fn remove(&self, script: &'static LuaScript) {
-        let mut loaded = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut loaded = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         loaded.retain(|s| !std::ptr::eq(*s, script));
     }
 }
