@@ -1,6 +1,6 @@
 //! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
 
-use super::{span, Eval, Step};
+use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
 
 /// The count of the window the key last saw, and when that window ends (Unix µs).
 ///
@@ -13,6 +13,46 @@ use super::{span, Eval, Step};
 pub(crate) struct State {
     pub(crate) end: u64,
     pub(crate) count: u64,
+}
+
+/// The fixed window in the table.
+pub(crate) struct FixedWindow;
+
+impl RateAlgorithm for FixedWindow {
+    const NAME: &'static str = "fixed-window";
+    const CODE: &'static str = "fw";
+    const LUA_FN: &'static str = "fixed_window";
+    const LUA_FILE: &'static str = include_str!("../../lua/fixed_window.lua");
+    type State = State;
+
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        check(state, count, period_us, cost, now)
+    }
+
+    /// Takes the cost off the count of the window the admission was counted in, while it lasts.
+    fn refund(
+        state: &mut Option<State>,
+        _: u64,
+        period_us: u64,
+        cost: u64,
+        at: u64,
+        now: u64,
+    ) -> bool {
+        match state {
+            Some(s) if s.end == window_end(at, period_us) && s.end > now && s.count > 0 => {
+                s.count = s.count.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
@@ -117,5 +157,14 @@ mod tests {
                 .remaining_before,
             1000
         );
+    }
+
+    #[test]
+    fn a_refund_gives_back_only_its_own_window_s_count() {
+        let (at, refund) = (3_200_000, FixedWindow::refund);
+        let mut state = Some(check(None, 5, P, 2, at).next);
+        assert!(!refund(&mut state, 5, P, 2, at, 4 * P), "the window ended");
+        assert!(refund(&mut state, 5, P, 5, at, at + 1));
+        assert_eq!(state.unwrap().count, 0, "not below zero");
     }
 }

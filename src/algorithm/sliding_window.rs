@@ -3,7 +3,7 @@
 //! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
-use super::{span, Eval, Step};
+use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
 
 /// The counts of the key's last window and the one before it, and when that window ends
 /// (Unix µs).
@@ -19,6 +19,54 @@ pub(crate) struct State {
     pub(crate) end: u64,
     pub(crate) current: u64,
     pub(crate) previous: u64,
+}
+
+/// The sliding window in the table.
+pub(crate) struct SlidingWindow;
+
+impl RateAlgorithm for SlidingWindow {
+    const NAME: &'static str = "sliding-window";
+    const CODE: &'static str = "sw";
+    const LUA_FN: &'static str = "sliding_window";
+    const LUA_FILE: &'static str = include_str!("../../lua/sliding_window.lua");
+    type State = State;
+
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        check(state, count, period_us, cost, now)
+    }
+
+    /// Takes the cost off the count of the admission's window while it lasts, or off the
+    /// previous count while that still weighs.
+    fn refund(
+        state: &mut Option<State>,
+        _: u64,
+        period_us: u64,
+        cost: u64,
+        at: u64,
+        now: u64,
+    ) -> bool {
+        let mine = window_end(at, period_us);
+        match state {
+            // Counted in the current window, which may have just ended: it then weighs as the
+            // previous one.
+            Some(s) if s.end == mine && now < s.end + period_us && s.current > 0 => {
+                s.current = s.current.saturating_sub(cost);
+                true
+            }
+            Some(s) if s.end == mine + period_us && now < s.end && s.previous > 0 => {
+                s.previous = s.previous.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// `ceil(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
@@ -156,5 +204,14 @@ mod tests {
                 .remaining_before,
             910
         );
+    }
+
+    #[test]
+    fn a_refund_gives_back_while_its_count_still_weighs() {
+        let (at, refund) = (3_200_000, SlidingWindow::refund);
+        let mut sw = Some(check(None, 5, P, 2, at).next);
+        assert!(refund(&mut sw, 5, P, 1, at, 4_500_000), "still weighs");
+        assert_eq!(sw.unwrap().current, 1);
+        assert!(!refund(&mut sw, 5, P, 1, at, 5 * P), "no longer weighs");
     }
 }

@@ -4,7 +4,7 @@
 //! the stored state is exact integers. A `last` in the future (the clock stepped back) is
 //! clamped to now, so refilling resumes at once.
 
-use super::{emission_interval, span, Eval, Step};
+use super::{emission_interval, span, Eval, PerKey, RateAlgorithm, Step};
 
 /// The tokens missing from the bucket (`used`) as of `last` (µs), when the latest token
 /// arrived or the bucket filled. Missing tokens, not tokens left, so that a changed limit
@@ -14,6 +14,49 @@ use super::{emission_interval, span, Eval, Step};
 pub(crate) struct State {
     pub(crate) used: u64,
     pub(crate) last: u64,
+}
+
+/// The token bucket in the table.
+pub(crate) struct TokenBucket;
+
+impl RateAlgorithm for TokenBucket {
+    const NAME: &'static str = "token-bucket";
+    const CODE: &'static str = "tb";
+    const LUA_FN: &'static str = "token_bucket";
+    const LUA_FILE: &'static str = include_str!("../../lua/token_bucket.lua");
+    type State = State;
+
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        check(state, count, period_us, cost, now)
+    }
+
+    /// Puts the tokens back; a bucket is never fuller than full (the missing count stops at 0).
+    fn refund(
+        state: &mut Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        _: u64,
+        now: u64,
+    ) -> bool {
+        let t = emission_interval(count, period_us);
+        // A bucket already full again has nothing to take back.
+        let refilled = |s: &State| (now - s.last.min(now)) / t >= s.used.min(count);
+        match state {
+            Some(s) if s.used > 0 && !refilled(s) => {
+                s.used = s.used.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Tokens in a bucket as of `last`, before refilling.
@@ -164,5 +207,17 @@ mod tests {
                 .remaining_before,
             0
         );
+    }
+
+    #[test]
+    fn a_refund_never_overfills_the_bucket() {
+        let refund =
+            |s: &mut Option<State>, cost, now| TokenBucket::refund(s, 4, 1_000_000, cost, 0, now);
+        let mut state = Some(check(None, 4, 1_000_000, 1, 0).next);
+        assert!(refund(&mut state, 3, 0));
+        assert_eq!(state.unwrap().used, 0);
+        assert!(!refund(&mut state, 1, 0));
+        let mut state = Some(check(None, 4, 1_000_000, 1, 0).next);
+        assert!(!refund(&mut state, 1, 250_000), "refilled");
     }
 }

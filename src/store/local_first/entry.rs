@@ -20,7 +20,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::admission::{admits, deny_probability};
-use super::view::{Fleet, View};
+use super::view::{self, Fleet, View};
+use crate::algorithm::{Eval, State};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::Limit;
 
@@ -60,9 +61,9 @@ pub(crate) struct Entry {
     pub(crate) acked: u64,
     /// `counted` when the sync in progress was built (early syncs count from it).
     pub(crate) sent: u64,
-    views: SmallVec<[View; 2]>,
+    views: SmallVec<[State; 2]>,
     /// This instance's share, decided alone: while isolated, or before the first sync.
-    share: Option<SmallVec<[View; 2]>>,
+    share: Option<SmallVec<[State; 2]>>,
     synced: bool,
     /// The fleet's total and Redis time at the last sync, and `counted` it included.
     fleet_offered: u64,
@@ -123,15 +124,7 @@ impl Entry {
         if Arc::ptr_eq(&self.limits, limits) {
             return;
         }
-        let fresh = fresh_views(limits);
-        self.views = fresh
-            .iter()
-            .enumerate()
-            .map(|(i, new)| match self.views.get(i) {
-                Some(old) if std::mem::discriminant(old) == std::mem::discriminant(new) => *old,
-                _ => *new,
-            })
-            .collect();
+        self.views = State::adopt(&self.views, fresh_views(limits));
         self.share = None;
         self.limits = Arc::clone(limits);
     }
@@ -157,7 +150,7 @@ impl Entry {
         } else {
             &mut self.views
         };
-        let mut verdicts: SmallVec<[(crate::algorithm::Eval, View, f64, u64); 2]> = SmallVec::new();
+        let mut verdicts: SmallVec<[(Eval, State, f64, u64); 2]> = SmallVec::new();
         for (limit, view) in limits.iter().zip(views.iter()) {
             let count = if alone {
                 limit.count().div_ceil(instances).max(1)
@@ -352,9 +345,6 @@ impl Entry {
     }
 }
 
-fn fresh_views(limits: &[Limit]) -> SmallVec<[View; 2]> {
-    limits
-        .iter()
-        .map(|l| View::fresh(l).unwrap_or(View::Gcra(None)))
-        .collect()
+fn fresh_views(limits: &[Limit]) -> SmallVec<[State; 2]> {
+    limits.iter().map(view::fresh).collect()
 }

@@ -137,7 +137,7 @@ pub(crate) fn sync_command(
             .arg(item.offered)
             .arg(item.limits.len());
         for limit in item.limits.iter() {
-            cmd.arg(super::view::View::code(limit))
+            cmd.arg(super::view::code(limit))
                 .arg(limit.count())
                 .arg(limit.period_us());
         }
