@@ -24,6 +24,11 @@ use super::view::{self, Fleet, View};
 use crate::algorithm::{Eval, State};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::Limit;
+use crate::store::shard::Reclaim;
+
+/// How long an entry stays after its last request once Redis acknowledged all it counted:
+/// then it is moot (a key that comes back starts afresh from the fleet's state).
+const IDLE_US: u64 = 60_000_000;
 
 /// What a decision needs from the store besides the entry.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +91,25 @@ pub(crate) struct Entry {
     pub(crate) last_used: u64,
     /// When this entry decided its first request (0: not yet).
     first_used: u64,
+}
+
+/// The map's cap drops an entry only once Redis acknowledged every unit it counted: dropped
+/// before, those units would never reach the fleet, which would admit them again. An entry
+/// evicted so (or swept once idle) leaves nothing behind but the key's fleet state in Redis; a
+/// key that comes back is a cold key again (see `LocalFirstStoreBuilder::max_keys`).
+impl Reclaim for Entry {
+    /// Moot once settled, out of the syncs, and idle for [`IDLE_US`].
+    fn expires_at(&self) -> u64 {
+        if self.touched || !self.settled() {
+            u64::MAX
+        } else {
+            self.last_used.saturating_add(IDLE_US)
+        }
+    }
+
+    fn evictable(&self) -> bool {
+        self.settled()
+    }
 }
 
 impl Entry {

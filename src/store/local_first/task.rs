@@ -50,7 +50,7 @@ pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
         sync_round(&core, &redis).await;
         if last_sweep.elapsed() >= Duration::from_secs(10) {
             last_sweep = tokio::time::Instant::now();
-            core.sweep(60_000_000);
+            core.sweep();
         }
         // Early syncs, but never more than four rounds per interval.
         let next = started + interval;

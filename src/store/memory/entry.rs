@@ -8,6 +8,7 @@ use crate::algorithm::{PerKey, State, Step};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::Limit;
 use crate::policy::Policy;
+use crate::store::shard::Reclaim;
 
 /// The state of every limit of a policy for one key.
 pub(super) struct Entry {
@@ -20,6 +21,19 @@ pub(super) struct Entry {
     pub(super) expires_at: u64,
     /// Until when the key is in its policy's penalty box (Unix µs; see `penalty.rs`).
     pub(super) blocked_until: u64,
+}
+
+impl Reclaim for Entry {
+    fn expires_at(&self) -> u64 {
+        self.expires_at
+    }
+
+    /// A state that lapsed reads as fresh.
+    fn revive(&mut self, now: u64) {
+        if self.expires_at <= now {
+            self.clear();
+        }
+    }
 }
 
 impl Entry {
@@ -36,7 +50,7 @@ impl Entry {
 
     /// Forgets every limit's state (it became moot), keeping the entry's allocation: a hot
     /// key whose state lapses between requests must not allocate on each of them.
-    pub(super) fn clear(&mut self) {
+    fn clear(&mut self) {
         for state in self.states.iter_mut() {
             *state = State::fresh(state.algorithm());
         }

@@ -73,14 +73,12 @@ impl MemoryStore {
         if key.has_limit_keys() {
             return self.refund_parts(policy, key, (refund.cost(), refund.at_us()), now);
         }
-        let (hash, id, mut shard) = self.shard(policy, key);
+        let (at, mut shard) = self.shard(policy, key);
         let (given, _) = shard.with_entry(
-            hash,
-            id,
+            at,
+            now,
             || Entry::new(policy),
             || (policy.name_arc(), key.clone()),
-            inner.cap_per_shard,
-            now,
             |entry| {
                 entry.adopt(policy);
                 entry.refund(policy, refund.cost(), refund.at_us(), now)
