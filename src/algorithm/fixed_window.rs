@@ -25,6 +25,8 @@ impl RateAlgorithm for FixedWindow {
     const LUA_FILE: &'static str = include_str!("../../lua/fixed_window.lua");
     type State = State;
 
+    /// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
+    /// store (with its time to live in µs) if the policy commits.
     fn check(
         state: Option<State>,
         _: &PerKey,
@@ -33,7 +35,40 @@ impl RateAlgorithm for FixedWindow {
         cost: u64,
         now: u64,
     ) -> Step<State> {
-        check(state, count, period_us, cost, now)
+        let end = (now / period_us + 1) * period_us;
+        let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+        let until_end = end - now;
+        let remaining = count.saturating_sub(used);
+        let reset_before = if used == 0 { 0 } else { until_end };
+        let next = State {
+            end,
+            count: used + cost,
+        };
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining, reset_before),
+                next,
+                ttl: until_end,
+            };
+        }
+        let allowed = used + cost <= count;
+        let eval = Eval {
+            allowed,
+            remaining_before: remaining,
+            remaining_after: if allowed { remaining - cost } else { remaining },
+            reset_before,
+            reset_after: if allowed && used + cost > 0 {
+                until_end
+            } else {
+                reset_before
+            },
+            retry: if allowed { 0 } else { span(until_end) },
+        };
+        Step {
+            eval,
+            next,
+            ttl: until_end,
+        }
     }
 
     /// Takes the cost off the count of the window the admission was counted in, while it lasts.
@@ -55,54 +90,13 @@ impl RateAlgorithm for FixedWindow {
     }
 }
 
-/// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
-/// store (with its time to live in µs) if the policy commits.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let end = (now / period_us + 1) * period_us;
-    let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
-    let until_end = end - now;
-    let remaining = count.saturating_sub(used);
-    let reset_before = if used == 0 { 0 } else { until_end };
-    let next = State {
-        end,
-        count: used + cost,
-    };
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining, reset_before),
-            next,
-            ttl: until_end,
-        };
-    }
-    let allowed = used + cost <= count;
-    let eval = Eval {
-        allowed,
-        remaining_before: remaining,
-        remaining_after: if allowed { remaining - cost } else { remaining },
-        reset_before,
-        reset_after: if allowed && used + cost > 0 {
-            until_end
-        } else {
-            reset_before
-        },
-        retry: if allowed { 0 } else { span(until_end) },
-    };
-    Step {
-        eval,
-        next,
-        ttl: until_end,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        FixedWindow::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     const P: u64 = 1_000_000;
 

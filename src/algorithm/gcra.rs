@@ -28,6 +28,8 @@ impl RateAlgorithm for Gcra {
     const LUA_FILE: &'static str = include_str!("../../lua/gcra.lua");
     type State = State;
 
+    /// Evaluates `cost` at `now` given the stored state; the next state is the TAT to store (its
+    /// time to live is `tat - now`).
     fn check(
         state: Option<State>,
         _: &PerKey,
@@ -36,7 +38,41 @@ impl RateAlgorithm for Gcra {
         cost: u64,
         now: u64,
     ) -> Step<State> {
-        check(state, count, period_us, cost, now)
+        let t = emission_interval(count, period_us);
+        let tolerance = count * t;
+        let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
+        let backlog = start - now;
+        let remaining_before = tolerance.saturating_sub(backlog) / t;
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining_before, backlog),
+                next: State { tat: start, t },
+                ttl: backlog,
+            };
+        }
+        let next = start + cost * t;
+        let allowed = next - now <= tolerance;
+        let eval = Eval {
+            allowed,
+            remaining_before,
+            remaining_after: if allowed {
+                (tolerance - (next - now)) / t
+            } else {
+                remaining_before
+            },
+            reset_before: backlog,
+            reset_after: if allowed { next - now } else { backlog },
+            retry: if allowed {
+                0
+            } else {
+                span(next - now - tolerance)
+            },
+        };
+        Step {
+            eval,
+            next: State { tat: next, t },
+            ttl: next - now,
+        }
     }
 
     /// Moves the TAT back by `cost` intervals of the state's own `T`, never before now.
@@ -61,55 +97,13 @@ fn backlog(state: State, t: u64, now: u64) -> u64 {
     }
 }
 
-/// Evaluates `cost` at `now` given the stored state; the next state is the TAT to store (its
-/// time to live is `tat - now`).
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let t = emission_interval(count, period_us);
-    let tolerance = count * t;
-    let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
-    let backlog = start - now;
-    let remaining_before = tolerance.saturating_sub(backlog) / t;
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining_before, backlog),
-            next: State { tat: start, t },
-            ttl: backlog,
-        };
-    }
-    let next = start + cost * t;
-    let allowed = next - now <= tolerance;
-    let eval = Eval {
-        allowed,
-        remaining_before,
-        remaining_after: if allowed {
-            (tolerance - (next - now)) / t
-        } else {
-            remaining_before
-        },
-        reset_before: backlog,
-        reset_after: if allowed { next - now } else { backlog },
-        retry: if allowed {
-            0
-        } else {
-            span(next - now - tolerance)
-        },
-    };
-    Step {
-        eval,
-        next: State { tat: next, t },
-        ttl: next - now,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        Gcra::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     #[test]
     fn burst_then_one_per_interval() {

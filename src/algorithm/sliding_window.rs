@@ -31,6 +31,7 @@ impl RateAlgorithm for SlidingWindow {
     const LUA_FILE: &'static str = include_str!("../../lua/sliding_window.lua");
     type State = State;
 
+    /// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
     fn check(
         state: Option<State>,
         _: &PerKey,
@@ -39,7 +40,58 @@ impl RateAlgorithm for SlidingWindow {
         cost: u64,
         now: u64,
     ) -> Step<State> {
-        check(state, count, period_us, cost, now)
+        let window = now / period_us;
+        let start = window * period_us;
+        let end = start + period_us;
+        let (current, previous) = match state {
+            Some(s) if s.end > now => (s.current, s.previous),
+            Some(s) if s.end == start => (0, s.current),
+            _ => (0, 0),
+        };
+        let elapsed = now - start;
+        let used = weighted(previous, period_us, elapsed) + current;
+        let remaining = count.saturating_sub(used);
+        let until_free = |current: u64| {
+            if current > 0 {
+                start + 2 * period_us - now
+            } else if previous > 0 {
+                start + period_us - now
+            } else {
+                0
+            }
+        };
+        let next = State {
+            end,
+            current: current + cost,
+            previous,
+        };
+        let ttl = start + 2 * period_us - now;
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining, until_free(current)),
+                next,
+                ttl,
+            };
+        }
+        let allowed = used + cost <= count;
+        let retry = if allowed {
+            0
+        } else if current + cost <= count {
+            // The current window fits; wait for the previous one's weight to decay.
+            span(start + decayed_at(previous, period_us, count - current - cost) - now)
+        } else {
+            // Wait for the next window, where the current count becomes the decaying one.
+            span(start + period_us + decayed_at(current, period_us, count - cost) - now)
+        };
+        let eval = Eval {
+            allowed,
+            remaining_before: remaining,
+            remaining_after: if allowed { remaining - cost } else { remaining },
+            reset_before: until_free(current),
+            reset_after: until_free(if allowed { current + cost } else { current }),
+            retry,
+        };
+        Step { eval, next, ttl }
     }
 
     /// Takes the cost off the count of the admission's window while it lasts, or off the
@@ -84,71 +136,13 @@ fn decayed_at(previous: u64, period_us: u64, k: u64) -> u64 {
     period_us.saturating_sub(x)
 }
 
-/// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let window = now / period_us;
-    let start = window * period_us;
-    let end = start + period_us;
-    let (current, previous) = match state {
-        Some(s) if s.end > now => (s.current, s.previous),
-        Some(s) if s.end == start => (0, s.current),
-        _ => (0, 0),
-    };
-    let elapsed = now - start;
-    let used = weighted(previous, period_us, elapsed) + current;
-    let remaining = count.saturating_sub(used);
-    let until_free = |current: u64| {
-        if current > 0 {
-            start + 2 * period_us - now
-        } else if previous > 0 {
-            start + period_us - now
-        } else {
-            0
-        }
-    };
-    let next = State {
-        end,
-        current: current + cost,
-        previous,
-    };
-    let ttl = start + 2 * period_us - now;
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining, until_free(current)),
-            next,
-            ttl,
-        };
-    }
-    let allowed = used + cost <= count;
-    let retry = if allowed {
-        0
-    } else if current + cost <= count {
-        // The current window fits; wait for the previous one's weight to decay.
-        span(start + decayed_at(previous, period_us, count - current - cost) - now)
-    } else {
-        // Wait for the next window, where the current count becomes the decaying one.
-        span(start + period_us + decayed_at(current, period_us, count - cost) - now)
-    };
-    let eval = Eval {
-        allowed,
-        remaining_before: remaining,
-        remaining_after: if allowed { remaining - cost } else { remaining },
-        reset_before: until_free(current),
-        reset_after: until_free(if allowed { current + cost } else { current }),
-        retry,
-    };
-    Step { eval, next, ttl }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        SlidingWindow::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     const P: u64 = 1_000_000;
 

@@ -26,6 +26,7 @@ impl RateAlgorithm for TokenBucket {
     const LUA_FILE: &'static str = include_str!("../../lua/token_bucket.lua");
     type State = State;
 
+    /// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
     fn check(
         state: Option<State>,
         _: &PerKey,
@@ -34,7 +35,74 @@ impl RateAlgorithm for TokenBucket {
         cost: u64,
         now: u64,
     ) -> Step<State> {
-        check(state, count, period_us, cost, now)
+        let t = emission_interval(count, period_us);
+        let refilled = match state {
+            Some(s) if s.used > 0 => {
+                let tokens = count - s.used.min(count);
+                let last = s.last.min(now);
+                let gained = (now - last) / t;
+                if gained >= count - tokens {
+                    Bucket {
+                        tokens: count,
+                        last: now,
+                    }
+                } else {
+                    Bucket {
+                        tokens: tokens + gained,
+                        last: last + gained * t,
+                    }
+                }
+            }
+            _ => Bucket {
+                tokens: count,
+                last: now,
+            },
+        };
+        let stored = |b: Bucket| State {
+            used: count - b.tokens,
+            last: b.last,
+        };
+        let until_full = |tokens: u64| {
+            if tokens >= count {
+                0
+            } else {
+                (refilled.last + (count - tokens) * t).saturating_sub(now)
+            }
+        };
+        let reset_before = until_full(refilled.tokens);
+        if cost > count {
+            return Step {
+                eval: Eval::never(refilled.tokens, reset_before),
+                next: stored(refilled),
+                ttl: reset_before,
+            };
+        }
+        let allowed = refilled.tokens >= cost;
+        let after = if allowed {
+            refilled.tokens - cost
+        } else {
+            refilled.tokens
+        };
+        let eval = Eval {
+            allowed,
+            remaining_before: refilled.tokens,
+            remaining_after: after,
+            reset_before,
+            reset_after: until_full(after),
+            retry: if allowed {
+                0
+            } else {
+                span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
+            },
+        };
+        Step {
+            eval,
+            next: stored(Bucket {
+                tokens: after,
+                last: refilled.last,
+            }),
+            ttl: eval.reset_after,
+        }
     }
 
     /// Puts the tokens back; a bucket is never fuller than full (the missing count stops at 0).
@@ -66,87 +134,13 @@ struct Bucket {
     last: u64,
 }
 
-/// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let t = emission_interval(count, period_us);
-    let refilled = match state {
-        Some(s) if s.used > 0 => {
-            let tokens = count - s.used.min(count);
-            let last = s.last.min(now);
-            let gained = (now - last) / t;
-            if gained >= count - tokens {
-                Bucket {
-                    tokens: count,
-                    last: now,
-                }
-            } else {
-                Bucket {
-                    tokens: tokens + gained,
-                    last: last + gained * t,
-                }
-            }
-        }
-        _ => Bucket {
-            tokens: count,
-            last: now,
-        },
-    };
-    let stored = |b: Bucket| State {
-        used: count - b.tokens,
-        last: b.last,
-    };
-    let until_full = |tokens: u64| {
-        if tokens >= count {
-            0
-        } else {
-            (refilled.last + (count - tokens) * t).saturating_sub(now)
-        }
-    };
-    let reset_before = until_full(refilled.tokens);
-    if cost > count {
-        return Step {
-            eval: Eval::never(refilled.tokens, reset_before),
-            next: stored(refilled),
-            ttl: reset_before,
-        };
-    }
-    let allowed = refilled.tokens >= cost;
-    let after = if allowed {
-        refilled.tokens - cost
-    } else {
-        refilled.tokens
-    };
-    let eval = Eval {
-        allowed,
-        remaining_before: refilled.tokens,
-        remaining_after: after,
-        reset_before,
-        reset_after: until_full(after),
-        retry: if allowed {
-            0
-        } else {
-            span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
-        },
-    };
-    Step {
-        eval,
-        next: stored(Bucket {
-            tokens: after,
-            last: refilled.last,
-        }),
-        ttl: eval.reset_after,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        TokenBucket::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     #[test]
     fn burst_then_refill_one_token_per_interval() {

@@ -6,9 +6,10 @@ use smallvec::SmallVec;
 
 use crate::algorithm::{PerKey, State, Step};
 use crate::decision::{LimitState, LimitStates};
+use crate::key::Key;
 use crate::limit::Limit;
 use crate::policy::Policy;
-use crate::store::shard::Reclaim;
+use crate::store::shard::{Lookup, Reclaim, Shard};
 
 /// The state of every limit of a policy for one key.
 pub(super) struct Entry {
@@ -143,6 +144,29 @@ impl Entry {
             })
             .collect()
     }
+}
+
+/// Runs `f` on the entry `at` points to in `shard`, that of `key` under `policy` (a fresh one if
+/// absent, kept only if `f` left state that matters), its limits taken from `policy`; what every
+/// check, peek and refund of one entry starts with. Whether live state was evicted for room.
+pub(super) fn with_entry<T>(
+    shard: &mut Shard<Entry>,
+    at: Lookup<'_>,
+    policy: &Policy,
+    key: &Key,
+    now: u64,
+    f: impl FnOnce(&mut Entry) -> T,
+) -> (T, bool) {
+    shard.with_entry(
+        at,
+        now,
+        || Entry::new(policy),
+        || (policy.name_arc(), key.clone()),
+        |entry| {
+            entry.adopt(policy);
+            f(entry)
+        },
+    )
 }
 
 /// The fresh states of `limits`.

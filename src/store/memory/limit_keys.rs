@@ -5,7 +5,7 @@
 
 use smallvec::SmallVec;
 
-use super::entry::Entry;
+use super::entry::{with_entry, Entry};
 use super::penalty;
 use super::{holds_leases, MemoryStore};
 use crate::decision::{LimitState, LimitStates};
@@ -141,16 +141,9 @@ impl MemoryStore {
                 continue;
             };
             let policy = part.policy;
-            let (gave, _) = shard.with_entry(
-                part.at,
-                now,
-                || Entry::new(policy),
-                || (policy.name_arc(), part.key.clone()),
-                |entry| {
-                    entry.adopt(policy);
-                    entry.refund(policy, cost, at, now)
-                },
-            );
+            let (gave, _) = with_entry(shard, part.at, policy, part.key, now, |entry| {
+                entry.refund(policy, cost, at, now)
+            });
             given |= gave;
         }
         given
@@ -222,25 +215,17 @@ impl MemoryStore {
             let Some(shard) = shards.shard(part.at.hash) else {
                 continue;
             };
-            let (states, lost) = shard.with_entry(
-                part.at,
-                now,
-                || Entry::new(policy),
-                || (policy.name_arc(), part.key.clone()),
-                |entry| {
-                    entry.adopt(policy);
-                    match step {
-                        Step::Peek => entry.peek(policy, cost, now),
-                        Step::Commit(lease) => {
-                            let states = entry.check(policy, cost, now);
-                            if let Some(lease) = lease.filter(|_| holds_leases(policy)) {
-                                entry.hold(lease, now);
-                            }
-                            states
+            let (states, lost) =
+                with_entry(shard, part.at, policy, part.key, now, |entry| match step {
+                    Step::Peek => entry.peek(policy, cost, now),
+                    Step::Commit(lease) => {
+                        let states = entry.check(policy, cost, now);
+                        if let Some(lease) = lease.filter(|_| holds_leases(policy)) {
+                            entry.hold(lease, now);
                         }
+                        states
                     }
-                },
-            );
+                });
             evicted += u64::from(lost);
             for (&position, state) in part.positions.iter().zip(states) {
                 if let Some(slot) = by_position.get_mut(position) {

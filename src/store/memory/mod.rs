@@ -119,20 +119,13 @@ impl MemoryStore {
             self.check_parts(policy, key, cost, now, lease)
         } else {
             let (at, mut shard) = self.shard(policy, key);
-            let (out, evicted) = shard.with_entry(
-                at,
-                now,
-                || Entry::new(policy),
-                || (policy.name_arc(), key.clone()),
-                |entry| {
-                    entry.adopt(policy);
-                    let (states, penalized) = penalty::check(entry, policy, cost, now);
-                    if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
-                        entry.hold(lease.id(), now);
-                    }
-                    (states, penalized)
-                },
-            );
+            let (out, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+                let (states, penalized) = penalty::check(entry, policy, cost, now);
+                if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
+                    entry.hold(lease.id(), now);
+                }
+                (states, penalized)
+            });
             drop(shard);
             self.count_evictions(u64::from(evicted));
             out
@@ -204,16 +197,9 @@ impl MemoryStore {
         let (at, mut shard) = self.shard(policy, key);
         // A state that is not kept (absent or expired) reads as fresh;
         // nothing is inserted, since nothing is committed.
-        let (states, _) = shard.with_entry(
-            at,
-            now,
-            || Entry::new(policy),
-            || (policy.name_arc(), key.clone()),
-            |entry| {
-                entry.adopt(policy);
-                entry.peek(policy, 1, now)
-            },
-        );
+        let (states, _) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+            entry.peek(policy, 1, now)
+        });
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
     }
 

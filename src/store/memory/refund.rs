@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::entry::Entry;
+use super::entry::with_entry;
 use super::MemoryStore;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -74,16 +74,9 @@ impl MemoryStore {
             return self.refund_parts(policy, key, (refund.cost(), refund.at_us()), now);
         }
         let (at, mut shard) = self.shard(policy, key);
-        let (given, _) = shard.with_entry(
-            at,
-            now,
-            || Entry::new(policy),
-            || (policy.name_arc(), key.clone()),
-            |entry| {
-                entry.adopt(policy);
-                entry.refund(policy, refund.cost(), refund.at_us(), now)
-            },
-        );
+        let (given, _) = with_entry(&mut shard, at, policy, key, now, |entry| {
+            entry.refund(policy, refund.cost(), refund.at_us(), now)
+        });
         given
     }
 }
