@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::algorithm::{self, Descriptor};
 use crate::error::ConfigError;
 
 /// The largest period a limit may have, so that every time value stays an exact integer in the
@@ -51,16 +52,18 @@ impl Algorithm {
         Algorithm::Gcra,
     ];
 
-    /// Every algorithm: the rates of [`Algorithm::ALL`], then the concurrency limit. The
-    /// scripts' signatures number algorithms by their position here.
-    pub(crate) const EVERY: [Algorithm; 6] = [
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-        Algorithm::Concurrency,
-    ];
+    /// Every algorithm: the rates of [`Algorithm::ALL`], then the concurrency limit, in the
+    /// order of the algorithms' table (`crate::algorithm::TABLE`). The scripts' signatures
+    /// number algorithms by their position here.
+    pub(crate) const EVERY: [Algorithm; algorithm::TABLE.len()] = {
+        let mut every = [Algorithm::FixedWindow; algorithm::TABLE.len()];
+        let mut i = 0;
+        while i < every.len() {
+            every[i] = algorithm::TABLE[i].algorithm;
+            i += 1;
+        }
+        every
+    };
 
     /// The name used on the command line and in logs (`fixed-window`, `gcra`, ...).
     ///
@@ -68,27 +71,19 @@ impl Algorithm {
     /// assert_eq!(redlimit::Algorithm::TokenBucket.name(), "token-bucket");
     /// ```
     pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fixed-window",
-            Algorithm::SlidingWindow => "sliding-window",
-            Algorithm::SlidingLog => "sliding-log",
-            Algorithm::TokenBucket => "token-bucket",
-            Algorithm::Gcra => "gcra",
-            Algorithm::Concurrency => "concurrency",
-        }
+        self.descriptor().name
     }
 
     /// The two-letter code the Lua script dispatches on; also part of the Redis key.
     #[cfg(feature = "redis")]
     pub(crate) fn code(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fw",
-            Algorithm::SlidingWindow => "sw",
-            Algorithm::SlidingLog => "sl",
-            Algorithm::TokenBucket => "tb",
-            Algorithm::Gcra => "gc",
-            Algorithm::Concurrency => "cc",
-        }
+        self.descriptor().code
+    }
+
+    /// This algorithm's row of the table.
+    pub(crate) fn descriptor(self) -> &'static Descriptor {
+        // The table is in the order of the variants (checked where it is written).
+        &algorithm::TABLE[self as usize]
     }
 }
 

@@ -8,10 +8,44 @@
 //! store can foresee, so a client is told to try again within a second rather than wait out
 //! a lease timeout sized for the slowest request.
 
-use super::{span, Eval};
+use super::{span, Eval, PerKey, RateAlgorithm, Step};
 
 /// The longest `retry` a denial reports (1 s, the least `Retry-After` can say).
 pub(crate) const RETRY_CAP_US: u64 = 1_000_000;
+
+/// The concurrency limit in the table: a per-key algorithm, its state the key's [`Leases`].
+pub(crate) struct Concurrency;
+
+impl RateAlgorithm for Concurrency {
+    const NAME: &'static str = "concurrency";
+    const CODE: &'static str = "cc";
+    const LUA_FN: &'static str = "concurrency";
+    const LUA_FILE: &'static str = include_str!("../../lua/concurrency.lua");
+    const PER_KEY: bool = true;
+    type State = ();
+
+    /// Counts the key's leases (trimmed of the lapsed ones first); a lease taken matters for
+    /// the timeout. The lease itself is taken by [`Leases::hold`], once the policy committed.
+    fn check(
+        _: Option<()>,
+        key: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<()> {
+        Step {
+            eval: key.leases.check(count, period_us, cost, now),
+            next: (),
+            ttl: if cost > 0 { period_us } else { 0 },
+        }
+    }
+
+    /// Nothing: a slot is given back by its lease's release, not by a refund.
+    fn refund(_: &mut Option<()>, _: u64, _: u64, _: u64, _: u64, _: u64) -> bool {
+        false
+    }
+}
 
 /// The leases of one key: when each was taken (Unix µs) and its id, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
 
-use super::{span, Eval, Step};
+use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
 
 /// The count of the window the key last saw, and when that window ends (Unix µs).
 ///
@@ -15,54 +15,88 @@ pub(crate) struct State {
     pub(crate) count: u64,
 }
 
-/// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
-/// store (with its time to live in µs) if the policy commits.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let end = (now / period_us + 1) * period_us;
-    let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
-    let until_end = end - now;
-    let remaining = count.saturating_sub(used);
-    let reset_before = if used == 0 { 0 } else { until_end };
-    let next = State {
-        end,
-        count: used + cost,
-    };
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining, reset_before),
+/// The fixed window in the table.
+pub(crate) struct FixedWindow;
+
+impl RateAlgorithm for FixedWindow {
+    const NAME: &'static str = "fixed-window";
+    const CODE: &'static str = "fw";
+    const LUA_FN: &'static str = "fixed_window";
+    const LUA_FILE: &'static str = include_str!("../../lua/fixed_window.lua");
+    type State = State;
+
+    /// Evaluates `cost` against `count`/`period_us` at `now`; returns the verdict and the state to
+    /// store (with its time to live in µs) if the policy commits.
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        let end = (now / period_us + 1) * period_us;
+        let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+        let until_end = end - now;
+        let remaining = count.saturating_sub(used);
+        let reset_before = if used == 0 { 0 } else { until_end };
+        let next = State {
+            end,
+            count: used + cost,
+        };
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining, reset_before),
+                next,
+                ttl: until_end,
+            };
+        }
+        let allowed = used + cost <= count;
+        let eval = Eval {
+            allowed,
+            remaining_before: remaining,
+            remaining_after: if allowed { remaining - cost } else { remaining },
+            reset_before,
+            reset_after: if allowed && used + cost > 0 {
+                until_end
+            } else {
+                reset_before
+            },
+            retry: if allowed { 0 } else { span(until_end) },
+        };
+        Step {
+            eval,
             next,
             ttl: until_end,
-        };
+        }
     }
-    let allowed = used + cost <= count;
-    let eval = Eval {
-        allowed,
-        remaining_before: remaining,
-        remaining_after: if allowed { remaining - cost } else { remaining },
-        reset_before,
-        reset_after: if allowed && used + cost > 0 {
-            until_end
-        } else {
-            reset_before
-        },
-        retry: if allowed { 0 } else { span(until_end) },
-    };
-    Step {
-        eval,
-        next,
-        ttl: until_end,
+
+    /// Takes the cost off the count of the window the admission was counted in, while it lasts.
+    fn refund(
+        state: &mut Option<State>,
+        _: u64,
+        period_us: u64,
+        cost: u64,
+        at: u64,
+        now: u64,
+    ) -> bool {
+        match state {
+            Some(s) if s.end == window_end(at, period_us) && s.end > now && s.count > 0 => {
+                s.count = s.count.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        FixedWindow::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     const P: u64 = 1_000_000;
 
@@ -117,5 +151,14 @@ mod tests {
                 .remaining_before,
             1000
         );
+    }
+
+    #[test]
+    fn a_refund_gives_back_only_its_own_window_s_count() {
+        let (at, refund) = (3_200_000, FixedWindow::refund);
+        let mut state = Some(check(None, 5, P, 2, at).next);
+        assert!(!refund(&mut state, 5, P, 2, at, 4 * P), "the window ended");
+        assert!(refund(&mut state, 5, P, 5, at, at + 1));
+        assert_eq!(state.unwrap().count, 0, "not below zero");
     }
 }

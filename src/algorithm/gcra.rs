@@ -9,13 +9,82 @@
 //! `T` (`ceil(backlog · T_new / T_old)`, in doubles as the Lua script computes it) and the
 //! units used are kept: 90 used of 100 leaves 910 of 1000.
 
-use super::{emission_interval, span, Eval, Step};
+use super::{emission_interval, span, Eval, PerKey, RateAlgorithm, Step};
 
 /// The stored TAT (µs) and the emission interval `T` it was computed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct State {
     pub(crate) tat: u64,
     pub(crate) t: u64,
+}
+
+/// GCRA in the table.
+pub(crate) struct Gcra;
+
+impl RateAlgorithm for Gcra {
+    const NAME: &'static str = "gcra";
+    const CODE: &'static str = "gc";
+    const LUA_FN: &'static str = "gcra";
+    const LUA_FILE: &'static str = include_str!("../../lua/gcra.lua");
+    type State = State;
+
+    /// Evaluates `cost` at `now` given the stored state; the next state is the TAT to store (its
+    /// time to live is `tat - now`).
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        let t = emission_interval(count, period_us);
+        let tolerance = count * t;
+        let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
+        let backlog = start - now;
+        let remaining_before = tolerance.saturating_sub(backlog) / t;
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining_before, backlog),
+                next: State { tat: start, t },
+                ttl: backlog,
+            };
+        }
+        let next = start + cost * t;
+        let allowed = next - now <= tolerance;
+        let eval = Eval {
+            allowed,
+            remaining_before,
+            remaining_after: if allowed {
+                (tolerance - (next - now)) / t
+            } else {
+                remaining_before
+            },
+            reset_before: backlog,
+            reset_after: if allowed { next - now } else { backlog },
+            retry: if allowed {
+                0
+            } else {
+                span(next - now - tolerance)
+            },
+        };
+        Step {
+            eval,
+            next: State { tat: next, t },
+            ttl: next - now,
+        }
+    }
+
+    /// Moves the TAT back by `cost` intervals of the state's own `T`, never before now.
+    fn refund(state: &mut Option<State>, _: u64, _: u64, cost: u64, _: u64, now: u64) -> bool {
+        match state {
+            Some(s) if s.tat > now => {
+                s.tat = s.tat.saturating_sub(cost.saturating_mul(s.t)).max(now);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The backlog of `state` at `now` in µs of the interval `t`.
@@ -28,55 +97,13 @@ fn backlog(state: State, t: u64, now: u64) -> u64 {
     }
 }
 
-/// Evaluates `cost` at `now` given the stored state; the next state is the TAT to store (its
-/// time to live is `tat - now`).
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let t = emission_interval(count, period_us);
-    let tolerance = count * t;
-    let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
-    let backlog = start - now;
-    let remaining_before = tolerance.saturating_sub(backlog) / t;
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining_before, backlog),
-            next: State { tat: start, t },
-            ttl: backlog,
-        };
-    }
-    let next = start + cost * t;
-    let allowed = next - now <= tolerance;
-    let eval = Eval {
-        allowed,
-        remaining_before,
-        remaining_after: if allowed {
-            (tolerance - (next - now)) / t
-        } else {
-            remaining_before
-        },
-        reset_before: backlog,
-        reset_after: if allowed { next - now } else { backlog },
-        retry: if allowed {
-            0
-        } else {
-            span(next - now - tolerance)
-        },
-    };
-    Step {
-        eval,
-        next: State { tat: next, t },
-        ttl: next - now,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        Gcra::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     #[test]
     fn burst_then_one_per_interval() {
@@ -133,5 +160,18 @@ mod tests {
         let e = check(Some(used), 50, p, 1, now).eval;
         assert!(!e.allowed);
         assert_eq!(e.remaining_before, 0);
+    }
+
+    #[test]
+    fn a_refund_moves_back_by_the_cost_never_before_now() {
+        let (n, p, now) = (4, 1_000_000, 5_000_000);
+        let refund = |s: &mut Option<State>, cost, now| Gcra::refund(s, n, p, cost, now, now);
+        let mut state = Some(check(None, n, p, 3, now).next);
+        assert!(refund(&mut state, 3, now));
+        assert_eq!(state.unwrap().tat, now);
+        assert!(!refund(&mut state, 3, now), "nothing left to give back");
+        let mut late = Some(check(None, n, p, 1, now).next);
+        assert!(refund(&mut late, 100, now + 100));
+        assert_eq!(late.unwrap().tat, now + 100);
     }
 }

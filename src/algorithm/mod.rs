@@ -1,15 +1,19 @@
-//! The five rate algorithms and the concurrency limit in Rust, with the same integer semantics as their Lua twins in `lua/`
-//! (`lua/gcra.lua` ↔ `gcra.rs`, ...). The memory store runs these; the Redis store runs the
-//! scripts. Every function is pure: state in, evaluation and next state out.
+//! The five rate algorithms and the concurrency limit in Rust, with the same integer semantics
+//! as their Lua twins in `lua/` (`lua/gcra.lua` ↔ `gcra.rs`, ...). The memory store and
+//! local-first mode run these; the Redis store runs the scripts. Every function is pure: state
+//! in, evaluation and next state out.
 //!
 //! Time is in Unix microseconds. Where a ratio cannot be an integer (the sliding-window
 //! weight), both sides compute it with the same IEEE-754 double operations in the same order,
 //! so they agree bit for bit.
 //!
-//! Every algorithm with per-limit state has the same shape: `check(state, count, period_us,
-//! cost, now) -> Step<State>` (and in Lua `NAME_check` / `NAME_commit`), so adding one touches
-//! its `.rs`, its `.lua` and the dispatch tables only. The sliding log differs on purpose: all
-//! sliding-log limits of a policy share one log per key.
+//! Each algorithm file implements [`RateAlgorithm`]: its names (in logs, in Redis keys, in
+//! Lua), its Lua twin, its state, its check and its refund. The table below lists them once;
+//! everything that dispatches on an algorithm (`Algorithm::name`, the per-limit [`State`] of
+//! the in-process stores, the scripts' text and keys) is read or generated from it. So adding
+//! an algorithm touches its `.rs`, its `.lua`, its `Algorithm` variant and one row here. The
+//! sliding log and the concurrency limit differ on purpose: their state is the key's, shared
+//! by all their limits of a policy ([`PerKey`]).
 //!
 //! State that a monotonic clock could not have produced (after the store's clock stepped
 //! back) is clamped on read, in Rust and Lua alike, so no wait asked for exceeds the period.
@@ -17,10 +21,109 @@
 pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
-pub(crate) mod refund;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
+#[macro_use]
+mod state;
 pub(crate) mod token_bucket;
+
+use std::fmt;
+
+use crate::limit::Algorithm;
+pub(crate) use state::PerKey;
+
+/// One algorithm: what the crate needs to know of it, in one place.
+pub(crate) trait RateAlgorithm {
+    /// Its name on the command line and in logs (`Algorithm::name`).
+    const NAME: &'static str;
+    /// The two letters that name it in Redis state keys and in the arguments of the refund and
+    /// sync scripts.
+    const CODE: &'static str;
+    /// The Lua function that checks one limit, defined in [`Self::LUA_FILE`].
+    const LUA_FN: &'static str;
+    /// The text of its Lua twin (`lua/NAME.lua`).
+    const LUA_FILE: &'static str;
+    /// Whether all its limits of a policy share one state per key (kept in [`PerKey`], one
+    /// Redis key named without a position) instead of one each.
+    const PER_KEY: bool = false;
+
+    /// What one limit keeps between checks; `()` for a per-key algorithm.
+    type State: Copy + fmt::Debug + PartialEq + Eq;
+
+    /// Evaluates `cost` at `now` against `count` per `period_us`, given the limit's stored
+    /// state and the key's: the verdict, the state to store if the policy commits, and how
+    /// long that state matters.
+    fn check(
+        state: Option<Self::State>,
+        key: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<Self::State>;
+
+    /// Gives back `cost` units admitted at `at` (a refund; see
+    /// [`Refund`](crate::store::Refund) for what that means per algorithm). Never takes the
+    /// state below what it was before the admission: it removes at most `cost` units, only
+    /// from where the admission put them. Answers whether it gave anything back.
+    fn refund(
+        state: &mut Option<Self::State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        at: u64,
+        now: u64,
+    ) -> bool;
+}
+
+/// An algorithm's constants, as the parts of the crate that only name it read them.
+#[derive(Debug)]
+pub(crate) struct Descriptor {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) name: &'static str,
+    // The rest names an algorithm to Redis.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) code: &'static str,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) lua_fn: &'static str,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) lua_file: &'static str,
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) per_key: bool,
+}
+
+impl Descriptor {
+    const fn of<A: RateAlgorithm>(algorithm: Algorithm) -> Descriptor {
+        Descriptor {
+            algorithm,
+            name: A::NAME,
+            code: A::CODE,
+            lua_fn: A::LUA_FN,
+            lua_file: A::LUA_FILE,
+            per_key: A::PER_KEY,
+        }
+    }
+}
+
+// The table: every algorithm, in the order of `Algorithm`'s variants (the scripts' signatures
+// number them so). It generates `TABLE` and the per-limit `State` (`state.rs`).
+algorithms! {
+    FixedWindow => fixed_window::FixedWindow,
+    SlidingWindow => sliding_window::SlidingWindow,
+    SlidingLog => sliding_log::SlidingLog,
+    TokenBucket => token_bucket::TokenBucket,
+    Gcra => gcra::Gcra,
+    Concurrency => concurrency::Concurrency,
+}
+
+// `Algorithm::descriptor` indexes the table by variant.
+const _: () = {
+    let mut i = 0;
+    while i < TABLE.len() {
+        assert!(TABLE[i].algorithm as usize == i);
+        i += 1;
+    }
+};
 
 /// One limit's verdict on one request, before the policy decides whether to commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +172,17 @@ pub(crate) struct Step<S> {
     pub(crate) ttl: u64,
 }
 
+impl<S> Step<S> {
+    /// The same step, its next state wrapped by `f`.
+    pub(crate) fn map<T>(self, f: impl FnOnce(S) -> T) -> Step<T> {
+        Step {
+            eval: self.eval,
+            next: f(self.next),
+            ttl: self.ttl,
+        }
+    }
+}
+
 /// `ceil(P / N)`: the µs between two units for token bucket and GCRA.
 pub(crate) fn emission_interval(count: u64, period_us: u64) -> u64 {
     period_us.div_ceil(count).max(1)
@@ -77,4 +191,9 @@ pub(crate) fn emission_interval(count: u64, period_us: u64) -> u64 {
 /// Converts a µs span to an `i64` for `retry`, saturating (spans are bounded far below).
 pub(crate) fn span(us: u64) -> i64 {
     i64::try_from(us).unwrap_or(i64::MAX)
+}
+
+/// The end of the epoch-aligned window of `period_us` that holds `at`.
+pub(crate) fn window_end(at: u64, period_us: u64) -> u64 {
+    (at / period_us + 1) * period_us
 }

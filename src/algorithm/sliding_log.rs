@@ -8,7 +8,41 @@
 
 use std::collections::VecDeque;
 
-use super::{span, Eval};
+use super::{span, Eval, PerKey, RateAlgorithm, Step};
+
+/// The sliding log in the table: a per-key algorithm, its state the key's [`Log`].
+pub(crate) struct SlidingLog;
+
+impl RateAlgorithm for SlidingLog {
+    const NAME: &'static str = "sliding-log";
+    const CODE: &'static str = "sl";
+    const LUA_FN: &'static str = "sliding_log";
+    const LUA_FILE: &'static str = include_str!("../../lua/sliding_log.lua");
+    const PER_KEY: bool = true;
+    type State = ();
+
+    /// Counts the span of `period_us` in the key's log (trimmed to the longest log span
+    /// first); the log matters for the longest log period, the largest of these TTLs.
+    fn check(
+        _: Option<()>,
+        key: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<()> {
+        Step {
+            eval: key.log.check(count, period_us, cost, now),
+            next: (),
+            ttl: period_us,
+        }
+    }
+
+    /// Nothing per limit: the log is the key's, given back once by [`PerKey::refund`].
+    fn refund(_: &mut Option<()>, _: u64, _: u64, _: u64, _: u64, _: u64) -> bool {
+        false
+    }
+}
 
 /// Admission times in µs, oldest first, each with the running total of units admitted up to
 /// and including it (Redis keeps one sorted-set member per admission, named by that total).

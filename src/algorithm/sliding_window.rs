@@ -3,7 +3,7 @@
 //! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
-use super::{span, Eval, Step};
+use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
 
 /// The counts of the key's last window and the one before it, and when that window ends
 /// (Unix µs).
@@ -21,6 +21,106 @@ pub(crate) struct State {
     pub(crate) previous: u64,
 }
 
+/// The sliding window in the table.
+pub(crate) struct SlidingWindow;
+
+impl RateAlgorithm for SlidingWindow {
+    const NAME: &'static str = "sliding-window";
+    const CODE: &'static str = "sw";
+    const LUA_FN: &'static str = "sliding_window";
+    const LUA_FILE: &'static str = include_str!("../../lua/sliding_window.lua");
+    type State = State;
+
+    /// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        let window = now / period_us;
+        let start = window * period_us;
+        let end = start + period_us;
+        let (current, previous) = match state {
+            Some(s) if s.end > now => (s.current, s.previous),
+            Some(s) if s.end == start => (0, s.current),
+            _ => (0, 0),
+        };
+        let elapsed = now - start;
+        let used = weighted(previous, period_us, elapsed) + current;
+        let remaining = count.saturating_sub(used);
+        let until_free = |current: u64| {
+            if current > 0 {
+                start + 2 * period_us - now
+            } else if previous > 0 {
+                start + period_us - now
+            } else {
+                0
+            }
+        };
+        let next = State {
+            end,
+            current: current + cost,
+            previous,
+        };
+        let ttl = start + 2 * period_us - now;
+        if cost > count {
+            return Step {
+                eval: Eval::never(remaining, until_free(current)),
+                next,
+                ttl,
+            };
+        }
+        let allowed = used + cost <= count;
+        let retry = if allowed {
+            0
+        } else if current + cost <= count {
+            // The current window fits; wait for the previous one's weight to decay.
+            span(start + decayed_at(previous, period_us, count - current - cost) - now)
+        } else {
+            // Wait for the next window, where the current count becomes the decaying one.
+            span(start + period_us + decayed_at(current, period_us, count - cost) - now)
+        };
+        let eval = Eval {
+            allowed,
+            remaining_before: remaining,
+            remaining_after: if allowed { remaining - cost } else { remaining },
+            reset_before: until_free(current),
+            reset_after: until_free(if allowed { current + cost } else { current }),
+            retry,
+        };
+        Step { eval, next, ttl }
+    }
+
+    /// Takes the cost off the count of the admission's window while it lasts, or off the
+    /// previous count while that still weighs.
+    fn refund(
+        state: &mut Option<State>,
+        _: u64,
+        period_us: u64,
+        cost: u64,
+        at: u64,
+        now: u64,
+    ) -> bool {
+        let mine = window_end(at, period_us);
+        match state {
+            // Counted in the current window, which may have just ended: it then weighs as the
+            // previous one.
+            Some(s) if s.end == mine && now < s.end + period_us && s.current > 0 => {
+                s.current = s.current.saturating_sub(cost);
+                true
+            }
+            Some(s) if s.end == mine + period_us && now < s.end && s.previous > 0 => {
+                s.previous = s.previous.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// `ceil(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
 fn weighted(previous: u64, period_us: u64, elapsed: u64) -> u64 {
     (previous as f64 * (period_us - elapsed) as f64 / period_us as f64).ceil() as u64
@@ -36,71 +136,13 @@ fn decayed_at(previous: u64, period_us: u64, k: u64) -> u64 {
     period_us.saturating_sub(x)
 }
 
-/// Evaluates `cost` at `now`; returns the verdict, the state to store and its time to live.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let window = now / period_us;
-    let start = window * period_us;
-    let end = start + period_us;
-    let (current, previous) = match state {
-        Some(s) if s.end > now => (s.current, s.previous),
-        Some(s) if s.end == start => (0, s.current),
-        _ => (0, 0),
-    };
-    let elapsed = now - start;
-    let used = weighted(previous, period_us, elapsed) + current;
-    let remaining = count.saturating_sub(used);
-    let until_free = |current: u64| {
-        if current > 0 {
-            start + 2 * period_us - now
-        } else if previous > 0 {
-            start + period_us - now
-        } else {
-            0
-        }
-    };
-    let next = State {
-        end,
-        current: current + cost,
-        previous,
-    };
-    let ttl = start + 2 * period_us - now;
-    if cost > count {
-        return Step {
-            eval: Eval::never(remaining, until_free(current)),
-            next,
-            ttl,
-        };
-    }
-    let allowed = used + cost <= count;
-    let retry = if allowed {
-        0
-    } else if current + cost <= count {
-        // The current window fits; wait for the previous one's weight to decay.
-        span(start + decayed_at(previous, period_us, count - current - cost) - now)
-    } else {
-        // Wait for the next window, where the current count becomes the decaying one.
-        span(start + period_us + decayed_at(current, period_us, count - cost) - now)
-    };
-    let eval = Eval {
-        allowed,
-        remaining_before: remaining,
-        remaining_after: if allowed { remaining - cost } else { remaining },
-        reset_before: until_free(current),
-        reset_after: until_free(if allowed { current + cost } else { current }),
-        retry,
-    };
-    Step { eval, next, ttl }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        SlidingWindow::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     const P: u64 = 1_000_000;
 
@@ -156,5 +198,14 @@ mod tests {
                 .remaining_before,
             910
         );
+    }
+
+    #[test]
+    fn a_refund_gives_back_while_its_count_still_weighs() {
+        let (at, refund) = (3_200_000, SlidingWindow::refund);
+        let mut sw = Some(check(None, 5, P, 2, at).next);
+        assert!(refund(&mut sw, 5, P, 1, at, 4_500_000), "still weighs");
+        assert_eq!(sw.unwrap().current, 1);
+        assert!(!refund(&mut sw, 5, P, 1, at, 5 * P), "no longer weighs");
     }
 }

@@ -4,7 +4,7 @@
 //! the stored state is exact integers. A `last` in the future (the clock stepped back) is
 //! clamped to now, so refilling resumes at once.
 
-use super::{emission_interval, span, Eval, Step};
+use super::{emission_interval, span, Eval, PerKey, RateAlgorithm, Step};
 
 /// The tokens missing from the bucket (`used`) as of `last` (µs), when the latest token
 /// arrived or the bucket filled. Missing tokens, not tokens left, so that a changed limit
@@ -16,6 +16,117 @@ pub(crate) struct State {
     pub(crate) last: u64,
 }
 
+/// The token bucket in the table.
+pub(crate) struct TokenBucket;
+
+impl RateAlgorithm for TokenBucket {
+    const NAME: &'static str = "token-bucket";
+    const CODE: &'static str = "tb";
+    const LUA_FN: &'static str = "token_bucket";
+    const LUA_FILE: &'static str = include_str!("../../lua/token_bucket.lua");
+    type State = State;
+
+    /// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
+    fn check(
+        state: Option<State>,
+        _: &PerKey,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> Step<State> {
+        let t = emission_interval(count, period_us);
+        let refilled = match state {
+            Some(s) if s.used > 0 => {
+                let tokens = count - s.used.min(count);
+                let last = s.last.min(now);
+                let gained = (now - last) / t;
+                if gained >= count - tokens {
+                    Bucket {
+                        tokens: count,
+                        last: now,
+                    }
+                } else {
+                    Bucket {
+                        tokens: tokens + gained,
+                        last: last + gained * t,
+                    }
+                }
+            }
+            _ => Bucket {
+                tokens: count,
+                last: now,
+            },
+        };
+        let stored = |b: Bucket| State {
+            used: count - b.tokens,
+            last: b.last,
+        };
+        let until_full = |tokens: u64| {
+            if tokens >= count {
+                0
+            } else {
+                (refilled.last + (count - tokens) * t).saturating_sub(now)
+            }
+        };
+        let reset_before = until_full(refilled.tokens);
+        if cost > count {
+            return Step {
+                eval: Eval::never(refilled.tokens, reset_before),
+                next: stored(refilled),
+                ttl: reset_before,
+            };
+        }
+        let allowed = refilled.tokens >= cost;
+        let after = if allowed {
+            refilled.tokens - cost
+        } else {
+            refilled.tokens
+        };
+        let eval = Eval {
+            allowed,
+            remaining_before: refilled.tokens,
+            remaining_after: after,
+            reset_before,
+            reset_after: until_full(after),
+            retry: if allowed {
+                0
+            } else {
+                span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
+            },
+        };
+        Step {
+            eval,
+            next: stored(Bucket {
+                tokens: after,
+                last: refilled.last,
+            }),
+            ttl: eval.reset_after,
+        }
+    }
+
+    /// Puts the tokens back; a bucket is never fuller than full (the missing count stops at 0).
+    fn refund(
+        state: &mut Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        _: u64,
+        now: u64,
+    ) -> bool {
+        let t = emission_interval(count, period_us);
+        // A bucket already full again has nothing to take back.
+        let refilled = |s: &State| (now - s.last.min(now)) / t >= s.used.min(count);
+        match state {
+            Some(s) if s.used > 0 && !refilled(s) => {
+                s.used = s.used.saturating_sub(cost);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Tokens in a bucket as of `last`, before refilling.
 #[derive(Clone, Copy)]
 struct Bucket {
@@ -23,87 +134,13 @@ struct Bucket {
     last: u64,
 }
 
-/// Evaluates `cost` at `now`; the next state lives until the bucket is full again.
-pub(crate) fn check(
-    state: Option<State>,
-    count: u64,
-    period_us: u64,
-    cost: u64,
-    now: u64,
-) -> Step<State> {
-    let t = emission_interval(count, period_us);
-    let refilled = match state {
-        Some(s) if s.used > 0 => {
-            let tokens = count - s.used.min(count);
-            let last = s.last.min(now);
-            let gained = (now - last) / t;
-            if gained >= count - tokens {
-                Bucket {
-                    tokens: count,
-                    last: now,
-                }
-            } else {
-                Bucket {
-                    tokens: tokens + gained,
-                    last: last + gained * t,
-                }
-            }
-        }
-        _ => Bucket {
-            tokens: count,
-            last: now,
-        },
-    };
-    let stored = |b: Bucket| State {
-        used: count - b.tokens,
-        last: b.last,
-    };
-    let until_full = |tokens: u64| {
-        if tokens >= count {
-            0
-        } else {
-            (refilled.last + (count - tokens) * t).saturating_sub(now)
-        }
-    };
-    let reset_before = until_full(refilled.tokens);
-    if cost > count {
-        return Step {
-            eval: Eval::never(refilled.tokens, reset_before),
-            next: stored(refilled),
-            ttl: reset_before,
-        };
-    }
-    let allowed = refilled.tokens >= cost;
-    let after = if allowed {
-        refilled.tokens - cost
-    } else {
-        refilled.tokens
-    };
-    let eval = Eval {
-        allowed,
-        remaining_before: refilled.tokens,
-        remaining_after: after,
-        reset_before,
-        reset_after: until_full(after),
-        retry: if allowed {
-            0
-        } else {
-            span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
-        },
-    };
-    Step {
-        eval,
-        next: stored(Bucket {
-            tokens: after,
-            last: refilled.last,
-        }),
-        ttl: eval.reset_after,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(state: Option<State>, n: u64, p: u64, cost: u64, now: u64) -> Step<State> {
+        TokenBucket::check(state, &PerKey::default(), n, p, cost, now)
+    }
 
     #[test]
     fn burst_then_refill_one_token_per_interval() {
@@ -164,5 +201,17 @@ mod tests {
                 .remaining_before,
             0
         );
+    }
+
+    #[test]
+    fn a_refund_never_overfills_the_bucket() {
+        let refund =
+            |s: &mut Option<State>, cost, now| TokenBucket::refund(s, 4, 1_000_000, cost, 0, now);
+        let mut state = Some(check(None, 4, 1_000_000, 1, 0).next);
+        assert!(refund(&mut state, 3, 0));
+        assert_eq!(state.unwrap().used, 0);
+        assert!(!refund(&mut state, 1, 0));
+        let mut state = Some(check(None, 4, 1_000_000, 1, 0).next);
+        assert!(!refund(&mut state, 1, 250_000), "refilled");
     }
 }

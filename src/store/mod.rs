@@ -36,6 +36,7 @@ mod overrides;
 #[cfg(feature = "redis")]
 mod redis;
 mod refund;
+mod shard;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
@@ -49,10 +50,11 @@ pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use key_state::{AdminFuture, KeyState};
 pub(crate) use memory::holds_leases;
-pub use memory::{MemoryStore, MemoryStoreBuilder, DEFAULT_MAX_KEYS};
+pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use overrides::Override;
 pub use refund::Refund;
 pub(crate) use refund::Ticket;
+pub use shard::DEFAULT_MAX_KEYS;
 
 use std::sync::Arc;
 

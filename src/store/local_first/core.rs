@@ -2,18 +2,16 @@
 //! and both ends of a sync (what to send, and how to take the answer). The background task
 //! (`task.rs`) and the simulation (`benches/local_first_sim.rs`) drive the same code.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use super::entry::{Context, Entry, FleetReply};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
 use crate::policy::Policy;
+use crate::store::shard::ShardedMap;
 use crate::store::Clock;
-
-const SHARDS: usize = 32;
 
 /// One key's part of a sync: who counted, how much in all, and the limits to answer for.
 #[derive(Debug, Clone)]
@@ -31,16 +29,18 @@ pub(crate) struct SyncItem {
     pub(crate) limits: Arc<[crate::Limit]>,
 }
 
-#[derive(Default)]
-struct Shard {
-    map: HashMap<Arc<str>, HashMap<Key, Entry>>,
-    touched: Vec<(Arc<str>, Key)>,
+/// What each shard keeps beside its entries, under the same lock.
+struct Side {
+    /// The keys to sync, each with its entry's generation: the entry of a key evicted and made
+    /// again is synced once, as itself.
+    touched: Vec<(Arc<str>, Key, u64)>,
+    /// A xorshift state for admission draws.
     rng: u64,
 }
 
 /// Entries, clock and sync bookkeeping of one local-first store.
 pub(crate) struct Core {
-    shards: Box<[Mutex<Shard>]>,
+    entries: ShardedMap<Entry, Side>,
     clock: Box<dyn Clock>,
     /// Redis time minus the local clock, µs, from the last sync.
     offset: AtomicI64,
@@ -71,14 +71,10 @@ impl Core {
     ) -> Self {
         let instances = settings.instances.max(1);
         Core {
-            shards: (0..SHARDS as u64)
-                .map(|i| {
-                    Mutex::new(Shard {
-                        rng: (seed ^ (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
-                        ..Shard::default()
-                    })
-                })
-                .collect(),
+            entries: ShardedMap::new(settings.max_keys, seed, |i| Side {
+                touched: Vec::new(),
+                rng: (seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
+            }),
             clock,
             offset: AtomicI64::new(0),
             settings,
@@ -104,58 +100,52 @@ impl Core {
         self.clock.now_us()
     }
 
-    fn shard(&self, policy: &str, key: &Key) -> MutexGuard<'_, Shard> {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = foldhash::fast::FixedState::with_seed(7).build_hasher();
-        h.write(policy.as_bytes());
-        h.write(key.as_str().as_bytes());
-        let i = (h.finish() >> 40) as usize % SHARDS;
-        self.shards[i]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Decides in memory. The policy must have no sliding log (the store sends those to Redis).
     pub(crate) fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
         let now = self.now();
         let limits = policy.limits_arc();
-        let mut shard = self.shard(policy.name(), key);
+        let min_count = limits.iter().map(|l| l.count()).min().unwrap_or(1);
+        let early = (min_count as f64 * self.settings.early_share)
+            .ceil()
+            .max(1.0) as u64;
+        let place = self.entries.lookup(policy.name(), key.as_str());
+        let mut shard = self.entries.shard(place.hash);
         let shard = &mut *shard;
-        shard.rng ^= shard.rng << 13;
-        shard.rng ^= shard.rng >> 7;
-        shard.rng ^= shard.rng << 17;
+        let rng = &mut shard.side.rng;
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
         let ctx = Context {
             isolated: self.is_isolated(),
             instances: self.instances.load(Ordering::Relaxed),
             low: self.settings.low,
             high: self.settings.high,
-            draw: (shard.rng >> 11) as f64 / (1u64 << 53) as f64,
+            draw: (*rng >> 11) as f64 / (1u64 << 53) as f64,
         };
-        let by_key = match shard.map.get_mut(policy.name()) {
-            Some(by_key) => by_key,
-            None => shard.map.entry(policy.name_arc()).or_default(),
-        };
-        let entry = match by_key.get_mut(key) {
-            Some(entry) => entry,
-            None => {
+        let ((states, newly_touched, wake), _) = shard.with_entry(
+            place,
+            now,
+            || {
                 let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-                by_key
-                    .entry(key.clone())
-                    .or_insert_with(|| Entry::new(Arc::clone(&limits), generation))
-            }
-        };
-        entry.adopt(&limits);
-        let (states, _) = entry.decide(cost, now, &ctx);
-        if !entry.touched {
-            entry.touched = true;
-            shard.touched.push((policy.name_arc(), key.clone()));
+                Entry::new(Arc::clone(&limits), generation)
+            },
+            || (policy.name_arc(), key.clone()),
+            |entry| {
+                entry.adopt(&limits);
+                let (states, _) = entry.decide(cost, now, &ctx);
+                let newly_touched = !std::mem::replace(&mut entry.touched, true);
+                let wake = !entry.early && entry.unsent() >= early;
+                entry.early |= wake;
+                (states, newly_touched.then_some(entry.generation), wake)
+            },
+        );
+        if let Some(generation) = newly_touched {
+            shard
+                .side
+                .touched
+                .push((policy.name_arc(), key.clone(), generation));
         }
-        let min_count = policy.limits().iter().map(|l| l.count()).min().unwrap_or(1);
-        let early = (min_count as f64 * self.settings.early_share)
-            .ceil()
-            .max(1.0) as u64;
-        if !entry.early && entry.unsent() >= early {
-            entry.early = true;
+        if wake {
             self.wake.notify_one();
         }
         Decision::from_states(policy.name_arc(), now, states)
@@ -167,12 +157,12 @@ impl Core {
         let now = self.now();
         let warm = self.settings.warm_us();
         let mut items = Vec::new();
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            let shard = &mut *shard;
+        for mut shard in self.entries.shards() {
             let mut warm_keys = Vec::new();
-            for (policy, key) in std::mem::take(&mut shard.touched) {
-                let Some(entry) = shard.map.get_mut(&policy).and_then(|m| m.get_mut(&key)) else {
+            for (policy, key, generation) in std::mem::take(&mut shard.side.touched) {
+                let place = self.entries.lookup(&policy, key.as_str());
+                let Some(entry) = shard.get_mut(place).filter(|e| e.generation == generation)
+                else {
                     continue;
                 };
                 entry.early = false;
@@ -182,7 +172,7 @@ impl Core {
                 // A key used lately stays in the syncs for a while, so its view stays fresh
                 // for its next request.
                 if entry.last_used.saturating_add(warm) > now {
-                    warm_keys.push((Arc::clone(&policy), key.clone()));
+                    warm_keys.push((Arc::clone(&policy), key.clone(), generation));
                 } else {
                     entry.touched = false;
                 }
@@ -198,7 +188,7 @@ impl Core {
                     key,
                 });
             }
-            shard.touched = warm_keys;
+            shard.side.touched = warm_keys;
         }
         items
     }
@@ -236,47 +226,45 @@ impl Core {
         let lag = (interval as f64 * self.settings.lag) as u64;
         let mut replies = replies.map(|(at, r)| (at, r.into_iter()));
         for item in items {
-            let mut shard = self.shard(&item.policy, &item.key);
-            let shard = &mut *shard;
+            let place = self.entries.lookup(&item.policy, item.key.as_str());
+            let mut shard = self.entries.shard(place.hash);
             let Some(entry) = shard
-                .map
-                .get_mut(&item.policy)
-                .and_then(|m| m.get_mut(&item.key))
+                .get_mut(place)
                 .filter(|e| e.generation == item.generation)
             else {
                 continue;
             };
-            match replies.as_mut().and_then(|(at, r)| Some((*at, r.next()?))) {
-                Some((at, reply)) => entry.apply(
-                    item.counted,
-                    item.offered,
-                    &reply,
-                    at,
-                    now,
-                    lag,
-                    2 * interval,
-                    self.settings.smoothing,
-                    self.instances(),
-                ),
-                None if !entry.touched => {
-                    entry.touched = true;
-                    shard.touched.push((item.policy, item.key));
+            let retouch = match replies.as_mut().and_then(|(at, r)| Some((*at, r.next()?))) {
+                Some((at, reply)) => {
+                    entry.apply(
+                        item.counted,
+                        item.offered,
+                        &reply,
+                        at,
+                        now,
+                        lag,
+                        2 * interval,
+                        self.settings.smoothing,
+                        self.instances(),
+                    );
+                    false
                 }
-                None => {}
+                None => !std::mem::replace(&mut entry.touched, true),
+            };
+            if retouch {
+                let generation = item.generation;
+                shard.side.touched.push((item.policy, item.key, generation));
             }
         }
         self.rounds.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Drops entries idle for `idle_us` whose counts Redis acknowledged.
-    pub(crate) fn sweep(&self, idle_us: u64) {
+    /// Drops the entries that are moot: idle, out of the syncs, their counts acknowledged.
+    /// Requests sweep a few entries each; this reaches the keys no request comes near.
+    pub(crate) fn sweep(&self) {
         let now = self.now();
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
-            for by_key in shard.map.values_mut() {
-                by_key.retain(|_, e| e.touched || !e.settled() || e.last_used + idle_us > now);
-            }
-            shard.map.retain(|_, by_key| !by_key.is_empty());
+        for mut shard in self.entries.shards() {
+            shard.retain_live(now);
         }
     }
 
@@ -302,12 +290,6 @@ impl Core {
 
     /// How many keys hold state.
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                let s = s.lock().unwrap_or_else(PoisonError::into_inner);
-                s.map.values().map(HashMap::len).sum::<usize>()
-            })
-            .sum()
+        self.entries.len()
     }
 }

@@ -20,9 +20,15 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::admission::{admits, deny_probability};
-use super::view::{Fleet, View};
+use super::view::{self, Fleet, View};
+use crate::algorithm::{Eval, State};
 use crate::decision::{LimitState, LimitStates};
 use crate::limit::Limit;
+use crate::store::shard::Reclaim;
+
+/// How long an entry stays after its last request once Redis acknowledged all it counted:
+/// then it is moot (a key that comes back starts afresh from the fleet's state).
+const IDLE_US: u64 = 60_000_000;
 
 /// What a decision needs from the store besides the entry.
 #[derive(Debug, Clone, Copy)]
@@ -60,9 +66,9 @@ pub(crate) struct Entry {
     pub(crate) acked: u64,
     /// `counted` when the sync in progress was built (early syncs count from it).
     pub(crate) sent: u64,
-    views: SmallVec<[View; 2]>,
+    views: SmallVec<[State; 2]>,
     /// This instance's share, decided alone: while isolated, or before the first sync.
-    share: Option<SmallVec<[View; 2]>>,
+    share: Option<SmallVec<[State; 2]>>,
     synced: bool,
     /// The fleet's total and Redis time at the last sync, and `counted` it included.
     fleet_offered: u64,
@@ -85,6 +91,25 @@ pub(crate) struct Entry {
     pub(crate) last_used: u64,
     /// When this entry decided its first request (0: not yet).
     first_used: u64,
+}
+
+/// The map's cap drops an entry only once Redis acknowledged every unit it counted: dropped
+/// before, those units would never reach the fleet, which would admit them again. An entry
+/// evicted so (or swept once idle) leaves nothing behind but the key's fleet state in Redis; a
+/// key that comes back is a cold key again (see `LocalFirstStoreBuilder::max_keys`).
+impl Reclaim for Entry {
+    /// Moot once settled, out of the syncs, and idle for [`IDLE_US`].
+    fn expires_at(&self) -> u64 {
+        if self.touched || !self.settled() {
+            u64::MAX
+        } else {
+            self.last_used.saturating_add(IDLE_US)
+        }
+    }
+
+    fn evictable(&self) -> bool {
+        self.settled()
+    }
 }
 
 impl Entry {
@@ -123,15 +148,7 @@ impl Entry {
         if Arc::ptr_eq(&self.limits, limits) {
             return;
         }
-        let fresh = fresh_views(limits);
-        self.views = fresh
-            .iter()
-            .enumerate()
-            .map(|(i, new)| match self.views.get(i) {
-                Some(old) if std::mem::discriminant(old) == std::mem::discriminant(new) => *old,
-                _ => *new,
-            })
-            .collect();
+        self.views = State::adopt(&self.views, fresh_views(limits));
         self.share = None;
         self.limits = Arc::clone(limits);
     }
@@ -157,7 +174,7 @@ impl Entry {
         } else {
             &mut self.views
         };
-        let mut verdicts: SmallVec<[(crate::algorithm::Eval, View, f64, u64); 2]> = SmallVec::new();
+        let mut verdicts: SmallVec<[(Eval, State, f64, u64); 2]> = SmallVec::new();
         for (limit, view) in limits.iter().zip(views.iter()) {
             let count = if alone {
                 limit.count().div_ceil(instances).max(1)
@@ -352,9 +369,6 @@ impl Entry {
     }
 }
 
-fn fresh_views(limits: &[Limit]) -> SmallVec<[View; 2]> {
-    limits
-        .iter()
-        .map(|l| View::fresh(l).unwrap_or(View::Gcra(None)))
-        .collect()
+fn fresh_views(limits: &[Limit]) -> SmallVec<[State; 2]> {
+    limits.iter().map(view::fresh).collect()
 }

@@ -8,8 +8,8 @@ use smallvec::SmallVec;
 
 use super::core::SyncItem;
 use super::entry::FleetReply;
-use super::view::{Fleet, View};
-use crate::algorithm::emission_interval;
+use super::view::{self, Fleet};
+use crate::algorithm::{emission_interval, window_end, State};
 
 /// One key's state hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,19 +71,18 @@ pub(crate) fn merge(
         let (mut x, mut y, mut z) = record
             .and_then(|r| r.limits.get(i).copied())
             .unwrap_or((0, 0, 0));
-        match View::code(limit) {
-            "gc" => {
+        match view::fresh(limit) {
+            State::Gcra(_) => {
                 let t = emission_interval(n, p);
                 if delta > 0 {
-                    x = (x.max(item.since.min(now)) + delta * t)
-                        .min(now + super::view::max_backlog(n, t));
+                    x = (x.max(item.since.min(now)) + delta * t).min(now + view::max_backlog(n, t));
                 }
                 (y, z) = (0, 0);
                 life = life.max(x.saturating_sub(now));
             }
-            code => {
-                let end = (now / p + 1) * p;
-                if code == "fw" {
+            window => {
+                let end = window_end(now, p);
+                if let State::FixedWindow(_) = window {
                     if x != end {
                         y = 0;
                     }

@@ -16,6 +16,7 @@
 //! ```
 
 mod admission;
+mod builder;
 mod core;
 mod entry;
 mod merge;
@@ -27,14 +28,13 @@ mod tests;
 mod view;
 
 use self::core::Core;
-use self::settings::Settings;
+pub use builder::LocalFirstStoreBuilder;
 pub use settings::{DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use super::{AdminFuture, Check, Clock, KeyState, RedisStore, Store, SystemClock};
-use crate::error::{ConfigError, StoreError};
+use super::{AdminFuture, Check, KeyState, RedisStore, Store};
+use crate::error::StoreError;
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -61,6 +61,9 @@ use crate::policy::Policy;
 ///   limit (`N / instances`, the instances counted by a heartbeat in Redis) and counts nothing
 ///   toward the fleet; when Redis returns it resumes from the fleet's state, without replaying
 ///   what it admitted alone.
+/// - **Bounded memory.** At most [`DEFAULT_MAX_KEYS`](crate::store::DEFAULT_MAX_KEYS) keys
+///   by default, in the memory store's map; never at the cost of units Redis has not
+///   acknowledged ([`LocalFirstStoreBuilder::max_keys`] says how).
 /// - **Algorithms.** GCRA and token bucket (kept as their GCRA twin: the same burst and rate),
 ///   fixed and sliding windows. A policy with a sliding log is decided exactly, by Redis, per
 ///   request ([`LocalFirstStore::supports`] says which).
@@ -130,10 +133,7 @@ impl LocalFirstStore {
     /// # Ok(()) }
     /// ```
     pub fn builder(redis: RedisStore) -> LocalFirstStoreBuilder {
-        LocalFirstStoreBuilder {
-            redis,
-            settings: Settings::default(),
-        }
+        LocalFirstStoreBuilder::new(redis)
     }
 
     /// Whether local-first mode decides `policy` in memory: every limit is a GCRA, token
@@ -289,116 +289,4 @@ impl Store for LocalFirstStore {
     fn kind(&self) -> &'static str {
         "local_first"
     }
-}
-
-/// Settings for a [`LocalFirstStore`]: start with [`LocalFirstStore::builder`] or
-/// [`RedisStore::local_first`].
-///
-/// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
-/// use std::time::Duration;
-/// use redlimit::store::{LocalFirstStore, RedisStore};
-/// let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
-/// let store = LocalFirstStore::builder(redis)
-///     .interval(Duration::from_millis(200))
-///     .marks(0.85, 1.0)
-///     .early_sync(0.05)
-///     .build()?;
-/// assert!(LocalFirstStore::builder(store_redis()).marks(1.0, 0.5).build().is_err());
-/// # fn store_redis() -> RedisStore { RedisStore::builder("redis://127.0.0.1:6379").connect_lazy().unwrap() }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone)]
-#[must_use]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub struct LocalFirstStoreBuilder {
-    redis: RedisStore,
-    settings: Settings,
-}
-
-impl LocalFirstStoreBuilder {
-    /// How often the store syncs with Redis (default 100 ms; 1 ms to 60 s). Each sync costs
-    /// Redis one script call per 64 touched keys (per hash slot in a Cluster), whatever the
-    /// request rate.
-    pub fn interval(mut self, interval: Duration) -> Self {
-        self.settings.interval = interval;
-        self
-    }
-
-    /// The admission marks, as fractions of each limit (default 0.8 and 1.0, chosen with the
-    /// simulation in `benches/local_first_sim.rs`): below `low` a request is admitted, above
-    /// `high` denied, in between denied with a probability rising linearly from 0 to 1.
-    /// `0 < low <= high <= 2`. A hard threshold (`1.0, 1.0`) brings back the see-saw.
-    pub fn marks(mut self, low: f64, high: f64) -> Self {
-        self.settings.low = low;
-        self.settings.high = high;
-        self
-    }
-
-    /// Syncs a key early when the units it counted since the last sync reach this share of its
-    /// smallest limit (default 0.5; in `(0, 1]`): an instance that alone took half a limit since
-    /// the last sync tells the fleet at once.
-    pub fn early_sync(mut self, share: f64) -> Self {
-        self.settings.early_share = share;
-        self
-    }
-
-    /// The instances assumed until the first heartbeat answers (default 1): the share each
-    /// takes if Redis is unreachable from the start.
-    pub fn instances(mut self, instances: u32) -> Self {
-        self.settings.instances = instances.max(1);
-        self
-    }
-
-    /// Builds the store and starts its background task on the current Tokio runtime; refuses
-    /// settings out of range, or a call outside a runtime.
-    pub fn build(self) -> Result<LocalFirstStore, ConfigError> {
-        let settings = self.settings.validate()?;
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            ConfigError::InvalidLocalFirst("build it inside a Tokio runtime".to_owned())
-        })?;
-        let core = Arc::new(Core::new(
-            settings,
-            Box::new(SystemClock) as Box<dyn Clock>,
-            instance_id(),
-            seed(),
-        ));
-        let task = runtime.spawn(task::run(Arc::clone(&core), self.redis.clone()));
-        Ok(LocalFirstStore {
-            shared: Arc::new(Shared {
-                core,
-                redis: self.redis,
-                task: task.abort_handle(),
-            }),
-        })
-    }
-}
-
-impl RedisStore {
-    /// This store in local-first mode, syncing every `interval`, with the default settings
-    /// otherwise ([`LocalFirstStore::builder`] for the others). Must be called inside a Tokio
-    /// runtime.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
-    /// use std::time::Duration;
-    /// use redlimit::store::RedisStore;
-    /// let store = RedisStore::builder("redis://127.0.0.1:6379")
-    ///     .connect_lazy()?
-    ///     .local_first(Duration::from_millis(100))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn local_first(self, interval: Duration) -> Result<LocalFirstStore, ConfigError> {
-        LocalFirstStore::builder(self).interval(interval).build()
-    }
-}
-
-/// An id unique to this store among the fleet's: random, never reused.
-fn instance_id() -> String {
-    format!("{:016x}", seed())
-}
-
-fn seed() -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::RandomState::default().hash_one((std::process::id(), SystemClock.now_us()))
 }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::ConfigError;
+use crate::store::DEFAULT_MAX_KEYS;
 
 /// The default sync interval.
 pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -26,6 +27,8 @@ pub(crate) struct Settings {
     pub(crate) instances: u32,
     /// The weight of the last interval in the rest of the fleet's offered rate (an EWMA).
     pub(crate) smoothing: f64,
+    /// The cap on keys held (`LocalFirstStoreBuilder::max_keys`).
+    pub(crate) max_keys: usize,
 }
 
 impl Default for Settings {
@@ -38,6 +41,7 @@ impl Default for Settings {
             lag: 0.5,
             instances: 1,
             smoothing: 0.5,
+            max_keys: DEFAULT_MAX_KEYS,
         }
     }
 }

@@ -50,7 +50,7 @@ pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
         sync_round(&core, &redis).await;
         if last_sweep.elapsed() >= Duration::from_secs(10) {
             last_sweep = tokio::time::Instant::now();
-            core.sweep(60_000_000);
+            core.sweep();
         }
         // Early syncs, but never more than four rounds per interval.
         let next = started + interval;
@@ -137,7 +137,7 @@ pub(crate) fn sync_command(
             .arg(item.offered)
             .arg(item.limits.len());
         for limit in item.limits.iter() {
-            cmd.arg(super::view::View::code(limit))
+            cmd.arg(super::view::code(limit))
                 .arg(limit.count())
                 .arg(limit.period_us());
         }

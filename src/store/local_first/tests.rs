@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
+use super::core::{Core, SyncItem};
+use super::merge::Keyspace;
+use super::settings::Settings;
 use super::sim::{Fleet, Instance};
+use super::task::state_key;
 use crate::decision::DecisionSource;
 use crate::key::Key;
 use crate::limit::Limit;
@@ -207,4 +211,65 @@ fn a_steady_overload_converges_on_the_limit() {
         (0.95..=1.05).contains(&ratio),
         "admitted {admitted} of {expected}: {ratio:.3}"
     );
+}
+
+/// One sync of `core` against `fleet`, at `now` (what `sync` does for an `Instance`).
+fn sync_core(core: &Core, fleet: &mut Keyspace, now: u64) -> Vec<SyncItem> {
+    let items = core.begin_sync();
+    let replies = items
+        .iter()
+        .map(|item| {
+            let name = state_key("t", &item.policy, item.key.as_str());
+            fleet.merge(&name, item, now, 2_000)
+        })
+        .collect();
+    core.finish_sync(items.clone(), Ok((now, replies)), now, now);
+    items
+}
+
+#[test]
+fn the_key_cap_never_drops_units_redis_has_not_acknowledged() {
+    let clock = ManualClock::new(T0);
+    let settings = Settings {
+        max_keys: 64, // one key per shard
+        ..Settings::default()
+    };
+    let core = Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(10, Duration::from_secs(10)).unwrap()],
+    )
+    .unwrap();
+    let check = |name: String, cost| core.check(&policy, &Key::new(name), cost);
+    // Units not acknowledged yet: no key holding them is evicted, whatever the cap.
+    for i in 0..640 {
+        assert!(check(format!("counted{i}"), 1).is_allowed());
+    }
+    assert_eq!(core.len(), 640);
+    // Keys that counted nothing are evicted in their stead.
+    for i in 0..640 {
+        check(format!("free{i}"), 0);
+    }
+    assert!(core.len() < 2 * 640);
+    let mut fleet = Keyspace::default();
+    let now = clock.now_us_for_tests();
+    let items = sync_core(&core, &mut fleet, now);
+    assert_eq!(
+        items.iter().map(|item| item.counted).sum::<u64>(),
+        640,
+        "every unit reached the fleet"
+    );
+    // Acknowledged, they can go: new keys evict them, the map grows no more.
+    let before = core.len();
+    for i in 0..640 {
+        check(format!("later{i}"), 0);
+    }
+    assert!(core.len() <= before, "{} > {before}", core.len());
+    // Idle, out of the syncs and settled: swept.
+    clock.advance(Duration::from_secs(61));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    clock.advance(Duration::from_secs(61));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    core.sweep();
+    assert_eq!(core.len(), 0);
 }

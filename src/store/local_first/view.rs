@@ -1,13 +1,15 @@
 //! One limit's state as this instance sees it: the fleet's state at the last sync, plus the
-//! units counted since (this instance's, and the rest of the fleet's, extrapolated). Kept in
-//! the memory store's own representation, so the algorithms of `src/algorithm/` evaluate it
-//! and report remaining units, reset and retry times exactly as in exact mode.
+//! units counted since (this instance's, and the rest of the fleet's, extrapolated). Kept as
+//! the memory store keeps a limit's state ([`State`]), so the algorithms of `src/algorithm/`
+//! evaluate it and report remaining units, reset and retry times exactly as in exact mode.
 //!
 //! A token bucket is kept as its GCRA twin (the same burst `N` and rate `N/P`): the leaky
 //! bucket as a meter is the one whose fleet state merges by addition (`tat = max(tat, now) +
 //! units·T`, YARL's `level = max(level, floor) + delta`).
 
-use crate::algorithm::{emission_interval, fixed_window, gcra, sliding_window, Eval};
+use crate::algorithm::{
+    emission_interval, fixed_window, gcra, sliding_window, Eval, PerKey, State,
+};
 use crate::limit::{Algorithm, Limit};
 
 /// The largest GCRA backlog (µs) the fleet's state keeps: a burst, plus another burst or 1 s,
@@ -19,117 +21,119 @@ pub(crate) fn max_backlog(count: u64, t: u64) -> u64 {
     count * t + (count * t).max(1_000_000)
 }
 
-/// A limit's state in local-first mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum View {
-    Gcra(Option<gcra::State>),
-    Fixed(Option<fixed_window::State>),
-    Sliding(Option<sliding_window::State>),
-}
-
 /// The fleet's state of one limit as the sync script answers it: `(tat, 0, 0)` for GCRA and
 /// token bucket, `(window end, count, 0)` for a fixed window, `(window end, current,
 /// previous)` for a sliding window.
 pub(crate) type Fleet = (u64, u64, u64);
 
-impl View {
-    /// A fresh state for `limit`; `None` for a sliding log or a concurrency limit, which
-    /// local-first mode does not approximate.
-    pub(crate) fn fresh(limit: &Limit) -> Option<View> {
-        match limit.algorithm() {
-            Algorithm::Gcra | Algorithm::TokenBucket => Some(View::Gcra(None)),
-            Algorithm::FixedWindow => Some(View::Fixed(None)),
-            Algorithm::SlidingWindow => Some(View::Sliding(None)),
-            Algorithm::SlidingLog | Algorithm::Concurrency => None,
-        }
+/// The algorithm local-first mode keeps a limit of `algorithm` as: itself, but a token bucket
+/// as its GCRA twin; `None` for a sliding log or a concurrency limit, which it does not
+/// approximate.
+pub(crate) fn kept_as(algorithm: Algorithm) -> Option<Algorithm> {
+    match algorithm {
+        Algorithm::TokenBucket => Some(Algorithm::Gcra),
+        Algorithm::SlidingLog | Algorithm::Concurrency => None,
+        other => Some(other),
     }
+}
 
-    /// The code the sync script dispatches on.
-    pub(crate) fn code(limit: &Limit) -> &'static str {
-        match limit.algorithm() {
-            Algorithm::FixedWindow => "fw",
-            Algorithm::SlidingWindow => "sw",
-            _ => "gc",
-        }
-    }
+/// A fresh state for `limit` in local-first mode (a GCRA's for one it does not approximate,
+/// which never reaches it: such policies are decided by Redis).
+pub(crate) fn fresh(limit: &Limit) -> State {
+    State::fresh(kept_as(limit.algorithm()).unwrap_or(Algorithm::Gcra))
+}
 
+/// The code the sync script dispatches on: the one of the algorithm the limit is kept as.
+pub(crate) fn code(limit: &Limit) -> &'static str {
+    fresh(limit).algorithm().code()
+}
+
+/// What local-first mode does with a limit's [`State`] besides checking it. Only the states
+/// [`fresh`] makes reach it: GCRA, fixed and sliding windows.
+pub(crate) trait View {
     /// The view of the fleet's state `fleet` of a limit of this kind.
-    pub(crate) fn with_fleet(self, count: u64, period_us: u64, fleet: Fleet) -> View {
-        let (a, b, c) = fleet;
-        match self {
-            View::Gcra(_) => View::Gcra((a > 0).then(|| gcra::State {
-                tat: a,
-                t: emission_interval(count, period_us),
-            })),
-            View::Fixed(_) => {
-                View::Fixed((a > 0).then_some(fixed_window::State { end: a, count: b }))
-            }
-            View::Sliding(_) => View::Sliding((a > 0).then_some(sliding_window::State {
-                end: a,
-                current: b,
-                previous: c,
-            })),
-        }
-    }
+    fn with_fleet(self, count: u64, period_us: u64, fleet: Fleet) -> State;
 
     /// Evaluates `cost` at `now` against `count` per `period_us`: the verdict, and the state
     /// if the request is admitted (whatever the verdict: admission is decided by the caller).
-    pub(crate) fn eval(&self, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, View) {
-        match *self {
-            View::Gcra(s) => {
-                let step = gcra::check(s, count, period_us, cost, now);
-                let mut next = *self;
-                next.add(count, period_us, cost, now);
-                (step.eval, next)
-            }
-            View::Fixed(s) => {
-                let step = fixed_window::check(s, count, period_us, cost, now);
-                (step.eval, View::Fixed(Some(step.next)))
-            }
-            View::Sliding(s) => {
-                let step = sliding_window::check(s, count, period_us, cost, now);
-                (step.eval, View::Sliding(Some(step.next)))
-            }
-        }
-    }
+    fn eval(&self, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State);
 
     /// Counts `units` consumed at `now`, admitted or not: the fleet's consumption as merged
-    /// by the sync script (`lua/local_first_sync.lua`), never refused. A GCRA backlog is capped
-    /// as in Redis ([`max_backlog`]).
-    pub(crate) fn add(&mut self, count: u64, period_us: u64, units: u64, now: u64) {
-        if units == 0 {
-            return;
-        }
-        *self = match *self {
-            View::Gcra(s) => {
-                let t = emission_interval(count, period_us);
-                let start = s.map_or(now, |s| s.tat.max(now));
-                let cap = now.saturating_add(max_backlog(count, t));
-                let tat = start.saturating_add(units.saturating_mul(t)).min(cap);
-                View::Gcra(Some(gcra::State { tat, t }))
-            }
-            View::Fixed(s) => View::Fixed(Some(
-                fixed_window::check(s, count, period_us, units, now).next,
-            )),
-            View::Sliding(s) => View::Sliding(Some(
-                sliding_window::check(s, count, period_us, units, now).next,
-            )),
-        };
-    }
+    /// by the sync script (`lua/local_first_sync.lua`), never refused. A GCRA backlog is
+    /// capped as in Redis ([`max_backlog`]).
+    fn add(&mut self, count: u64, period_us: u64, units: u64, now: u64);
 
     /// How long until a request that fills the limit `over` units beyond the admission's low
     /// mark would find it below the mark again: the wait to announce when a request is denied
     /// by the probabilistic band, where the exact algorithm would have admitted it.
-    pub(crate) fn wait_for(&self, count: u64, period_us: u64, over: u64, eval: &Eval) -> u64 {
+    fn wait_for(&self, count: u64, period_us: u64, over: u64, eval: &Eval) -> u64;
+}
+
+impl View for State {
+    fn with_fleet(self, count: u64, period_us: u64, fleet: Fleet) -> State {
+        let (a, b, c) = fleet;
+        match self {
+            State::Gcra(_) => State::Gcra((a > 0).then(|| gcra::State {
+                tat: a,
+                t: emission_interval(count, period_us),
+            })),
+            State::FixedWindow(_) => {
+                State::FixedWindow((a > 0).then_some(fixed_window::State { end: a, count: b }))
+            }
+            State::SlidingWindow(_) => {
+                State::SlidingWindow((a > 0).then_some(sliding_window::State {
+                    end: a,
+                    current: b,
+                    previous: c,
+                }))
+            }
+            other => other,
+        }
+    }
+
+    fn eval(&self, count: u64, period_us: u64, cost: u64, now: u64) -> (Eval, State) {
+        // No limit local-first mode keeps is per key: it has no key state to read.
+        let step = self.check(&PerKey::default(), count, period_us, cost, now);
+        // A GCRA admitted beyond its burst (the band reaches past the limit) adds up as the
+        // fleet's state does, capped.
+        if let State::Gcra(_) = self {
+            let mut next = *self;
+            next.add(count, period_us, cost, now);
+            return (step.eval, next);
+        }
+        (step.eval, step.next)
+    }
+
+    fn add(&mut self, count: u64, period_us: u64, units: u64, now: u64) {
+        if units == 0 {
+            return;
+        }
+        *self = match *self {
+            State::Gcra(s) => {
+                let t = emission_interval(count, period_us);
+                let start = s.map_or(now, |s| s.tat.max(now));
+                let cap = now.saturating_add(max_backlog(count, t));
+                let tat = start.saturating_add(units.saturating_mul(t)).min(cap);
+                State::Gcra(Some(gcra::State { tat, t }))
+            }
+            windows => {
+                windows
+                    .check(&PerKey::default(), count, period_us, units, now)
+                    .next
+            }
+        };
+    }
+
+    fn wait_for(&self, count: u64, period_us: u64, over: u64, eval: &Eval) -> u64 {
         let over = over.max(1);
         match self {
-            View::Gcra(_) => over.saturating_mul(emission_interval(count, period_us)),
-            // A fixed window's count falls only when the window ends.
-            View::Fixed(_) => eval.reset_before.max(1),
+            State::Gcra(_) => over.saturating_mul(emission_interval(count, period_us)),
             // The previous window's weight decays by about `N / P` units per µs·N.
-            View::Sliding(_) => over
+            State::SlidingWindow(_) => over
                 .saturating_mul(period_us.div_ceil(count))
                 .min(eval.reset_before.max(1)),
+            // A fixed window's count falls only when the window ends.
+            _ => eval.reset_before.max(1),
         }
     }
 }
@@ -145,22 +149,20 @@ mod tests {
 
     #[test]
     fn a_sliding_log_has_no_view_and_a_token_bucket_is_a_gcra() {
-        assert_eq!(View::fresh(&limit(Algorithm::SlidingLog)), None);
-        assert_eq!(
-            View::fresh(&limit(Algorithm::TokenBucket)),
-            Some(View::Gcra(None))
-        );
-        assert_eq!(View::code(&limit(Algorithm::TokenBucket)), "gc");
+        assert_eq!(kept_as(Algorithm::SlidingLog), None);
+        assert_eq!(fresh(&limit(Algorithm::TokenBucket)), State::Gcra(None));
+        assert_eq!(code(&limit(Algorithm::TokenBucket)), "gc");
+        assert_eq!(code(&limit(Algorithm::SlidingWindow)), "sw");
     }
 
     #[test]
     fn gcra_units_add_up_from_now_and_are_capped_at_two_bursts() {
         let (n, p, now) = (10, 1_000_000, 5_000_000);
-        let mut v = View::Gcra(None);
+        let mut v = State::Gcra(None);
         v.add(n, p, 4, now);
         assert_eq!(
             v,
-            View::Gcra(Some(gcra::State {
+            State::Gcra(Some(gcra::State {
                 tat: now + 400_000,
                 t: 100_000
             }))
@@ -170,17 +172,17 @@ mod tests {
         v.add(n, p, 1_000, now);
         assert_eq!(
             v,
-            View::Gcra(Some(gcra::State {
+            State::Gcra(Some(gcra::State {
                 tat: now + 2_000_000,
                 t: 100_000
             }))
         );
-        let short = |v: &mut View| v.add(10, 100_000, 1_000, now);
-        let mut s = View::Gcra(None);
+        let short = |v: &mut State| v.add(10, 100_000, 1_000, now);
+        let mut s = State::Gcra(None);
         short(&mut s);
         assert_eq!(
             s,
-            View::Gcra(Some(gcra::State {
+            State::Gcra(Some(gcra::State {
                 tat: now + 1_100_000,
                 t: 10_000
             }))
@@ -194,11 +196,11 @@ mod tests {
     #[test]
     fn window_units_land_in_the_window_of_now() {
         let (n, p) = (10, 1_000_000);
-        let mut v = View::Fixed(None);
+        let mut v = State::FixedWindow(None);
         v.add(n, p, 7, 3_500_000);
         assert_eq!(
             v,
-            View::Fixed(Some(fixed_window::State {
+            State::FixedWindow(Some(fixed_window::State {
                 end: 4_000_000,
                 count: 7
             }))
@@ -206,17 +208,17 @@ mod tests {
         v.add(n, p, 1, 4_000_000);
         assert_eq!(
             v,
-            View::Fixed(Some(fixed_window::State {
+            State::FixedWindow(Some(fixed_window::State {
                 end: 5_000_000,
                 count: 1
             }))
         );
-        let mut s = View::Sliding(None);
+        let mut s = State::SlidingWindow(None);
         s.add(n, p, 8, 3_500_000);
         s.add(n, p, 2, 4_100_000);
         assert_eq!(
             s,
-            View::Sliding(Some(sliding_window::State {
+            State::SlidingWindow(Some(sliding_window::State {
                 end: 5_000_000,
                 current: 2,
                 previous: 8
@@ -227,20 +229,20 @@ mod tests {
     #[test]
     fn the_fleet_reply_becomes_the_view() {
         let (n, p) = (10, 1_000_000);
-        let g = View::Gcra(None).with_fleet(n, p, (9_000_000, 0, 0));
+        let g = State::Gcra(None).with_fleet(n, p, (9_000_000, 0, 0));
         assert_eq!(
             g,
-            View::Gcra(Some(gcra::State {
+            State::Gcra(Some(gcra::State {
                 tat: 9_000_000,
                 t: 100_000
             }))
         );
-        let f = View::Fixed(None).with_fleet(n, p, (4_000_000, 3, 0));
+        let f = State::FixedWindow(None).with_fleet(n, p, (4_000_000, 3, 0));
         let (e, _) = f.eval(n, p, 1, 3_900_000);
         assert_eq!(e.remaining_before, 7);
         assert_eq!(
-            View::Sliding(None).with_fleet(n, p, (0, 0, 0)),
-            View::Sliding(None)
+            State::SlidingWindow(None).with_fleet(n, p, (0, 0, 0)),
+            State::SlidingWindow(None)
         );
     }
 }

@@ -1,23 +1,23 @@
 //! State in this process: the same five algorithms as the Lua scripts, in Rust, with the same
 //! decisions. For one replica, development, tests, and as a local fallback.
 
+mod builder;
 mod entry;
 mod limit_keys;
 mod penalty;
 mod refund;
-mod shard;
 
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 
+pub use builder::MemoryStoreBuilder;
 use entry::Entry;
-use shard::{IdRef, Shard};
 
-use super::clock::{Clock, SystemClock};
+use super::clock::Clock;
 use super::key_state::{AdminFuture, KeyState};
 use super::override_table::OverrideTable;
 use super::overrides::Override;
+use super::shard::{Lookup, Shard, ShardedMap};
 use super::{Check, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
@@ -25,12 +25,6 @@ use crate::key::Key;
 use crate::lease::{Lease, LeaseIds};
 use crate::limit::Algorithm;
 use crate::policy::Policy;
-
-/// Independent locks; a check holds one shard's lock for well under a microsecond.
-const SHARDS: usize = 64;
-
-/// The default cap on stored keys (about 20 MB of state for single-limit policies).
-pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// A store in this process's memory, with exactly the decisions of
 /// `RedisStore`: same algorithms, same integer arithmetic, same atomic
@@ -64,10 +58,8 @@ pub struct MemoryStore {
 }
 
 struct Inner {
-    shards: Box<[Mutex<Shard>]>,
-    hasher: foldhash::fast::RandomState,
+    entries: ShardedMap<Entry>,
     clock: Box<dyn Clock>,
-    cap_per_shard: usize,
     evictions: AtomicU64,
     overrides: OverrideTable,
     refunds: refund::Tokens,
@@ -102,10 +94,7 @@ impl MemoryStore {
     /// let store = redlimit::store::MemoryStore::builder().max_keys(1_000_000).build();
     /// ```
     pub fn builder() -> MemoryStoreBuilder {
-        MemoryStoreBuilder {
-            clock: Box::new(SystemClock),
-            max_keys: DEFAULT_MAX_KEYS,
-        }
+        MemoryStoreBuilder::new()
     }
 
     /// Checks synchronously: what [`Store::check`] does, without a future.
@@ -126,42 +115,21 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
-        if key.has_limit_keys() {
-            let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
-            let decision = Decision::from_states(policy.name_arc(), now, states);
-            let decision = if penalized {
-                decision.penalized()
-            } else {
-                decision
-            };
-            return match lease {
-                Some(lease) if decision.is_allowed() => decision.with_lease(lease),
-                _ => decision,
-            };
-        }
-        let (hash, id, mut shard) = self.shard(policy, key);
-        let ((states, penalized), evicted) = shard.with_entry(
-            hash,
-            id,
-            || Entry::new(policy),
-            || (policy.name_arc(), key.clone()),
-            inner.cap_per_shard,
-            now,
-            |entry| {
-                entry.adopt(policy);
+        let (states, penalized) = if key.has_limit_keys() {
+            self.check_parts(policy, key, cost, now, lease)
+        } else {
+            let (at, mut shard) = self.shard(policy, key);
+            let (out, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
                 let (states, penalized) = penalty::check(entry, policy, cost, now);
                 if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
                     entry.hold(lease.id(), now);
                 }
                 (states, penalized)
-            },
-        );
-        drop(shard);
-        if evicted {
-            inner.evictions.fetch_add(1, Ordering::Relaxed);
-            crate::telemetry::memory_eviction();
-            tracing::debug!("memory store at its key cap: evicted live state");
-        }
+            });
+            drop(shard);
+            self.count_evictions(u64::from(evicted));
+            out
+        };
         let decision = Decision::from_states(policy.name_arc(), now, states);
         let decision = if penalized {
             decision.penalized()
@@ -193,9 +161,9 @@ impl MemoryStore {
         if key.has_limit_keys() {
             return self.release_parts(policy, key, lease.id());
         }
-        let (hash, id, mut shard) = self.shard(policy, key);
+        let (at, mut shard) = self.shard(policy, key);
         shard
-            .get_mut(hash, id)
+            .get_mut(at)
             .is_some_and(|entry| entry.release(lease.id()))
     }
 
@@ -226,21 +194,12 @@ impl MemoryStore {
                 states,
             ));
         }
-        let (hash, id, mut shard) = self.shard(policy, key);
+        let (at, mut shard) = self.shard(policy, key);
         // A state that is not kept (absent or expired) reads as fresh;
         // nothing is inserted, since nothing is committed.
-        let (states, _) = shard.with_entry(
-            hash,
-            id,
-            || Entry::new(policy),
-            || (policy.name_arc(), key.clone()),
-            inner.cap_per_shard,
-            now,
-            |entry| {
-                entry.adopt(policy);
-                entry.peek(policy, 1, now)
-            },
-        );
+        let (states, _) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+            entry.peek(policy, 1, now)
+        });
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
     }
 
@@ -262,30 +221,28 @@ impl MemoryStore {
         if key.has_limit_keys() {
             return self.reset_parts(policy, key);
         }
-        let (hash, id, mut shard) = self.shard(policy, key);
-        shard.remove(hash, id)
+        let (at, mut shard) = self.shard(policy, key);
+        shard.remove(at)
     }
 
-    /// The hash and identity of (policy, key), and its shard, locked.
+    /// Where the entry of (policy, key) is, and its shard, locked.
     fn shard<'a>(
         &'a self,
         policy: &'a Policy,
         key: &'a Key,
-    ) -> (u64, IdRef<'a>, MutexGuard<'a, Shard>) {
-        let inner = &*self.inner;
-        let id = IdRef {
-            policy: policy.name(),
-            key: key.as_str(),
-        };
-        let hash = inner.hasher.hash_one(&id);
-        let shard = &inner.shards[limit_keys::shard_index(hash)];
-        // Every write is a whole-value assignment, so a lock poisoned by a panic elsewhere
-        // still guards consistent state.
-        (
-            hash,
-            id,
-            shard.lock().unwrap_or_else(PoisonError::into_inner),
-        )
+    ) -> (Lookup<'a>, MutexGuard<'a, Shard<Entry>>) {
+        let entries = &self.inner.entries;
+        let at = entries.lookup(policy.name(), key.as_str());
+        (at, entries.shard(at.hash))
+    }
+
+    /// Counts `evicted` entries whose state was live when the cap evicted them.
+    fn count_evictions(&self, evicted: u64) {
+        if evicted > 0 {
+            self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
+            crate::telemetry::memory_eviction();
+            tracing::debug!("memory store at its key cap: evicted live state");
+        }
     }
 
     /// How many keys hold state (across policies).
@@ -302,11 +259,7 @@ impl MemoryStore {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.inner
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
+        self.inner.entries.len()
     }
 
     /// Whether no key holds state.
@@ -345,7 +298,7 @@ impl Default for MemoryStore {
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("max_keys", &(self.inner.cap_per_shard * SHARDS))
+            .field("max_keys", &self.inner.entries.max_keys())
             .finish_non_exhaustive()
     }
 }
@@ -398,62 +351,5 @@ impl Store for MemoryStore {
 
     fn kind(&self) -> &'static str {
         "memory"
-    }
-}
-
-/// Settings for a [`MemoryStore`].
-///
-/// ```
-/// use redlimit::store::{ManualClock, MemoryStore};
-/// let store = MemoryStore::builder()
-///     .max_keys(10_000)
-///     .clock(ManualClock::new(0))
-///     .build();
-/// ```
-#[must_use]
-pub struct MemoryStoreBuilder {
-    clock: Box<dyn Clock>,
-    max_keys: usize,
-}
-
-impl MemoryStoreBuilder {
-    /// The most keys the store holds (default 100 000; at least 64, one per shard). The cap is
-    /// kept per shard, so the store may evict slightly before the total reaches it.
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
-        self
-    }
-
-    /// The clock (default: the system clock).
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Box::new(clock);
-        self
-    }
-
-    /// Builds the store.
-    pub fn build(self) -> MemoryStore {
-        let seed = foldhash::fast::RandomState::default().hash_one(0u8);
-        MemoryStore {
-            inner: Arc::new(Inner {
-                shards: (0..SHARDS as u64)
-                    .map(|i| Mutex::new(Shard::new(seed.wrapping_add(i))))
-                    .collect(),
-                hasher: foldhash::fast::RandomState::default(),
-                clock: self.clock,
-                cap_per_shard: self.max_keys.div_ceil(SHARDS).max(1),
-                evictions: AtomicU64::new(0),
-                overrides: OverrideTable::new(),
-                refunds: refund::Tokens::default(),
-                leases: LeaseIds::new(),
-            }),
-        }
-    }
-}
-
-impl std::fmt::Debug for MemoryStoreBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStoreBuilder")
-            .field("max_keys", &self.max_keys)
-            .finish_non_exhaustive()
     }
 }

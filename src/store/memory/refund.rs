@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::entry::Entry;
+use super::entry::with_entry;
 use super::MemoryStore;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -73,19 +73,10 @@ impl MemoryStore {
         if key.has_limit_keys() {
             return self.refund_parts(policy, key, (refund.cost(), refund.at_us()), now);
         }
-        let (hash, id, mut shard) = self.shard(policy, key);
-        let (given, _) = shard.with_entry(
-            hash,
-            id,
-            || Entry::new(policy),
-            || (policy.name_arc(), key.clone()),
-            inner.cap_per_shard,
-            now,
-            |entry| {
-                entry.adopt(policy);
-                entry.refund(policy, refund.cost(), refund.at_us(), now)
-            },
-        );
+        let (at, mut shard) = self.shard(policy, key);
+        let (given, _) = with_entry(&mut shard, at, policy, key, now, |entry| {
+            entry.refund(policy, refund.cost(), refund.at_us(), now)
+        });
         given
     }
 }

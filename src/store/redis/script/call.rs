@@ -33,39 +33,30 @@ pub(super) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usiz
         );
     };
     let name = policy.name();
+    let algorithm = limit.algorithm();
+    let row = algorithm.descriptor();
+    let code = row.code;
+    // A per-key algorithm's limits (sliding logs; a policy's one concurrency limit) share one
+    // state: its key names no position, and with limit keys it is the first such limit's.
     if !key.has_limit_keys() {
-        return match limit.algorithm() {
-            Algorithm::SlidingLog => format!("{prefix}:{name}:{{{}}}:sl", key.as_str()),
-            // A policy holds at most one concurrency limit: one set of leases per key.
-            Algorithm::Concurrency => format!("{prefix}:{name}:{{{}}}:cc", key.as_str()),
-            algorithm => format!(
-                "{prefix}:{name}:{{{}}}:{}{position}",
-                key.as_str(),
-                algorithm.code()
-            ),
+        let key = key.as_str();
+        return if row.per_key {
+            format!("{prefix}:{name}:{{{key}}}:{code}")
+        } else {
+            format!("{prefix}:{name}:{{{key}}}:{code}{position}")
         };
     }
     let tag = key.hash_tag();
-    match limit.algorithm() {
-        Algorithm::SlidingLog => {
-            let first_log = limits
-                .iter()
-                .position(|l| l.algorithm() == Algorithm::SlidingLog)
-                .unwrap_or(position);
-            let own = key.limit_key(first_log).as_str();
-            format!("{prefix}:{name}:{{{tag}}}:{own}:sl")
-        }
-        Algorithm::Concurrency => {
-            let own = key.limit_key(position).as_str();
-            format!("{prefix}:{name}:{{{tag}}}:{own}:cc")
-        }
-        algorithm => {
-            let own = key.limit_key(position).as_str();
-            format!(
-                "{prefix}:{name}:{{{tag}}}:{own}:{}{position}",
-                algorithm.code()
-            )
-        }
+    if row.per_key {
+        let first = limits
+            .iter()
+            .position(|l| l.algorithm() == algorithm)
+            .unwrap_or(position);
+        let own = key.limit_key(first).as_str();
+        format!("{prefix}:{name}:{{{tag}}}:{own}:{code}")
+    } else {
+        let own = key.limit_key(position).as_str();
+        format!("{prefix}:{name}:{{{tag}}}:{own}:{code}{position}")
     }
 }
 
@@ -81,23 +72,16 @@ pub(crate) fn script_command(
     let limits = policy.limits();
     let penalty_us = policy.penalty_us();
     let mut command = redis::cmd("EVALSHA");
-    command
-        .arg(script_for_policy(policy).script.get_hash())
-        .arg(limits.len() + usize::from(penalty_us > 0));
-    for position in 0..limits.len() {
-        command.arg(state_key(prefix, policy, key, position));
-    }
-    if penalty_us > 0 {
-        command.arg(box_key(prefix, policy, key));
-    }
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
-    command.arg(cost);
-    for limit in limits {
-        command.arg(limit.count()).arg(limit.period_us());
-    }
+    command.arg(script_for_policy(policy).script.get_hash());
+    push_check_args(
+        &mut command,
+        prefix,
+        policy,
+        key,
+        penalty_us > 0,
+        now_us,
+        cost,
+    );
     let log_span_us = limits
         .iter()
         .filter(|l| l.algorithm() == Algorithm::SlidingLog)
@@ -115,6 +99,36 @@ pub(crate) fn script_command(
         command.arg(penalty_us);
     }
     command
+}
+
+/// Writes what every script that evaluates a check reads first (`lua/prelude.lua`): the number
+/// of keys, each limit's state key (and the penalty box's, if `boxed`), the time (`now_us`
+/// replaces Redis `TIME`, tests only), the cost, and each limit's count and period.
+pub(super) fn push_check_args(
+    command: &mut Cmd,
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    boxed: bool,
+    now_us: Option<u64>,
+    cost: u64,
+) {
+    let limits = policy.limits();
+    command.arg(limits.len() + usize::from(boxed));
+    for position in 0..limits.len() {
+        command.arg(state_key(prefix, policy, key, position));
+    }
+    if boxed {
+        command.arg(box_key(prefix, policy, key));
+    }
+    match now_us {
+        Some(now) => command.arg(now),
+        None => command.arg(""),
+    };
+    command.arg(cost);
+    for limit in limits {
+        command.arg(limit.count()).arg(limit.period_us());
+    }
 }
 
 /// TEST ONLY: the TTL slack of state written at an explicit time (`ttl_slack_ms` in

@@ -11,9 +11,9 @@ use std::fmt::Write as _;
 
 use redis::Cmd;
 
-use super::call::state_key;
+use super::call::{push_check_args, state_key};
 use super::signature::Signature;
-use super::source::{algorithm_file, PRELUDE};
+use super::source::head;
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -23,14 +23,7 @@ const RESET: &str = "return { redis.call('DEL', unpack(KEYS)) }";
 
 /// The peek script for `signature`.
 fn peek_source(signature: Signature) -> String {
-    let mut lua = String::from(PRELUDE);
-    for algorithm in Algorithm::EVERY {
-        if signature.uses(algorithm) {
-            lua.push('\n');
-            lua.push_str(algorithm_file(algorithm));
-        }
-    }
-    lua.push('\n');
+    let mut lua = head(signature);
     lua.push_str(&peek_tail(signature));
     lua
 }
@@ -74,7 +67,7 @@ fn peek_tail(signature: Signature) -> String {
             let _ = writeln!(
                 w,
                 "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = {}(KEYS[{i}], {count}, tonumber(ARGV[{}]), cost, now)",
-                function(algorithm),
+                algorithm.descriptor().lua_fn,
                 2 * i + 2
             );
         }
@@ -92,18 +85,6 @@ fn peek_tail(signature: Signature) -> String {
     lua
 }
 
-/// The Lua function that checks one limit of `algorithm` (defined in its `lua/` file).
-fn function(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => "fixed_window",
-        Algorithm::SlidingWindow => "sliding_window",
-        Algorithm::SlidingLog => "sliding_log",
-        Algorithm::TokenBucket => "token_bucket",
-        Algorithm::Gcra => "gcra",
-        Algorithm::Concurrency => "concurrency",
-    }
-}
-
 /// The keys of one evaluation of `policy` for `key`, as a check names them.
 fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
     policy
@@ -118,20 +99,9 @@ fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
 /// `now_us` replaces Redis `TIME` (tests only). Support tools call it rarely: the script is
 /// sent whole (Redis caches it by hash), never registered for the checks' `EVALSHA`.
 pub(crate) fn peek_command(prefix: &str, policy: &Policy, key: &Key, now_us: Option<u64>) -> Cmd {
-    let limits = policy.limits();
     let mut command = redis::cmd("EVAL");
-    command
-        .arg(peek_source(Signature::of(limits)))
-        .arg(limits.len())
-        .arg(keys(prefix, policy, key));
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
-    command.arg(1);
-    for limit in limits {
-        command.arg(limit.count()).arg(limit.period_us());
-    }
+    command.arg(peek_source(Signature::of(policy.limits())));
+    push_check_args(&mut command, prefix, policy, key, false, now_us, 1);
     command
 }
 

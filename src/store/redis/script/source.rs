@@ -1,25 +1,14 @@
 //! The Lua text of one script: `lua/prelude.lua` (the contract), the file of each algorithm
-//! the signature uses, once, in the order of `Algorithm::EVERY`, then the tail written for the
-//! signature's limits.
+//! the signature uses, once, in the order of the algorithms' table, then the tail written for
+//! the signature's limits.
 
 use super::signature::Signature;
 use super::tail::{tail, tail_in, Frame};
+use crate::algorithm::TABLE;
 use crate::limit::Algorithm;
 
 /// The head of every script: its contract, the time, the cost.
 pub(super) const PRELUDE: &str = include_str!("../../../../lua/prelude.lua");
-
-/// The Lua file of one algorithm (its twin in `src/algorithm/` shares its name).
-pub(super) fn algorithm_file(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => include_str!("../../../../lua/fixed_window.lua"),
-        Algorithm::SlidingWindow => include_str!("../../../../lua/sliding_window.lua"),
-        Algorithm::SlidingLog => include_str!("../../../../lua/sliding_log.lua"),
-        Algorithm::TokenBucket => include_str!("../../../../lua/token_bucket.lua"),
-        Algorithm::Gcra => include_str!("../../../../lua/gcra.lua"),
-        Algorithm::Concurrency => include_str!("../../../../lua/concurrency.lua"),
-    }
-}
 
 /// The whole script for `signature`.
 pub(super) fn source(signature: Signature) -> String {
@@ -81,13 +70,14 @@ end
 return out
 ";
 
-/// The prelude and the file of each algorithm `signature` uses.
-fn head(signature: Signature) -> String {
+/// The prelude and the file of each algorithm `signature` uses: the head of a check, a batch
+/// and a peek script alike.
+pub(super) fn head(signature: Signature) -> String {
     let mut lua = String::from(PRELUDE);
-    for algorithm in Algorithm::EVERY {
-        if signature.uses(algorithm) {
+    for row in &TABLE {
+        if signature.uses(row.algorithm) {
             lua.push('\n');
-            lua.push_str(algorithm_file(algorithm));
+            lua.push_str(row.lua_file);
         }
     }
     lua.push('\n');
@@ -99,6 +89,10 @@ mod tests {
     use super::*;
     use crate::limit::Limit;
     use std::time::Duration;
+
+    fn algorithm_file(algorithm: Algorithm) -> &'static str {
+        algorithm.descriptor().lua_file
+    }
 
     fn signature(algorithms: &[Algorithm]) -> Signature {
         let limits: Vec<Limit> = algorithms

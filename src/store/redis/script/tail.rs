@@ -26,18 +26,6 @@ use std::fmt::Write as _;
 use super::signature::Signature;
 use crate::limit::Algorithm;
 
-/// The Lua function that checks one limit of `algorithm` (defined in its `lua/` file).
-fn function(algorithm: Algorithm) -> &'static str {
-    match algorithm {
-        Algorithm::FixedWindow => "fixed_window",
-        Algorithm::SlidingWindow => "sliding_window",
-        Algorithm::SlidingLog => "sliding_log",
-        Algorithm::TokenBucket => "token_bucket",
-        Algorithm::Gcra => "gcra",
-        Algorithm::Concurrency => "concurrency",
-    }
-}
-
 /// Where a tail finds its limits and puts its reply: a script of one decision reads
 /// `KEYS[i]` and `ARGV[n]` and returns its reply; a batch's decision function
 /// (`batch.rs`) reads them at its offsets `o` and `a` and writes its reply into `out`.
@@ -151,7 +139,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             let _ = writeln!(
                 w,
                 "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({}, {count}, tonumber({}), cost, now)",
-                function(algorithm),
+                algorithm.descriptor().lua_fn,
                 key(i),
                 arg(2 * i + 2)
             );
