@@ -6,11 +6,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use smallvec::SmallVec;
 
 use crate::error::StoreError;
+use crate::identity::Ticket;
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::limit::Limit;
 use crate::policy::Policy;
-use crate::store::Ticket;
 
 /// Per-limit states, inline for the common one- and two-limit policies.
 pub(crate) type LimitStates = SmallVec<[LimitState; 2]>;

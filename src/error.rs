@@ -90,6 +90,11 @@ pub enum ConfigError {
     /// rules bring their own keys, so the key would key nothing.
     #[error("a key for a layer without a policy of its own: give each rule its key (Rule::key)")]
     KeyWithoutPolicy,
+    /// [`refund_if`](crate::layer::RateLimitBuilder::refund_if) over a store that cannot give
+    /// units back ([`Store::refunds`](crate::store::Store::refunds) is `None`): the refunds
+    /// would silently do nothing. Names the store's kind.
+    #[error("refund_if over a `{0}` store, which cannot give units back")]
+    RefundsUnsupported(&'static str),
     /// A header name that is not a valid HTTP header name.
     #[error("invalid header name `{0}`")]
     InvalidHeaderName(String),
@@ -186,8 +191,8 @@ pub enum StoreError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The store does not offer this operation (a [`Store`](crate::store::Store) of your own
-    /// that does not implement [`inspect`](crate::store::Store::inspect) or
-    /// [`reset`](crate::store::Store::reset)).
+    /// that does not implement [`inspect`](crate::store::Admin::inspect) or
+    /// [`reset`](crate::store::Admin::reset)).
     #[error("the store does not support {0}")]
     Unsupported(&'static str),
 }

@@ -1,8 +1,5 @@
 //! A request's hold on a slot of a concurrency limit ([`Limit::concurrency`](crate::Limit::concurrency)).
 
-use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
-
 /// The slot an admitted request holds under a concurrency limit, named so that exactly it is
 /// given back. The store that admitted the request makes it (unique per request: a random
 /// instance id and a counter), the [`Decision`](crate::Decision) carries it, and the layer
@@ -41,48 +38,5 @@ impl Lease {
     #[cfg(feature = "redis")]
     pub(crate) fn member(self) -> String {
         format!("{:x}", self.0)
-    }
-}
-
-/// Makes a store's lease ids: this instance's random 64 bits above a counter, so two
-/// replicas (or two stores of one process) never make the same id.
-#[derive(Debug)]
-pub(crate) struct LeaseIds {
-    instance: u64,
-    next: AtomicU64,
-}
-
-impl LeaseIds {
-    pub(crate) fn new() -> Self {
-        // The standard library's randomly keyed hasher: random bits without a dependency.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        hasher.write_u128(nanos);
-        LeaseIds {
-            instance: hasher.finish(),
-            next: AtomicU64::new(0),
-        }
-    }
-
-    /// A lease id no other call (of any instance) makes.
-    pub(crate) fn next(&self) -> Lease {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        Lease((u128::from(self.instance) << 64) | u128::from(n))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_differ_within_and_across_instances() {
-        let (a, b) = (LeaseIds::new(), LeaseIds::new());
-        let ids: std::collections::HashSet<Lease> =
-            (0..100).flat_map(|_| [a.next(), b.next()]).collect();
-        assert_eq!(ids.len(), 200);
     }
 }

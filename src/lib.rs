@@ -139,6 +139,7 @@ pub mod config;
 mod decision;
 mod duration;
 mod error;
+mod identity;
 pub mod key;
 pub mod layer;
 mod lease;

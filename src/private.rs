@@ -52,7 +52,7 @@ pub fn inspect_at(
     policy: &crate::Policy,
     key: &crate::Key,
     now_us: u64,
-) -> crate::store::AdminFuture<crate::store::KeyState> {
+) -> crate::store::StoreFuture<crate::store::KeyState> {
     store.inspect_at(policy, key, now_us)
 }
 
@@ -65,7 +65,7 @@ pub fn refund_at(
     key: &crate::Key,
     refund: crate::store::Refund,
     now_us: u64,
-) -> crate::store::AdminFuture<bool> {
+) -> crate::store::StoreFuture<bool> {
     store.refund_at(policy, key, refund, now_us)
 }
 

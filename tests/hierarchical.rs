@@ -141,12 +141,27 @@ async fn inspect_and_reset_see_every_level() {
             .await
             .unwrap()
             .is_allowed());
-        let state = store.inspect(&policy, &key("a2", "t1")).await.unwrap();
+        let state = store
+            .admin()
+            .unwrap()
+            .inspect(&policy, &key("a2", "t1"))
+            .await
+            .unwrap();
         let remaining: Vec<u64> = state.limits().iter().map(|l| l.remaining()).collect();
         assert_eq!(remaining, [2, 2, 5], "{}", store.kind());
-        store.reset(&policy, &key("a2", "t1")).await.unwrap();
+        store
+            .admin()
+            .unwrap()
+            .reset(&policy, &key("a2", "t1"))
+            .await
+            .unwrap();
         // Every level of a2's check starts afresh, the shared ones included; a1's own stays.
-        let a1 = store.inspect(&policy, &key("a1", "t1")).await.unwrap();
+        let a1 = store
+            .admin()
+            .unwrap()
+            .inspect(&policy, &key("a1", "t1"))
+            .await
+            .unwrap();
         let remaining: Vec<u64> = a1.limits().iter().map(|l| l.remaining()).collect();
         assert_eq!(remaining, [1, 5, 8], "{}", store.kind());
     }
@@ -347,7 +362,12 @@ async fn cluster_runs_each_check_on_its_widest_key_s_slot() {
         }
         // a: 3, b: 2 (the tenant's 5), c: none.
         assert_eq!(allowed, 5, "{tenant}");
-        let c = store.inspect(&two_levels, &k("c")).await.unwrap();
+        let c = store
+            .admin()
+            .unwrap()
+            .inspect(&two_levels, &k("c"))
+            .await
+            .unwrap();
         assert_eq!(
             c.limits()[0].remaining(),
             3,
@@ -444,7 +464,12 @@ async fn a_refund_restores_every_level_once() {
     let policy = three_levels();
     for store in [&redis as &dyn Store, &memory] {
         let remaining = async |client: &str| -> Vec<u64> {
-            let state = store.inspect(&policy, &key(client, "t1")).await.unwrap();
+            let state = store
+                .admin()
+                .unwrap()
+                .inspect(&policy, &key(client, "t1"))
+                .await
+                .unwrap();
             state.limits().iter().map(|l| l.remaining()).collect()
         };
         assert!(store
@@ -456,11 +481,15 @@ async fn a_refund_restores_every_level_once() {
         assert_eq!(remaining("a2").await, [2, 3, 6], "{}", store.kind());
         let refund = || redlimit::store::Refund::of(&d, 1).unwrap();
         assert!(store
+            .refunds()
+            .unwrap()
             .refund(&policy, &key("a2", "t1"), refund())
             .await
             .unwrap());
         assert_eq!(remaining("a2").await, [3, 4, 7], "{}", store.kind());
         assert!(!store
+            .refunds()
+            .unwrap()
             .refund(&policy, &key("a2", "t1"), refund())
             .await
             .unwrap());
@@ -498,7 +527,12 @@ async fn an_in_flight_limit_per_tenant() {
             store.kind()
         );
         // c was charged nothing by its own rate.
-        let state = store.inspect(&policy, &key("c")).await.unwrap();
+        let state = store
+            .admin()
+            .unwrap()
+            .inspect(&policy, &key("c"))
+            .await
+            .unwrap();
         assert_eq!(state.limits()[0].remaining(), 100, "{}", store.kind());
         store
             .release(&policy, &key("a"), a.lease().unwrap())

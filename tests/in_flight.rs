@@ -94,7 +94,12 @@ fn gated_app(layer: RateLimitBuilder, gate: &Arc<Gate>) -> Router {
 
 /// Free slots of the policy's concurrency limit, as the store reads them.
 async fn free_slots(store: &dyn Store, policy: &Policy) -> u64 {
-    let state = store.inspect(policy, &Key::new("global")).await.unwrap();
+    let state = store
+        .admin()
+        .expect("admin")
+        .inspect(policy, &Key::new("global"))
+        .await
+        .unwrap();
     state.limits()[0].remaining()
 }
 
@@ -358,7 +363,16 @@ async fn atomic_with_a_rate(store: &dyn Store) {
     )
     .unwrap();
     let key = Key::new("k");
-    let rate_left = async || store.inspect(&policy, &key).await.unwrap().limits()[1].remaining();
+    let rate_left = async || {
+        store
+            .admin()
+            .expect("admin")
+            .inspect(&policy, &key)
+            .await
+            .unwrap()
+            .limits()[1]
+            .remaining()
+    };
     let first = store.check(&policy, &key, 1).await.unwrap();
     let lease = first.lease().expect("admitted with a lease");
     let busy = store.check(&policy, &key, 1).await.unwrap();
@@ -377,7 +391,12 @@ async fn atomic_with_a_rate(store: &dyn Store) {
     let over_rate = store.check(&policy, &key, 1).await.unwrap();
     assert_eq!(over_rate.denied_by(), Some(1));
     assert!(over_rate.lease().is_none());
-    let state = store.inspect(&policy, &key).await.unwrap();
+    let state = store
+        .admin()
+        .expect("admin")
+        .inspect(&policy, &key)
+        .await
+        .unwrap();
     assert_eq!(
         state.limits()[0].remaining(),
         1,

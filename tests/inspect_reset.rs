@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use redlimit::__private::{check_at, inspect_at};
+use redlimit::store::Admin;
 use redlimit::store::{Check, KeyState, ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy, RateLimitLayer};
 use support::{
@@ -188,15 +189,23 @@ async fn stores_of_their_own_say_they_do_not_support_it() {
             Check::ready(Err(redlimit::StoreError::CircuitOpen))
         }
     }
-    let policy = &policies()[0];
-    let err = Nothing.inspect(policy, &Key::new("k")).await.unwrap_err();
-    assert!(err.is_unsupported(), "{err}");
-    assert!(Nothing
-        .reset(policy, &Key::new("k"))
-        .await
-        .unwrap_err()
-        .is_unsupported());
+    assert!(Nothing.admin().is_none() && Nothing.overrides().is_none());
+    assert!(Nothing.refunds().is_none());
     assert_eq!(Nothing.kind(), "custom");
+    let policy = policies()[0].clone();
+    let handle = RateLimitLayer::new(Nothing, policy.clone()).handle();
+    let err = handle.inspect(&policy, &Key::new("k")).await.unwrap_err();
+    assert!(err.is_unsupported(), "{err}");
+    let err = handle.reset(&policy, &Key::new("k")).await.unwrap_err();
+    assert!(err.is_unsupported(), "{err}");
+    // Refunds over a store that cannot give units back would silently do nothing: refused.
+    let refunding = RateLimitLayer::builder(Nothing, policy)
+        .refund_if(|_: &http::response::Parts| true)
+        .build();
+    assert_eq!(
+        refunding.unwrap_err(),
+        redlimit::ConfigError::RefundsUnsupported("custom")
+    );
 }
 
 /// Inspect, use up, inspect, reset, inspect: on any deployment.

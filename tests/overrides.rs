@@ -11,6 +11,7 @@ use axum::Router;
 use http::StatusCode;
 use redlimit::key::PeerIp;
 use redlimit::layer::Handle;
+use redlimit::store::{Admin, Overrides};
 use redlimit::store::{MemoryStore, Override, RedisStore, Store};
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
 use support::*;

@@ -8,6 +8,7 @@ use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
+use redlimit::store::Refunds;
 use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Decision, DecisionSource, Key, Limit, Policy, RateLimitLayer};
 use support::*;
@@ -103,7 +104,12 @@ async fn a_reset_empties_the_box() {
             .is_allowed());
         let denied = store.check(&policy, &key, 1).into_future().await.unwrap();
         assert!(denied.is_penalized());
-        store.reset(&policy, &key).await.unwrap();
+        store
+            .admin()
+            .expect("admin")
+            .reset(&policy, &key)
+            .await
+            .unwrap();
         let fresh = store.check(&policy, &key, 1).into_future().await.unwrap();
         assert!(fresh.is_allowed(), "{}", store.kind());
     }

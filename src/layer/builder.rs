@@ -60,8 +60,10 @@ impl RateLimitBuilder {
         }
     }
 
-    /// The layer. Fails only on a [`key`](Self::key) given to a builder without a policy of
-    /// its own ([`ConfigError::KeyWithoutPolicy`]): rules bring their own keys.
+    /// The layer. Fails on a [`key`](Self::key) given to a builder without a policy of its
+    /// own ([`ConfigError::KeyWithoutPolicy`]: rules bring their own keys), and on
+    /// [`refund_if`](Self::refund_if) over a store without refunds
+    /// ([`ConfigError::RefundsUnsupported`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -77,6 +79,9 @@ impl RateLimitBuilder {
     pub fn build(self) -> Result<RateLimitLayer, ConfigError> {
         if self.key_without_policy {
             return Err(ConfigError::KeyWithoutPolicy);
+        }
+        if self.config.refund.is_some() && self.config.store.refunds().is_none() {
+            return Err(ConfigError::RefundsUnsupported(self.config.store.kind()));
         }
         Ok(RateLimitLayer::from_settings(self.config))
     }
@@ -237,7 +242,9 @@ impl RateLimitBuilder {
     /// before the request ([`Refund`](crate::store::Refund) says what that means per
     /// algorithm). The refund is one store call sent after the response is ready, off its
     /// path: it never delays or fails the response, and its failure is only logged (debug).
-    /// A response the inner service fails to produce (its `Err`) is not refunded.
+    /// A response the inner service fails to produce (its `Err`) is not refunded. Over a store
+    /// without refunds ([`Store::refunds`](crate::store::Store::refunds)), [`build`](Self::build)
+    /// fails with [`ConfigError::RefundsUnsupported`].
     ///
     /// A denial that another replica cached in its deny cache may outlast a refund by up to
     /// its retry time: refunds make the cache conservative (it may deny what the store would

@@ -11,7 +11,7 @@ use super::rule::Rule;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{AdminFuture, KeyState, Override, Store};
+use crate::store::{KeyState, Override, Store, StoreFuture};
 
 /// Steers a [`RateLimitLayer`](super::RateLimitLayer), its clones and every service made from
 /// them: made by [`RateLimitLayer::handle`](super::RateLimitLayer::handle), with the layer, so
@@ -106,7 +106,7 @@ impl Handle {
     }
 
     /// Reads `key`'s state under `policy` in the layer's store without consuming anything
-    /// ([`Store::inspect`](crate::store::Store::inspect)).
+    /// ([`Admin::inspect`](crate::store::Admin::inspect)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -119,12 +119,12 @@ impl Handle {
     /// assert_eq!(state.limits()[0].remaining(), 5);
     /// # });
     /// ```
-    pub fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+    pub fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
         powers::inspect(&*self.store(), policy, key)
     }
 
     /// Resets `key` under `policy`: deletes its state in the store
-    /// ([`Store::reset`](crate::store::Store::reset)), then drops what this layer remembers of
+    /// ([`Admin::reset`](crate::store::Admin::reset)), then drops what this layer remembers of
     /// it (denials in its deny cache, state in its local fallback), so a denied client gets
     /// through at once. Other replicas' deny caches keep a denial until its retry time (at
     /// most the policy's longest period); reset through each replica's layer to clear them
@@ -166,7 +166,7 @@ impl Handle {
     }
 
     /// Sets an override for `key` under `policy` in the layer's store
-    /// ([`Store::set_override`](crate::store::Store::set_override)), then drops this layer's
+    /// ([`Overrides::set_override`](crate::store::Overrides::set_override)), then drops this layer's
     /// cached denials of the key, so a raised quota lets the client through at once. Other
     /// replicas apply it at their store's next poll of the overrides (a Redis store: within
     /// [`override_poll`](crate::store::RedisStoreBuilder::override_poll), 250 ms by default)
@@ -204,7 +204,7 @@ impl Handle {
     }
 
     /// The override of `key` under `policy` in the layer's store, if any
-    /// ([`Store::get_override`](crate::store::Store::get_override)).
+    /// ([`Overrides::get_override`](crate::store::Overrides::get_override)).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -216,12 +216,12 @@ impl Handle {
     /// assert_eq!(layer.handle().get_override(&policy, &Key::new("k")).await.unwrap(), None);
     /// # });
     /// ```
-    pub fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+    pub fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
         powers::get_override(&*self.store(), policy, key)
     }
 
     /// Removes the override of `key` under `policy` in the layer's store
-    /// ([`Store::remove_override`](crate::store::Store::remove_override)) and drops this
+    /// ([`Overrides::remove_override`](crate::store::Overrides::remove_override)) and drops this
     /// layer's cached denials of the key; answers whether there was one. Other replicas
     /// follow as for [`set_override`](Self::set_override).
     ///
@@ -255,14 +255,20 @@ impl Handle {
 mod powers {
     use crate::key::Key;
     use crate::policy::Policy;
-    use crate::store::{AdminFuture, KeyState, Override, Store};
+    use crate::store::{unsupported, KeyState, Override, Store, StoreFuture};
 
-    pub(super) fn inspect(store: &dyn Store, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
-        store.inspect(policy, key)
+    pub(super) fn inspect(store: &dyn Store, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
+        match store.admin() {
+            Some(admin) => admin.inspect(policy, key),
+            None => unsupported("inspect"),
+        }
     }
 
-    pub(super) fn reset(store: &dyn Store, policy: &Policy, key: &Key) -> AdminFuture<()> {
-        store.reset(policy, key)
+    pub(super) fn reset(store: &dyn Store, policy: &Policy, key: &Key) -> StoreFuture<()> {
+        match store.admin() {
+            Some(admin) => admin.reset(policy, key),
+            None => unsupported("reset"),
+        }
     }
 
     pub(super) fn set_override(
@@ -270,24 +276,33 @@ mod powers {
         policy: &Policy,
         key: &Key,
         value: Override,
-    ) -> AdminFuture<()> {
-        store.set_override(policy, key, value)
+    ) -> StoreFuture<()> {
+        match store.overrides() {
+            Some(overrides) => overrides.set_override(policy, key, value),
+            None => unsupported("set_override"),
+        }
     }
 
     pub(super) fn get_override(
         store: &dyn Store,
         policy: &Policy,
         key: &Key,
-    ) -> AdminFuture<Option<Override>> {
-        store.get_override(policy, key)
+    ) -> StoreFuture<Option<Override>> {
+        match store.overrides() {
+            Some(overrides) => overrides.get_override(policy, key),
+            None => unsupported("get_override"),
+        }
     }
 
     pub(super) fn remove_override(
         store: &dyn Store,
         policy: &Policy,
         key: &Key,
-    ) -> AdminFuture<bool> {
-        store.remove_override(policy, key)
+    ) -> StoreFuture<bool> {
+        match store.overrides() {
+            Some(overrides) => overrides.remove_override(policy, key),
+            None => unsupported("remove_override"),
+        }
     }
 }
 

@@ -73,9 +73,14 @@ impl PendingRefund {
             tracing::debug!(policy = policy.name(), "no Tokio runtime: refund not sent");
             return;
         };
+        // The builder refuses `refund_if` over a store without refunds: none is made here.
+        let Some(refunds) = store.refunds() else {
+            return;
+        };
+        let given = refunds.refund(&policy, &key, refund);
         runtime.spawn(async move {
             // Never retried: a refund that timed out may have been applied.
-            match tokio::time::timeout(patience, store.refund(&policy, &key, refund)).await {
+            match tokio::time::timeout(patience, given).await {
                 Ok(Ok(given)) => tracing::debug!(policy = policy.name(), given, "refund"),
                 Err(_) => tracing::debug!(policy = policy.name(), "refund timed out"),
                 Ok(Err(error)) => tracing::debug!(

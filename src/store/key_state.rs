@@ -1,27 +1,11 @@
-//! What [`Store::inspect`](super::Store::inspect) answers: a key's state under a policy, read
+//! What [`Admin::inspect`](super::Admin::inspect) answers: a key's state under a policy, read
 //! without consuming anything.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use crate::decision::{Decision, LimitState};
 use crate::error::StoreError;
 use crate::policy::Policy;
-
-/// The future of a store's admin operation ([`Store::inspect`](super::Store::inspect),
-/// [`Store::reset`](super::Store::reset)).
-///
-/// ```
-/// use redlimit::store::AdminFuture;
-/// let done: AdminFuture<()> = Box::pin(async { Ok(()) });
-/// ```
-pub type AdminFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
-
-/// The answer of an admin operation a store does not offer.
-pub(crate) fn unsupported<T: Send + 'static>(operation: &'static str) -> AdminFuture<T> {
-    Box::pin(std::future::ready(Err(StoreError::Unsupported(operation))))
-}
 
 /// One key's state under one policy, as a request of cost 1 would find it now, with nothing
 /// consumed: per limit, the units left ([`LimitState::remaining`]), how long until it is fully
@@ -33,7 +17,7 @@ pub(crate) fn unsupported<T: Send + 'static>(operation: &'static str) -> AdminFu
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::store::{MemoryStore, Store};
+/// use redlimit::store::{Admin, MemoryStore};
 /// use redlimit::{Key, Limit, Policy};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -25,8 +25,10 @@
 //! # });
 //! ```
 
+mod admin;
 mod check;
 mod clock;
+mod future;
 mod key_state;
 #[cfg(feature = "redis")]
 pub(crate) mod local_first;
@@ -46,14 +48,16 @@ pub use self::local_first::{
 };
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
+pub use admin::Admin;
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use key_state::{AdminFuture, KeyState};
+pub(crate) use future::unsupported;
+pub use future::StoreFuture;
+pub use key_state::KeyState;
 pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder};
-pub use overrides::Override;
-pub use refund::Refund;
-pub(crate) use refund::Ticket;
+pub use overrides::{Override, Overrides};
+pub use refund::{Refund, Refunds};
 pub use shard::DEFAULT_MAX_KEYS;
 
 use std::sync::Arc;
@@ -122,7 +126,7 @@ pub trait Store: Send + Sync + 'static {
     /// assert!(store.check_now(&policy, &key, 1).is_allowed());
     /// # });
     /// ```
-    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
         let _ = (policy, key, lease);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -146,158 +150,41 @@ pub trait Store: Send + Sync + 'static {
         0
     }
 
-    /// Reads `key`'s state under `policy` without consuming anything: what a request of cost 1
-    /// would find now ([`KeyState`]). For support tools and tests. Stores that do not offer it
-    /// answer [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let policy = Policy::new("p", [Limit::gcra(3, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// let state = MemoryStore::new().inspect(&policy, &Key::new("k")).await.unwrap();
-    /// assert_eq!(state.limits()[0].remaining(), 3);
-    /// # });
-    /// ```
-    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
-        let _ = (policy, key);
-        key_state::unsupported("inspect")
-    }
-
-    /// Deletes `key`'s state under `policy`: every limit of it starts afresh. For support
-    /// tools and tests. A layer in front of the store may still answer from its deny cache:
-    /// reset through [`Handle::reset`](crate::layer::Handle::reset) to drop that
-    /// too. Stores that do not offer it answer
-    /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let store = MemoryStore::new();
-    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
-    /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
-    /// store.reset(&policy, &Key::new("k")).await.unwrap();
-    /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
-    /// # });
-    /// ```
-    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
-        let _ = (policy, key);
-        key_state::unsupported("reset")
-    }
-
-    /// Sets an override for `key` under `policy`: from now on the key is counted under the
-    /// override's rates instead of the policy's ([`Override`]), keeping its state (90 used of
-    /// 100 leaves 910 of 1000). A Redis store keeps it in Redis, so every replica applies it
-    /// (within its poll interval) and it survives restarts. Stores that do not offer it
-    /// answer [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Override, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let store = MemoryStore::new();
-    /// let policy = Policy::new("p", [Limit::fixed_window(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// let key = Key::new("k");
-    /// assert!(store.check_now(&policy, &key, 1).is_allowed());
-    /// assert!(!store.check_now(&policy, &key, 1).is_allowed());
-    /// let raised = Override::parse(&policy, "3/1m").unwrap();
-    /// store.set_override(&policy, &key, raised.clone()).await.unwrap();
-    /// assert_eq!(store.get_override(&policy, &key).await.unwrap(), Some(raised));
-    /// assert_eq!(store.check_now(&policy, &key, 1).limits()[0].remaining(), 1);
-    /// # });
-    /// ```
-    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
-        let _ = (policy, key, value);
-        key_state::unsupported("set_override")
-    }
-
-    /// The override of `key` under `policy`, if any (as the store holds it: in Redis for a
-    /// Redis store). Stores that do not offer overrides answer
-    /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// assert_eq!(MemoryStore::new().get_override(&policy, &Key::new("k")).await.unwrap(), None);
-    /// # });
-    /// ```
-    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
-        let _ = (policy, key);
-        key_state::unsupported("get_override")
-    }
-
-    /// Removes the override of `key` under `policy`; answers whether there was one. The key
-    /// is counted under the policy's own limits again, its state kept. Stores that do not
-    /// offer overrides answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)
-    /// (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Override, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let store = MemoryStore::new();
-    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// let key = Key::new("k");
-    /// store.set_override(&policy, &key, Override::parse(&policy, "5/1m").unwrap()).await.unwrap();
-    /// assert!(store.remove_override(&policy, &key).await.unwrap());
-    /// assert!(!store.remove_override(&policy, &key).await.unwrap());
-    /// # });
-    /// ```
-    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
-        let _ = (policy, key);
-        key_state::unsupported("remove_override")
-    }
-
-    /// Gives back what one admitted request of `key` under `policy` consumed ([`Refund`],
-    /// made from the store's decision), at most once per refund: answers whether anything was
-    /// given back (`false` for a refund already applied, or too late to matter: its window
-    /// ended, its log entry left every span). Never takes any limit below its state before
-    /// that request. A Redis store does it in one script call; a layer with
-    /// [`refund_if`](crate::layer::RateLimitBuilder::refund_if) calls it after the response. Stores
-    /// that do not offer it answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)
-    /// (the default).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::{MemoryStore, Refund, Store};
-    /// use redlimit::{Key, Limit, Policy};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let store = MemoryStore::new();
-    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
-    /// let key = Key::new("k");
-    /// let refund = Refund::of(&store.check_now(&policy, &key, 1), 1).unwrap();
-    /// assert!(!store.check_now(&policy, &key, 1).is_allowed());
-    /// assert!(store.refund(&policy, &key, refund).await.unwrap());
-    /// assert!(store.check_now(&policy, &key, 1).is_allowed());
-    /// # });
-    /// ```
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
-        let _ = (policy, key, refund);
-        key_state::unsupported("refund")
-    }
-
-    /// A number that changes whenever the overrides this store applies change (set, removed,
-    /// or, for a Redis store, seen changed in Redis by its poller). A layer asks the store
-    /// again, rather than answer from its deny cache, for denials cached before a change.
-    /// Stores without overrides answer 0 (the default).
+    /// The store's optional power to read and reset a key's state ([`Admin`]), if it has it
+    /// (the default: none). A [`Handle`](crate::layer::Handle)'s `inspect` and `reset` answer
+    /// [`StoreError::Unsupported`](crate::StoreError::Unsupported) over a store without it.
     ///
     /// ```
     /// use redlimit::store::{MemoryStore, Store};
-    /// assert_eq!(MemoryStore::new().overrides_version(), 0);
+    /// assert!(MemoryStore::new().admin().is_some());
     /// ```
-    fn overrides_version(&self) -> u64 {
-        0
+    fn admin(&self) -> Option<&dyn Admin> {
+        None
     }
 
+    /// The store's optional power to hold per-key overrides ([`Overrides`]), if it has it (the
+    /// default: none).
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert!(MemoryStore::new().overrides().is_some());
+    /// ```
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        None
+    }
+
+    /// The store's optional power to give back what an admitted request consumed
+    /// ([`Refunds`]), if it has it (the default: none). A layer builder refuses
+    /// [`refund_if`](crate::layer::RateLimitBuilder::refund_if) over a store without it
+    /// ([`ConfigError::RefundsUnsupported`](crate::ConfigError::RefundsUnsupported)).
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert!(MemoryStore::new().refunds().is_some());
+    /// ```
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        None
+    }
     /// What kind of store this is, for metrics labels (`memory`, `redis`; `custom` by
     /// default). A short constant: it becomes a label value.
     ///
@@ -344,10 +231,16 @@ pub trait Store: Send + Sync + 'static {
     /// use redlimit::store::{MemoryStore, Store};
     /// assert!(MemoryStore::new().probe(0).is_none());
     /// ```
-    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+    fn probe(&self, domain: u16) -> Option<StoreFuture<()>> {
         let _ = domain;
         None
     }
+}
+
+/// The overrides version of `store` ([`Overrides::overrides_version`]); 0 for a store
+/// without overrides, whose version never changes.
+pub(crate) fn overrides_version(store: &dyn Store) -> u64 {
+    store.overrides().map_or(0, Overrides::overrides_version)
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -355,40 +248,12 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).check(policy, key, cost)
     }
 
-    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
         (**self).release(policy, key, lease)
     }
 
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
         (**self).failure_domain(policy, key)
-    }
-
-    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
-        (**self).inspect(policy, key)
-    }
-
-    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
-        (**self).reset(policy, key)
-    }
-
-    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
-        (**self).set_override(policy, key, value)
-    }
-
-    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
-        (**self).get_override(policy, key)
-    }
-
-    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
-        (**self).remove_override(policy, key)
-    }
-
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
-        (**self).refund(policy, key, refund)
-    }
-
-    fn overrides_version(&self) -> u64 {
-        (**self).overrides_version()
     }
 
     fn kind(&self) -> &'static str {
@@ -399,7 +264,19 @@ impl<S: Store + ?Sized> Store for Arc<S> {
         (**self).prepare(policy)
     }
 
-    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+    fn probe(&self, domain: u16) -> Option<StoreFuture<()>> {
         (**self).probe(domain)
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        (**self).admin()
+    }
+
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        (**self).overrides()
+    }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        (**self).refunds()
     }
 }

@@ -5,7 +5,9 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::StoreFuture;
 use crate::error::ConfigError;
+use crate::key::Key;
 use crate::limit::Limit;
 use crate::policy::Policy;
 
@@ -13,7 +15,7 @@ use crate::policy::Policy;
 /// per limit of the policy, in its order, each enforced by that limit's algorithm (an override
 /// changes numbers, never algorithms, so the key's state carries over).
 ///
-/// Set it with [`Store::set_override`](super::Store::set_override) (or through a layer,
+/// Set it with [`Overrides::set_override`](super::Overrides::set_override) (or through a layer,
 /// [`Handle::set_override`](crate::layer::Handle::set_override), which also drops the
 /// key's cached denial). A policy whose limits change later (a reload) ignores an override
 /// that no longer fits it (another number of limits, or a rate its algorithm cannot enforce).
@@ -194,6 +196,88 @@ impl Override {
                 .collect(),
         })
     }
+}
+
+/// Per-key overrides of a policy's rates: a store's optional power, reached through
+/// [`Store::overrides`](super::Store::overrides). `MemoryStore` keeps them in memory;
+/// `RedisStore` keeps them in Redis, so every replica applies them (within its poll interval)
+/// and they survive restarts.
+///
+/// ```
+/// # use std::time::Duration;
+/// use redlimit::store::{MemoryStore, Override, Overrides};
+/// use redlimit::{Key, Limit, Policy};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let policy = Policy::new("p", [Limit::fixed_window(1, Duration::from_secs(60)).unwrap()]).unwrap();
+/// let key = Key::new("k");
+/// assert!(store.check_now(&policy, &key, 1).is_allowed());
+/// assert!(!store.check_now(&policy, &key, 1).is_allowed());
+/// let raised = Override::parse(&policy, "3/1m").unwrap();
+/// store.set_override(&policy, &key, raised.clone()).await.unwrap();
+/// assert_eq!(store.get_override(&policy, &key).await.unwrap(), Some(raised));
+/// assert_eq!(store.check_now(&policy, &key, 1).limits()[0].remaining(), 1);
+/// # });
+/// ```
+pub trait Overrides: Send + Sync {
+    /// Sets an override for `key` under `policy`: from now on the key is counted under the
+    /// override's rates instead of the policy's ([`Override`]), keeping its state (90 used of
+    /// 100 leaves 910 of 1000).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Override, Overrides};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let five = Override::parse(&policy, "5/1m").unwrap();
+    /// store.set_override(&policy, &Key::new("k"), five).await.unwrap();
+    /// # });
+    /// ```
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()>;
+
+    /// The override of `key` under `policy`, if any (as the store holds it: in Redis for a
+    /// Redis store).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Overrides};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// assert_eq!(MemoryStore::new().get_override(&policy, &Key::new("k")).await.unwrap(), None);
+    /// # });
+    /// ```
+    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>>;
+
+    /// Removes the override of `key` under `policy`; answers whether there was one. The key
+    /// is counted under the policy's own limits again, its state kept.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Override, Overrides};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// store.set_override(&policy, &key, Override::parse(&policy, "5/1m").unwrap()).await.unwrap();
+    /// assert!(store.remove_override(&policy, &key).await.unwrap());
+    /// assert!(!store.remove_override(&policy, &key).await.unwrap());
+    /// # });
+    /// ```
+    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool>;
+
+    /// A number that changes whenever the overrides this store applies change (set, removed,
+    /// or, for a Redis store, seen changed in Redis by its poller). A layer asks the store
+    /// again, rather than answer from its deny cache, for denials cached before a change.
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Overrides};
+    /// assert_eq!(MemoryStore::new().overrides_version(), 0);
+    /// ```
+    fn overrides_version(&self) -> u64;
 }
 
 impl fmt::Display for Override {

@@ -1,14 +1,15 @@
 //! What a refund gives back: the units one admitted request consumed, identified so that the
-//! store applies it at most once ([`Store::refund`](super::Store::refund)).
+//! store applies it at most once ([`Refunds::refund`](super::Refunds::refund)).
 
-use std::cell::Cell;
-use std::hash::BuildHasher;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::StoreFuture;
 use crate::decision::{Decision, DecisionSource};
+use crate::key::Key;
+use crate::policy::Policy;
 
 /// The units one admitted request consumed, to give back to the limits of its policy after
-/// all (its response was a 5xx, a cache hit, ...): [`Store::refund`](super::Store::refund).
+/// all (its response was a 5xx, a cache hit, ...): [`Refunds::refund`](super::Refunds::refund).
 ///
 /// Made from the store's decision ([`Refund::of`]), so it carries what the decision committed:
 /// the cost, the store's time of the decision (which window, which log entry, which part of a
@@ -28,7 +29,7 @@ use crate::decision::{Decision, DecisionSource};
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::store::{MemoryStore, Refund, Store};
+/// use redlimit::store::{MemoryStore, Refund, Refunds};
 /// use redlimit::{Key, Limit, Policy};
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = MemoryStore::new();
@@ -145,38 +146,46 @@ impl Refund {
     }
 }
 
-/// A decision's identity, for refunds: unique to it (and its clones), not part of its value,
-/// so decisions equal in every field compare (and print) alike whatever their tickets.
-#[derive(Clone, Copy)]
-pub(crate) struct Ticket(pub(crate) u64);
-
-impl std::fmt::Debug for Ticket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Ticket")
-    }
-}
-
-impl PartialEq for Ticket {
-    fn eq(&self, _: &Ticket) -> bool {
-        true
-    }
-}
-
-impl Eq for Ticket {}
-
-impl Ticket {
-    /// A ticket no other decision of this process has, and (64 random bits per thread) almost
-    /// surely none of another's: a count from a random start per thread, so the hot path
-    /// shares no cache line between threads.
-    pub(crate) fn next() -> Ticket {
-        thread_local! {
-            static NEXT: Cell<u64> =
-                Cell::new(foldhash::fast::RandomState::default().hash_one(0u8));
-        }
-        NEXT.with(|next| {
-            let ticket = next.get();
-            next.set(ticket.wrapping_add(1));
-            Ticket(ticket)
-        })
-    }
+/// Gives back what one admitted request consumed: a store's optional power, reached through
+/// [`Store::refunds`](super::Store::refunds). A layer with
+/// [`refund_if`](crate::layer::RateLimitBuilder::refund_if) calls it after the response; its
+/// builder refuses a store without it.
+///
+/// ```
+/// # use std::time::Duration;
+/// use redlimit::store::{MemoryStore, Refund, Refunds};
+/// use redlimit::{Key, Limit, Policy};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+/// let key = Key::new("k");
+/// let refund = Refund::of(&store.check_now(&policy, &key, 1), 1).unwrap();
+/// assert!(!store.check_now(&policy, &key, 1).is_allowed());
+/// assert!(store.refund(&policy, &key, refund).await.unwrap());
+/// assert!(store.check_now(&policy, &key, 1).is_allowed());
+/// # });
+/// ```
+pub trait Refunds: Send + Sync {
+    /// Gives back what one admitted request of `key` under `policy` consumed ([`Refund`],
+    /// made from the store's decision), at most once per refund: answers whether anything was
+    /// given back (`false` for a refund already applied, or too late to matter: its window
+    /// ended, its log entry left every span). Never takes any limit below its state before
+    /// that request. A Redis store does it in one script call.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Refund, Refunds};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("k");
+    /// let decision = store.check_now(&policy, &key, 1);
+    /// let refund = Refund::of(&decision, 1).unwrap();
+    /// assert!(store.refund(&policy, &key, refund).await.unwrap());
+    /// let again = Refund::of(&decision, 1).unwrap();
+    /// assert!(!store.refund(&policy, &key, again).await.unwrap(), "once per decision");
+    /// # });
+    /// ```
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool>;
 }

@@ -206,10 +206,9 @@ impl Decider {
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
         let store = &self.config.store;
-        let gate = match self
-            .deny_cache
-            .lookup(rule_id, &key, cost, false, || store.overrides_version())
-        {
+        let gate = match self.deny_cache.lookup(rule_id, &key, cost, false, || {
+            crate::store::overrides_version(store.as_ref())
+        }) {
             Lookup::Miss => None,
             Lookup::Hit(denial) => {
                 return Start::Decided(self.decided(rule_id, &key, denial, grpc, None))
@@ -237,10 +236,9 @@ impl Decider {
             cost,
         } = queued;
         let store = &self.config.store;
-        if let Lookup::Hit(denial) = self
-            .deny_cache
-            .lookup(rule, &key, cost, true, || store.overrides_version())
-        {
+        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true, || {
+            crate::store::overrides_version(store.as_ref())
+        }) {
             return Start::Decided(self.decided(rule, &key, denial, grpc, None));
         }
         // The id comes from this decider's own (immutable) rules: always there.
@@ -273,7 +271,7 @@ impl Decider {
             permit: None,
             _gate: gate,
             asked: None,
-            overrides: self.config.store.overrides_version(),
+            overrides: crate::store::overrides_version(self.config.store.as_ref()),
         };
         if admission == Admission::Skip || (admission == Admission::Probe && self.probe(domain)) {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));

@@ -33,7 +33,7 @@ pub use settings::{DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{AdminFuture, Check, KeyState, RedisStore, Store};
+use super::{Admin, Check, KeyState, RedisStore, Store, StoreFuture};
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::limit::Algorithm;
@@ -74,7 +74,7 @@ use crate::policy::Policy;
 /// is measured by `benches/local_first_sim.rs` (`benches/README.md`).
 ///
 ///
-/// Not offered yet: [`Store::inspect`], [`Store::reset`] and overrides answer
+/// Not offered yet: [`Admin::inspect`], [`Admin::reset`] and overrides answer
 /// [`StoreError::Unsupported`](crate::StoreError::Unsupported); a key's local-first state lives
 /// in its own hash (`PREFIX:POLICY:{KEY}:lf`), beside the exact store's keys.
 ///
@@ -253,12 +253,22 @@ impl Store for LocalFirstStore {
         0
     }
 
-    fn release(&self, policy: &Policy, key: &Key, lease: crate::lease::Lease) -> AdminFuture<()> {
+    fn release(&self, policy: &Policy, key: &Key, lease: crate::lease::Lease) -> StoreFuture<()> {
         self.shared.redis.release(policy, key, lease)
     }
 
+    fn kind(&self) -> &'static str {
+        "local_first"
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+}
+
+impl Admin for LocalFirstStore {
     /// Exactly decided keys only: local-first state is not inspected.
-    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+    fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
         if exact(policy, key) {
             return self.shared.redis.inspect(policy, key);
         }
@@ -266,27 +276,10 @@ impl Store for LocalFirstStore {
     }
 
     /// Exactly decided keys only.
-    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+    fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         if exact(policy, key) {
             return self.shared.redis.reset(policy, key);
         }
         Box::pin(std::future::ready(Err(StoreError::Unsupported("reset"))))
-    }
-
-    /// Exactly decided keys only.
-    fn refund(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        refund: crate::store::Refund,
-    ) -> AdminFuture<bool> {
-        if exact(policy, key) {
-            return self.shared.redis.refund(policy, key, refund);
-        }
-        Box::pin(std::future::ready(Err(StoreError::Unsupported("refund"))))
-    }
-
-    fn kind(&self) -> &'static str {
-        "local_first"
     }
 }

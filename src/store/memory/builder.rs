@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::{refund, Inner, MemoryStore};
-use crate::lease::LeaseIds;
+use crate::identity::LeaseIds;
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::override_table::OverrideTable;
 use crate::store::shard::{ShardedMap, DEFAULT_MAX_KEYS};

@@ -14,15 +14,16 @@ pub use builder::MemoryStoreBuilder;
 use entry::Entry;
 
 use super::clock::Clock;
-use super::key_state::{AdminFuture, KeyState};
 use super::override_table::OverrideTable;
 use super::overrides::Override;
 use super::shard::{Lookup, Shard, ShardedMap};
+use super::{Admin, KeyState, Overrides, Refunds, StoreFuture};
 use super::{Check, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
+use crate::identity::LeaseIds;
 use crate::key::Key;
-use crate::lease::{Lease, LeaseIds};
+use crate::lease::Lease;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
 
@@ -167,7 +168,7 @@ impl MemoryStore {
             .is_some_and(|entry| entry.release(lease.id()))
     }
 
-    /// Reads synchronously what [`Store::inspect`] reads: `key`'s state under `policy` for a
+    /// Reads synchronously what [`Admin::inspect`] reads: `key`'s state under `policy` for a
     /// request of cost 1, nothing consumed.
     ///
     /// ```
@@ -203,7 +204,7 @@ impl MemoryStore {
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
     }
 
-    /// Deletes synchronously what [`Store::reset`] deletes: `key`'s state under `policy`.
+    /// Deletes synchronously what [`Admin::reset`] deletes: `key`'s state under `policy`.
     /// Returns whether there was any.
     ///
     /// ```
@@ -308,21 +309,41 @@ impl Store for MemoryStore {
         Check::Ready(Ok(self.check_now(policy, key, cost)))
     }
 
-    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
         self.release_now(policy, key, lease);
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        Some(self)
+    }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+}
+
+impl Admin for MemoryStore {
+    fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
         Box::pin(std::future::ready(Ok(self.inspect_now(policy, key))))
     }
 
-    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+    fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         self.reset_now(policy, key);
         Box::pin(std::future::ready(Ok(())))
     }
+}
 
-    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
+impl Overrides for MemoryStore {
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()> {
         let outcome = value
             .limits_for(policy)
             .map(|_| self.inner.overrides.set(policy.name(), key, value))
@@ -330,26 +351,24 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(outcome))
     }
 
-    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
+    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
         let found = self.inner.overrides.get(policy.name(), key);
         Box::pin(std::future::ready(Ok(found)))
     }
 
-    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
         let removed = self.inner.overrides.remove(policy.name(), key);
         Box::pin(std::future::ready(Ok(removed)))
-    }
-
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
-        let given = self.refund_now(policy, key, refund);
-        Box::pin(std::future::ready(Ok(given)))
     }
 
     fn overrides_version(&self) -> u64 {
         self.inner.overrides.version()
     }
+}
 
-    fn kind(&self) -> &'static str {
-        "memory"
+impl Refunds for MemoryStore {
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
+        let given = self.refund_now(policy, key, refund);
+        Box::pin(std::future::ready(Ok(given)))
     }
 }

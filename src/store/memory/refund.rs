@@ -44,7 +44,7 @@ impl Tokens {
 }
 
 impl MemoryStore {
-    /// Gives back synchronously what [`Store::refund`](crate::store::Store::refund) gives
+    /// Gives back synchronously what [`Refunds::refund`](crate::store::Refunds::refund) gives
     /// back: the units of the admission `refund` was made from, once.
     ///
     /// ```

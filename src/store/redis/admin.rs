@@ -11,17 +11,17 @@ use super::RedisStore;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{AdminFuture, KeyState, Refund};
+use crate::store::{KeyState, Refund, StoreFuture};
 
 impl RedisStore {
-    /// What [`Store::inspect`](crate::store::Store::inspect) runs: the peek script, with Redis
+    /// What [`Admin::inspect`](crate::store::Admin::inspect) runs: the peek script, with Redis
     /// `TIME` (or `now_us`, tests only).
     pub(super) fn peek(
         &self,
         policy: &Policy,
         key: &Key,
         now_us: Option<u64>,
-    ) -> AdminFuture<KeyState> {
+    ) -> StoreFuture<KeyState> {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let command = peek_command(&self.inner.prefix, policy, key, now_us);
@@ -40,12 +40,12 @@ impl RedisStore {
         policy: &Policy,
         key: &Key,
         now_us: u64,
-    ) -> AdminFuture<KeyState> {
+    ) -> StoreFuture<KeyState> {
         self.peek(policy, key, Some(now_us))
     }
 
-    /// What [`Store::reset`](crate::store::Store::reset) runs: one `DEL` of every state key.
-    pub(super) fn delete(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
+    /// What [`Admin::reset`](crate::store::Admin::reset) runs: one `DEL` of every state key.
+    pub(super) fn delete(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         let command = reset_command(&self.inner.prefix, policy, key);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
@@ -60,7 +60,7 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// What [`Store::refund`](crate::store::Store::refund) runs: the refund script, with
+    /// What [`Refunds::refund`](crate::store::Refunds::refund) runs: the refund script, with
     /// Redis `TIME` (or `now_us`, tests only).
     pub(super) fn give_back(
         &self,
@@ -68,7 +68,7 @@ impl RedisStore {
         key: &Key,
         refund: &Refund,
         now_us: Option<u64>,
-    ) -> AdminFuture<bool> {
+    ) -> StoreFuture<bool> {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let command = refund_command(&self.inner.prefix, policy, key, refund, now_us);
@@ -90,7 +90,7 @@ impl RedisStore {
         key: &Key,
         refund: Refund,
         now_us: u64,
-    ) -> AdminFuture<bool> {
+    ) -> StoreFuture<bool> {
         self.give_back(policy, key, &refund, Some(now_us))
     }
 }

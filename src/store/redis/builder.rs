@@ -69,7 +69,7 @@ pub(super) struct Deployment {
     pub(super) overrides: OverrideTable,
     pub(super) override_poll: Duration,
     /// The ids of this store's leases (concurrency limits).
-    pub(super) leases: crate::lease::LeaseIds,
+    pub(super) leases: crate::identity::LeaseIds,
     /// The scripts loaded ahead ([`Store::prepare`](crate::store::Store::prepare)).
     pub(super) prepared: super::script::Prepared,
 }
@@ -333,7 +333,7 @@ impl RedisStoreBuilder {
             topology: self.topology,
             overrides: OverrideTable::new(),
             override_poll: self.override_poll,
-            leases: crate::lease::LeaseIds::new(),
+            leases: crate::identity::LeaseIds::new(),
             prepared: super::script::Prepared::default(),
         })
     }

@@ -32,7 +32,7 @@ use self::error::store_error;
 use self::script::{
     decode, every_algorithm_source, release_command, script_command, script_for_policy,
 };
-use super::{AdminFuture, Check, KeyState, Override, Refund, Store};
+use super::{Admin, Check, KeyState, Override, Overrides, Refund, Refunds, Store, StoreFuture};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::lease::Lease;
@@ -217,7 +217,7 @@ impl RedisStore {
         &script_for_policy(policy).source
     }
 
-    /// The Lua script of [`Store::refund`] (`lua/refund.lua`), for a `SCRIPT LOAD` ahead of
+    /// The Lua script of [`Refunds::refund`] (`lua/refund.lua`), for a `SCRIPT LOAD` ahead of
     /// time (the store loads it on first use).
     ///
     /// ```
@@ -338,41 +338,13 @@ impl Store for RedisStore {
 
     /// One `ZREM` of the lease's member, routed like the key's checks (its hash slot in a
     /// Cluster; the current master behind Sentinels).
-    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> AdminFuture<()> {
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
         let command = release_command(&self.inner.prefix, policy, key, lease);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let _removed: i64 = inner.backend.run(&command).await.map_err(store_error)?;
             Ok(())
         })
-    }
-
-    fn inspect(&self, policy: &Policy, key: &Key) -> AdminFuture<KeyState> {
-        self.peek(policy, key, None)
-    }
-
-    fn reset(&self, policy: &Policy, key: &Key) -> AdminFuture<()> {
-        self.delete(policy, key)
-    }
-
-    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> AdminFuture<()> {
-        self.write_override(policy, key, value)
-    }
-
-    fn get_override(&self, policy: &Policy, key: &Key) -> AdminFuture<Option<Override>> {
-        self.read_override(policy, key)
-    }
-
-    fn remove_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
-        self.delete_override(policy, key)
-    }
-
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> AdminFuture<bool> {
-        self.give_back(policy, key, &refund, None)
-    }
-
-    fn overrides_version(&self) -> u64 {
-        self.inner.overrides.version()
     }
 
     fn kind(&self) -> &'static str {
@@ -400,11 +372,57 @@ impl Store for RedisStore {
 
     /// A `PING` on a connection of its own (standalone; the master the Sentinels name now),
     /// or routed to the master of the domain's slots in a Cluster.
-    fn probe(&self, domain: u16) -> Option<AdminFuture<()>> {
+    fn probe(&self, domain: u16) -> Option<StoreFuture<()>> {
         let inner = Arc::clone(&self.inner);
         Some(Box::pin(async move {
             inner.backend.probe(domain).await.map_err(store_error)
         }))
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        Some(self)
+    }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+}
+
+impl Admin for RedisStore {
+    fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
+        self.peek(policy, key, None)
+    }
+
+    fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
+        self.delete(policy, key)
+    }
+}
+
+impl Overrides for RedisStore {
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()> {
+        self.write_override(policy, key, value)
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
+        self.read_override(policy, key)
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
+        self.delete_override(policy, key)
+    }
+
+    fn overrides_version(&self) -> u64 {
+        self.inner.overrides.version()
+    }
+}
+
+impl Refunds for RedisStore {
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
+        self.give_back(policy, key, &refund, None)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::override_table::Overrides;
-use crate::store::{AdminFuture, Override};
+use crate::store::{Override, StoreFuture};
 
 /// How often a store reads the overrides' version by default.
 pub(super) const DEFAULT_OVERRIDE_POLL: Duration = Duration::from_millis(250);
@@ -49,7 +49,7 @@ impl RedisStore {
         policy: &Policy,
         key: &Key,
         value: Override,
-    ) -> AdminFuture<()> {
+    ) -> StoreFuture<()> {
         let inner = Arc::clone(&self.inner);
         let (name, key) = (policy.name().to_owned(), key.clone());
         let fits = value.limits_for(policy).map_err(StoreError::from);
@@ -74,7 +74,7 @@ impl RedisStore {
         &self,
         policy: &Policy,
         key: &Key,
-    ) -> AdminFuture<Option<Override>> {
+    ) -> StoreFuture<Option<Override>> {
         let inner = Arc::clone(&self.inner);
         let field = field(policy.name(), key);
         Box::pin(async move {
@@ -91,7 +91,7 @@ impl RedisStore {
         })
     }
 
-    pub(super) fn delete_override(&self, policy: &Policy, key: &Key) -> AdminFuture<bool> {
+    pub(super) fn delete_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
         let inner = Arc::clone(&self.inner);
         let (name, key) = (policy.name().to_owned(), key.clone());
         Box::pin(async move {
