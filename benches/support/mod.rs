@@ -17,7 +17,7 @@ use redlimit::Key;
 /// The `redis-server` the Redis harnesses start (a free loopback port, killed on drop): the
 /// tests' copy, so benches and tests never disagree on how a server is started.
 #[cfg(feature = "redis")]
-#[path = "../../tests/support/redis_server.rs"]
+#[path = "../../tests/it/support/redis_server.rs"]
 pub(crate) mod redis_server;
 
 /// Whether the target runs as a benchmark. `cargo test --all-targets` (and `--benches`) runs

@@ -1,0 +1,11 @@
+//! Black-box tests of the examples (`examples/server`, `examples/grpc`) as separate
+//! processes.
+
+#[cfg(all(feature = "grpc", feature = "redis"))]
+mod grpc_example;
+#[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
+mod server_example;
+#[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
+mod server_ops;
+#[cfg(feature = "redis")]
+mod server_penalty_refund;

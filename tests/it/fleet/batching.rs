@@ -1,0 +1,314 @@
+//! Batched script calls against real servers: decisions waiting at the same moment share
+//! script calls, and each is decided, failed and counted exactly as its own call would be.
+//!
+//! The tests run on a current-thread runtime and poll every check once before yielding: the
+//! first is sent alone (nothing was in flight), the others join the queue, which is taken only
+//! once the test yields. So the batches each test makes are known without any timing.
+
+use crate::support;
+
+use std::future::{Future, IntoFuture};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_util::future::{join_all, maybe_done, MaybeDone};
+use redlimit::key::Key;
+use redlimit::store::{RedisStore, Store};
+use redlimit::{Algorithm, Decision, Limit, Policy, StoreError};
+use support::*;
+
+/// Runs `checks` as concurrent decisions do: each is started (polled once) before any answer
+/// is read, then all are awaited.
+async fn at_once<F: Future + Unpin>(checks: Vec<F>) -> Vec<F::Output> {
+    let mut checks: Vec<MaybeDone<F>> = checks.into_iter().map(maybe_done).collect();
+    std::future::poll_fn(|cx| {
+        for check in &mut checks {
+            let _ = pin!(check).poll(cx);
+        }
+        Poll::Ready(())
+    })
+    .await;
+    join_all(checks.iter_mut().map(|c| async { (&mut *c).await })).await;
+    checks
+        .into_iter()
+        .map(|mut c| std::pin::Pin::new(&mut c).take_output().expect("done"))
+        .collect()
+}
+
+/// `n` decisions of `policy` for `key` at `cost`, at once.
+async fn decide(
+    store: &RedisStore,
+    policy: &Policy,
+    keys: &[Key],
+    cost: u64,
+) -> Vec<Result<Decision, StoreError>> {
+    let checks = keys
+        .iter()
+        .map(|key| store.check(policy, key, cost).into_future())
+        .collect();
+    at_once(checks).await
+}
+
+/// `EVALSHA` calls the server has run, not counting those it refused (`NOSCRIPT` before the
+/// script was loaded).
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    let Some(stats) = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+    else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        stats
+            .split(',')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    };
+    field("calls") - field("failed_calls")
+}
+
+fn day() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 86_400
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Every algorithm alone, and a policy of three limits where the tightest (7) decides.
+fn policies() -> Vec<(Policy, u64)> {
+    let mut policies: Vec<(Policy, u64)> = Algorithm::ALL
+        .into_iter()
+        .map(|a| {
+            let policy = Policy::new("one", [Limit::new(a, 10, DAY).unwrap()]).unwrap();
+            (policy, 10)
+        })
+        .collect();
+    let multi = Policy::new(
+        "multi",
+        [
+            Limit::gcra(10, DAY).unwrap(),
+            Limit::sliding_log(7, DAY).unwrap(),
+            Limit::fixed_window(20, DAY).unwrap(),
+        ],
+    )
+    .unwrap();
+    policies.push((multi, 7));
+    policies
+}
+
+#[tokio::test]
+async fn waiting_decisions_share_calls_and_admit_exactly_the_limit() {
+    let server = RedisServer::start();
+    const DECISIONS: usize = 40;
+    for (policy, limit) in policies() {
+        for cost in [1, 3] {
+            // A fixed or sliding window that crosses midnight UTC mid-burst admits anew: retry.
+            loop {
+                let store = redis_store(&server, "exact").await;
+                let started = day();
+                let before = evalsha_calls(&server);
+                let keys = vec![Key::new("burst"); DECISIONS];
+                let results = decide(&store, &policy, &keys, cost).await;
+                let calls = evalsha_calls(&server) - before;
+                if day() != started {
+                    continue;
+                }
+                let admitted = results
+                    .iter()
+                    .map(|r| r.as_ref().expect("decided"))
+                    .filter(|d| d.is_allowed())
+                    .count() as u64;
+                let what = format!("{policy:?} at cost {cost}");
+                assert_eq!(admitted, limit / cost, "{what}");
+                // One alone (nothing was in flight), then the 39 waiting in calls of 32 and 7.
+                assert_eq!(calls, 3, "{what}: calls for {DECISIONS} decisions");
+                break;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn unbatched_stores_send_one_call_per_decision() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .prefix(unique_prefix("alone"))
+        .batch(1)
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 100, DAY);
+    let before = evalsha_calls(&server);
+    let results = decide(&store, &policy, &vec![Key::new("k"); 20], 1).await;
+    assert!(results.iter().all(|r| r.as_ref().unwrap().is_allowed()));
+    assert_eq!(
+        evalsha_calls(&server) - before,
+        20,
+        "each decision its own call"
+    );
+}
+
+#[tokio::test]
+async fn a_key_of_the_wrong_type_fails_only_its_own_decisions() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("wrong");
+    let store = RedisStore::builder(server.url())
+        .prefix(prefix.clone())
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 5, DAY);
+    let mut conn = server.connection();
+    let bad = format!("{prefix}:p:{{bad}}:gc0");
+    let _: () = redis::cmd("LPUSH")
+        .arg(&bad)
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    let keys: Vec<Key> = (0..30)
+        .map(|i| Key::new(if i % 3 == 1 { "bad" } else { "good" }))
+        .collect();
+    let before = evalsha_calls(&server);
+    let results = decide(&store, &policy, &keys, 1).await;
+    assert_eq!(
+        evalsha_calls(&server) - before,
+        2,
+        "one alone, then one batch"
+    );
+    let mut admitted = 0;
+    for (key, result) in keys.iter().zip(&results) {
+        match key.as_str() {
+            "bad" => {
+                let err = result.as_ref().unwrap_err();
+                assert!(err.is_script(), "{err:?}");
+                let source = std::error::Error::source(err).expect("the redis error");
+                let redis = source.downcast_ref::<redis::RedisError>().unwrap();
+                assert_eq!(redis.code(), Some("WRONGTYPE"), "{redis}");
+            }
+            _ => admitted += usize::from(result.as_ref().expect("decided").is_allowed()),
+        }
+    }
+    assert_eq!(admitted, 5, "the good key's decisions are counted as alone");
+}
+
+#[tokio::test]
+async fn a_batch_whose_answer_is_lost_fails_each_decision_and_counts_each_once() {
+    let server = RedisServer::start();
+    let proxy = Proxy::start(server.port()).await;
+    let store = RedisStore::builder(proxy.url())
+        .prefix(unique_prefix("lost"))
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 100, DAY);
+    let keys: Vec<Key> = (0..40).map(|i| Key::new(format!("k{i}"))).collect();
+    // The batch script loaded, so every call below runs the first time it arrives.
+    let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
+    assert!(decide(&store, &policy, &warm, 1)
+        .await
+        .iter()
+        .all(Result::is_ok));
+
+    proxy.withhold_replies();
+    let before = evalsha_calls(&server);
+    let checks = keys
+        .iter()
+        .map(|key| store.check(&policy, key, 1).into_future())
+        .collect();
+    let decisions = tokio::spawn(at_once(checks));
+    // One call alone, then two batches (32 and 7): all ran, none answered.
+    let ran = eventually(Duration::from_secs(10), async || {
+        evalsha_calls(&server) - before == 3
+    })
+    .await;
+    assert!(ran, "{} calls ran", evalsha_calls(&server) - before);
+    proxy.sever_withheld();
+    for result in decisions.await.unwrap() {
+        let err = result.unwrap_err();
+        assert!(err.is_connection(), "{err:?}");
+    }
+
+    // Each key was counted once, by the call that ran; nothing was sent again.
+    let answered = eventually(Duration::from_secs(10), async || {
+        store.check(&policy, &Key::new("probe"), 1).await.is_ok()
+    })
+    .await;
+    assert!(answered, "the store reconnects");
+    for key in &keys {
+        let d = store.check(&policy, key, 1).await.unwrap();
+        assert_eq!(d.remaining(), Some(98), "{key:?}");
+    }
+}
+
+#[tokio::test]
+async fn cluster_batches_group_by_slot() {
+    let cluster = RedisCluster::start();
+    let store = RedisStore::cluster(cluster.urls())
+        .prefix(unique_prefix("slots"))
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 4, DAY);
+    // Six keys (in different slots, so on different masters), ten decisions each, interleaved.
+    let keys: Vec<Key> = (0..60)
+        .map(|i| Key::new(format!("user{}", i % 6)))
+        .collect();
+    let calls = || -> u64 { cluster.nodes.iter().map(evalsha_calls).sum() };
+    let before = calls();
+    let results = decide(&store, &policy, &keys, 1).await;
+    let mut admitted = std::collections::HashMap::new();
+    for (key, result) in keys.iter().zip(&results) {
+        let d = result.as_ref().unwrap_or_else(|e| panic!("{key:?}: {e:?}"));
+        *admitted.entry(key.as_str()).or_insert(0) += usize::from(d.is_allowed());
+    }
+    assert!(admitted.values().all(|&n| n == 4), "{admitted:?}");
+    // One alone, then one call per slot, not 60.
+    let slots: std::collections::HashSet<u16> = keys
+        .iter()
+        .map(|key| {
+            redis::cmd("CLUSTER")
+                .arg("KEYSLOT")
+                .arg(key.as_str())
+                .query(&mut cluster.nodes[0].connection())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(calls() - before, 1 + slots.len() as u64);
+}
+
+#[tokio::test]
+async fn valkey_batches_too() {
+    let Some(server) = valkey("batching::valkey_batches_too") else {
+        return;
+    };
+    let store = redis_store(&server, "valkey").await;
+    let policy = Policy::new(
+        "multi",
+        [
+            Limit::gcra(10, DAY).unwrap(),
+            Limit::sliding_log(7, DAY).unwrap(),
+        ],
+    )
+    .unwrap();
+    let before = evalsha_calls(&server);
+    let keys = vec![Key::new("burst"); 40];
+    let results = decide(&store, &policy, &keys, 1).await;
+    assert_eq!(
+        evalsha_calls(&server) - before,
+        3,
+        "one alone, then 32 and 7"
+    );
+    let admitted = results
+        .iter()
+        .filter(|r| r.as_ref().expect("decided").is_allowed())
+        .count();
+    assert_eq!(admitted, 7);
+}

@@ -1,0 +1,13 @@
+//! Many instances, one limit: exactness under concurrency and at a network's distance,
+//! batching, and every deployment (standalone, Cluster, Sentinel).
+
+#[cfg(feature = "redis")]
+mod batching;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod cluster_shards;
+#[cfg(feature = "redis")]
+mod deployments;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod distance;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod exact_under_load;

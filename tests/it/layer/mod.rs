@@ -1,0 +1,22 @@
+//! The layer through HTTP and gRPC: headers, keys, routes, shadow mode, tracing, the deny
+//! cache, config files, and the public API's compile-time guarantees.
+
+mod api;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod compose;
+#[cfg(all(feature = "axum", feature = "config", feature = "redis"))]
+mod config_file;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod deny_cache;
+#[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
+mod grpc;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod http;
+#[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
+mod keys;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod routes;
+#[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
+mod shadow;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod tracing;

@@ -1,0 +1,173 @@
+//! The memory store and the Lua scripts must decide identically. Random traces — several
+//! limits of mixed algorithms, costs from 0 to above the limit, time steps from 0 to several
+//! periods, bursts of concurrent identical requests — run through `MemoryStore` and through
+//! `RedisStore` on a real Redis, with time driven explicitly (the scripts' test-only time
+//! argument). Every decision must be equal. Half the traces count their last limit under a
+//! tenant's key shared by two of the three clients (a hierarchical quota).
+//!
+//! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
+//! `tests/differential.proptest-regressions` and replayed first.
+
+use crate::support;
+
+use std::future::IntoFuture;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use redlimit::store::{ManualClock, MemoryStore, RedisStore};
+use redlimit::{Algorithm, Decision, Key, Limit, Policy};
+use support::{unique_prefix, RedisServer};
+
+/// Near 2023-11, off any round boundary so windows fall anywhere.
+const T0: u64 = 1_700_000_123_456_789;
+
+#[derive(Debug, Clone)]
+struct Step {
+    advance_us: u64,
+    key: u8,
+    cost: u64,
+    burst: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Trace {
+    limits: Vec<Limit>,
+    /// Whether the last limit counts under a tenant's key (keys 0 and 2 share one) rather
+    /// than the request's: a hierarchical quota.
+    tenants: bool,
+    steps: Vec<Step>,
+}
+
+fn limit() -> impl Strategy<Value = Limit> {
+    (
+        prop::sample::select(Algorithm::ALL.to_vec()),
+        1u64..=12,
+        // Periods from 1 ms to 10 s, in ms, so ratios like P/N are rarely whole.
+        prop_oneof![1u64..=50, 51u64..=10_000],
+    )
+        .prop_map(|(a, n, ms)| Limit::new(a, n, Duration::from_millis(ms)).unwrap())
+}
+
+fn trace() -> impl Strategy<Value = Trace> {
+    prop::collection::vec(limit(), 1..=3).prop_flat_map(|limits| {
+        let longest = limits
+            .iter()
+            .map(|l| l.period().as_micros() as u64)
+            .max()
+            .unwrap();
+        let most = limits.iter().map(Limit::count).max().unwrap();
+        let step = (
+            prop_oneof![
+                3 => Just(0u64),
+                4 => 0..=longest / 4,
+                2 => 0..=longest * 3,
+            ],
+            0u8..3,
+            prop_oneof![6 => Just(1u64), 3 => 0..=most + 2],
+            prop_oneof![4 => Just(1usize), 1 => 2usize..=5],
+        )
+            .prop_map(|(advance_us, key, cost, burst)| Step {
+                advance_us,
+                key,
+                cost,
+                burst,
+            });
+        (prop::collection::vec(step, 1..40), prop::bool::ANY).prop_map(move |(steps, tenants)| {
+            Trace {
+                limits: limits.clone(),
+                tenants,
+                steps,
+            }
+        })
+    })
+}
+
+/// Decisions of a burst of identical requests, in a canonical order: which request of the
+/// burst Redis served first is not deterministic, the multiset of answers is.
+fn canonical(mut decisions: Vec<Decision>) -> Vec<String> {
+    let mut out: Vec<String> = decisions.drain(..).map(|d| format!("{d:?}")).collect();
+    out.sort();
+    out
+}
+
+async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCaseError> {
+    let policy = Policy::new(format!("c{case}"), trace.limits.iter().copied())
+        .map_err(|e| TestCaseError::fail(format!("policy: {e}")))?;
+    let clock = ManualClock::new(T0);
+    let memory = MemoryStore::with_clock(clock.clone());
+    let mut now = T0;
+    for (i, step) in trace.steps.iter().enumerate() {
+        now += step.advance_us;
+        clock.set(now);
+        let mut key = Key::new(format!("k{}", step.key));
+        if trace.tenants {
+            let tenant = Key::new(format!("t{}", step.key % 2));
+            key = key.with_limit_key(trace.limits.len() - 1, tenant);
+        }
+        let from_redis = join_all((0..step.burst).map(|_| {
+            redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+        }))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
+        let from_memory: Vec<Decision> = (0..step.burst)
+            .map(|_| memory.check_now(&policy, &key, step.cost))
+            .collect();
+        prop_assert_eq!(
+            canonical(from_redis),
+            canonical(from_memory),
+            "step {} at t0+{}µs",
+            i,
+            now - T0
+        );
+    }
+    Ok(())
+}
+
+/// Runs the traces against `server`; `default_cases` unless `PROPTEST_CASES` says otherwise.
+fn differential(server: &RedisServer, default_cases: u32) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let redis = runtime
+        .block_on(
+            RedisStore::builder(server.url())
+                .prefix(unique_prefix("diff"))
+                .connect(),
+        )
+        .expect("connect");
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel(
+            "proptest-regressions",
+        ))),
+        ..Config::default()
+    });
+    let case = AtomicU64::new(0);
+    let result = runner.run(&trace(), |trace| {
+        let n = case.fetch_add(1, Ordering::Relaxed);
+        runtime.block_on(run(&redis, n, trace))
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn memory_and_redis_decide_identically() {
+    differential(&RedisServer::start(), 2000);
+}
+
+#[test]
+fn memory_and_valkey_decide_identically() {
+    if let Some(server) = support::valkey("memory_and_valkey_decide_identically") {
+        differential(&server, 300);
+    }
+}

@@ -1,0 +1,7 @@
+//! Property tests: the memory store and the Lua scripts decide alike; the key parsers hold
+//! their laws.
+
+#[cfg(feature = "redis")]
+mod differential;
+#[cfg(feature = "jwt")]
+mod keys_proptest;

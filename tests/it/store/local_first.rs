@@ -1,0 +1,424 @@
+//! Local-first mode against a real `redis-server`: four instances of the layer share one
+//! fleet-wide limit at three times its rate, Redis costs a few commands per second whatever
+//! the load, and when Redis dies each instance keeps its share and resumes without counting
+//! twice.
+
+use crate::support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use http::StatusCode;
+use redlimit::key::Global;
+use redlimit::store::{LocalFirstStore, RedisStore};
+use redlimit::{DecisionSource, Limit, Policy, RateLimitLayer};
+use support::{app, eventually, request, send, source_app, unique_prefix, RedisServer};
+
+/// 1000/s with a burst of 1000: GCRA 1000 per second.
+const RATE: f64 = 1000.0;
+const BURST: f64 = 1000.0;
+/// Requests per second offered to each of the four instances: three times the limit in all.
+const OFFERED: u64 = 750;
+
+/// The two load tests run one after the other: each needs the machine's cores to offer its
+/// load.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn policy() -> Policy {
+    Policy::new(
+        "fleet",
+        [Limit::gcra(1000, Duration::from_secs(1)).unwrap()],
+    )
+    .unwrap()
+}
+
+/// What exact mode admits in `elapsed` under overload: the burst, then the rate.
+fn exact(elapsed: Duration, burst: f64) -> f64 {
+    RATE * elapsed.as_secs_f64() + burst
+}
+
+async fn instances(server: &RedisServer, prefix: &str) -> Vec<LocalFirstStore> {
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        // Override polls are the exact store's (one GET per poll); slowed so the count below
+        // is the local-first syncs' and heartbeats'.
+        let redis = RedisStore::builder(server.url())
+            .prefix(prefix)
+            .override_poll(Duration::from_secs(5))
+            .connect()
+            .await
+            .expect("connect to the test redis");
+        stores.push(redis.local_first(Duration::from_millis(100)).unwrap());
+    }
+    // Every instance has heard every other's heartbeat.
+    let all = eventually(Duration::from_secs(10), async || {
+        stores.iter().all(|s| s.instances() == 4)
+    })
+    .await;
+    assert!(
+        all,
+        "instances counted: {:?}",
+        stores
+            .iter()
+            .map(LocalFirstStore::instances)
+            .collect::<Vec<_>>()
+    );
+    stores
+}
+
+/// Offers `per_instance` requests per second to each app for `span`; answers (admitted,
+/// offered, elapsed).
+async fn load(apps: &[Router], per_instance: u64, span: Duration) -> (u64, u64, Duration) {
+    let admitted = Arc::new(AtomicU64::new(0));
+    let offered = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for app in apps {
+        let (app, admitted, offered) = (app.clone(), Arc::clone(&admitted), Arc::clone(&offered));
+        tasks.push(tokio::spawn(async move {
+            // Three requests every tick, ticks spaced for the rate asked.
+            let mut ticks = tokio::time::interval(Duration::from_micros(3_000_000 / per_instance));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            while started.elapsed() < span {
+                ticks.tick().await;
+                for _ in 0..3 {
+                    offered.fetch_add(1, Ordering::Relaxed);
+                    let status = send(&app, request("/", "10.0.0.1", &[])).await.status();
+                    match status {
+                        StatusCode::OK => {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        StatusCode::TOO_MANY_REQUESTS => {}
+                        other => panic!("unexpected status {other}"),
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    (
+        admitted.load(Ordering::Relaxed),
+        offered.load(Ordering::Relaxed),
+        started.elapsed(),
+    )
+}
+
+/// Commands the server ran, by name (`INFO commandstats`).
+fn commands(server: &RedisServer) -> HashMap<String, u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let (name, stats) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Commands sent by clients between two snapshots: every command but those only the scripts
+/// run (`INFO` is this test's own).
+fn client_commands(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> (u64, u64) {
+    const IN_SCRIPTS: [&str; 8] = [
+        "hmget",
+        "hset",
+        "pexpire",
+        "time",
+        "zadd",
+        "zremrangebyscore",
+        "zcard",
+        "info",
+    ];
+    let delta = |name: &String| after[name] - before.get(name).copied().unwrap_or(0);
+    let all: u64 = after
+        .keys()
+        .filter(|n| n.as_str() != "info")
+        .map(delta)
+        .sum();
+    let clients: u64 = after
+        .keys()
+        .filter(|n| !IN_SCRIPTS.contains(&n.as_str()))
+        .map(delta)
+        .sum();
+    (clients, all)
+}
+
+fn apps(stores: &[LocalFirstStore]) -> Vec<Router> {
+    stores
+        .iter()
+        .map(|s| {
+            app(RateLimitLayer::builder(s.clone(), policy())
+                .key(Global)
+                .build()
+                .expect("valid layer"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_instances_hold_a_fleet_limit_at_three_times_its_rate() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let server = RedisServer::start();
+    let stores = instances(&server, &unique_prefix("lf")).await;
+    let apps = apps(&stores);
+    // Decisions say where they came from.
+    let source = source_app(
+        RateLimitLayer::builder(stores[0].clone(), policy())
+            .key(Global)
+            .build()
+            .expect("valid layer"),
+    );
+    let answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
+    assert_eq!(answer, format!("{:?}", DecisionSource::LocalFirst));
+
+    let before = commands(&server);
+    let (admitted, offered, elapsed) = load(&apps, OFFERED, Duration::from_secs(10)).await;
+    let after = commands(&server);
+    let expected = exact(elapsed, BURST);
+    let ratio = admitted as f64 / expected;
+    let (clients, all) = client_commands(&before, &after);
+    let syncs = after["evalsha"] - before.get("evalsha").copied().unwrap_or(0);
+    eprintln!(
+        "offered {offered} in {elapsed:?}; admitted {admitted}, exact would admit {expected:.0}: \
+         {ratio:.3}; Redis commands from clients {clients} ({:.4}/request; {syncs} EVALSHA), \
+         with those the scripts ran {all} ({:.4}/request)",
+        clients as f64 / offered as f64,
+        all as f64 / offered as f64,
+    );
+    assert!(
+        offered as f64 >= 2.0 * expected,
+        "the load must be well over the limit"
+    );
+    assert!(
+        (0.9..=1.1).contains(&ratio),
+        "admitted {admitted} against {expected:.0}"
+    );
+    assert!(
+        clients as f64 / offered as f64 <= 0.02,
+        "{clients} commands for {offered} requests"
+    );
+}
+
+/// Runs a load of three times the limit for `span`; answers admitted ÷ what exact mode would
+/// admit.
+async fn phase(apps: &[Router], span: Duration) -> f64 {
+    let (admitted, offered, elapsed) = load(apps, OFFERED, span).await;
+    let expected = exact(elapsed, BURST);
+    assert!(
+        offered as f64 >= 1.5 * expected,
+        "offered {offered}: the load must be over the limit"
+    );
+    admitted as f64 / expected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_keep_their_share_while_redis_is_dead_and_count_nothing_twice_after() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let mut server = RedisServer::start();
+    let stores = instances(&server, &unique_prefix("lf-dead")).await;
+    let apps = apps(&stores);
+    let span = Duration::from_secs(3);
+    let connected = phase(&apps, span).await;
+
+    server.kill();
+    let isolated = eventually(Duration::from_secs(10), async || {
+        stores.iter().all(LocalFirstStore::is_isolated)
+    })
+    .await;
+    assert!(isolated, "every instance noticed");
+    // Alone, each takes a quarter: a burst of 250, then 250/s.
+    let alone = phase(&apps, span).await;
+
+    server.restart();
+    let back = eventually(Duration::from_secs(10), async || {
+        stores.iter().all(|s| !s.is_isolated())
+    })
+    .await;
+    assert!(back, "every instance synced again");
+    // What was admitted alone is not replayed: the fleet admits its rate at once (the
+    // restarted Redis is empty: a fresh burst), not after a backlog of seconds.
+    let resumed = phase(&apps, span).await;
+    eprintln!("admitted ÷ exact: connected {connected:.3}, alone {alone:.3}, resumed {resumed:.3}");
+    for (name, ratio) in [
+        ("connected", connected),
+        ("alone", alone),
+        ("resumed", resumed),
+    ] {
+        assert!((0.85..=1.15).contains(&ratio), "{name}: {ratio:.3}");
+    }
+}
+
+#[tokio::test]
+async fn a_sliding_log_is_decided_exactly_by_redis() {
+    let server = RedisServer::start();
+    let redis = RedisStore::builder(server.url())
+        .prefix(unique_prefix("lf-log"))
+        .connect()
+        .await
+        .unwrap();
+    let store = redis.local_first(Duration::from_millis(100)).unwrap();
+    let login = Policy::new(
+        "login",
+        [Limit::sliding_log(2, Duration::from_secs(60)).unwrap()],
+    )
+    .unwrap();
+    assert!(!LocalFirstStore::supports(&login));
+    let app = source_app(
+        RateLimitLayer::builder(store, login)
+            .key(Global)
+            .build()
+            .expect("valid layer"),
+    );
+    for _ in 0..2 {
+        let body = support::body_text(send(&app, request("/", "10.0.0.1", &[])).await).await;
+        assert_eq!(body, format!("{:?}", DecisionSource::Store));
+    }
+    assert_eq!(
+        send(&app, request("/", "10.0.0.1", &[])).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[test]
+fn the_server_example_refuses_sync_ms_where_it_cannot_apply() {
+    let server = support::example_binary("server");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&server)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let redis = ["--redis", "redis://127.0.0.1:1", "--bind", "127.0.0.1:0"];
+    let (code, stderr) = run(&[
+        &redis[..],
+        &["--sync-ms", "50", "--algorithm", "sliding-log"],
+    ]
+    .concat());
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --sync-ms: local-first mode does not approximate sliding-log"),
+        "{stderr}"
+    );
+    let (code, stderr) = run(&["--sync-ms", "50"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--sync-ms needs a Redis store"), "{stderr}");
+    let (code, stderr) = run(&[&redis[..], &["--sync-ms", "0"]].concat());
+    assert_eq!(code, Some(2), "{stderr}");
+}
+
+/// The sync script and its Rust twin (the simulation's Redis) give the same answers to the
+/// same calls: counts merged once (replies lost and sent again included), windows rolled,
+/// GCRA backlogs floored at when their units were counted.
+#[test]
+fn the_sync_script_and_its_rust_twin_agree() {
+    use redlimit::__private::local_first::{Fleet, Instance};
+    use redlimit::store::{Clock, ManualClock, SystemClock};
+
+    let server = RedisServer::start();
+    let mut con = server.connection();
+    let clock = ManualClock::new(SystemClock.now_us());
+    let policy = Policy::new(
+        "twin",
+        [
+            Limit::gcra(50, Duration::from_secs(1)).unwrap(),
+            Limit::fixed_window(100, Duration::from_millis(1500)).unwrap(),
+            Limit::sliding_window(80, Duration::from_millis(700)).unwrap(),
+        ],
+    )
+    .unwrap();
+    let keys = [redlimit::Key::new("a"), redlimit::Key::new("b")];
+    let instances: Vec<Instance> = ["x", "y"]
+        .iter()
+        .map(|id| {
+            Instance::new(
+                Duration::from_millis(100),
+                (0.8, 1.0),
+                2,
+                clock.clone(),
+                id,
+                9,
+            )
+            .unwrap()
+        })
+        .collect();
+    let mut twin = Fleet::default();
+    let prefix = unique_prefix("twin");
+    for round in 0..40u64 {
+        for (i, instance) in instances.iter().enumerate() {
+            for n in 0..(round * 7 + i as u64 * 3) % 13 {
+                instance.check(&policy, &keys[(n % 2) as usize], 1 + n % 3);
+            }
+            let batch = instance.begin_sync();
+            let flat: Vec<i64> = batch.command(&prefix).query(&mut con).unwrap();
+            let real = batch.decode(&flat).expect("a well-formed reply");
+            let expected = twin.sync(&batch, real.now());
+            assert_eq!(real, expected, "round {round}, instance {i}");
+            // Every fifth reply is lost: the next sync sends the same counts again.
+            let now = clock.now_us();
+            let reply = (round % 5 != 4).then_some(real);
+            instance.finish_sync(batch, reply, now, now);
+        }
+        // Redis time moves on; the instances' clocks do not, so their units were counted
+        // before Redis's now (the GCRA floor at SINCE is exercised), and the windows roll.
+        // Whatever the pause, both sides answer for the same Redis time.
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// In a Cluster, each sync call holds the keys of one slot: keys all over the slot space reach
+/// every instance's view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_group_keys_by_cluster_slot() {
+    use redlimit::store::Store;
+
+    let cluster = support::RedisCluster::start();
+    let prefix = unique_prefix("lf-cluster");
+    let mut stores = Vec::new();
+    for _ in 0..2 {
+        let redis = RedisStore::cluster(cluster.urls())
+            .prefix(prefix.as_str())
+            .connect()
+            .await
+            .unwrap();
+        stores.push(redis.local_first(Duration::from_millis(50)).unwrap());
+    }
+    let policy = Policy::new(
+        "slots",
+        [Limit::fixed_window(1000, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap();
+    let keys: Vec<redlimit::Key> = (0..40)
+        .map(|i| redlimit::Key::new(format!("tenant-{i}")))
+        .collect();
+    for key in &keys {
+        let decision = stores[0].check(&policy, key, 10).await.unwrap();
+        assert!(decision.is_allowed());
+    }
+    let seen = eventually(Duration::from_secs(10), async || {
+        let mut all = true;
+        for key in &keys {
+            // A check of cost 0 reads the view (and keeps the key in the syncs).
+            let decision = stores[1].check(&policy, key, 0).await.unwrap();
+            all &= decision.remaining() == Some(990);
+        }
+        all
+    })
+    .await;
+    assert!(seen, "every key's count reached the other instance");
+    assert!(stores.iter().all(|s| !s.is_isolated() && s.syncs() > 0));
+}

@@ -1,0 +1,36 @@
+//! The stores' contract against real servers and in memory: each algorithm, multi-limit and
+//! hierarchical policies, overrides, refunds, penalty boxes, in-flight limits, local-first
+//! mode, TLS and Valkey.
+
+#[cfg(feature = "redis")]
+mod algorithms;
+#[cfg(feature = "redis")]
+mod changed_limits;
+#[cfg(feature = "redis")]
+mod clock_steps;
+mod custom_store;
+#[cfg(feature = "redis")]
+mod hierarchical;
+#[cfg(feature = "redis")]
+mod hostile_cost;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod in_flight;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod inspect_reset;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod local_first;
+mod memory_store;
+#[cfg(feature = "redis")]
+mod multi_limit;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod overrides;
+#[cfg(feature = "redis")]
+mod penalty;
+#[cfg(feature = "redis")]
+mod redis_store;
+#[cfg(feature = "redis")]
+mod refunds;
+#[cfg(all(feature = "redis", feature = "tls"))]
+mod tls;
+#[cfg(feature = "redis")]
+mod valkey;

@@ -1,0 +1,225 @@
+//! Per-key overrides on real Redis, with two layer instances (two replicas of a service, each
+//! its own store): an override set through one is applied by the other within a second, its
+//! removal too, it survives a restart, the key's state is kept across it, and the other
+//! replica's cached denial stops standing once it sees the change.
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use http::StatusCode;
+use redlimit::key::PeerIp;
+use redlimit::layer::Handle;
+use redlimit::store::{Admin, Overrides};
+use redlimit::store::{MemoryStore, Override, RedisStore, Store};
+use redlimit::{Key, Limit, Policy, RateLimitLayer};
+use support::*;
+
+const IP: &str = "10.9.8.7";
+const POLL: Duration = Duration::from_millis(50);
+
+fn policy() -> Policy {
+    Policy::new(
+        "api",
+        [Limit::fixed_window(10, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap()
+}
+
+fn key() -> Key {
+    Key::new(format!("ip:{IP}"))
+}
+
+async fn replica(server: &RedisServer, prefix: &str) -> (RedisStore, Handle, Router) {
+    let store = RedisStore::builder(server.url())
+        .prefix(prefix)
+        .override_poll(POLL)
+        .connect()
+        .await
+        .unwrap();
+    let layer = RateLimitLayer::builder(store.clone(), policy())
+        .key(PeerIp)
+        .build()
+        .expect("valid layer");
+    let app = app(layer.clone());
+    (store, layer.handle(), app)
+}
+
+/// Waits until `condition` holds, for at most a second (the promise: every replica applies an
+/// override within 1 s).
+async fn within_a_second<F: std::future::Future<Output = bool>>(mut condition: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        if condition().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not applied within a second");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn remaining(layer: &Handle) -> u64 {
+    let state = layer.inspect(&policy(), &key()).await.unwrap();
+    state.limits()[0].remaining()
+}
+
+#[tokio::test]
+async fn an_override_set_through_one_replica_is_applied_by_the_other_and_keeps_state() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-two");
+    let (_, a, _) = replica(&server, &prefix).await;
+    let (_, b, b_app) = replica(&server, &prefix).await;
+    // B uses 9 of 10.
+    for _ in 0..9 {
+        assert_eq!(status_of(&b_app, IP).await, StatusCode::OK);
+    }
+    assert_eq!(remaining(&b).await, 1);
+    let raised = Override::parse(&policy(), "100/1h").unwrap();
+    a.set_override(&policy(), &key(), raised.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.get_override(&policy(), &key()).await.unwrap(),
+        Some(raised)
+    );
+    // The 9 used still count: 91 left, not 100 and not 1.
+    within_a_second(|| async { remaining(&b).await == 91 }).await;
+    assert_eq!(status_of(&b_app, IP).await, StatusCode::OK);
+    assert_eq!(remaining(&b).await, 90);
+    // Other keys keep the policy's own limit.
+    let other = b
+        .inspect(&policy(), &Key::new("ip:10.0.0.1"))
+        .await
+        .unwrap();
+    assert_eq!(other.limits()[0].remaining(), 10);
+
+    assert!(a.remove_override(&policy(), &key()).await.unwrap());
+    assert_eq!(b.get_override(&policy(), &key()).await.unwrap(), None);
+    within_a_second(|| async { remaining(&b).await == 0 }).await;
+    assert_eq!(status_of(&b_app, IP).await, StatusCode::TOO_MANY_REQUESTS);
+    assert!(!a.remove_override(&policy(), &key()).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_other_replica_s_cached_denial_stops_standing_once_it_sees_the_override() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-deny");
+    let (_, a, _) = replica(&server, &prefix).await;
+    let (b_store, _, b_app) = replica(&server, &prefix).await;
+    for _ in 0..10 {
+        assert_eq!(status_of(&b_app, IP).await, StatusCode::OK);
+    }
+    // Denied, and the denial cached for the rest of the hour-long window.
+    assert_eq!(status_of(&b_app, IP).await, StatusCode::TOO_MANY_REQUESTS);
+    let before = b_store.overrides_version();
+    a.set_override(
+        &policy(),
+        &key(),
+        Override::parse(&policy(), "20/1h").unwrap(),
+    )
+    .await
+    .unwrap();
+    within_a_second(|| async { b_store.overrides_version() != before }).await;
+    assert_eq!(status_of(&b_app, IP).await, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_override_survives_a_restart_of_the_service() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-restart");
+    let (store, layer, _) = replica(&server, &prefix).await;
+    layer
+        .set_override(
+            &policy(),
+            &key(),
+            Override::parse(&policy(), "3/1h").unwrap(),
+        )
+        .await
+        .unwrap();
+    drop((store, layer));
+    // A new process: a new store and layer, the override in force from the first decision.
+    let (_, layer, app) = replica(&server, &prefix).await;
+    assert_eq!(remaining(&layer).await, 3);
+    for _ in 0..3 {
+        assert_eq!(status_of(&app, IP).await, StatusCode::OK);
+    }
+    assert_eq!(status_of(&app, IP).await, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn an_override_that_does_not_fit_the_policy_is_refused() {
+    let server = RedisServer::start();
+    let (store, layer, _) = replica(&server, &unique_prefix("ov-bad")).await;
+    let two = Policy::new("api", [Limit::gcra(1, Duration::from_secs(1)).unwrap(); 2]).unwrap();
+    let one_rate = Override::parse(&policy(), "5/1s").unwrap();
+    let err = store
+        .set_override(&two, &key(), one_rate)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("1 rates for 2 limits"), "{err}");
+    assert_eq!(layer.get_override(&two, &key()).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_memory_store_applies_overrides_the_same_way() {
+    let store = MemoryStore::new();
+    let layer = RateLimitLayer::builder(store.clone(), policy())
+        .key(PeerIp)
+        .build()
+        .expect("valid layer");
+    let app = app(layer.clone());
+    let layer = layer.handle();
+    for _ in 0..10 {
+        assert_eq!(status_of(&app, IP).await, StatusCode::OK);
+    }
+    assert_eq!(status_of(&app, IP).await, StatusCode::TOO_MANY_REQUESTS);
+    layer
+        .set_override(
+            &policy(),
+            &key(),
+            Override::parse(&policy(), "12/1h").unwrap(),
+        )
+        .await
+        .unwrap();
+    // The layer's own cached denial is dropped at once; 10 used of 12.
+    assert_eq!(remaining(&layer).await, 2);
+    assert_eq!(status_of(&app, IP).await, StatusCode::OK);
+    assert!(layer.remove_override(&policy(), &key()).await.unwrap());
+    assert_eq!(status_of(&app, IP).await, StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn overrides_work_across_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("ov-cluster");
+    let connect = || async {
+        RedisStore::cluster(cluster.urls())
+            .prefix(prefix.clone())
+            .override_poll(POLL)
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (connect().await, connect().await);
+    let policy = policy();
+    // Keys on several shards: the overrides live in one slot of their own, the state in each key's.
+    let keys: Vec<Key> = (0..8).map(|i| Key::new(format!("ip:10.0.0.{i}"))).collect();
+    for key in &keys {
+        assert!(b.check(&policy, key, 4).await.unwrap().is_allowed());
+        a.set_override(&policy, key, Override::parse(&policy, "50/1h").unwrap())
+            .await
+            .unwrap();
+    }
+    for key in &keys {
+        within_a_second(|| async {
+            b.inspect(&policy, key).await.unwrap().limits()[0].remaining() == 46
+        })
+        .await;
+    }
+    assert!(b.remove_override(&policy, &keys[0]).await.unwrap());
+    within_a_second(|| async {
+        a.inspect(&policy, &keys[0]).await.unwrap().limits()[0].remaining() == 6
+    })
+    .await;
+}
