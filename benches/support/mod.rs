@@ -20,6 +20,12 @@ use redlimit::Key;
 #[path = "../../tests/it/support/redis_server.rs"]
 pub(crate) mod redis_server;
 
+/// The TCP proxy that puts Redis a network away (per-direction delay and jitter, freeze, black
+/// hole): the tests' copy, so benches and tests measure the same distance.
+#[cfg(feature = "redis")]
+#[path = "../../tests/it/support/proxy.rs"]
+pub(crate) mod proxy;
+
 /// Whether the target runs as a benchmark. `cargo test --all-targets` (and `--benches`) runs
 /// every bench target once, without `--bench`, even those marked `test = false`; a load harness
 /// must then stay quick, so it prints `note` (how to run it for real) and the caller returns.
@@ -87,6 +93,34 @@ where
     }
 }
 
+/// A comma-separated list knob (`1,10,30`), or `default` when unset; an empty list or an item
+/// that does not parse (or that `valid` refuses) stops the run like any bad knob.
+pub(crate) fn list_knob<T>(
+    name: &str,
+    default: &[T],
+    expected: &str,
+    valid: impl Fn(&T) -> bool,
+) -> Vec<T>
+where
+    T: FromStr + Clone,
+{
+    let Some(text) = optional_knob::<String>(name) else {
+        return default.to_vec();
+    };
+    let items: Option<Vec<T>> = text
+        .split(',')
+        .map(|item| item.trim().parse().ok().filter(&valid))
+        .collect();
+    match items {
+        Some(items) if !items.is_empty() => items,
+        _ => bad_knob(
+            name,
+            &text,
+            &format!("a comma-separated list of {expected}"),
+        ),
+    }
+}
+
 /// Stops the run over a bad knob: a one-line message and exit status 2, not a panic, whose
 /// backtrace would bury the one thing to fix.
 fn bad_knob(name: &str, value: &str, expected: &str) -> ! {
@@ -110,6 +144,41 @@ pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
         "percentile of unsorted values"
     );
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Today's date, `YYYY-MM-DD` (UTC), for the dated results files.
+pub(crate) fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The machine a result was measured on, one line: cores, CPU model, load average now.
+pub(crate) fn machine_line() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("machine: nproc {cpus}, {model}; load average {load}")
 }
 
 /// Client key `i` of a synthetic population, `ip:10.x.y.z`: the shape (and so the key length,

@@ -263,6 +263,23 @@ async fn relay(
     }
 }
 
+/// Tokio's timer ticks every millisecond and fires up to about two ticks late.
+const TIMER_GRAIN: Duration = Duration::from_millis(2);
+
+/// Returns at `at`, to within a few tens of µs: Tokio's timer sleeps to about `TIMER_GRAIN`
+/// before, a thread's sleep (µs-grained) the rest. Tokio's timer alone rounds every deadline up
+/// to its next tick, even one already due: it added 1–2 ms to each direction (a "1 ms" round
+/// trip took 3.3 ms, one without delay 2 ms) and let a backlog out one chunk per tick.
+async fn wait_until(at: Instant) {
+    if at.saturating_duration_since(Instant::now()) > TIMER_GRAIN {
+        tokio::time::sleep_until(at - TIMER_GRAIN).await;
+    }
+    let rest = at.saturating_duration_since(Instant::now());
+    if !rest.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
+    }
+}
+
 /// One direction of one connection.
 struct Pump<'a> {
     hole: &'a AtomicBool,
@@ -325,7 +342,7 @@ impl Pump<'_> {
     ) {
         let mut frozen = self.shaping.frozen.subscribe();
         while let Some((at, chunk)) = queue.recv().await {
-            tokio::time::sleep_until(at).await;
+            wait_until(at).await;
             if frozen.wait_for(|frozen| !*frozen).await.is_err() {
                 return;
             }
