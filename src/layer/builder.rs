@@ -109,25 +109,7 @@ impl RateLimitBuilder {
         self
     }
 
-    /// Limits requests matching `rule`'s route by its policy, keyed by its key, instead of by
-    /// the layer's own policy. Rules are tried in the order they were added; the first match
-    /// applies (then the layer's own policy, if it has one).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redlimit::key::{Header, PeerIp};
-    /// use redlimit::layer::{Rule, Shadow};
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    ///
-    /// let api = Policy::new("api", [Limit::gcra(100, Duration::from_secs(60))?])?;
-    /// let login = Policy::new("login", [Limit::sliding_log(5, Duration::from_secs(60))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), api)
-    ///     .key(Header::new("x-api-key")?)
-    ///     .rule(Rule::new("POST /login", login)?.key(PeerIp).shadow(Shadow::On))
-    ///     .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/rule.md")]
     pub fn rule(mut self, rule: Rule) -> Self {
         self.config.routes.push(rule);
         self
@@ -235,31 +217,7 @@ impl RateLimitBuilder {
         self
     }
 
-    /// Gives a request's units back to the store after its response when `refund` holds for
-    /// the response's head (status, headers): a 5xx that did no work, a cache hit that cost
-    /// nothing. Only requests the store admitted are refunded (not those allowed by a failure
-    /// policy or the local fallback), each at most once, never taking a limit below its state
-    /// before the request ([`Refund`](crate::store::Refund) says what that means per
-    /// algorithm). The refund is one store call sent after the response is ready, off its
-    /// path: it never delays or fails the response, and its failure is only logged (debug).
-    /// A response the inner service fails to produce (its `Err`) is not refunded. Over a store
-    /// without refunds ([`Store::refunds`](crate::store::Store::refunds)), [`build`](Self::build)
-    /// fails with [`ConfigError::RefundsUnsupported`].
-    ///
-    /// A denial that another replica cached in its deny cache may outlast a refund by up to
-    /// its retry time: refunds make the cache conservative (it may deny what the store would
-    /// now admit), never lenient.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .refund_if(|response: &http::response::Parts| response.status.is_server_error())
-    ///     .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/refund_if.md")]
     pub fn refund_if(
         mut self,
         refund: impl Fn(&http::response::Parts) -> bool + Send + Sync + 'static,
@@ -291,26 +249,7 @@ impl RateLimitBuilder {
         self
     }
 
-    /// What to do when the store fails, misses the deadline, or its circuit is open (default:
-    /// [`OnStoreError::Local`] with one instance: each replica enforces the whole limit in
-    /// memory, so N replicas falling back together admit up to N times the limit; say how
-    /// many share it, or choose [`OnStoreError::Open`] to admit everything).
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    /// use redlimit::layer::OnStoreError;
-    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy.clone())
-    ///     .on_store_error(OnStoreError::Closed)
-    ///     .build()?;
-    /// // Four replicas: each enforces a quarter of the limit in memory while Redis is away.
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .on_store_error(OnStoreError::Local { instances: 4 })
-    ///     .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/on_store_error.md")]
     pub fn on_store_error(mut self, mode: OnStoreError) -> Self {
         self.config.on_store_error = mode;
         self
@@ -338,77 +277,19 @@ impl RateLimitBuilder {
         self
     }
 
-    /// The most store calls this layer (all its clones) keeps in flight (default 256; at
-    /// least 1). A request past it is decided in memory with this instance's share of its
-    /// policy (as [`OnStoreError::Local`] would, whatever the failure mode), with the source
-    /// [`DecisionSource::Local`](crate::DecisionSource::Local): under a flood, calls do not
-    /// queue behind the store until they all miss the deadline, and load never turns limiting
-    /// off. Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) are not
-    /// counted.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .max_store_calls(1024)
-    ///     .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/max_store_calls.md")]
     pub fn max_store_calls(mut self, calls: usize) -> Self {
         self.config.in_flight = Arc::new(InFlight::new(calls));
         self
     }
 
-    /// How many denials the layer remembers (default 10 000; 0 turns the cache off). When the
-    /// store denies a key, later requests for it with at least the same cost are answered in
-    /// memory until the store's retry time, with its headers counted down
-    /// ([`DecisionSource::DenyCache`](crate::DecisionSource::DenyCache)): a client hammering a
-    /// denied key costs the store nothing until it may pass again.
-    ///
-    /// This is exact, not an approximation: a denied request consumes nothing, and other
-    /// requests (here or on other replicas) can only consume more, so the store would have
-    /// denied every one of them too. The retry time is counted from before the store call was
-    /// sent, so the cache never outlasts the store's own denial. Denials that can never pass
-    /// (a cost above a limit's capacity) and decisions the store did not make are not cached.
-    /// Stores that answer without I/O (the [`MemoryStore`](crate::store::MemoryStore)) never
-    /// fill it. Memory stays bounded: past the capacity, expired entries and then those
-    /// expiring soonest are evicted.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .deny_cache(0)
-    ///     .build()?; // off
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/deny_cache.md")]
     pub fn deny_cache(mut self, capacity: usize) -> Self {
         self.config.deny_cache = capacity;
         self
     }
 
-    /// The longest a request waits on the store (default 100 ms; at least 1 ms). Past it, the
-    /// request is decided in memory with this instance's share of its policy (source
-    /// [`DecisionSource::Local`](crate::DecisionSource::Local)), whatever the failure mode: a
-    /// store that is late may be one a flood queues calls for, and failing open on load would
-    /// hand the flood an unlimited window. The late call is never replayed; it may finish in
-    /// the background (for up to 1 s, at least ten deadlines) so the circuit breaker learns
-    /// whether the store is slow or gone.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Limit, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .store_deadline(Duration::from_millis(25))
-    ///     .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/store_deadline.md")]
     pub fn store_deadline(mut self, deadline: Duration) -> Self {
         self.config.deadline = deadline.max(Duration::from_millis(1));
         self
@@ -454,28 +335,7 @@ impl RateLimitBuilder {
         self
     }
 
-    /// A custom rejection response. The rate-limit headers and `Retry-After` are added unless
-    /// the response already has them.
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// use bytes::Bytes;
-    /// use http::{Response, StatusCode};
-    /// use redlimit::store::MemoryStore;
-    /// use redlimit::{Decision, Limit, Policy, RateLimitLayer};
-    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
-    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
-    ///     .on_rejection(|d: &Decision| {
-    ///         let body = format!(r#"{{"error":"rate_limited","policy":"{}"}}"#, d.policy());
-    ///         Response::builder()
-    ///             .status(StatusCode::TOO_MANY_REQUESTS)
-    ///             .header("content-type", "application/json")
-    ///             .body(Bytes::from(body))
-    ///             .unwrap()
-    ///     })
-    /// .build()?;
-    /// # Ok::<(), redlimit::ConfigError>(())
-    /// ```
+    #[doc = include_str!("../../docs/layer/on_rejection.md")]
     pub fn on_rejection(
         mut self,
         respond: impl Fn(&Decision) -> Response<Bytes> + Send + Sync + 'static,

@@ -1,0 +1,119 @@
+//! How a [`RedisStore`] keeps the [`Store`] contract, and its optional powers: reading and
+//! resetting keys ([`Admin`]), overrides kept in Redis ([`Overrides`]), refunds
+//! ([`Refunds`]).
+
+use std::sync::Arc;
+
+use super::script::release_command;
+use super::{backend, error::store_error, script, slot, RedisStore};
+use crate::key::Key;
+use crate::lease::Lease;
+use crate::policy::Policy;
+use crate::store::{
+    Admin, Check, KeyState, Override, Overrides, Refund, Refunds, Store, StoreFuture,
+};
+
+impl Store for RedisStore {
+    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        self.invoke(policy, key, cost, None)
+    }
+
+    /// In a Cluster, the key's range of 128 hash slots (so a layer keeps a circuit breaker
+    /// per shard, roughly); one domain otherwise.
+    fn failure_domain(&self, _policy: &Policy, key: &Key) -> u16 {
+        if matches!(self.inner.backend, backend::Backend::Cluster(_)) {
+            slot::domain(key)
+        } else {
+            0
+        }
+    }
+
+    /// One `ZREM` of the lease's member, routed like the key's checks (its hash slot in a
+    /// Cluster; the current master behind Sentinels).
+    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
+        let command = release_command(&self.inner.prefix, policy, key, lease);
+        let inner = Arc::clone(&self.inner);
+        Box::pin(async move {
+            let _removed: i64 = inner.backend.run(&command).await.map_err(store_error)?;
+            Ok(())
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    /// Loads the policy's script (and its batch twin) in the background, once per store.
+    fn prepare(&self, policy: &Policy) {
+        let script = script::script_for_policy(policy);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.inner.prepared.insert(script) {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        runtime.spawn(async move {
+            if let Err(err) = inner.backend.load(&[&script.script, &script.batch]).await {
+                // The first calls will load it on `NOSCRIPT` instead; a later layer may retry.
+                tracing::debug!(%err, "loading a rate-limit script ahead failed");
+                inner.prepared.remove(script);
+            }
+        });
+    }
+
+    /// A `PING` on a connection of its own (standalone; the master the Sentinels name now),
+    /// or routed to the master of the domain's slots in a Cluster.
+    fn probe(&self, domain: u16) -> Option<StoreFuture<()>> {
+        let inner = Arc::clone(&self.inner);
+        Some(Box::pin(async move {
+            inner.backend.probe(domain).await.map_err(store_error)
+        }))
+    }
+
+    fn admin(&self) -> Option<&dyn Admin> {
+        Some(self)
+    }
+
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        Some(self)
+    }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+}
+
+impl Admin for RedisStore {
+    fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
+        self.peek(policy, key, None)
+    }
+
+    fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
+        self.delete(policy, key)
+    }
+}
+
+impl Overrides for RedisStore {
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()> {
+        self.write_override(policy, key, value)
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
+        self.read_override(policy, key)
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
+        self.delete_override(policy, key)
+    }
+
+    fn overrides_version(&self) -> u64 {
+        self.inner.overrides.version()
+    }
+}
+
+impl Refunds for RedisStore {
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
+        self.give_back(policy, key, &refund, None)
+    }
+}
