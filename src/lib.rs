@@ -152,11 +152,12 @@ mod telemetry;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use algorithm::Algorithm;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};
 pub use key::{Key, KeyExtractor};
 #[doc(inline)]
 pub use layer::RateLimitLayer;
 pub use lease::Lease;
-pub use limit::{Algorithm, Limit};
+pub use limit::Limit;
 pub use policy::{Policy, MAX_LIMITS};

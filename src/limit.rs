@@ -3,106 +3,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::algorithm::{self, Descriptor};
+pub(crate) use crate::algorithm::Algorithm;
 use crate::error::ConfigError;
 
 /// The largest period a limit may have, so that every time value stays an exact integer in the
 /// Lua scripts' doubles (2^53 µs is about 285 years; we stop well before).
 const MAX_PERIOD_US: u64 = 1 << 45;
-
-/// The algorithm a [`Limit`] uses. See the crate documentation for when to use which.
-///
-/// ```
-/// use redlimit::Algorithm;
-/// assert_eq!("gcra".parse::<Algorithm>().unwrap(), Algorithm::Gcra);
-/// assert_eq!(Algorithm::SlidingLog.to_string(), "sliding-log");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Algorithm {
-    /// `N` per epoch-aligned window of `P`. Cheapest; admits up to `2N` across a window edge.
-    FixedWindow,
-    /// The previous window's count weighted by its overlap plus the current count. O(1) memory,
-    /// approximate (never admits more than the fixed window would).
-    SlidingWindow,
-    /// An exact log of admissions: `N` in any span of `P`. Memory grows with `N`.
-    SlidingLog,
-    /// A bucket of `N` tokens refilled at `N` per `P`, one token every `P/N`.
-    TokenBucket,
-    /// The generic cell rate algorithm: burst `N`, rate `N` per `P`, one integer per key.
-    Gcra,
-    /// Not a rate: at most `N` requests in flight per key, each holding a lease that the layer
-    /// releases when the response ends and that lapses after `P` (the lease timeout) if its
-    /// replica died. See [`Limit::concurrency`].
-    Concurrency,
-}
-
-impl Algorithm {
-    /// All rate algorithms, in the order of the documentation ([`Algorithm::Concurrency`],
-    /// which limits requests in flight rather than a rate, is not among them).
-    ///
-    /// ```
-    /// assert_eq!(redlimit::Algorithm::ALL.len(), 5);
-    /// ```
-    pub const ALL: [Algorithm; 5] = [
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-    ];
-
-    /// Every algorithm: the rates of [`Algorithm::ALL`], then the concurrency limit, in the
-    /// order of the algorithms' table (`crate::algorithm::TABLE`). The scripts' signatures
-    /// number algorithms by their position here.
-    pub(crate) const EVERY: [Algorithm; algorithm::TABLE.len()] = {
-        let mut every = [Algorithm::FixedWindow; algorithm::TABLE.len()];
-        let mut i = 0;
-        while i < every.len() {
-            every[i] = algorithm::TABLE[i].algorithm;
-            i += 1;
-        }
-        every
-    };
-
-    /// The name used on the command line and in logs (`fixed-window`, `gcra`, ...).
-    ///
-    /// ```
-    /// assert_eq!(redlimit::Algorithm::TokenBucket.name(), "token-bucket");
-    /// ```
-    pub fn name(self) -> &'static str {
-        self.descriptor().name
-    }
-
-    /// The two-letter code the Lua script dispatches on; also part of the Redis key.
-    #[cfg(feature = "redis")]
-    pub(crate) fn code(self) -> &'static str {
-        self.descriptor().code
-    }
-
-    /// This algorithm's row of the table.
-    pub(crate) fn descriptor(self) -> &'static Descriptor {
-        // The table is in the order of the variants (checked where it is written).
-        &algorithm::TABLE[self as usize]
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Algorithm {
-    type Err = ConfigError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Algorithm::EVERY
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| ConfigError::UnknownAlgorithm(s.to_owned()))
-    }
-}
 
 /// One limit: at most `count` (weighted by cost) per `period`, enforced by an [`Algorithm`].
 ///

@@ -21,6 +21,7 @@
 pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
+mod kind;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 #[macro_use]
@@ -29,7 +30,7 @@ pub(crate) mod token_bucket;
 
 use std::fmt;
 
-use crate::limit::Algorithm;
+pub use kind::Algorithm;
 pub(crate) use state::PerKey;
 
 /// One algorithm: what the crate needs to know of it, in one place.

@@ -5,7 +5,6 @@
 use super::concurrency::Leases;
 use super::sliding_log::Log;
 use super::State;
-use crate::limit::{Algorithm, Limit};
 
 /// Writes the table (`TABLE`) and [`State`] from the rows `Variant => Type`: `Variant` of
 /// `Algorithm`, `Type` its [`RateAlgorithm`](super::RateAlgorithm).
@@ -106,14 +105,13 @@ impl PerKey {
     /// Readies the key for a check at `now` of `limits`, whose sliding logs' longest period is
     /// `max_log`: drops the log entries no span counts any more and the leases that lapsed. No
     /// decision changes.
-    pub(crate) fn trim(&mut self, limits: &[Limit], max_log: u64, now: u64) {
+    /// `lease_timeout`: the policy's concurrency limit's period (µs), if it has one.
+    pub(crate) fn trim(&mut self, lease_timeout: Option<u64>, max_log: u64, now: u64) {
         if max_log > 0 {
             self.log.trim(now, max_log);
         }
-        for limit in limits {
-            if limit.algorithm() == Algorithm::Concurrency {
-                self.leases.trim(limit.period_us(), now);
-            }
+        if let Some(timeout) = lease_timeout {
+            self.leases.trim(timeout, now);
         }
     }
 
@@ -135,6 +133,7 @@ impl PerKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::Algorithm;
 
     #[test]
     fn adopt_keeps_what_the_same_algorithm_left_at_the_same_position() {

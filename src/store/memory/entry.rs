@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::algorithm::{PerKey, State, Step};
+use crate::algorithm::{Algorithm, PerKey, State, Step};
 use crate::decision::{LimitState, LimitStates};
 use crate::key::Key;
 use crate::limit::Limit;
@@ -134,7 +134,12 @@ impl Entry {
 
     /// Each limit's verdict, its next state, and how long that state matters.
     fn evaluate(&mut self, max_log: u64, cost: u64, now: u64) -> SmallVec<[Step<State>; 4]> {
-        self.per_key.trim(&self.limits, max_log, now);
+        let lease_timeout = self
+            .limits
+            .iter()
+            .find(|l| l.algorithm() == Algorithm::Concurrency)
+            .map(Limit::period_us);
+        self.per_key.trim(lease_timeout, max_log, now);
         // On the stack for up to four limits: no allocation besides the decision's own.
         self.limits
             .iter()
