@@ -1,11 +1,30 @@
-//! Durations as people write them in flags and limits: `100ms`, `3s`, `5m`, `1h`, `1d`.
+//! Durations as people write them in flags, limits and config files: `250us`, `100ms`, `3s`,
+//! `5m`, `1h`, `1d`. One grammar for the whole crate and its tools: [`parse`] reads it,
+//! [`format`] writes it back in the largest unit that divides the duration.
+//!
+//! ```
+//! use std::time::Duration;
+//! use redlimit::duration;
+//! assert_eq!(duration::parse("15m")?, Duration::from_secs(900));
+//! assert_eq!(duration::format(Duration::from_secs(900)), "15m");
+//! assert!(duration::parse("15 minutes").is_err());
+//! # Ok::<(), redlimit::ConfigError>(())
+//! ```
 
 use std::time::Duration;
 
 use crate::error::ConfigError;
 
-/// Parses `<integer><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
-pub(crate) fn parse(text: &str) -> Result<Duration, ConfigError> {
+/// Parses `<integer><unit>` with unit `us`, `ms`, `s`, `m`, `h` or `d`; anything else
+/// (spaces, signs, fractions, an overflow) is [`ConfigError::InvalidDuration`].
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(redlimit::duration::parse("100ms")?, Duration::from_millis(100));
+/// assert!(redlimit::duration::parse("1.5s").is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+pub fn parse(text: &str) -> Result<Duration, ConfigError> {
     let bad = || ConfigError::InvalidDuration(text.to_owned());
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -13,21 +32,33 @@ pub(crate) fn parse(text: &str) -> Result<Duration, ConfigError> {
         .ok_or_else(bad)?;
     let (digits, unit) = text.split_at(split);
     let n: u64 = digits.parse().map_err(|_| bad())?;
-    let unit_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
+    let unit_us: u64 = match unit {
+        "us" => 1,
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        "m" => 60_000_000,
+        "h" => 3_600_000_000,
+        "d" => 86_400_000_000,
         _ => return Err(bad()),
     };
-    n.checked_mul(unit_ms)
-        .map(Duration::from_millis)
+    n.checked_mul(unit_us)
+        .map(Duration::from_micros)
         .ok_or_else(bad)
 }
 
-/// Formats a duration in the largest unit that divides it (`60s` is written `1m`).
-pub(crate) fn format(d: Duration) -> String {
+/// Writes `d` in the largest unit that divides it (`60s` is written `1m`), in whole
+/// microseconds at the finest: [`parse`] reads it back (below a microsecond, the nanoseconds
+/// are dropped).
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::duration::{format, parse};
+/// assert_eq!(format(Duration::from_millis(1500)), "1500ms");
+/// assert_eq!(format(Duration::from_secs(7200)), "2h");
+/// assert_eq!(parse(&format(Duration::from_micros(250)))?, Duration::from_micros(250));
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+pub fn format(d: Duration) -> String {
     let ms = d.as_millis();
     if ms == 0 || !d.subsec_nanos().is_multiple_of(1_000_000) {
         return format!("{}us", d.as_micros());

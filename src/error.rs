@@ -60,6 +60,18 @@ pub enum ConfigError {
     /// A store-error mode other than `open`, `closed`, `local` or `local:N`.
     #[error("unknown store-error mode `{0}`: expected open, closed, local or local:N (N >= 1)")]
     UnknownStoreErrorMode(String),
+    /// A setting's text that is none of its values ([`HeaderStyle`](crate::layer::HeaderStyle),
+    /// [`Shadow`](crate::layer::Shadow), [`MissingKey`](crate::layer::MissingKey),
+    /// [`GrpcStatus`](crate::layer::GrpcStatus)).
+    #[error("invalid {setting} `{value}`: expected {expected}")]
+    InvalidSetting {
+        /// Which setting.
+        setting: &'static str,
+        /// The text, as given.
+        value: String,
+        /// The values it takes.
+        expected: &'static str,
+    },
     /// A trusted proxy range that is not an address or a CIDR, or that would trust every
     /// address (`/0`).
     #[error("invalid trusted proxy range `{range}`: {reason}")]

@@ -137,7 +137,7 @@ mod algorithm;
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
 mod decision;
-mod duration;
+pub mod duration;
 mod error;
 mod identity;
 pub mod key;

@@ -310,26 +310,11 @@ pub(crate) fn jwt_secret(value: String) -> Result<String, String> {
     Ok(value)
 }
 
-/// `--on-store-error`: `open`, `closed`, `local`, or `local:N` for N instances sharing the
-/// limit.
+/// `--on-store-error`: the library's grammar (`open`, `closed`, `local`, `local:N`).
 pub(crate) fn on_store_error(value: &str) -> Result<OnStoreError, String> {
-    match value.split_once(':') {
-        None if value == "open" => Ok(OnStoreError::Open),
-        None if value == "closed" => Ok(OnStoreError::Closed),
-        None if value == "local" => Ok(OnStoreError::Local { instances: 1 }),
-        // The digits check refuses the leading `+` that `u32::from_str` allows.
-        Some(("local", count)) => match count.parse::<u32>() {
-            Ok(instances) if instances >= 1 && count.bytes().all(|b| b.is_ascii_digit()) => {
-                Ok(OnStoreError::Local { instances })
-            }
-            _ => Err(format!(
-                "invalid instance count `{count}`: expected local:N with N a whole number from 1"
-            )),
-        },
-        _ => Err(format!(
-            "unknown mode `{value}`: expected open, closed, local or local:N"
-        )),
-    }
+    value
+        .parse()
+        .map_err(|err: redlimit::ConfigError| err.to_string())
 }
 
 /// `--admin-token`: not empty, printable ASCII without spaces (it travels in a header).
@@ -341,28 +326,22 @@ pub(crate) fn admin_token(value: String) -> Result<String, String> {
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.
-/// `--penalty`: a duration as `--limit` writes one (`30s`, `15m`).
+/// `--penalty`: a duration in the library's grammar (`30s`, `15m`), above zero.
 pub(crate) fn penalty(value: &str) -> Result<Duration, String> {
-    Limit::parse(Algorithm::FixedWindow, &format!("1/{value}"))
-        .map(|limit| limit.period())
-        .map_err(|_| {
-            format!("invalid duration `{value}`: expected a whole number and ms, s, m, h or d")
-        })
-}
-
-/// `--headers`: `legacy` (`X-RateLimit-*`), `ietf` (`RateLimit-Policy` and `RateLimit`, every
-/// limit) or `both`.
-pub(crate) fn headers(value: &str) -> Result<HeaderStyle, String> {
-    match value {
-        "legacy" => Ok(HeaderStyle::XRateLimit),
-        "ietf" => Ok(HeaderStyle::Ietf),
-        "both" => Ok(HeaderStyle::Both),
-        _ => Err(format!(
-            "invalid value `{value}`: expected legacy, ietf or both"
-        )),
+    match redlimit::duration::parse(value) {
+        Ok(penalty) if penalty.is_zero() => Err(format!("`{value}`: a penalty above zero")),
+        parsed => parsed.map_err(|err| err.to_string()),
     }
 }
 
+/// `--headers`: the library's grammar (`legacy`, `ietf`, `both`, `none`).
+pub(crate) fn headers(value: &str) -> Result<HeaderStyle, String> {
+    value
+        .parse()
+        .map_err(|err: redlimit::ConfigError| err.to_string())
+}
+
+/// `--store-timeout-ms`: whole milliseconds above 0.
 pub(crate) fn store_timeout(value: &str) -> Result<Duration, String> {
     match value.parse::<u64>() {
         Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
@@ -716,10 +695,14 @@ pub(super) mod tests {
 
     #[test]
     fn bad_on_store_error() {
-        assert!(error(&["--on-store-error", "maybe"]).starts_with("--on-store-error: unknown mode"));
+        assert!(error(&["--on-store-error", "maybe"])
+            .starts_with("--on-store-error: unknown store-error mode"));
         for bad in ["closed:2", "open:1", "locals:2", "Local:2"] {
             let message = error(&["--on-store-error", bad]);
-            assert!(message.contains("unknown mode"), "{bad}: {message}");
+            assert!(
+                message.contains("unknown store-error mode"),
+                "{bad}: {message}"
+            );
         }
         for bad in [
             "local:",
@@ -733,7 +716,8 @@ pub(super) mod tests {
         ] {
             let message = error(&["--on-store-error", bad]);
             assert!(
-                message.starts_with("--on-store-error: invalid instance count"),
+                message.starts_with("--on-store-error: unknown store-error mode")
+                    && message.contains("local:N (N >= 1)"),
                 "{bad}: {message}"
             );
             assert!(!message.contains('\n'));

@@ -309,7 +309,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         "--headers",
         "STYLE",
         "rate-limit headers: `legacy` (`X-RateLimit-*`, the tightest limit), `ietf` \
-         (`RateLimit-Policy` and `RateLimit`, every limit) or `both`",
+         (`RateLimit-Policy` and `RateLimit`, every limit), `both` or `none`",
         |a, v| {
             a.headers = args::headers(&v)?;
             Ok(())

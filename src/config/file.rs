@@ -213,15 +213,17 @@ impl ConfigFile {
                     table: &str|
          -> Result<Rule, ConfigError> {
             let shadow = shadow
-                .map(|shadow| match shadow.get_ref().as_str() {
-                    "off" => Ok(Shadow::Off),
-                    "on" => Ok(Shadow::On),
-                    "on-with-headers" => Ok(Shadow::OnWithHeaders),
-                    other => Err(at(
-                        shadow.span().start,
-                        &format!("{table}.shadow"),
-                        format!("`{other}`: expected off, on or on-with-headers"),
-                    )),
+                .map(|shadow| {
+                    shadow.get_ref().parse::<Shadow>().map_err(|_| {
+                        at(
+                            shadow.span().start,
+                            &format!("{table}.shadow"),
+                            format!(
+                                "`{}`: expected off, on or on-with-headers",
+                                shadow.get_ref()
+                            ),
+                        )
+                    })
                 })
                 .transpose()?;
             let id = by_name.get(policy.get_ref()).ok_or_else(|| {

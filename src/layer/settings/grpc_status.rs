@@ -26,3 +26,36 @@ impl GrpcStatus {
         }
     }
 }
+
+/// `resource-exhausted` or `unavailable`, as flags and config files write it.
+///
+/// ```
+/// use redlimit::layer::GrpcStatus;
+/// assert_eq!("unavailable".parse::<GrpcStatus>()?, GrpcStatus::Unavailable);
+/// assert_eq!(GrpcStatus::ResourceExhausted.to_string(), "resource-exhausted");
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+impl std::str::FromStr for GrpcStatus {
+    type Err = crate::ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "resource-exhausted" => Ok(GrpcStatus::ResourceExhausted),
+            "unavailable" => Ok(GrpcStatus::Unavailable),
+            _ => Err(crate::ConfigError::InvalidSetting {
+                setting: "gRPC status",
+                value: s.to_owned(),
+                expected: "resource-exhausted or unavailable",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for GrpcStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GrpcStatus::ResourceExhausted => "resource-exhausted",
+            GrpcStatus::Unavailable => "unavailable",
+        })
+    }
+}

@@ -26,3 +26,47 @@ pub enum HeaderStyle {
     /// No rate-limit headers (only `Retry-After` on 429).
     None,
 }
+
+impl HeaderStyle {
+    const NAMES: [(HeaderStyle, &'static str); 4] = [
+        (HeaderStyle::XRateLimit, "legacy"),
+        (HeaderStyle::Ietf, "ietf"),
+        (HeaderStyle::Both, "both"),
+        (HeaderStyle::None, "none"),
+    ];
+}
+
+/// `legacy` (`X-RateLimit-*`), `ietf`, `both` or `none`, as flags and config files write it.
+///
+/// ```
+/// use redlimit::layer::HeaderStyle;
+/// assert_eq!("ietf".parse::<HeaderStyle>()?, HeaderStyle::Ietf);
+/// assert_eq!(HeaderStyle::XRateLimit.to_string(), "legacy");
+/// assert!("x-ratelimit".parse::<HeaderStyle>().is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+impl std::str::FromStr for HeaderStyle {
+    type Err = crate::ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HeaderStyle::NAMES
+            .into_iter()
+            .find(|(_, name)| *name == s)
+            .map(|(style, _)| style)
+            .ok_or_else(|| crate::ConfigError::InvalidSetting {
+                setting: "header style",
+                value: s.to_owned(),
+                expected: "legacy, ietf, both or none",
+            })
+    }
+}
+
+impl std::fmt::Display for HeaderStyle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = HeaderStyle::NAMES
+            .into_iter()
+            .find(|(style, _)| style == self)
+            .map_or("legacy", |(_, name)| name);
+        f.write_str(name)
+    }
+}

@@ -13,3 +13,58 @@ pub use header_style::HeaderStyle;
 pub use missing_key::MissingKey;
 pub use on_store_error::OnStoreError;
 pub use shadow::Shadow;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value's text parses back to it: one grammar, written and read by the library.
+    #[test]
+    fn every_setting_round_trips_through_its_text() {
+        let modes = [
+            OnStoreError::Open,
+            OnStoreError::Closed,
+            OnStoreError::local(),
+            OnStoreError::Local { instances: 7 },
+        ];
+        for mode in modes {
+            assert_eq!(mode.to_string().parse::<OnStoreError>().unwrap(), mode);
+        }
+        let styles = [
+            HeaderStyle::XRateLimit,
+            HeaderStyle::Ietf,
+            HeaderStyle::Both,
+            HeaderStyle::None,
+        ];
+        for style in styles {
+            assert_eq!(style.to_string().parse::<HeaderStyle>().unwrap(), style);
+        }
+        for shadow in [Shadow::Off, Shadow::On, Shadow::OnWithHeaders] {
+            assert_eq!(shadow.to_string().parse::<Shadow>().unwrap(), shadow);
+        }
+        for status in [GrpcStatus::ResourceExhausted, GrpcStatus::Unavailable] {
+            assert_eq!(status.to_string().parse::<GrpcStatus>().unwrap(), status);
+        }
+        let answers = [
+            MissingKey::PeerIp,
+            MissingKey::Allow,
+            MissingKey::Reject(http::StatusCode::UNAUTHORIZED),
+        ];
+        for missing in answers {
+            assert_eq!(missing.to_string().parse::<MissingKey>().unwrap(), missing);
+        }
+        for bad in [
+            "local:",
+            "local:0",
+            "local:+2",
+            "local:1.5",
+            "local: 2",
+            "Open",
+        ] {
+            assert!(bad.parse::<OnStoreError>().is_err(), "{bad}");
+        }
+        for bad in ["reject", "reject:200", "reject:99", "reject:+429", "deny"] {
+            assert!(bad.parse::<MissingKey>().is_err(), "{bad}");
+        }
+    }
+}

@@ -60,15 +60,45 @@ impl OnStoreError {
     }
 }
 
+/// `open`, `closed`, `local`, or `local:N` for `N` instances sharing the limit, as flags and
+/// config files write it.
+///
+/// ```
+/// use redlimit::layer::OnStoreError;
+/// assert_eq!("local:3".parse::<OnStoreError>()?, OnStoreError::Local { instances: 3 });
+/// assert_eq!(OnStoreError::Local { instances: 3 }.to_string(), "local:3");
+/// assert_eq!(OnStoreError::local().to_string(), "local");
+/// assert!("local:0".parse::<OnStoreError>().is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
 impl std::str::FromStr for OnStoreError {
     type Err = crate::ConfigError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "open" => Ok(OnStoreError::Open),
-            "closed" => Ok(OnStoreError::Closed),
-            "local" => Ok(OnStoreError::local()),
-            other => Err(crate::ConfigError::UnknownStoreErrorMode(other.to_owned())),
+        let unknown = || crate::ConfigError::UnknownStoreErrorMode(s.to_owned());
+        match s.split_once(':') {
+            None if s == "open" => Ok(OnStoreError::Open),
+            None if s == "closed" => Ok(OnStoreError::Closed),
+            None if s == "local" => Ok(OnStoreError::local()),
+            // The digits check refuses the leading `+` that `u32::from_str` allows.
+            Some(("local", count)) if count.bytes().all(|b| b.is_ascii_digit()) => {
+                match count.parse::<u32>() {
+                    Ok(instances) if instances >= 1 => Ok(OnStoreError::Local { instances }),
+                    _ => Err(unknown()),
+                }
+            }
+            _ => Err(unknown()),
+        }
+    }
+}
+
+impl std::fmt::Display for OnStoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OnStoreError::Open => f.write_str("open"),
+            OnStoreError::Closed => f.write_str("closed"),
+            OnStoreError::Local { instances: 1 } => f.write_str("local"),
+            OnStoreError::Local { instances } => write!(f, "local:{instances}"),
         }
     }
 }

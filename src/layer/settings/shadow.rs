@@ -43,3 +43,46 @@ impl Shadow {
         self != Shadow::Off
     }
 }
+
+impl Shadow {
+    const NAMES: [(Shadow, &'static str); 3] = [
+        (Shadow::Off, "off"),
+        (Shadow::On, "on"),
+        (Shadow::OnWithHeaders, "on-with-headers"),
+    ];
+}
+
+/// `off`, `on` or `on-with-headers`, as flags and config files write it.
+///
+/// ```
+/// use redlimit::layer::Shadow;
+/// assert_eq!("on-with-headers".parse::<Shadow>()?, Shadow::OnWithHeaders);
+/// assert_eq!(Shadow::Off.to_string(), "off");
+/// assert!("yes".parse::<Shadow>().is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+impl std::str::FromStr for Shadow {
+    type Err = crate::ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Shadow::NAMES
+            .into_iter()
+            .find(|(_, name)| *name == s)
+            .map(|(shadow, _)| shadow)
+            .ok_or_else(|| crate::ConfigError::InvalidSetting {
+                setting: "shadow mode",
+                value: s.to_owned(),
+                expected: "off, on or on-with-headers",
+            })
+    }
+}
+
+impl std::fmt::Display for Shadow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Shadow::NAMES
+            .into_iter()
+            .find(|(shadow, _)| shadow == self)
+            .map_or("off", |(_, name)| name);
+        f.write_str(name)
+    }
+}
