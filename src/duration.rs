@@ -1,6 +1,6 @@
 //! Durations as people write them in flags, limits and config files: `250us`, `100ms`, `3s`,
 //! `5m`, `1h`, `1d`. One grammar for the whole crate and its tools: [`parse`] reads it,
-//! [`format`] writes it back in the largest unit that divides the duration.
+//! [`format()`] writes it back in the largest unit that divides the duration.
 //!
 //! ```
 //! use std::time::Duration;
