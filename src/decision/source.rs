@@ -7,7 +7,7 @@
 /// use redlimit::DecisionSource;
 /// assert_ne!(DecisionSource::Store, DecisionSource::FailOpen);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DecisionSource {
     /// The store evaluated every limit.

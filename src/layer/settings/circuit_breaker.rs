@@ -28,7 +28,7 @@ use std::time::Duration;
 /// assert_eq!(CircuitBreaker::default(), CircuitBreaker::new());
 /// assert!(CircuitBreaker::disabled().is_disabled());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CircuitBreaker {
     pub(in crate::layer) window: Duration,
     pub(in crate::layer) min_calls: u32,

@@ -7,7 +7,7 @@
 /// assert_eq!(GrpcStatus::default(), GrpcStatus::ResourceExhausted);
 /// assert_eq!(GrpcStatus::Unavailable.code(), 14);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GrpcStatus {
     /// `RESOURCE_EXHAUSTED` (8): the standard code for a rate limit.

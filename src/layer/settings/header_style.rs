@@ -13,7 +13,7 @@
 /// use redlimit::layer::HeaderStyle;
 /// assert_eq!(HeaderStyle::default(), HeaderStyle::XRateLimit);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HeaderStyle {
     /// `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`.

@@ -10,7 +10,7 @@ use http::StatusCode;
 /// let strict = MissingKey::Reject(StatusCode::UNAUTHORIZED);
 /// assert_eq!(MissingKey::default(), MissingKey::PeerIp);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MissingKey {
     /// Count it under the socket peer's IP; if that is unknown too, let it through unlimited

@@ -22,7 +22,7 @@
 /// assert_eq!("local".parse::<OnStoreError>().unwrap(), OnStoreError::local());
 /// assert!("maybe".parse::<OnStoreError>().is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OnStoreError {
     /// Let the request through, unlimited, and log it (`warn`, at most once a second).

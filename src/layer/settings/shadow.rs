@@ -19,7 +19,7 @@
 /// assert_eq!(Shadow::default(), Shadow::Off);
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 #[non_exhaustive]
 pub enum Shadow {
     /// Enforce: deny what the limit denies (the default).
