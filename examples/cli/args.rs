@@ -1,5 +1,6 @@
-//! The command line parsed into plain [`Args`], as [`FLAGS`] declares it. Everything that
-//! builds library objects from them is in `layer.rs`.
+//! The command line parsed into plain [`Args`]: clap reads it as [`Cli`] declares it, then
+//! the checks only the command line knows (flags that go together, limits, warnings). Every
+//! thing that builds library objects from them is in `layer.rs`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,14 +8,17 @@ use std::time::Duration;
 use redlimit::layer::{HeaderStyle, OnStoreError};
 use redlimit::{Algorithm, Limit};
 
-use super::flags::{self, FLAGS};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::Parser;
+
+use super::flags::Cli;
 use super::layer;
 
 /// RFC 7518 §3.2: an HS256 key must be at least as long as the hash output, 256 bits.
 const MIN_JWT_SECRET_BYTES: usize = 32;
 
-/// The command line, parsed and checked. Each field holds its flag's value or, not given, the
-/// default from [`FLAGS`].
+/// The command line, parsed and checked. Each field holds its flag's value or, not given, its
+/// default ([`Cli`]).
 #[derive(Debug)]
 pub(crate) struct Args {
     /// `--help` or `-h` was given: print the usage and nothing else.
@@ -64,45 +68,6 @@ pub(crate) struct Args {
     pub(crate) config: Option<std::path::PathBuf>,
     /// One line each, for stderr: settings that work but are probably mistakes.
     pub(crate) warnings: Vec<String>,
-}
-
-impl Args {
-    /// Arguments before any flag is applied. The values of flags with a default are mere
-    /// placeholders: [`parse_args`] always replaces them.
-    fn blank() -> Args {
-        Args {
-            help: false,
-            bind: SocketAddr::from(([0, 0, 0, 0], 0)),
-            redis: None,
-            redis_cluster: None,
-            redis_sentinel: None,
-            sentinel_master: None,
-            algorithm: Algorithm::Gcra,
-            rates: Vec::new(),
-            limits: Vec::new(),
-            limit_keys: Vec::new(),
-            concurrency: None,
-            handler_delay: Duration::ZERO,
-            key: KeySpec(Vec::new()),
-            trusted_proxies: Vec::new(),
-            ipv6_prefix: 0,
-            jwt_secret: None,
-            on_store_error: OnStoreError::local(),
-            store_timeout: Duration::ZERO,
-            prefix: String::new(),
-            sync_ms: None,
-            deny_cache: true,
-            metrics_bind: None,
-            shadow: false,
-            penalty: None,
-            refund_5xx: false,
-            headers: HeaderStyle::XRateLimit,
-            admin_bind: None,
-            admin_token: None,
-            config: None,
-            warnings: Vec::new(),
-        }
-    }
 }
 
 /// One part of `--key`; several joined with `+` (`route+ip`) key on all of them.
@@ -164,38 +129,48 @@ impl KeyPart {
     }
 }
 
+/// A comma-separated list of URLs (`--redis-cluster`, `--redis-sentinel`).
+#[derive(Debug, Clone)]
+pub(crate) struct Urls(pub(crate) Vec<String>);
+
 /// Parses the arguments that follow the program name. Later values of a flag replace earlier
-/// ones, except for repeatable flags, which add a value each time.
+/// ones, except for repeatable flags, which add a value each time. An error is one line,
+/// `--flag: what is wrong` where a flag's value is at fault.
 pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut args = args.peekable();
-    let mut parsed = Args::blank();
-    let mut given = Vec::new();
-    while let Some(arg) = args.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((name, value)) if name.starts_with("--") => {
-                (name.to_owned(), Some(value.to_owned()))
-            }
-            _ => (arg, None),
-        };
-        let flag = flags::find(&name).ok_or_else(|| format!("unknown flag `{name}`"))?;
-        let value = match (flag.value, inline) {
-            (None, Some(_)) => return Err(format!("{name} takes no value")),
-            (None, None) => String::new(),
-            (Some(_), Some(value)) => value,
-            // The next argument, unless that is another flag.
-            (Some(_), None) => args
-                .next_if(|next| !next.starts_with("--"))
-                .ok_or_else(|| format!("missing value for {name}"))?,
-        };
-        (flag.set)(&mut parsed, value).map_err(|e| format!("{}: {e}", flag.name))?;
-        given.push(flag.name);
-    }
-    for flag in FLAGS.iter().filter(|flag| !given.contains(&flag.name)) {
-        if let Some(default) = flag.default {
-            (flag.set)(&mut parsed, default.to_owned())
-                .map_err(|e| format!("{} default: {e}", flag.name))?;
-        }
-    }
+    let cli = Cli::try_parse_from(std::iter::once("server".to_owned()).chain(args))
+        .map_err(|err| one_line(&err))?;
+    let mut parsed = Args {
+        help: cli.help,
+        bind: cli.bind,
+        redis: cli.redis,
+        redis_cluster: cli.redis_cluster.map(|urls| urls.0),
+        redis_sentinel: cli.redis_sentinel.map(|urls| urls.0),
+        sentinel_master: cli.sentinel_master,
+        algorithm: cli.algorithm,
+        rates: cli.rates,
+        limits: Vec::new(),
+        limit_keys: Vec::new(),
+        concurrency: cli.concurrency,
+        handler_delay: cli.handler_delay,
+        key: cli.key,
+        trusted_proxies: cli.trusted_proxies,
+        ipv6_prefix: cli.ipv6_prefix,
+        jwt_secret: cli.jwt_secret,
+        on_store_error: cli.on_store_error,
+        store_timeout: cli.store_timeout,
+        prefix: cli.prefix,
+        sync_ms: cli.sync_ms,
+        deny_cache: !cli.no_deny_cache,
+        metrics_bind: cli.metrics_bind,
+        shadow: cli.shadow,
+        penalty: cli.penalty,
+        refund_5xx: cli.refund_5xx,
+        headers: cli.headers,
+        admin_bind: cli.admin_bind,
+        admin_token: cli.admin_token,
+        config: cli.config,
+        warnings: Vec::new(),
+    };
     check_stores(&parsed)?;
     if parsed.admin_bind.is_some() != parsed.admin_token.is_some() {
         return Err("--admin-bind and --admin-token go together".into());
@@ -213,6 +188,33 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
     }
     parsed.warnings = warnings(&parsed);
     Ok(parsed)
+}
+
+/// clap's error as one line: `--flag: what is wrong with its value`, `unknown flag `--x``,
+/// `missing value for --flag`, or clap's own first line.
+fn one_line(err: &clap::Error) -> String {
+    let flag = || match err.get(ContextKind::InvalidArg) {
+        // `--bind <ADDR>` names the flag and its value.
+        Some(ContextValue::String(arg)) => arg.split(' ').next().unwrap_or(arg).to_owned(),
+        _ => String::new(),
+    };
+    match err.kind() {
+        ErrorKind::ValueValidation => match std::error::Error::source(err) {
+            Some(why) => format!("{}: {why}", flag()),
+            None => format!("{}: invalid value", flag()),
+        },
+        ErrorKind::UnknownArgument if flag().starts_with('-') => {
+            format!("unknown flag `{}`", flag())
+        }
+        ErrorKind::UnknownArgument => format!("unexpected argument `{}`", flag()),
+        ErrorKind::InvalidValue | ErrorKind::NoEquals => format!("missing value for {}", flag()),
+        ErrorKind::TooManyValues => format!("{} takes no value", flag()),
+        _ => {
+            let rendered = err.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            first.strip_prefix("error: ").unwrap_or(first).to_owned()
+        }
+    }
 }
 
 /// The `@SPEC` of each `--limit N/DURATION@SPEC`, by position.
@@ -272,12 +274,12 @@ pub(crate) fn bind(value: &str) -> Result<SocketAddr, String> {
 }
 
 /// A comma-separated list of URLs, none empty.
-pub(crate) fn url_list(value: &str) -> Result<Vec<String>, String> {
+pub(crate) fn url_list(value: &str) -> Result<Urls, String> {
     let urls: Vec<String> = value.split(',').map(|u| u.trim().to_owned()).collect();
     if urls.iter().any(String::is_empty) {
         return Err(format!("expected comma-separated URLs, got `{value}`"));
     }
-    Ok(urls)
+    Ok(Urls(urls))
 }
 
 /// `--sync-ms`: a local-first sync interval of 1 to 60 000 ms.
@@ -303,11 +305,11 @@ pub(crate) fn ipv6_prefix(value: &str) -> Result<u8, String> {
 }
 
 /// `--jwt-secret`: anything but empty, which would make every token's signature forgeable.
-pub(crate) fn jwt_secret(value: String) -> Result<String, String> {
+pub(crate) fn jwt_secret(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Err("the secret must not be empty".into());
     }
-    Ok(value)
+    Ok(value.to_owned())
 }
 
 /// `--on-store-error`: the library's grammar (`open`, `closed`, `local`, `local:N`).
@@ -318,11 +320,11 @@ pub(crate) fn on_store_error(value: &str) -> Result<OnStoreError, String> {
 }
 
 /// `--admin-token`: not empty, printable ASCII without spaces (it travels in a header).
-pub(crate) fn admin_token(value: String) -> Result<String, String> {
+pub(crate) fn admin_token(value: &str) -> Result<String, String> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_graphic()) {
         return Err("expected a non-empty token of printable ASCII without spaces".into());
     }
-    Ok(value)
+    Ok(value.to_owned())
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.
@@ -604,7 +606,7 @@ pub(super) mod tests {
         assert!(error(&["--bogus"]).contains("unknown flag `--bogus`"));
         assert!(error(&["--bogus=1"]).contains("unknown flag `--bogus`"));
         assert!(error(&["-x"]).contains("unknown flag"));
-        assert!(error(&["stray"]).contains("unknown flag `stray`"));
+        assert!(error(&["stray"]).contains("unexpected argument `stray`"));
         assert!(error(&["--LIMIT", "1/1s"]).contains("unknown flag"));
     }
 
@@ -612,7 +614,9 @@ pub(super) mod tests {
     fn missing_values() {
         assert!(error(&["--limit"]).contains("missing value for --limit"));
         assert!(error(&["--bind"]).contains("missing value for --bind"));
-        assert!(error(&["--key", "--limit", "1/1s"]).contains("missing value for --key"));
+        // A value may start with a dash (`-1/1s` is refused by `--limit` itself): another flag
+        // where a value belongs is read as that value, and the line is refused.
+        assert!(parse(&["--key", "--limit", "1/1s"]).is_err());
     }
 
     #[test]

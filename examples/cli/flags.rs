@@ -1,380 +1,214 @@
-//! Every flag of the command line, declared once in [`FLAGS`]: the parser, `--help` and the
-//! README's flag table all read it.
+//! Every flag of the command line, declared once with clap's derive ([`Cli`]): the parser,
+//! `--help` and the README's flag table all read it. Values are read by the library's
+//! grammars where it has them (durations, failure modes, header styles, algorithms); what
+//! only the command line knows is checked in `args.rs`.
 
-use super::args::{self, Args, KeySpec};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
-/// Applies one value of a flag to the arguments, or says what is wrong with it (the parser puts
-/// the flag's name in front of the message).
-type Set = fn(&mut Args, String) -> Result<(), String>;
+use clap::{ArgAction, CommandFactory, Parser};
+use redlimit::layer::{HeaderStyle, OnStoreError};
+use redlimit::Algorithm;
 
-/// One flag.
-#[derive(Clone, Copy)]
-pub(crate) struct Flag {
-    /// `--name`.
-    pub(crate) name: &'static str,
-    /// A one-dash alias, such as `-h`.
-    pub(crate) short: Option<&'static str>,
-    /// The value's placeholder (`ADDR`); `None` for a flag that takes no value.
-    pub(crate) value: Option<&'static str>,
-    /// What the flag means, in Markdown; `--help` shows it without backquotes.
-    pub(crate) help: &'static str,
-    /// The value applied when the flag is not given.
-    pub(crate) default: Option<&'static str>,
-    /// Each use adds a value instead of replacing the previous one.
-    pub(crate) repeatable: bool,
-    /// Applies one value.
-    pub(crate) set: Set,
+use super::args::{self, KeySpec, Urls};
+
+/// The command line as given: each field its flag's value (or default).
+#[derive(Parser, Debug)]
+#[command(
+    name = "server",
+    disable_help_flag = true,
+    args_override_self = true,
+    after_help = FOOTER
+)]
+pub(crate) struct Cli {
+    /// address to listen on
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3000", value_parser = args::bind, allow_hyphen_values = true)]
+    pub(crate) bind: SocketAddr,
+
+    /// a standalone Redis; without a Redis flag: the in-memory store
+    #[arg(long, value_name = "URL", allow_hyphen_values = true)]
+    pub(crate) redis: Option<String>,
+
+    /// a Redis Cluster: comma-separated URLs of some of its nodes
+    #[arg(long, value_name = "URLS", value_parser = args::url_list, allow_hyphen_values = true)]
+    pub(crate) redis_cluster: Option<Urls>,
+
+    /// a master behind Sentinels: comma-separated Sentinel URLs (with `--sentinel-master`)
+    #[arg(long, value_name = "URLS", value_parser = args::url_list, allow_hyphen_values = true)]
+    pub(crate) redis_sentinel: Option<Urls>,
+
+    /// the master's name at the Sentinels (with `--redis-sentinel`)
+    #[arg(long, value_name = "NAME", allow_hyphen_values = true)]
+    pub(crate) sentinel_master: Option<String>,
+
+    /// `fixed-window`, `sliding-window`, `sliding-log`, `token-bucket` or `gcra`
+    #[arg(long, value_name = "NAME", default_value = "gcra", value_parser = args::algorithm, allow_hyphen_values = true)]
+    pub(crate) algorithm: Algorithm,
+
+    /// at most N requests per DURATION, which is a whole number and a unit: `ms`, `s`, `m`,
+    /// `h` or `d` (e.g. `5/3s`, `1000/1d`); all limits form one policy, checked and charged
+    /// together; `@SPEC` counts this limit under its own key (same syntax as `--key`, e.g.
+    /// `--limit 10/1s@header:x-api-key --limit 100/1m@header:x-tenant`), the others under
+    /// `--key`
+    #[arg(long = "limit", value_name = "N/DURATION[@SPEC]", action = ArgAction::Append, default_value = "10/1s", allow_hyphen_values = true)]
+    pub(crate) rates: Vec<String>,
+
+    /// also at most N requests in flight per key, across every instance sharing the store
+    /// (leases lapse after 60 s if an instance dies mid-request); not with `--config`
+    #[arg(long, value_name = "N", value_parser = args::concurrency, allow_hyphen_values = true)]
+    pub(crate) concurrency: Option<u64>,
+
+    /// the handler waits MS milliseconds before answering (to hold requests in flight)
+    #[arg(long = "handler-delay-ms", value_name = "MS", default_value = "0", value_parser = args::handler_delay, allow_hyphen_values = true)]
+    pub(crate) handler_delay: Duration,
+
+    /// policies and routes from a TOML file (see `examples/redlimit.toml`; needs the `config`
+    /// feature), reloaded whenever it changes; replaces `--algorithm`, `--limit` and `--key`
+    #[arg(long, value_name = "FILE", allow_hyphen_values = true)]
+    pub(crate) config: Option<PathBuf>,
+
+    /// `ip` (the client address), `header:NAME`, `query:NAME`, `jwt`, `route`, `global`, or
+    /// several joined with `+` (`route+ip`); over gRPC `metadata:NAME` and `method` mean
+    /// `header:NAME` and `route`
+    #[arg(long, value_name = "SPEC", default_value = "ip", value_parser = KeySpec::parse, allow_hyphen_values = true)]
+    pub(crate) key: KeySpec,
+
+    /// a proxy whose `X-Forwarded-For` is believed for `ip`
+    #[arg(long = "trusted-proxy", value_name = "CIDR", action = ArgAction::Append, allow_hyphen_values = true)]
+    pub(crate) trusted_proxies: Vec<String>,
+
+    /// group IPv6 clients by /N
+    #[arg(long, value_name = "N", default_value = "64", value_parser = args::ipv6_prefix, allow_hyphen_values = true)]
+    pub(crate) ipv6_prefix: u8,
+
+    /// HS256 secret verifying bearer tokens for `--key jwt` (feature `jwt`); must not be
+    /// empty, and one under 32 bytes draws a warning
+    #[arg(long, value_name = "SECRET", value_parser = args::jwt_secret, allow_hyphen_values = true)]
+    pub(crate) jwt_secret: Option<String>,
+
+    /// while the store fails: `local` (limit in this instance's memory; `local:N` when N
+    /// instances share the limit), `open` (let requests through) or `closed` (answer 503)
+    #[arg(long, value_name = "MODE", default_value = "local", value_parser = args::on_store_error, allow_hyphen_values = true)]
+    pub(crate) on_store_error: OnStoreError,
+
+    /// how long a request waits on the store, in milliseconds
+    #[arg(long = "store-timeout-ms", value_name = "MS", default_value = "100", value_parser = args::store_timeout, allow_hyphen_values = true)]
+    pub(crate) store_timeout: Duration,
+
+    /// with a Redis store: local-first mode, deciding in memory and syncing with Redis every
+    /// MS milliseconds (gcra, token-bucket, fixed-window, sliding-window)
+    #[arg(long, value_name = "MS", value_parser = args::sync_ms, allow_hyphen_values = true)]
+    pub(crate) sync_ms: Option<u64>,
+
+    /// Redis key prefix
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "redlimit",
+        allow_hyphen_values = true
+    )]
+    pub(crate) prefix: String,
+
+    /// ask the store on every request, even for a key it denied moments ago
+    #[arg(long)]
+    pub(crate) no_deny_cache: bool,
+
+    /// shadow mode: decide and record every request (store, metrics) but deny none, and send
+    /// no rate-limit headers
+    #[arg(long)]
+    pub(crate) shadow: bool,
+
+    /// penalty box: a key that the limit denies is denied for DURATION (`30s`, `15m`), on
+    /// every instance sharing the store, `Retry-After` the time left (the `--limit` policy)
+    #[arg(long, value_name = "DURATION", value_parser = args::penalty, allow_hyphen_values = true)]
+    pub(crate) penalty: Option<Duration>,
+
+    /// give a request's units back when its answer has a status of 500 or more (the server
+    /// answers `GET /fail` with 500)
+    #[arg(long = "refund-5xx")]
+    pub(crate) refund_5xx: bool,
+
+    /// rate-limit headers: `legacy` (`X-RateLimit-*`, the tightest limit), `ietf`
+    /// (`RateLimit-Policy` and `RateLimit`, every limit), `both` or `none`
+    #[arg(long, value_name = "STYLE", default_value = "legacy", value_parser = args::headers, allow_hyphen_values = true)]
+    pub(crate) headers: HeaderStyle,
+
+    /// serve the metrics in Prometheus text format at `GET /metrics` on ADDR
+    #[arg(long, value_name = "ADDR", value_parser = args::bind, allow_hyphen_values = true)]
+    pub(crate) metrics_bind: Option<SocketAddr>,
+
+    /// serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads
+    /// a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it;
+    /// `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: one N/DUR per line), reads and
+    /// removes its override
+    #[arg(long, value_name = "ADDR", value_parser = args::bind, allow_hyphen_values = true)]
+    pub(crate) admin_bind: Option<SocketAddr>,
+
+    /// the bearer token the admin endpoints require (`Authorization: Bearer TOKEN`)
+    #[arg(long, value_name = "TOKEN", value_parser = args::admin_token, allow_hyphen_values = true)]
+    pub(crate) admin_token: Option<String>,
+
+    /// print this help
+    #[arg(short = 'h', long, action = ArgAction::SetTrue)]
+    pub(crate) help: bool,
 }
 
-impl Flag {
-    /// A flag taking a `value`, once, without a default.
-    const fn new(name: &'static str, value: &'static str, help: &'static str, set: Set) -> Flag {
-        Flag {
-            name,
-            short: None,
-            value: Some(value),
-            help,
-            default: None,
-            repeatable: false,
-            set,
-        }
-    }
-
-    /// A flag without a value; `set` receives an empty string.
-    const fn switch(name: &'static str, help: &'static str, set: Set) -> Flag {
-        Flag {
-            value: None,
-            ..Flag::new(name, "", help, set)
-        }
-    }
-
-    const fn short(self, short: &'static str) -> Flag {
-        Flag {
-            short: Some(short),
-            ..self
-        }
-    }
-
-    const fn default(self, default: &'static str) -> Flag {
-        Flag {
-            default: Some(default),
-            ..self
-        }
-    }
-
-    const fn repeatable(self) -> Flag {
-        Flag {
-            repeatable: true,
-            ..self
-        }
-    }
-
-    /// How the flag is written: `--bind ADDR`, `-h, --help`.
-    pub(crate) fn synopsis(&self) -> String {
-        let names = match self.short {
-            Some(short) => format!("{short}, {}", self.name),
-            None => self.name.to_owned(),
-        };
-        match self.value {
-            Some(value) => format!("{names} {value}"),
-            None => names,
-        }
-    }
-
-    /// The help followed by whether the flag repeats and its default, in Markdown.
-    pub(crate) fn meaning(&self) -> String {
-        let mut notes = Vec::new();
-        if self.repeatable {
-            notes.push("repeatable".to_owned());
-        }
-        if let Some(default) = self.default {
-            notes.push(format!("default `{default}`"));
-        }
-        if notes.is_empty() {
-            self.help.to_owned()
-        } else {
-            format!("{} ({})", self.help, notes.join("; "))
-        }
-    }
-}
-
-/// The flags, in the order `--help` lists them.
-pub(crate) const FLAGS: &[Flag] = &[
-    Flag::new("--bind", "ADDR", "address to listen on", |a, v| {
-        a.bind = args::bind(&v)?;
-        Ok(())
-    })
-    .default("127.0.0.1:3000"),
-    Flag::new(
-        "--redis",
-        "URL",
-        "a standalone Redis; without a Redis flag: the in-memory store",
-        |a, v| {
-            a.redis = Some(v);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--redis-cluster",
-        "URLS",
-        "a Redis Cluster: comma-separated URLs of some of its nodes",
-        |a, v| {
-            a.redis_cluster = Some(args::url_list(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--redis-sentinel",
-        "URLS",
-        "a master behind Sentinels: comma-separated Sentinel URLs (with `--sentinel-master`)",
-        |a, v| {
-            a.redis_sentinel = Some(args::url_list(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--sentinel-master",
-        "NAME",
-        "the master's name at the Sentinels (with `--redis-sentinel`)",
-        |a, v| {
-            a.sentinel_master = Some(v);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--algorithm",
-        "NAME",
-        "`fixed-window`, `sliding-window`, `sliding-log`, `token-bucket` or `gcra`",
-        |a, v| {
-            a.algorithm = args::algorithm(&v)?;
-            Ok(())
-        },
-    )
-    .default("gcra"),
-    Flag::new(
-        "--limit",
-        "N/DURATION[@SPEC]",
-        "at most N requests per DURATION, which is a whole number and a unit: `ms`, `s`, `m`, \
-         `h` or `d` (e.g. `5/3s`, `1000/1d`); all limits form one policy, checked and charged \
-         together; `@SPEC` counts this limit under its own key (same syntax as `--key`, e.g. \
-         `--limit 10/1s@header:x-api-key --limit 100/1m@header:x-tenant`), the others under \
-         `--key`",
-        |a, v| {
-            a.rates.push(v);
-            Ok(())
-        },
-    )
-    .repeatable()
-    .default("10/1s"),
-    Flag::new(
-        "--concurrency",
-        "N",
-        "also at most N requests in flight per key, across every instance sharing the store \
-         (leases lapse after 60 s if an instance dies mid-request); not with `--config`",
-        |a, v| {
-            a.concurrency = Some(args::concurrency(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--handler-delay-ms",
-        "MS",
-        "the handler waits MS milliseconds before answering (to hold requests in flight)",
-        |a, v| {
-            a.handler_delay = args::handler_delay(&v)?;
-            Ok(())
-        },
-    )
-    .default("0"),
-    Flag::new(
-        "--config",
-        "FILE",
-        "policies and routes from a TOML file (see `examples/redlimit.toml`; needs the `config` \
-         feature), reloaded whenever it changes; replaces `--algorithm`, `--limit` and `--key`",
-        |a, v| {
-            a.config = Some(v.into());
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--key",
-        "SPEC",
-        "`ip` (the client address), `header:NAME`, `query:NAME`, `jwt`, `route`, `global`, or \
-         several joined with `+` (`route+ip`); over gRPC `metadata:NAME` and `method` mean \
-         `header:NAME` and `route`",
-        |a, v| {
-            a.key = KeySpec::parse(&v)?;
-            Ok(())
-        },
-    )
-    .default("ip"),
-    Flag::new(
-        "--trusted-proxy",
-        "CIDR",
-        "a proxy whose `X-Forwarded-For` is believed for `ip`",
-        |a, v| {
-            a.trusted_proxies.push(v);
-            Ok(())
-        },
-    )
-    .repeatable(),
-    Flag::new("--ipv6-prefix", "N", "group IPv6 clients by /N", |a, v| {
-        a.ipv6_prefix = args::ipv6_prefix(&v)?;
-        Ok(())
-    })
-    .default("64"),
-    Flag::new(
-        "--jwt-secret",
-        "SECRET",
-        "HS256 secret verifying bearer tokens for `--key jwt` (feature `jwt`); must not be \
-         empty, and one under 32 bytes draws a warning",
-        |a, v| {
-            a.jwt_secret = Some(args::jwt_secret(v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--on-store-error",
-        "MODE",
-        "while the store fails: `local` (limit in this instance's memory; `local:N` when N \
-         instances share the limit), `open` (let requests through) or `closed` (answer 503)",
-        |a, v| {
-            a.on_store_error = args::on_store_error(&v)?;
-            Ok(())
-        },
-    )
-    .default("local"),
-    Flag::new(
-        "--store-timeout-ms",
-        "MS",
-        "how long a request waits on the store, in milliseconds",
-        |a, v| {
-            a.store_timeout = args::store_timeout(&v)?;
-            Ok(())
-        },
-    )
-    .default("100"),
-    Flag::new(
-        "--sync-ms",
-        "MS",
-        "with a Redis store: local-first mode, deciding in memory and syncing with Redis every \
-         MS milliseconds (gcra, token-bucket, fixed-window, sliding-window)",
-        |a, v| {
-            a.sync_ms = Some(args::sync_ms(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new("--prefix", "NAME", "Redis key prefix", |a, v| {
-        a.prefix = v;
-        Ok(())
-    })
-    .default("redlimit"),
-    Flag::switch(
-        "--no-deny-cache",
-        "ask the store on every request, even for a key it denied moments ago",
-        |a, _| {
-            a.deny_cache = false;
-            Ok(())
-        },
-    ),
-    Flag::switch(
-        "--shadow",
-        "shadow mode: decide and record every request (store, metrics) but deny none, and send \
-         no rate-limit headers",
-        |a, _| {
-            a.shadow = true;
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--penalty",
-        "DURATION",
-        "penalty box: a key that the limit denies is denied for DURATION (`30s`, `15m`), on \
-         every instance sharing the store, `Retry-After` the time left (the `--limit` policy)",
-        |a, v| {
-            a.penalty = Some(args::penalty(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::switch(
-        "--refund-5xx",
-        "give a request's units back when its answer has a status of 500 or more (the server \
-         answers `GET /fail` with 500)",
-        |a, _| {
-            a.refund_5xx = true;
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--headers",
-        "STYLE",
-        "rate-limit headers: `legacy` (`X-RateLimit-*`, the tightest limit), `ietf` \
-         (`RateLimit-Policy` and `RateLimit`, every limit), `both` or `none`",
-        |a, v| {
-            a.headers = args::headers(&v)?;
-            Ok(())
-        },
-    )
-    .default("legacy"),
-    Flag::new(
-        "--metrics-bind",
-        "ADDR",
-        "serve the metrics in Prometheus text format at `GET /metrics` on ADDR",
-        |a, v| {
-            a.metrics_bind = Some(args::bind(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--admin-bind",
-        "ADDR",
-        "serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads \
-         a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it; \
-         `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: one N/DUR per line), reads and \
-         removes its override",
-        |a, v| {
-            a.admin_bind = Some(args::bind(&v)?);
-            Ok(())
-        },
-    ),
-    Flag::new(
-        "--admin-token",
-        "TOKEN",
-        "the bearer token the admin endpoints require (`Authorization: Bearer TOKEN`)",
-        |a, v| {
-            a.admin_token = Some(args::admin_token(v)?);
-            Ok(())
-        },
-    ),
-    Flag::switch("--help", "print this help", |a, _| {
-        a.help = true;
-        Ok(())
-    })
-    .short("-h"),
-];
-
-/// The flag written `name` (`--bind` or `-h`), if there is one.
-pub(crate) fn find(name: &str) -> Option<&'static Flag> {
-    FLAGS
-        .iter()
-        .find(|flag| flag.name == name || flag.short == Some(name))
-}
+/// What `--help` says after the flags.
+const FOOTER: &str = "Flags also accept the --flag=value form. A later value replaces an earlier \
+                      one, except for repeatable flags, which add one.";
 
 /// Where `--help` starts each flag's meaning.
 const HELP_COLUMN: usize = 28;
 /// Where `--help` wraps.
 const HELP_WIDTH: usize = 100;
 
-/// What `--help` says after the flags.
-const FOOTER: &str = "Flags also accept the --flag=value form. A later value replaces an earlier \
-                      one, except for repeatable flags, which add one.";
+/// One flag as `--help` and the README show it: its synopsis (`--bind ADDR`) and its meaning
+/// (the help, then whether it repeats and its default), in Markdown.
+pub(crate) fn described() -> Vec<(String, String)> {
+    Cli::command()
+        .get_arguments()
+        .map(|arg| {
+            let long = format!("--{}", arg.get_long().unwrap_or_default());
+            let names = match arg.get_short() {
+                Some(short) => format!("-{short}, {long}"),
+                None => long,
+            };
+            let takes_value = matches!(arg.get_action(), ArgAction::Set | ArgAction::Append);
+            let synopsis = match arg.get_value_names().and_then(|v| v.first()) {
+                Some(value) if takes_value => format!("{names} {value}"),
+                _ => names,
+            };
+            let help = arg
+                .get_help()
+                .map(|help| help.to_string())
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let mut notes = Vec::new();
+            if matches!(arg.get_action(), ArgAction::Append) {
+                notes.push("repeatable".to_owned());
+            }
+            if let Some(default) = arg.get_default_values().first() {
+                notes.push(format!("default `{}`", default.to_string_lossy()));
+            }
+            let meaning = if notes.is_empty() {
+                help
+            } else {
+                format!("{help} ({})", notes.join("; "))
+            };
+            (synopsis, meaning)
+        })
+        .collect()
+}
 
 /// The text `--help` prints for `program`.
 pub(crate) fn usage(program: &str) -> String {
     let mut text = format!("usage: {program} [OPTIONS]\n\n");
-    for flag in FLAGS {
-        let synopsis = format!("  {}", flag.synopsis());
-        let meaning = flag.meaning().replace('`', "");
+    for (synopsis, meaning) in described() {
+        let synopsis = format!("  {synopsis}");
+        let meaning = meaning.replace('`', "");
         let mut lines = wrap(&meaning, HELP_WIDTH - HELP_COLUMN).into_iter();
         let first = lines.next().unwrap_or_default();
         if synopsis.len() < HELP_COLUMN {
@@ -394,11 +228,10 @@ pub(crate) fn usage(program: &str) -> String {
 /// The README's flag table: `| flag | meaning |`, one row per flag.
 pub(crate) fn markdown_table() -> String {
     let mut table = String::from("| flag | meaning |\n|---|---|\n");
-    for flag in FLAGS {
+    for (synopsis, meaning) in described() {
         table.push_str(&format!(
-            "| `{}` | {} |\n",
-            flag.synopsis(),
-            flag.meaning().replace('|', "\\|")
+            "| `{synopsis}` | {} |\n",
+            meaning.replace('|', "\\|")
         ));
     }
     table
@@ -441,21 +274,14 @@ mod tests {
         let expected = markdown_table();
         assert!(
             in_readme == expected.trim(),
-            "README.md's flag table differs from FLAGS in examples/cli/flags.rs; \
+            "README.md's flag table differs from the flags in examples/cli/flags.rs; \
              put this between {BEGIN} and {END}:\n\n{expected}"
         );
     }
 
     #[test]
-    fn names_are_unique_long_flags() {
-        for (i, flag) in FLAGS.iter().enumerate() {
-            assert!(flag.name.starts_with("--"), "{}", flag.name);
-            assert!(
-                FLAGS[..i].iter().all(|earlier| earlier.name != flag.name),
-                "{} twice",
-                flag.name
-            );
-        }
+    fn clap_accepts_the_declaration() {
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -464,14 +290,11 @@ mod tests {
         assert!(usage.starts_with("usage: server [OPTIONS]\n"));
         assert!(!usage.contains('`'));
         let words = usage.split_whitespace().collect::<Vec<_>>().join(" ");
-        for flag in FLAGS {
-            assert!(usage.contains(&flag.synopsis()), "{}", flag.name);
-            if let Some(default) = flag.default {
-                assert!(
-                    words.contains(&format!("default {default}")),
-                    "{}",
-                    flag.name
-                );
+        for (synopsis, meaning) in described() {
+            assert!(usage.contains(&synopsis), "{synopsis}");
+            if let Some((_, default)) = meaning.split_once("default `") {
+                let default = default.split('`').next().unwrap_or_default();
+                assert!(words.contains(&format!("default {default}")), "{synopsis}");
             }
         }
         assert!(usage.contains("  -h, --help                print this help\n"));
@@ -483,20 +306,15 @@ mod tests {
 
     #[test]
     fn only_limit_and_trusted_proxy_repeat() {
-        let repeatable: Vec<_> = FLAGS
-            .iter()
-            .filter(|f| f.repeatable)
-            .map(|f| f.name)
+        let repeatable: Vec<String> = described()
+            .into_iter()
+            .filter(|(_, meaning)| meaning.contains("repeatable"))
+            .map(|(synopsis, _)| synopsis)
             .collect();
-        assert_eq!(repeatable, ["--limit", "--trusted-proxy"]);
-    }
-
-    #[test]
-    fn finds_long_and_short_names() {
-        assert_eq!(find("--bind").map(|f| f.name), Some("--bind"));
-        assert_eq!(find("-h").map(|f| f.name), Some("--help"));
-        assert!(find("--bogus").is_none());
-        assert!(find("bind").is_none());
+        assert_eq!(
+            repeatable,
+            ["--limit N/DURATION[@SPEC]", "--trusted-proxy CIDR"]
+        );
     }
 
     #[test]
