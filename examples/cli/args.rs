@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use redlimit::key::SpecPart;
 use redlimit::layer::{HeaderStyle, OnStoreError};
 use redlimit::{Algorithm, Limit};
 
@@ -88,44 +89,28 @@ pub(crate) enum KeyPart {
 pub(crate) struct KeySpec(pub Vec<KeyPart>);
 
 impl KeySpec {
-    /// Parses `ip`, `header:NAME`, `route+ip` and the like.
+    /// Parses `ip`, `header:NAME`, `route+ip` and the like: the library's grammar
+    /// ([`redlimit::key::spec_parts`]), plus `jwt`, which only the command line keys on.
     pub(crate) fn parse(text: &str) -> Result<Self, String> {
-        text.split('+')
-            .map(KeyPart::parse)
+        let parts = redlimit::key::spec_parts(text).map_err(|err| err.to_string())?;
+        parts
+            .into_iter()
+            .map(|part| match part {
+                SpecPart::Ip => Ok(KeyPart::Ip),
+                SpecPart::Header(name) => Ok(KeyPart::Header(name.to_owned())),
+                SpecPart::Query(name) => Ok(KeyPart::Query(name.to_owned())),
+                SpecPart::Route => Ok(KeyPart::Route),
+                SpecPart::Global => Ok(KeyPart::Global),
+                SpecPart::Other("jwt") => Ok(KeyPart::Jwt),
+                SpecPart::Other(word) => Err(format!(
+                    "unknown key `{word}`: expected ip, header:NAME (metadata:NAME), \
+                     query:NAME, jwt, route (method) or global, or several joined with + \
+                     (e.g. route+ip)"
+                )),
+                other => Err(format!("`{other:?}` is not a key of this server")),
+            })
             .collect::<Result<_, _>>()
             .map(KeySpec)
-    }
-}
-
-impl KeyPart {
-    fn parse(part: &str) -> Result<Self, String> {
-        match part {
-            "ip" => Ok(KeyPart::Ip),
-            "jwt" => Ok(KeyPart::Jwt),
-            // gRPC's words for the same things: the method is the route, metadata are headers.
-            "route" | "method" => Ok(KeyPart::Route),
-            "global" => Ok(KeyPart::Global),
-            _ => {
-                if let Some(name) = part
-                    .strip_prefix("header:")
-                    .or_else(|| part.strip_prefix("metadata:"))
-                {
-                    layer::check_header_name(name)?;
-                    Ok(KeyPart::Header(name.to_owned()))
-                } else if let Some(name) = part.strip_prefix("query:") {
-                    if name.is_empty() {
-                        return Err("query: needs a parameter name".to_owned());
-                    }
-                    Ok(KeyPart::Query(name.to_owned()))
-                } else {
-                    Err(format!(
-                        "unknown key `{part}`: expected ip, header:NAME (metadata:NAME), \
-                         query:NAME, jwt, route (method) or global, or several joined with + \
-                         (e.g. route+ip)"
-                    ))
-                }
-            }
-        }
     }
 }
 
@@ -668,9 +653,10 @@ pub(super) mod tests {
         assert!(error(&["--key", "cookie"]).contains("unknown key"));
         assert!(error(&["--key", "header:"]).contains("invalid header name"));
         assert!(error(&["--key", "header:bad name"]).contains("invalid header name"));
-        assert!(error(&["--key=Header:x"]).contains("unknown key"));
-        assert!(error(&["--key", "route+"]).contains("unknown key"));
-        assert!(error(&["--key", "query:"]).starts_with("--key: query:"));
+        // The library's grammar refuses what is not a key word at all.
+        assert!(error(&["--key=Header:x"]).contains("unknown part `Header:x`"));
+        assert!(error(&["--key", "route+"]).contains("unknown part ``"));
+        assert!(error(&["--key", "query:"]).contains("query: needs a parameter name"));
         assert!(error(&["--ipv6-prefix", "wide"]).starts_with("--ipv6-prefix: "));
     }
 

@@ -32,11 +32,6 @@ pub(crate) fn concurrency(n: u64) -> Result<Limit, String> {
     Limit::concurrency(n, LEASE_TIMEOUT).map_err(|e| format!("--concurrency: {e}"))
 }
 
-/// Whether `name` can be a header (or gRPC metadata) name.
-pub(crate) fn check_header_name(name: &str) -> Result<(), String> {
-    Header::new(name).map(|_| ()).map_err(|e| e.to_string())
-}
-
 /// The store and the layer the arguments describe; fails on a policy or Redis setting that
 /// cannot be used. Does not connect to Redis: requests do, and follow `--on-store-error` while
 /// it is down. Must run inside a Tokio runtime.

@@ -71,9 +71,9 @@ pub use per_limit::PerLimit;
 pub use query::Query;
 pub(crate) use route::matched_route;
 pub use route::Route;
-pub use spec::parse_spec;
 #[cfg(feature = "config")]
 pub(crate) use spec::parse_spec_with;
+pub use spec::{parse_spec, spec_parts, SpecPart};
 pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
 use http::request::Parts;

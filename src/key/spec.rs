@@ -20,6 +20,86 @@ pub fn parse_spec(spec: &str) -> Result<Arc<dyn KeyExtractor>, ConfigError> {
     parse_spec_with(spec, &(Arc::new(PeerIp) as Arc<dyn KeyExtractor>))
 }
 
+/// One part of a key spec, as [`spec_parts`] reads it. A tool that keys on more than the
+/// library's extractors (a verified token, say) reads its own words from
+/// [`SpecPart::Other`] and builds the extractors itself; the grammar stays the library's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpecPart<'a> {
+    /// `ip`: the client's address.
+    Ip,
+    /// `header:NAME` or `metadata:NAME` (a valid header name).
+    Header(&'a str),
+    /// `query:NAME` (a non-empty parameter name).
+    Query(&'a str),
+    /// `route` or `method`.
+    Route,
+    /// `global`.
+    Global,
+    /// Any other word without `:` (`jwt`), for the caller to accept or refuse.
+    Other(&'a str),
+}
+
+/// The parts of `spec` (`route+header:x-api-key`), in order: the grammar of every key spec,
+/// checked (header names valid, parameter names present, no empty part).
+///
+/// ```
+/// use redlimit::key::{spec_parts, SpecPart};
+/// assert_eq!(
+///     spec_parts("jwt+route")?,
+///     [SpecPart::Other("jwt"), SpecPart::Route]
+/// );
+/// assert!(spec_parts("header:bad name").is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+pub fn spec_parts(spec: &str) -> Result<Vec<SpecPart<'_>>, ConfigError> {
+    let bad = |reason: String| ConfigError::InvalidKeySpec {
+        spec: spec.to_owned(),
+        reason,
+    };
+    spec.split('+')
+        .map(|part| part_of(part).map_err(&bad))
+        .collect()
+}
+
+fn part_of(part: &str) -> Result<SpecPart<'_>, String> {
+    Ok(match part {
+        "ip" => SpecPart::Ip,
+        // gRPC's words for the same things: the method is the route, metadata are headers.
+        "route" | "method" => SpecPart::Route,
+        "global" => SpecPart::Global,
+        _ => {
+            if let Some(name) = part
+                .strip_prefix("header:")
+                .or_else(|| part.strip_prefix("metadata:"))
+            {
+                Header::new(name).map_err(|e| e.to_string())?;
+                SpecPart::Header(name)
+            } else if let Some(name) = part.strip_prefix("query:") {
+                if name.is_empty() {
+                    return Err("query: needs a parameter name".into());
+                }
+                SpecPart::Query(name)
+            } else if !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            {
+                SpecPart::Other(part)
+            } else {
+                return Err(unknown(part));
+            }
+        }
+    })
+}
+
+fn unknown(part: &str) -> String {
+    format!(
+        "unknown part `{part}`: expected ip, header:NAME (metadata:NAME), query:NAME, route \
+         (method) or global, or several joined with +"
+    )
+}
+
 /// [`parse_spec`], with `ip` meaning the extractor `ip` (a [`ClientIp`](super::ClientIp)
 /// trusting a config file's proxies).
 pub(crate) fn parse_spec_with(
@@ -30,37 +110,20 @@ pub(crate) fn parse_spec_with(
         spec: spec.to_owned(),
         reason,
     };
-    let mut parts = spec.split('+').map(|part| part_of(part, ip).map_err(&bad));
+    let mut parts = spec_parts(spec)?.into_iter().map(|part| {
+        Ok(match part {
+            SpecPart::Ip => Arc::clone(ip),
+            SpecPart::Header(name) => Arc::new(Header::new(name).map_err(|e| bad(e.to_string()))?)
+                as Arc<dyn KeyExtractor>,
+            SpecPart::Query(name) => Arc::new(Query::new(name)),
+            SpecPart::Route => Arc::new(Route),
+            SpecPart::Global => Arc::new(Global),
+            SpecPart::Other(word) => return Err(bad(unknown(word))),
+        })
+    });
     let first = parts.next().unwrap_or_else(|| Err(bad("empty".into())))?;
     parts.try_fold(first, |key, next| {
         Ok(Arc::new(Both::new(key, next?)) as Arc<dyn KeyExtractor>)
-    })
-}
-
-fn part_of(part: &str, ip: &Arc<dyn KeyExtractor>) -> Result<Arc<dyn KeyExtractor>, String> {
-    Ok(match part {
-        "ip" => Arc::clone(ip),
-        // gRPC's words for the same things: the method is the route, metadata are headers.
-        "route" | "method" => Arc::new(Route),
-        "global" => Arc::new(Global),
-        _ => {
-            if let Some(name) = part
-                .strip_prefix("header:")
-                .or_else(|| part.strip_prefix("metadata:"))
-            {
-                Arc::new(Header::new(name).map_err(|e| e.to_string())?)
-            } else if let Some(name) = part.strip_prefix("query:") {
-                if name.is_empty() {
-                    return Err("query: needs a parameter name".into());
-                }
-                Arc::new(Query::new(name))
-            } else {
-                return Err(format!(
-                    "unknown part `{part}`: expected ip, header:NAME (metadata:NAME), \
-                     query:NAME, route (method) or global, or several joined with +"
-                ));
-            }
-        }
     })
 }
 
