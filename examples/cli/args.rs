@@ -277,11 +277,6 @@ pub(crate) fn sync_ms(value: &str) -> Result<u64, String> {
     }
 }
 
-/// `--algorithm`: one of the library's algorithm names.
-pub(crate) fn algorithm(value: &str) -> Result<Algorithm, String> {
-    value.parse().map_err(|e| format!("{e}"))
-}
-
 /// `--ipv6-prefix`: a prefix length (1 to 128 is checked with the key, in `layer.rs`).
 pub(crate) fn ipv6_prefix(value: &str) -> Result<u8, String> {
     value
@@ -295,13 +290,6 @@ pub(crate) fn jwt_secret(value: &str) -> Result<String, String> {
         return Err("the secret must not be empty".into());
     }
     Ok(value.to_owned())
-}
-
-/// `--on-store-error`: the library's grammar (`open`, `closed`, `local`, `local:N`).
-pub(crate) fn on_store_error(value: &str) -> Result<OnStoreError, String> {
-    value
-        .parse()
-        .map_err(|err: redlimit::ConfigError| err.to_string())
 }
 
 /// `--admin-token`: not empty, printable ASCII without spaces (it travels in a header).
@@ -319,13 +307,6 @@ pub(crate) fn penalty(value: &str) -> Result<Duration, String> {
         Ok(penalty) if penalty.is_zero() => Err(format!("`{value}`: a penalty above zero")),
         parsed => parsed.map_err(|err| err.to_string()),
     }
-}
-
-/// `--headers`: the library's grammar (`legacy`, `ietf`, `both`, `none`).
-pub(crate) fn headers(value: &str) -> Result<HeaderStyle, String> {
-    value
-        .parse()
-        .map_err(|err: redlimit::ConfigError| err.to_string())
 }
 
 /// `--store-timeout-ms`: whole milliseconds above 0.

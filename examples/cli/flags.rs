@@ -43,7 +43,7 @@ pub(crate) struct Cli {
     pub(crate) sentinel_master: Option<String>,
 
     /// `fixed-window`, `sliding-window`, `sliding-log`, `token-bucket` or `gcra`
-    #[arg(long, value_name = "NAME", default_value = "gcra", value_parser = args::algorithm, allow_hyphen_values = true)]
+    #[arg(long, value_name = "NAME", default_value = "gcra", value_parser = clap::value_parser!(Algorithm), allow_hyphen_values = true)]
     pub(crate) algorithm: Algorithm,
 
     /// at most N requests per DURATION, which is a whole number and a unit: `ms`, `s`, `m`,
@@ -89,7 +89,7 @@ pub(crate) struct Cli {
 
     /// while the store fails: `local` (limit in this instance's memory; `local:N` when N
     /// instances share the limit), `open` (let requests through) or `closed` (answer 503)
-    #[arg(long, value_name = "MODE", default_value = "local", value_parser = args::on_store_error, allow_hyphen_values = true)]
+    #[arg(long, value_name = "MODE", default_value = "local", value_parser = clap::value_parser!(OnStoreError), allow_hyphen_values = true)]
     pub(crate) on_store_error: OnStoreError,
 
     /// how long a request waits on the store, in milliseconds
@@ -131,7 +131,7 @@ pub(crate) struct Cli {
 
     /// rate-limit headers: `legacy` (`X-RateLimit-*`, the tightest limit), `ietf`
     /// (`RateLimit-Policy` and `RateLimit`, every limit), `both` or `none`
-    #[arg(long, value_name = "STYLE", default_value = "legacy", value_parser = args::headers, allow_hyphen_values = true)]
+    #[arg(long, value_name = "STYLE", default_value = "legacy", value_parser = clap::value_parser!(HeaderStyle), allow_hyphen_values = true)]
     pub(crate) headers: HeaderStyle,
 
     /// serve the metrics in Prometheus text format at `GET /metrics` on ADDR
