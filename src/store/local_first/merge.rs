@@ -1,6 +1,6 @@
 //! The fleet's side of a sync in Rust: twin of `lua/local_first_sync.lua`, the same merge on
 //! the same integers. The simulation runs it as its Redis, and the tests hold the counting to
-//! idempotency with it (and `tests/local_first.rs` holds the Lua to the same answers).
+//! idempotency with it (and `tests/it/store/local_first.rs` holds the Lua to the same answers).
 
 use std::collections::HashMap;
 
