@@ -56,10 +56,13 @@ impl Breakers {
     /// opening), and logs the breaker's transitions.
     pub(crate) fn record(&self, domain: u16, admission: Admission, outcome: Outcome) {
         let breaker = self.breaker(domain);
+        // One clock read for both: the window counts in ms, silence is judged in µs.
+        let elapsed = self.epoch.elapsed();
         if admission != Admission::Skip && outcome != Outcome::Timeout {
-            breaker.note_answer(self.us_at(Instant::now()));
+            breaker.note_answer(elapsed.as_micros() as u64 + 1);
         }
-        let change = breaker.record(&self.config, self.now_ms(), admission, outcome);
+        let now_ms = elapsed.as_millis() as u64 + 1;
+        let change = breaker.record(&self.config, now_ms, admission, outcome);
         self.report(domain, change);
     }
 
