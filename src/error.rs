@@ -62,7 +62,7 @@ pub enum ConfigError {
     UnknownStoreErrorMode(String),
     /// A setting's text that is none of its values ([`HeaderStyle`](crate::layer::HeaderStyle),
     /// [`Shadow`](crate::layer::Shadow), [`MissingKey`](crate::layer::MissingKey),
-    /// [`GrpcStatus`](crate::layer::GrpcStatus)).
+    /// [`GrpcStatus`](crate::layer::GrpcStatus), [`CircuitBreaker`](crate::layer::CircuitBreaker)).
     #[error("invalid {setting} `{value}`: expected {expected}")]
     InvalidSetting {
         /// Which setting.

@@ -138,3 +138,68 @@ impl Default for CircuitBreaker {
         CircuitBreaker::new()
     }
 }
+
+/// `disabled`, or the settings that differ from the defaults as `name=value` pairs joined
+/// with commas: `window=5s,min-calls=50,failure-rate=0.8,cool-down=500ms` (durations in
+/// [`redlimit::duration`](crate::duration)'s grammar); `default` for the defaults. `Display`
+/// writes every setting.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::layer::CircuitBreaker;
+/// let breaker: CircuitBreaker = "min-calls=5,cool-down=2s".parse()?;
+/// assert_eq!(breaker, CircuitBreaker::new().min_calls(5).cool_down(Duration::from_secs(2)));
+/// assert_eq!(breaker.to_string(), "window=10s,min-calls=5,failure-rate=0.5,cool-down=2s");
+/// assert_eq!(breaker.to_string().parse::<CircuitBreaker>()?, breaker);
+/// assert!("disabled".parse::<CircuitBreaker>()?.is_disabled());
+/// assert!("window=soon".parse::<CircuitBreaker>().is_err());
+/// # Ok::<(), redlimit::ConfigError>(())
+/// ```
+impl std::str::FromStr for CircuitBreaker {
+    type Err = crate::ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let invalid = || crate::ConfigError::InvalidSetting {
+            setting: "circuit breaker",
+            value: s.to_owned(),
+            expected: "disabled, default, or window=DURATION, min-calls=N, failure-rate=R \
+                       (0.001 to 1), cool-down=DURATION joined with commas",
+        };
+        match s {
+            "disabled" => return Ok(CircuitBreaker::disabled()),
+            "default" => return Ok(CircuitBreaker::new()),
+            _ => {}
+        }
+        s.split(',')
+            .try_fold(CircuitBreaker::new(), |breaker, pair| {
+                let (name, value) = pair.split_once('=').ok_or_else(invalid)?;
+                let duration = || crate::duration::parse(value).map_err(|_| invalid());
+                match name {
+                    "window" => Ok(breaker.window(duration()?)),
+                    "cool-down" => Ok(breaker.cool_down(duration()?)),
+                    "min-calls" => Ok(breaker.min_calls(value.parse().map_err(|_| invalid())?)),
+                    "failure-rate" => match value.parse::<f64>() {
+                        Ok(rate) if (0.001..=1.0).contains(&rate) => Ok(breaker.failure_rate(rate)),
+                        _ => Err(invalid()),
+                    },
+                    _ => Err(invalid()),
+                }
+            })
+    }
+}
+
+impl std::fmt::Display for CircuitBreaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.disabled {
+            return f.write_str("disabled");
+        }
+        write!(
+            f,
+            "window={},min-calls={},failure-rate={},cool-down={}",
+            crate::duration::format(self.window),
+            self.min_calls,
+            f64::from(self.failure_permille) / 1000.0,
+            crate::duration::format(self.cool_down)
+        )
+    }
+}

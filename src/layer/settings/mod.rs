@@ -63,6 +63,31 @@ mod tests {
         ] {
             assert!(bad.parse::<OnStoreError>().is_err(), "{bad}");
         }
+        let breakers = [
+            CircuitBreaker::new(),
+            CircuitBreaker::disabled(),
+            CircuitBreaker::new()
+                .window(std::time::Duration::from_millis(2500))
+                .min_calls(3)
+                .failure_rate(0.125)
+                .cool_down(std::time::Duration::from_micros(1500)),
+        ];
+        for breaker in breakers {
+            assert_eq!(
+                breaker.to_string().parse::<CircuitBreaker>().unwrap(),
+                breaker
+            );
+        }
+        for bad in [
+            "",
+            "window",
+            "window=",
+            "min-calls=x",
+            "failure-rate=2",
+            "speed=1",
+        ] {
+            assert!(bad.parse::<CircuitBreaker>().is_err(), "{bad}");
+        }
         for bad in ["reject", "reject:200", "reject:99", "reject:+429", "deny"] {
             assert!(bad.parse::<MissingKey>().is_err(), "{bad}");
         }
