@@ -50,9 +50,13 @@
 //! ```
 
 mod file;
+#[cfg(unix)]
+mod hangup;
 mod reload;
 mod watch;
 
 pub use file::ConfigFile;
+#[cfg(unix)]
+pub use hangup::Hangup;
 pub use reload::Reloader;
 pub use watch::Watcher;

@@ -121,6 +121,23 @@ impl Reloader {
         Watcher::start(self.clone(), path.as_ref())
     }
 
+    /// Reloads the file at `path` each time the process receives `SIGHUP`, until the returned
+    /// [`Hangup`](super::Hangup) is dropped: for operators who reload by signal, and for
+    /// mounts whose changes no file event announces. Must be called inside a Tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
+    /// use redlimit::config::Reloader;
+    /// let reloader = Reloader::new(layer.handle());
+    /// let _watcher = reloader.watch("redlimit.toml")?;
+    /// let _hangup = reloader.reload_on_hangup("redlimit.toml")?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(unix)]
+    pub fn reload_on_hangup(&self, path: impl AsRef<Path>) -> Result<super::Hangup, ConfigError> {
+        super::hangup::Hangup::start(self.clone(), path.as_ref())
+    }
+
     /// How many configurations were put in force (by [`apply`](Self::apply) or a reload).
     ///
     /// ```

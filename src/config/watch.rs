@@ -17,8 +17,10 @@ const DEBOUNCE: Duration = Duration::from_millis(200);
 /// Watches a config file and reloads it on change; stops when dropped. Made by
 /// [`Reloader::watch`].
 ///
-/// The file's directory is watched, not the file, so that a file replaced by a rename (as
-/// editors and config-management tools save) is still followed.
+/// The file's directory is watched, not the file, and any change in it (but reads) leads to
+/// the file being read again, and applied if its text changed. So a file replaced by a rename
+/// (as editors and config-management tools save) is followed, and so is a Kubernetes
+/// ConfigMap, whose update swaps a `..data` symlink and never names the file itself.
 ///
 /// ```no_run
 /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
@@ -37,10 +39,9 @@ impl Watcher {
             path: path.display().to_string(),
             reason,
         };
-        let name = path
-            .file_name()
-            .ok_or_else(|| error("not a file name".into()))?
-            .to_owned();
+        if path.file_name().is_none() {
+            return Err(error("not a file name".into()));
+        }
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
@@ -49,9 +50,9 @@ impl Watcher {
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 let Ok(event) = event else { return };
-                // Our own reads are events too: only writes, creations, renames and removals count.
-                let touches = event.paths.iter().any(|p| p.file_name() == Some(&name));
-                if touches && !matches!(event.kind, EventKind::Access(_)) {
+                // Our own reads are events too: only writes, creations, renames and removals
+                // count, of any entry (a ConfigMap's `..data` link is not the file's name).
+                if !matches!(event.kind, EventKind::Access(_)) {
                     let _ = changed.send(());
                 }
             })
@@ -60,6 +61,8 @@ impl Watcher {
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| error(e.to_string()))?;
         let path = path.to_path_buf();
+        // What the layer runs now: a change elsewhere in the directory reloads nothing.
+        let mut applied = std::fs::read(&path).ok();
         let task = tokio::spawn(async move {
             while changes.recv().await.is_some() {
                 loop {
@@ -69,7 +72,13 @@ impl Watcher {
                         Err(_quiet) => break,
                     }
                 }
-                // Logged by reload_from, and the previous configuration stays.
+                let text = std::fs::read(&path).ok();
+                if text.is_some() && text == applied {
+                    continue;
+                }
+                // Logged by reload_from, and the previous configuration stays. A text that
+                // fails is not read again until it changes.
+                applied = text;
                 let _ = reloader.reload_from(&path);
             }
         });

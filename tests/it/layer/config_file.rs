@@ -141,6 +141,76 @@ async fn a_changed_file_applies_without_a_restart_and_keeps_used_units() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// Kubernetes mounts a ConfigMap as `FILE -> ..data/FILE` and `..data -> ..TIMESTAMP/`, and
+/// updates it by writing a new `..TIMESTAMP/`, renaming a fresh `..data_tmp` link over
+/// `..data` and removing the old directory: no event names `FILE`. The watcher follows it.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_kubernetes_configmap_update_is_followed() {
+    use std::os::unix::fs::symlink;
+
+    let server = RedisServer::start();
+    let dir = dir("configmap");
+    std::fs::create_dir(dir.join("..2026_11_25_01")).unwrap();
+    std::fs::write(dir.join("..2026_11_25_01/redlimit.toml"), file(2, 1)).unwrap();
+    symlink("..2026_11_25_01", dir.join("..data")).unwrap();
+    symlink("..data/redlimit.toml", dir.join("redlimit.toml")).unwrap();
+    let path = dir.join("redlimit.toml");
+    let layer = RateLimitLayer::builder_per_route(redis_store(&server, "configmap").await)
+        .rules(ConfigFile::load(&path).unwrap().rules())
+        .deny_cache(0)
+        .build()
+        .expect("valid layer");
+    let handle = Reloader::new(layer.handle());
+    let app = app(layer);
+    assert_eq!(passed(&app, "/", 3).await, 2);
+    let _watcher = handle.watch(&path).expect("watch");
+
+    // The kubelet's update, step by step.
+    std::fs::create_dir(dir.join("..2026_11_25_02")).unwrap();
+    std::fs::write(dir.join("..2026_11_25_02/redlimit.toml"), file(5, 1)).unwrap();
+    symlink("..2026_11_25_02", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.join("..2026_11_25_01")).unwrap();
+
+    let reloaded = eventually(DEADLINE, async || handle.applied() >= 1).await;
+    assert!(reloaded, "the watcher missed the ConfigMap's update");
+    assert_eq!(handle.applied(), 1, "one update, one reload");
+    assert_eq!(
+        passed(&app, "/", 4).await,
+        3,
+        "2 of 5 used before the update"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// `kill -HUP` reloads the file, changed or not by any file event.
+#[cfg(unix)]
+#[tokio::test]
+async fn sighup_reloads_the_file() {
+    let server = RedisServer::start();
+    let dir = dir("sighup");
+    let path = dir.join("redlimit.toml");
+    std::fs::write(&path, file(2, 1)).unwrap();
+    let layer = RateLimitLayer::builder_per_route(redis_store(&server, "sighup").await)
+        .rules(ConfigFile::load(&path).unwrap().rules())
+        .deny_cache(0)
+        .build()
+        .expect("valid layer");
+    let handle = Reloader::new(layer.handle());
+    let _hangup = handle.reload_on_hangup(&path).expect("listen for SIGHUP");
+    std::fs::write(&path, file(5, 1)).unwrap();
+    let pid = std::process::id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let reloaded = eventually(DEADLINE, async || handle.applied() >= 1).await;
+    assert!(reloaded, "SIGHUP did not reload the file");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// A writer into a shared buffer, for the log.
 #[derive(Clone, Default)]
 struct Log(Arc<Mutex<Vec<u8>>>);
