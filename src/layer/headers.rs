@@ -104,7 +104,14 @@ fn ietf_fields(decision: &Decision) -> Option<Box<(HeaderValue, HeaderValue)>> {
             format!("-{}", i + 1)
         };
         let (limit, window) = (state.limit().count(), ceil_secs(state.limit().period()));
-        let (remaining, reset) = (state.remaining(), ceil_secs(state.reset_after()));
+        // draft-ietf-httpapi-ratelimit-headers-11 §6 (example B.1.4): with no quota left,
+        // `t` is the wait until quota returns, as `Retry-After` says it, not the time until
+        // the limit is whole again.
+        let reset = match (state.remaining(), state.retry_after()) {
+            (0, Some(wait)) => ceil_secs(wait).max(1),
+            _ => ceil_secs(state.reset_after()),
+        };
+        let remaining = state.remaining();
         if state.limit().algorithm() == Algorithm::Concurrency {
             // The draft's quota unit for requests in flight; no window (a lease timeout is
             // not one), and no reset (a slot returns when a response ends).
@@ -173,6 +180,23 @@ mod tests {
         assert_eq!(text(&headers, "x-ratelimit-limit"), "1000");
         assert_eq!(text(&headers, "x-ratelimit-remaining"), "2");
         assert_eq!(text(&headers, "x-ratelimit-reset"), "1900");
+    }
+
+    #[test]
+    fn with_no_quota_left_t_is_the_wait_until_quota_returns() {
+        // 10 an hour, spent: whole again in an hour, but one unit back in 6 minutes.
+        let hourly = Limit::gcra(10, Duration::from_secs(3600)).unwrap();
+        let policy = Policy::new("api", [hourly]).unwrap();
+        let denied = LimitState::denied(
+            hourly,
+            0,
+            Duration::from_secs(3600),
+            Duration::from_millis(359_500),
+        );
+        let decision = Decision::new(&policy, SystemTime::now(), [denied]).unwrap();
+        let headers = render(&decision, HeaderStyle::Ietf);
+        assert_eq!(text(&headers, "ratelimit"), "\"api\";r=0;t=360");
+        assert_eq!(text(&headers, "retry-after"), "360");
     }
 
     #[test]
