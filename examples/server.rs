@@ -6,7 +6,7 @@
 //!   --algorithm sliding-log --limit 5/3s --limit 20/60s --key ip
 //! ```
 //!
-//! The flags, their values and defaults: `--help`, or the flag table in README.md; both are
+//! The flags, their values and defaults: `--help`, or the flag table in examples/README.md; both are
 //! generated from the one declaration in `examples/cli/flags.rs`. Once the listener is bound
 //! the server prints `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals
 //! its port), after `metrics on ADDR` and `admin on ADDR` for the listeners of

@@ -152,6 +152,30 @@ mod telemetry;
 #[path = "private.rs"]
 pub mod __private;
 
+// The README's and the guides' Rust blocks are compiled (and run, but for `no_run`) as doc
+// tests, so the pages cannot drift from the API.
+#[cfg(all(doctest, feature = "redis", feature = "axum", feature = "config", feature = "grpc"))]
+mod doc_pages {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/guide/keys.md")]
+    struct Keys;
+    #[doc = include_str!("../docs/guide/algorithms.md")]
+    struct Algorithms;
+    #[doc = include_str!("../docs/guide/policies.md")]
+    struct Policies;
+    #[doc = include_str!("../docs/guide/stores.md")]
+    struct Stores;
+    #[doc = include_str!("../docs/guide/failure-modes.md")]
+    struct FailureModes;
+    #[doc = include_str!("../docs/guide/responses.md")]
+    struct Responses;
+    #[doc = include_str!("../docs/guide/operations.md")]
+    struct Operations;
+    #[doc = include_str!("../docs/guide/performance.md")]
+    struct Performance;
+}
+
 pub use algorithm::Algorithm;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};

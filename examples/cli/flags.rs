@@ -1,5 +1,5 @@
 //! Every flag of the command line, declared once with clap's derive ([`Cli`]): the parser,
-//! `--help` and the README's flag table all read it. Values are read by the library's
+//! `--help` and the flag table of `examples/README.md` all read it. Values are read by the library's
 //! grammars where it has them (durations, failure modes, header styles, algorithms); what
 //! only the command line knows is checked in `args.rs`.
 
@@ -163,7 +163,7 @@ const HELP_COLUMN: usize = 28;
 /// Where `--help` wraps.
 const HELP_WIDTH: usize = 100;
 
-/// One flag as `--help` and the README show it: its synopsis (`--bind ADDR`) and its meaning
+/// One flag as `--help` and examples/README.md show it: its synopsis (`--bind ADDR`) and its meaning
 /// (the help, then whether it repeats and its default), in Markdown.
 pub(crate) fn described() -> Vec<(String, String)> {
     Cli::command()
@@ -225,7 +225,7 @@ pub(crate) fn usage(program: &str) -> String {
     text
 }
 
-/// The README's flag table: `| flag | meaning |`, one row per flag.
+/// The flag table of `examples/README.md`: `| flag | meaning |`, one row per flag.
 pub(crate) fn markdown_table() -> String {
     let mut table = String::from("| flag | meaning |\n|---|---|\n");
     for (synopsis, meaning) in described() {
@@ -262,19 +262,19 @@ mod tests {
 
     #[test]
     fn readme_table_is_generated_from_the_flags() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-        let readme = std::fs::read_to_string(path).expect("read README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/README.md");
+        let readme = std::fs::read_to_string(path).expect("read examples/README.md");
         let start = readme
             .find(BEGIN)
-            .expect("README.md lacks <!-- flags:begin -->");
+            .expect("examples/README.md lacks <!-- flags:begin -->");
         let end = readme
             .find(END)
-            .expect("README.md lacks <!-- flags:end -->");
+            .expect("examples/README.md lacks <!-- flags:end -->");
         let in_readme = readme[start + BEGIN.len()..end].trim();
         let expected = markdown_table();
         assert!(
             in_readme == expected.trim(),
-            "README.md's flag table differs from the flags in examples/cli/flags.rs; \
+            "examples/README.md's flag table differs from the flags in examples/cli/flags.rs; \
              put this between {BEGIN} and {END}:\n\n{expected}"
         );
     }

@@ -1,6 +1,6 @@
 //! The command line shared by `examples/server.rs` (HTTP) and `examples/grpc.rs` (gRPC):
 //!
-//! - `flags.rs`: every flag, declared once; `--help` and the README's flag table are generated
+//! - `flags.rs`: every flag, declared once; `--help` and the flag table of `examples/README.md` are generated
 //!   from that table.
 //! - `args.rs`: the command line parsed and checked into plain [`Args`].
 //! - `layer.rs`: the layer the arguments describe, the only code calling the library's

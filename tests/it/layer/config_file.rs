@@ -358,11 +358,11 @@ fn the_server_example_reloads_its_config_file_on_change() {
 #[test]
 fn the_readme_shows_the_example_file_as_it_is() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/docs/guide/operations.md")).unwrap();
     let example = std::fs::read_to_string(format!("{root}/examples/redlimit.toml")).unwrap();
     assert!(
         readme.contains(&format!("```toml\n{example}```")),
-        "README.md's copy of examples/redlimit.toml differs"
+        "docs/guide/operations.md's copy of examples/redlimit.toml differs"
     );
 }
 
