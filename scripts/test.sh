@@ -68,5 +68,13 @@ if rustup run nightly rustdoc --version >/dev/null 2>&1; then
 else
   echo "no nightly toolchain: skipping the docs.rs-style build" >&2
 fi
+# The crate as crates.io would get it: packaged from `include` alone and built from the package
+# (the tests, benches and scripts stay in the repository). --allow-dirty only lets a developer
+# run this with uncommitted edits; CI's clone is clean.
+if ! package_log=$(cargo publish --dry-run --allow-dirty 2>&1); then
+  echo "$package_log" >&2
+  exit 1
+fi
+grep -E "Packaged" <<<"$package_log"
 cargo test --all-features --all-targets
 cargo test --all-features --doc
