@@ -42,10 +42,15 @@ async fn main() -> ExitCode {
             Err(status) => return status,
         }
     }
-    if let (Some(addr), Some(token)) = (args.admin_bind, args.admin_token.clone()) {
+    if let (Some(addr), Some(token)) = (args.admin_bind, args.admin_token.as_deref()) {
+        let token = match redlimit::admin::AdminToken::new(token) {
+            Ok(token) => token,
+            Err(e) => return cli::usage_error(&format!("--admin-token: {e}")),
+        };
+        // The handle of the very layer that serves requests: a reset clears its deny cache too.
+        let admin = redlimit::admin::router(layer.handle(), token);
         match cli::listen_for("admin", addr).await {
-            // The very layer that serves requests: a reset clears its deny cache too.
-            Ok(listener) => cli::serve_beside(listener, cli::admin::router(layer.clone(), token)),
+            Ok(listener) => cli::serve_beside(listener, admin),
             Err(status) => return status,
         }
     }

@@ -118,7 +118,9 @@
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
 //! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
-//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below) |
+//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
+//! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
+//! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
@@ -132,6 +134,9 @@
 //! - `grpc` (feature `grpc`): a tonic health service behind the layer.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod algorithm;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
@@ -146,6 +151,10 @@ mod lease;
 mod limit;
 mod policy;
 pub mod store;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod telemetry;
+#[cfg(not(feature = "metrics"))]
 mod telemetry;
 
 #[doc(hidden)]
