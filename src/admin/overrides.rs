@@ -50,10 +50,21 @@ async fn set(
     body: Result<Json<SetBody>, JsonRejection>,
 ) -> Result<Response, AdminError> {
     let (policy, key) = target(&handle, path)?;
-    let Json(body) = body.map_err(|e| AdminError::BadRequest(e.status(), e.body_text()))?;
+    let Json(body) = body.map_err(bad_body)?;
     let value = parse(&policy, &body.limits)?;
     handle.set_override(&policy, &key, value).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A body that is not `{"limits": [..]}`: 400, whether its JSON does not parse or does not
+/// fit (axum tells the two apart with 400 and 422); a body too large keeps its 413, one
+/// without a JSON content type its 415.
+fn bad_body(rejection: JsonRejection) -> AdminError {
+    let status = match rejection.status() {
+        StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+        status => status,
+    };
+    AdminError::BadRequest(status, rejection.body_text())
 }
 
 async fn read(
