@@ -7,7 +7,10 @@
 //! ```
 //!
 //! The flags, their values and defaults: `--help`, or the flag table in README.md; both are
-//! generated from the one declaration in `examples/cli/flags.rs`. Once the listener is bound
+//! generated from the one declaration in `examples/cli/flags.rs`. Secrets (`--redis` with a
+//! password, `--jwt-secret`, `--admin-token`) also come from `REDLIMIT_*` variables or files
+//! (`--admin-token-file`, `REDLIMIT_ADMIN_TOKEN_FILE`), so they stay out of the process list.
+//! The admin endpoints are the library's `redlimit::admin::router`. Once the listener is bound
 //! the server prints `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals
 //! its port), after `metrics on ADDR` and `admin on ADDR` for the listeners of
 //! `--metrics-bind` and `--admin-bind`. A bad flag prints one line on stderr and exits with status 2. Logs go to stderr

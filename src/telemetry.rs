@@ -35,20 +35,40 @@
 /// Decisions, by `policy`, `outcome` (`allowed`, `denied`, `shadow_denied`), `source` (`store`,
 /// `deny_cache`, `local`, `fail_open`, `fail_closed`) and `limit` (the denying limit, empty when
 /// allowed).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::DECISIONS, "redlimit_decisions_total");
+/// ```
 #[cfg(feature = "metrics")]
 pub const DECISIONS: &str = "redlimit_decisions_total";
 /// Store calls that waited for an answer, by `store` kind: seconds until it answered or failed
 /// (an answer after the deadline included).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::STORE_DURATION, "redlimit_store_duration_seconds");
+/// ```
 #[cfg(feature = "metrics")]
 pub const STORE_DURATION: &str = "redlimit_store_duration_seconds";
 /// Decisions the store did not make, by `store` kind and `reason` (`deadline`, `overload`,
 /// `timeout`, `connection`, `script`, `reply`, `circuit_open`, `other`).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::STORE_FAILURES, "redlimit_store_failures_total");
+/// ```
 #[cfg(feature = "metrics")]
 pub const STORE_FAILURES: &str = "redlimit_store_failures_total";
 /// Circuit breaker transitions, by `state` entered (`open`, `closed`).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::BREAKER_TRANSITIONS, "redlimit_breaker_transitions_total");
+/// ```
 #[cfg(feature = "metrics")]
 pub const BREAKER_TRANSITIONS: &str = "redlimit_breaker_transitions_total";
 /// Live state the memory store evicted at its key cap.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::MEMORY_EVICTIONS, "redlimit_memory_evictions_total");
+/// ```
 #[cfg(feature = "metrics")]
 pub const MEMORY_EVICTIONS: &str = "redlimit_memory_evictions_total";
 

@@ -1,7 +1,7 @@
 //! The admin API over HTTP (feature `admin`): read and reset a key's state and set its
 //! overrides while the service runs, on a router of its own behind a bearer token.
 //!
-//! [`router`] takes the [`Handle`](crate::layer::Handle) of the layer that serves the
+//! [`router`] takes the [`Handle`] of the layer that serves the
 //! requests (so a reset or an override also drops that layer's cached denials) and the
 //! [`AdminToken`]; serve it on a listener of its own, not beside the application's routes.
 //!
