@@ -121,7 +121,7 @@ impl AdminError {
                                    (e.g. ip:127.0.0.1), percent-encoded"
                 .into(),
             AdminError::BadOverride(why) => one_line(why),
-            AdminError::NoSuchPolicy(name) => format!("no policy named `{}`", clip(name)),
+            AdminError::NoSuchPolicy(policy) => format!("no policy named `{}`", name(policy)),
             AdminError::NoOverride => "no override for this key".into(),
             AdminError::NotFound => {
                 "no such admin endpoint: try /keys/{policy}/{key} or /overrides/{policy}/{key}"
@@ -156,6 +156,23 @@ impl std::fmt::Display for AdminError {
 
 impl std::error::Error for AdminError {}
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_short_line() {
+        let long = format!("bad path: {}\n{}", "x".repeat(10_000), "y");
+        let message = AdminError::BadRequest(StatusCode::BAD_REQUEST, long).message();
+        assert_eq!(message.chars().count(), 201, "{message}");
+        assert!(!message.contains('\n'));
+        let policy = AdminError::NoSuchPolicy("p".repeat(1000)).message();
+        assert!(policy.len() < 120, "{policy}");
+        assert_eq!(clip("héllo", 2), "hé…");
+        assert_eq!(clip("hé", 2), "hé");
+    }
+}
+
 #[derive(Serialize)]
 struct Body {
     error: &'static str,
@@ -183,16 +200,21 @@ impl IntoResponse for AdminError {
     }
 }
 
-/// The text on one line, however it was written.
+/// The text on one line, however it was written, and cut short: a reason that quotes a
+/// hostile path or body does not send it back at full length.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    clip(&text.split_whitespace().collect::<Vec<_>>().join(" "), 200)
 }
 
-/// A name echoed back, cut short: a hostile path does not come back at full length.
-fn clip(name: &str) -> String {
-    const MAX: usize = 80;
-    match name.char_indices().nth(MAX) {
-        Some((end, _)) => format!("{}…", &name[..end]),
-        None => name.to_owned(),
+/// A name echoed back, cut short.
+fn name(name: &str) -> String {
+    clip(name, 80)
+}
+
+/// `text`'s first `max` characters, and `…` if there were more.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
     }
 }

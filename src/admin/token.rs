@@ -105,14 +105,17 @@ pub(super) async fn require(
     request: Request,
     next: Next,
 ) -> Response {
+    // RFC 9110 §11.1: the scheme is case-insensitive.
     let given = request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .map(|(_, credentials)| credentials.trim());
     match given {
         None => AdminError::Unauthorized.into_response(),
-        Some(given) if !token.matches(given.trim()) => AdminError::InvalidToken.into_response(),
+        Some(given) if !token.matches(given) => AdminError::InvalidToken.into_response(),
         Some(_) => next.run(request).await,
     }
 }

@@ -96,6 +96,17 @@ async fn round_trips(layer: RateLimitLayer) {
     let (status, _, _) = call(&admin, "DELETE", KEY_PATH, Some("Bearer x"), None).await;
     assert_eq!(status, 401);
 
+    // The scheme is case-insensitive (RFC 9110).
+    let (status, _, _) = call(
+        &admin,
+        "GET",
+        KEY_PATH,
+        Some("bearer s3cret-admin-token"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+
     // Inspect consumes nothing.
     for _ in 0..3 {
         let (status, body, _) = call(&admin, "GET", KEY_PATH, AUTH, None).await;
@@ -174,11 +185,13 @@ async fn round_trips(layer: RateLimitLayer) {
 async fn hostile_input(admin: &Router) {
     let huge_key = format!("/keys/api/{}", "k".repeat(60 * 1024));
     let ten_kib_policy = format!("/keys/{}/ip%3A1", "p".repeat(10 * 1024));
+    let huge_bad_utf8 = format!("/keys/api/{}", "%FF".repeat(15_000));
     let cases: Vec<(&str, String, Option<String>, u16, &str)> = vec![
         ("GET", huge_key.clone(), None, 400, "bad_key"),
         ("DELETE", huge_key, None, 400, "bad_key"),
         ("GET", "/keys/api/a%7Bb%7D".into(), None, 400, "bad_key"),
         ("GET", "/keys/api/%FF%FE".into(), None, 400, "bad_request"),
+        ("GET", huge_bad_utf8, None, 400, "bad_request"),
         (
             "GET",
             "/keys/nope/ip%3A1".into(),
@@ -271,7 +284,10 @@ async fn hostile_input(admin: &Router) {
         );
         assert_eq!(answer["error"], code, "{method} {shown}: {answer}");
         let message = answer["message"].as_str().expect("a message");
-        assert!(!message.contains('\n') && message.len() < 400, "{message}");
+        assert!(
+            !message.contains('\n') && message.len() < 400,
+            "one short line: {message:.500}"
+        );
     }
     // A body without a JSON content type.
     let request = Request::put(OVERRIDE_PATH)
