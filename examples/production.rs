@@ -76,8 +76,16 @@ async fn main() -> Result<(), Error> {
     let listener = bind("metrics", "REDLIMIT_METRICS_BIND", "127.0.0.1:9090").await?;
     servers.spawn(serve(listener, metrics_app, stopped.clone()));
 
-    if let Some(token) = secret("REDLIMIT_ADMIN_TOKEN")? {
-        let admin = admin::router(layer.handle(), AdminToken::new(token)?);
+    let token = match (
+        env("REDLIMIT_ADMIN_TOKEN_FILE"),
+        env("REDLIMIT_ADMIN_TOKEN"),
+    ) {
+        (Some(path), _) => Some(AdminToken::from_file(path)?),
+        (None, Some(token)) => Some(AdminToken::new(token)?),
+        (None, None) => None,
+    };
+    if let Some(token) = token {
+        let admin = admin::router(layer.handle(), token);
         let listener = bind("admin", "REDLIMIT_ADMIN_BIND", "127.0.0.1:9091").await?;
         servers.spawn(serve(listener, admin, stopped.clone()));
     }
