@@ -7,7 +7,10 @@
 //! ```
 //!
 //! The flags, their values and defaults: `--help`, or the flag table in examples/README.md; both are
-//! generated from the one declaration in `examples/cli/flags.rs`. Once the listener is bound
+//! generated from the one declaration in `examples/cli/flags.rs`. Secrets (`--redis` with a
+//! password, `--jwt-secret`, `--admin-token`) also come from `REDLIMIT_*` variables or files
+//! (`--admin-token-file`, `REDLIMIT_ADMIN_TOKEN_FILE`), so they stay out of the process list.
+//! The admin endpoints are the library's `redlimit::admin::router`. Once the listener is bound
 //! the server prints `listening on ADDR` (the real address, so `--bind 127.0.0.1:0` reveals
 //! its port), after `metrics on ADDR` and `admin on ADDR` for the listeners of
 //! `--metrics-bind` and `--admin-bind`. A bad flag prints one line on stderr and exits with status 2. Logs go to stderr
@@ -42,10 +45,15 @@ async fn main() -> ExitCode {
             Err(status) => return status,
         }
     }
-    if let (Some(addr), Some(token)) = (args.admin_bind, args.admin_token.clone()) {
+    if let (Some(addr), Some(token)) = (args.admin_bind, args.admin_token.as_deref()) {
+        let token = match redlimit::admin::AdminToken::new(token) {
+            Ok(token) => token,
+            Err(e) => return cli::usage_error(&format!("--admin-token: {e}")),
+        };
+        // The handle of the very layer that serves requests: a reset clears its deny cache too.
+        let admin = redlimit::admin::router(layer.handle(), token);
         match cli::listen_for("admin", addr).await {
-            // The very layer that serves requests: a reset clears its deny cache too.
-            Ok(listener) => cli::serve_beside(listener, cli::admin::router(layer.clone(), token)),
+            Ok(listener) => cli::serve_beside(listener, admin),
             Err(status) => return status,
         }
     }

@@ -45,7 +45,7 @@ cargo clippy --all-targets --all-features -- -D warnings
 
 # Each feature builds alone, and none: no feature may lean on another by accident.
 cargo clippy --lib --no-default-features -- -D warnings
-for feature in redis axum tls grpc jwt metrics config; do
+for feature in redis axum tls grpc jwt metrics config admin; do
   cargo clippy --lib --no-default-features --features "$feature" -- -D warnings
 done
 
@@ -76,5 +76,12 @@ if ! package_log=$(cargo publish --dry-run --allow-dirty 2>&1); then
   exit 1
 fi
 grep -E "Packaged" <<<"$package_log"
+# The Dockerfile's build command (its features, --locked), in debug to spare CI a release
+# build: the image itself is not built here (no Docker).
+docker_build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' Dockerfile)
+[ -n "$docker_build" ] || { echo "no RUN cargo build line in Dockerfile" >&2; exit 1; }
+${docker_build/ --release/}
+echo "Dockerfile's build command: ok"
+
 cargo test --all-features --all-targets
 cargo test --all-features --doc

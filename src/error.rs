@@ -141,7 +141,10 @@ pub enum ConfigError {
         /// What is wrong, in one line.
         reason: String,
     },
-    /// A config file that could not be read.
+    /// An admin token (feature `admin`) that is empty or not printable ASCII without spaces.
+    #[error("invalid admin token: {0}")]
+    InvalidAdminToken(&'static str),
+    /// A config file (or a secret's file) that could not be read.
     #[error("cannot read `{path}`: {reason}")]
     ReadFile {
         /// The file's path.

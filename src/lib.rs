@@ -91,12 +91,14 @@
 //!   facade: `redlimit_decisions_total{policy,outcome,source,limit}`,
 //!   `redlimit_store_duration_seconds{store}`, `redlimit_store_failures_total{store,reason}`,
 //!   `redlimit_breaker_transitions_total{state}`, `redlimit_memory_evictions_total`. Install a
-//!   recorder before the first request: a layer takes its handles at first use.
+//!   recorder before the first request: a layer takes its handles at first use. For
+//!   Prometheus, give the exporter `telemetry::HISTOGRAM_BUCKETS`.
 //! - **Tracing**: a `redlimit.decision` span per decision at `debug` (policy, outcome, source,
 //!   store latency, the key as a short hash).
 //! - **Shadow mode** ([`Shadow`](layer::Shadow), [`RateLimitBuilder::shadow`](layer::RateLimitBuilder::shadow)): every decision made and
 //!   recorded, none denied.
-//! - **Inspect and reset** a key ([`layer::Handle::inspect`], [`layer::Handle::reset`]).
+//! - **Inspect and reset** a key ([`layer::Handle::inspect`], [`layer::Handle::reset`]), or
+//!   over HTTP with the `admin` module (feature `admin`).
 //! - **Penalty box** ([`Policy::penalty`]): a key a limit denies stays denied for a while, on
 //!   every replica.
 //! - **Refunds** ([`RateLimitBuilder::refund_if`](layer::RateLimitBuilder::refund_if), [`store::Refund`]): units given back after a
@@ -106,8 +108,9 @@
 //!
 //! The crate root holds the values a request's decision is made of; the modules hold the
 //! parts you assemble: [`layer`] (the middleware, its builder, rules, handle and settings),
-//! [`key`] (key extractors), [`store`] (where state lives) and `config` (policies from a file,
-//! feature `config`).
+//! [`key`] (key extractors), [`store`] (where state lives), `config` (policies from a file,
+//! feature `config`), `admin` (the admin API over HTTP, feature `admin`) and `telemetry`
+//! (metric names and Prometheus buckets, feature `metrics`).
 //!
 //! # Feature flags
 //!
@@ -118,7 +121,9 @@
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
 //! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
-//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below) |
+//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
+//! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
+//! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
@@ -128,10 +133,16 @@
 //!
 //! - `quickstart`: an axum app with two limits on one route (`cargo run --example quickstart`;
 //!   the in-memory store unless `REDIS_URL` is set).
+//! - `production` (features `admin`, `config`): the parts composed as deployed: Redis from the
+//!   environment, a watched config file, Prometheus with buckets, the admin API, graceful
+//!   shutdown.
 //! - `server`: every option on the command line (`--help`), used by the black-box tests.
 //! - `grpc` (feature `grpc`): a tonic health service behind the layer.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod algorithm;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
@@ -146,6 +157,10 @@ mod lease;
 mod limit;
 mod policy;
 pub mod store;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod telemetry;
+#[cfg(not(feature = "metrics"))]
 mod telemetry;
 
 #[doc(hidden)]

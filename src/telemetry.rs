@@ -1,31 +1,101 @@
-//! What the crate tells operators: the metrics it records through the `metrics` facade
-//! (feature `metrics`), their names in one place and the rare events recorded where they
-//! happen, and the decision span. The per-request decision counters are in
+//! What the crate tells operators (feature `metrics` for the metrics): the metrics it records
+//! through the [`metrics`](https://docs.rs/metrics) facade, their names, and the histogram
+//! buckets to give a Prometheus exporter; also (inside the crate) the rare events recorded
+//! where they happen and the decision span. The per-request decision counters are in
 //! `layer/meters.rs`, which keeps their handles.
 //!
 //! Names follow Prometheus conventions: the `redlimit_` prefix, `_total` for counters, seconds
 //! for durations. Labels have bounded values (policy and limit names, fixed words): never a
 //! client key. Without a recorder installed every call is a no-op.
+//!
+//! # Prometheus histograms
+//!
+//! `metrics-exporter-prometheus` renders a histogram as a *summary* (quantiles computed in
+//! each process) unless it is given buckets, and summaries cannot be aggregated across
+//! instances: `histogram_quantile` over `sum by (le)` needs `_bucket` series. Give it
+//! [`HISTOGRAM_BUCKETS`] before installing it:
+//!
+//! ```
+//! use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+//! let mut builder = PrometheusBuilder::new();
+//! for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS {
+//!     builder = builder.set_buckets_for_metric(Matcher::Full(name.to_string()), buckets)?;
+//! }
+//! // `install_recorder()` in a service (before the first request); here a recorder of our own.
+//! let recorder = builder.build_recorder();
+//! let handle = recorder.handle();
+//! metrics::with_local_recorder(&recorder, || {
+//!     metrics::histogram!(redlimit::telemetry::STORE_DURATION, "store" => "redis").record(0.0007);
+//! });
+//! let text = handle.render();
+//! assert!(text.contains(r#"redlimit_store_duration_seconds_bucket{store="redis",le="0.001"} 1"#), "{text}");
+//! # Ok::<(), metrics_exporter_prometheus::BuildError>(())
+//! ```
 
 /// Decisions, by `policy`, `outcome` (`allowed`, `denied`, `shadow_denied`), `source` (`store`,
 /// `deny_cache`, `local`, `fail_open`, `fail_closed`) and `limit` (the denying limit, empty when
 /// allowed).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::DECISIONS, "redlimit_decisions_total");
+/// ```
 #[cfg(feature = "metrics")]
-pub(crate) const DECISIONS: &str = "redlimit_decisions_total";
+pub const DECISIONS: &str = "redlimit_decisions_total";
 /// Store calls that waited for an answer, by `store` kind: seconds until it answered or failed
 /// (an answer after the deadline included).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::STORE_DURATION, "redlimit_store_duration_seconds");
+/// ```
 #[cfg(feature = "metrics")]
-pub(crate) const STORE_DURATION: &str = "redlimit_store_duration_seconds";
+pub const STORE_DURATION: &str = "redlimit_store_duration_seconds";
 /// Decisions the store did not make, by `store` kind and `reason` (`deadline`, `overload`,
 /// `timeout`, `connection`, `script`, `reply`, `circuit_open`, `other`).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::STORE_FAILURES, "redlimit_store_failures_total");
+/// ```
 #[cfg(feature = "metrics")]
-pub(crate) const STORE_FAILURES: &str = "redlimit_store_failures_total";
+pub const STORE_FAILURES: &str = "redlimit_store_failures_total";
 /// Circuit breaker transitions, by `state` entered (`open`, `closed`).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::BREAKER_TRANSITIONS, "redlimit_breaker_transitions_total");
+/// ```
 #[cfg(feature = "metrics")]
-pub(crate) const BREAKER_TRANSITIONS: &str = "redlimit_breaker_transitions_total";
+pub const BREAKER_TRANSITIONS: &str = "redlimit_breaker_transitions_total";
 /// Live state the memory store evicted at its key cap.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::MEMORY_EVICTIONS, "redlimit_memory_evictions_total");
+/// ```
 #[cfg(feature = "metrics")]
-pub(crate) const MEMORY_EVICTIONS: &str = "redlimit_memory_evictions_total";
+pub const MEMORY_EVICTIONS: &str = "redlimit_memory_evictions_total";
+
+/// The buckets of [`STORE_DURATION`], in seconds: from well under a Redis round trip on one
+/// host (0.25 ms) to well past the default store deadline (100 ms), where a call that
+/// answered late still lands in a bucket of its own.
+///
+/// ```
+/// let buckets = redlimit::telemetry::STORE_DURATION_BUCKETS;
+/// assert!(buckets.windows(2).all(|w| w[0] < w[1]));
+/// assert!(buckets.contains(&0.1), "the default deadline is a bucket edge");
+/// ```
+#[cfg(feature = "metrics")]
+pub const STORE_DURATION_BUCKETS: &[f64] = &[
+    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// Every histogram the crate records, by full name, with its buckets: what a Prometheus
+/// exporter needs to render `_bucket` series instead of a summary (see the
+/// [module docs](self) for `metrics-exporter-prometheus`).
+///
+/// ```
+/// use redlimit::telemetry::{HISTOGRAM_BUCKETS, STORE_DURATION};
+/// assert!(HISTOGRAM_BUCKETS.iter().any(|(name, _)| *name == STORE_DURATION));
+/// ```
+#[cfg(feature = "metrics")]
+pub const HISTOGRAM_BUCKETS: &[(&str, &[f64])] = &[(STORE_DURATION, STORE_DURATION_BUCKETS)];
 
 use std::time::Duration;
 

@@ -127,7 +127,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
     let mut parsed = Args {
         help: cli.help,
         bind: cli.bind,
-        redis: cli.redis,
+        redis: secret(cli.redis, cli.redis_file, "--redis", Ok)?,
         redis_cluster: cli.redis_cluster.map(|urls| urls.0),
         redis_sentinel: cli.redis_sentinel.map(|urls| urls.0),
         sentinel_master: cli.sentinel_master,
@@ -140,7 +140,9 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
         key: cli.key,
         trusted_proxies: cli.trusted_proxies,
         ipv6_prefix: cli.ipv6_prefix,
-        jwt_secret: cli.jwt_secret,
+        jwt_secret: secret(cli.jwt_secret, cli.jwt_secret_file, "--jwt-secret", |v| {
+            jwt_secret(&v)
+        })?,
         on_store_error: cli.on_store_error,
         store_timeout: cli.store_timeout,
         prefix: cli.prefix,
@@ -152,7 +154,12 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
         refund_5xx: cli.refund_5xx,
         headers: cli.headers,
         admin_bind: cli.admin_bind,
-        admin_token: cli.admin_token,
+        admin_token: secret(
+            cli.admin_token,
+            cli.admin_token_file,
+            "--admin-token",
+            |v| admin_token(&v),
+        )?,
         config: cli.config,
         warnings: Vec::new(),
     };
@@ -173,6 +180,28 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
     }
     parsed.warnings = warnings(&parsed);
     Ok(parsed)
+}
+
+/// A secret given as `flag`'s value (the command line or its environment variable) or in the
+/// file of `flag`-file, checked by `check`; never both. The file's one line is the secret
+/// (its line break dropped); an error names the file, never its content.
+fn secret(
+    value: Option<String>,
+    file: Option<std::path::PathBuf>,
+    flag: &str,
+    check: impl FnOnce(String) -> Result<String, String>,
+) -> Result<Option<String>, String> {
+    let value = match (value, file) {
+        (Some(_), Some(_)) => return Err(format!("give only one of {flag} and {flag}-file")),
+        (Some(value), None) => return Ok(Some(value)),
+        (None, None) => return Ok(None),
+        (None, Some(path)) => std::fs::read_to_string(&path)
+            .map_err(|e| format!("{flag}-file: cannot read {}: {}", path.display(), e.kind()))?,
+    };
+    let value = value.trim_end_matches(['\r', '\n']).to_owned();
+    check(value)
+        .map(Some)
+        .map_err(|why| format!("{flag}-file: {why}"))
 }
 
 /// clap's error as one line: `--flag: what is wrong with its value`, `unknown flag `--x``,
@@ -520,6 +549,49 @@ pub(super) mod tests {
         .unwrap();
         assert_eq!(args.trusted_proxies, ["10.0.0.0/8", "::1"]);
         assert_eq!(args.ipv6_prefix, 56);
+    }
+
+    #[test]
+    fn secrets_come_from_files() {
+        let dir = std::env::temp_dir().join(format!("redlimit-args-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        let token = file("token", "s3cret\n");
+        let jwt = file("jwt", "0123456789abcdef0123456789abcdef");
+        let redis = file("redis", "redis://:pw@127.0.0.1:7000\r\n");
+        let args = parse(&[
+            "--admin-bind",
+            "127.0.0.1:0",
+            "--admin-token-file",
+            &token,
+            "--jwt-secret-file",
+            &jwt,
+            "--redis-file",
+            &redis,
+        ])
+        .unwrap();
+        assert_eq!(args.admin_token.as_deref(), Some("s3cret"));
+        assert_eq!(
+            args.jwt_secret.as_deref(),
+            Some("0123456789abcdef0123456789abcdef")
+        );
+        assert_eq!(args.redis.as_deref(), Some("redis://:pw@127.0.0.1:7000"));
+        assert!(error(&["--admin-token", "t", "--admin-token-file", &token])
+            .contains("give only one of --admin-token and --admin-token-file"));
+        let spaced = file("spaced", "a b\n");
+        let message = error(&["--admin-bind", "127.0.0.1:0", "--admin-token-file", &spaced]);
+        assert!(message.starts_with("--admin-token-file:"), "{message}");
+        assert!(
+            !message.contains("a b"),
+            "the file's content is not shown: {message}"
+        );
+        let missing = dir.join("missing").to_string_lossy().into_owned();
+        assert!(error(&["--jwt-secret-file", &missing]).contains("cannot read"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

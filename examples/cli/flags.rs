@@ -26,9 +26,25 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3000", value_parser = args::bind, allow_hyphen_values = true)]
     pub(crate) bind: SocketAddr,
 
-    /// a standalone Redis; without a Redis flag: the in-memory store
-    #[arg(long, value_name = "URL", allow_hyphen_values = true)]
+    /// a standalone Redis; without a Redis flag: the in-memory store. A URL with a password
+    /// is a secret: prefer the environment or `--redis-file` to the command line
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "REDLIMIT_REDIS",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub(crate) redis: Option<String>,
+
+    /// `--redis`'s URL read from FILE (a mounted secret; one line)
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "REDLIMIT_REDIS_FILE",
+        allow_hyphen_values = true
+    )]
+    pub(crate) redis_file: Option<PathBuf>,
 
     /// a Redis Cluster: comma-separated URLs of some of its nodes
     #[arg(long, value_name = "URLS", value_parser = args::url_list, allow_hyphen_values = true)]
@@ -84,8 +100,17 @@ pub(crate) struct Cli {
 
     /// HS256 secret verifying bearer tokens for `--key jwt` (feature `jwt`); must not be
     /// empty, and one under 32 bytes draws a warning
-    #[arg(long, value_name = "SECRET", value_parser = args::jwt_secret, allow_hyphen_values = true)]
+    #[arg(long, value_name = "SECRET", env = "REDLIMIT_JWT_SECRET", hide_env_values = true, value_parser = args::jwt_secret, allow_hyphen_values = true)]
     pub(crate) jwt_secret: Option<String>,
+
+    /// `--jwt-secret` read from FILE (a mounted secret; one line)
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "REDLIMIT_JWT_SECRET_FILE",
+        allow_hyphen_values = true
+    )]
+    pub(crate) jwt_secret_file: Option<PathBuf>,
 
     /// while the store fails: `local` (limit in this instance's memory; `local:N` when N
     /// instances share the limit), `open` (let requests through) or `closed` (answer 503)
@@ -140,14 +165,23 @@ pub(crate) struct Cli {
 
     /// serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads
     /// a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it;
-    /// `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: one N/DUR per line), reads and
-    /// removes its override
+    /// `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: `{"limits": ["N/DUR", ...]}`),
+    /// reads and removes its override (the library's `redlimit::admin::router`, feature `admin`)
     #[arg(long, value_name = "ADDR", value_parser = args::bind, allow_hyphen_values = true)]
     pub(crate) admin_bind: Option<SocketAddr>,
 
     /// the bearer token the admin endpoints require (`Authorization: Bearer TOKEN`)
-    #[arg(long, value_name = "TOKEN", value_parser = args::admin_token, allow_hyphen_values = true)]
+    #[arg(long, value_name = "TOKEN", env = "REDLIMIT_ADMIN_TOKEN", hide_env_values = true, value_parser = args::admin_token, allow_hyphen_values = true)]
     pub(crate) admin_token: Option<String>,
+
+    /// `--admin-token` read from FILE (a mounted secret; one line)
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "REDLIMIT_ADMIN_TOKEN_FILE",
+        allow_hyphen_values = true
+    )]
+    pub(crate) admin_token_file: Option<PathBuf>,
 
     /// print this help
     #[arg(short = 'h', long, action = ArgAction::SetTrue)]
@@ -156,7 +190,10 @@ pub(crate) struct Cli {
 
 /// What `--help` says after the flags.
 const FOOTER: &str = "Flags also accept the --flag=value form. A later value replaces an earlier \
-                      one, except for repeatable flags, which add one.";
+                      one, except for repeatable flags, which add one. A flag given on the \
+                      command line wins over its environment variable; secrets belong in the \
+                      environment or in files, which other users cannot read in the process \
+                      list.";
 
 /// Where `--help` starts each flag's meaning.
 const HELP_COLUMN: usize = 28;
@@ -192,6 +229,9 @@ pub(crate) fn described() -> Vec<(String, String)> {
             }
             if let Some(default) = arg.get_default_values().first() {
                 notes.push(format!("default `{}`", default.to_string_lossy()));
+            }
+            if let Some(var) = arg.get_env() {
+                notes.push(format!("or `${}`", var.to_string_lossy()));
             }
             let meaning = if notes.is_empty() {
                 help

@@ -7,20 +7,19 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Store latency buckets, in seconds: from well under a Redis round trip to the default deadline.
-const LATENCY_BUCKETS: &[f64] = &[
-    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-];
-
-/// Installs the Prometheus recorder as the process's recorder. Call it before the first request:
-/// the layer takes its metric handles from the recorder installed at its first use.
+/// Installs the Prometheus recorder as the process's recorder, with the library's histogram
+/// buckets (`redlimit::telemetry::HISTOGRAM_BUCKETS`: `_bucket` series, not summaries). Call
+/// it before the first request: the layer takes its metric handles from the recorder installed
+/// at its first use.
 pub(crate) fn install() -> Result<PrometheusHandle, String> {
-    PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Full("redlimit_store_duration_seconds".into()),
-            LATENCY_BUCKETS,
-        )
-        .and_then(PrometheusBuilder::install_recorder)
+    let mut builder = PrometheusBuilder::new();
+    for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS {
+        builder = builder
+            .set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)
+            .map_err(|e| format!("--metrics-bind: bad buckets for {name}: {e}"))?;
+    }
+    builder
+        .install_recorder()
         .map_err(|e| format!("--metrics-bind: cannot install the Prometheus recorder: {e}"))
 }
 

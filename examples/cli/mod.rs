@@ -6,10 +6,10 @@
 //! - `layer.rs`: the layer the arguments describe, the only code calling the library's
 //!   constructors.
 //! - `metrics.rs`: `--metrics-bind`, the Prometheus recorder and `GET /metrics`.
-//! - `admin/`: `--admin-bind`, the admin endpoints behind a bearer token.
+//!
+//! `--admin-bind` serves the library's admin router (`redlimit::admin`, in `server.rs`).
 #![allow(dead_code)] // each example uses a different part
 
-pub(crate) mod admin;
 mod args;
 mod flags;
 mod layer;

@@ -3,6 +3,14 @@
 
 #[cfg(all(feature = "grpc", feature = "redis"))]
 mod grpc_example;
+#[cfg(all(
+    unix,
+    feature = "admin",
+    feature = "config",
+    feature = "metrics",
+    feature = "redis"
+))]
+mod production_example;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
 mod server_example;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]

@@ -1,6 +1,8 @@
 //! The layer through HTTP and gRPC: headers, keys, routes, shadow mode, tracing, the deny
 //! cache, config files, and the public API's compile-time guarantees.
 
+#[cfg(all(feature = "admin", feature = "redis"))]
+mod admin_api;
 mod api;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod compose;
@@ -14,6 +16,8 @@ mod grpc;
 mod http;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
 mod keys;
+#[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
+mod prometheus_buckets;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod routes;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]

@@ -74,10 +74,28 @@ impl RunningExample {
     /// line for each other listener; if it exits first, this panics with what it printed
     /// instead).
     pub(crate) fn start(name: &str, args: &[&str]) -> RunningExample {
-        use std::io::BufRead;
-        let child = Command::new(example_binary(name))
+        RunningExample::start_with_env(name, args, &[])
+    }
+
+    /// [`start`](Self::start) with these environment variables set for it.
+    pub(crate) fn start_with_env(
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> RunningExample {
+        let mut command = Command::new(example_binary(name));
+        command
             .args(["--bind", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied());
+        RunningExample::spawn(name, command)
+    }
+
+    /// Runs `command` (the example `name`, set up by the caller: its listeners on free
+    /// ports) and waits for its `listening on ADDR` line, as [`start`](Self::start) does.
+    pub(crate) fn spawn(name: &str, mut command: Command) -> RunningExample {
+        use std::io::BufRead;
+        let child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -107,6 +125,26 @@ impl RunningExample {
                 _ => panic!("the {name} example printed {line:?} before `listening on`"),
             }
         }
+    }
+
+    /// The process id, to send it signals.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `deadline` for the process to exit; its status, or `None` if it still runs.
+    pub(crate) fn wait_exit(
+        &mut self,
+        deadline: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let end = std::time::Instant::now() + deadline;
+        while std::time::Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
     }
 
     /// The address of the listener announced as `what` (`metrics`, `admin`).
