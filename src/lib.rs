@@ -169,7 +169,14 @@ pub mod __private;
 
 // The README's and the guides' Rust blocks are compiled (and run, but for `no_run`) as doc
 // tests, so the pages cannot drift from the API.
-#[cfg(all(doctest, feature = "redis", feature = "axum", feature = "config", feature = "grpc"))]
+#[cfg(all(
+    doctest,
+    feature = "redis",
+    feature = "axum",
+    feature = "config",
+    feature = "grpc",
+    feature = "metrics"
+))]
 mod doc_pages {
     #[doc = include_str!("../README.md")]
     struct Readme;

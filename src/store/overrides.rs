@@ -65,7 +65,7 @@ impl Override {
     }
 
     /// Parses one `N/DURATION` per line (`1000/1m`; blank lines and surrounding spaces are
-    /// ignored), as the admin API of `examples/server` takes it.
+    /// ignored), as flags and text files write an override.
     ///
     /// ```
     /// use std::time::Duration;
