@@ -57,13 +57,30 @@ pub const STORE_DURATION: &str = "redlimit_store_duration_seconds";
 /// ```
 #[cfg(feature = "metrics")]
 pub const STORE_FAILURES: &str = "redlimit_store_failures_total";
-/// Circuit breaker transitions, by `state` entered (`open`, `closed`).
+/// Circuit breaker transitions, by `store` kind, failure `domain` (as in [`BREAKER_STATE`]) and
+/// `state` entered: `open` when the breaker trips (from closed: a probe that fails and opens it
+/// again is not a trip), `closed` when a probe finds the store back.
 ///
 /// ```
 /// assert_eq!(redlimit::telemetry::BREAKER_TRANSITIONS, "redlimit_breaker_transitions_total");
 /// ```
 #[cfg(feature = "metrics")]
 pub const BREAKER_TRANSITIONS: &str = "redlimit_breaker_transitions_total";
+/// Circuit breaker state, as a Prometheus state set: by `store` kind, failure `domain` and
+/// `state` (`closed`, `half_open`: a probe is in flight, `open`: the store is not called), the
+/// number of this process's breakers in that state; with one layer, 1 for the current state
+/// and 0 for the others.
+///
+/// `domain` is `0` for a store that fails as a whole (standalone Redis, Sentinel, memory); in
+/// a Redis Cluster it is the key's range of 128 hash slots (`d` covers slots `128·d` to
+/// `128·d + 127`), so a sick shard shows as the domains of its slots. A domain's series appear
+/// at its breaker's first trip: no series means never tripped.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::BREAKER_STATE, "redlimit_breaker_state");
+/// ```
+#[cfg(feature = "metrics")]
+pub const BREAKER_STATE: &str = "redlimit_breaker_state";
 /// Live state the memory store evicted at its key cap.
 ///
 /// ```
@@ -71,6 +88,50 @@ pub const BREAKER_TRANSITIONS: &str = "redlimit_breaker_transitions_total";
 /// ```
 #[cfg(feature = "metrics")]
 pub const MEMORY_EVICTIONS: &str = "redlimit_memory_evictions_total";
+/// Denials held in the deny cache (of every layer in the process; expired ones included until
+/// they are replaced or evicted).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::DENY_CACHE_ENTRIES, "redlimit_deny_cache_entries");
+/// ```
+#[cfg(feature = "metrics")]
+pub const DENY_CACHE_ENTRIES: &str = "redlimit_deny_cache_entries";
+/// Concurrency leases held by requests in flight, by `policy`: taken at admission, given back
+/// when the response body ends or is dropped.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::LEASES_IN_FLIGHT, "redlimit_leases_in_flight");
+/// ```
+#[cfg(feature = "metrics")]
+pub const LEASES_IN_FLIGHT: &str = "redlimit_leases_in_flight";
+/// Config file reloads, by `result`: `applied` (the file's rules are in force) or `refused`
+/// (it could not be read, parsed or validated; the previous rules stay).
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::CONFIG_RELOADS, "redlimit_config_reloads_total");
+/// ```
+#[cfg(feature = "metrics")]
+pub const CONFIG_RELOADS: &str = "redlimit_config_reloads_total";
+/// Whether a local-first store decides alone (1): its syncs with Redis have failed for three
+/// intervals, and it enforces this instance's share of each limit; 0 while it syncs.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::LOCAL_FIRST_ISOLATED, "redlimit_local_first_isolated");
+/// ```
+#[cfg(feature = "metrics")]
+pub const LOCAL_FIRST_ISOLATED: &str = "redlimit_local_first_isolated";
+/// Seconds since a local-first store last synced with Redis: since a sync call last
+/// succeeded, or a sync round found nothing to send (an idle store owes the fleet nothing).
+/// Updated after each round (every interval while it runs).
+///
+/// ```
+/// assert_eq!(
+///     redlimit::telemetry::LOCAL_FIRST_SYNC_AGE,
+///     "redlimit_local_first_sync_age_seconds"
+/// );
+/// ```
+#[cfg(feature = "metrics")]
+pub const LOCAL_FIRST_SYNC_AGE: &str = "redlimit_local_first_sync_age_seconds";
 
 /// The buckets of [`STORE_DURATION`], in seconds: from well under a Redis round trip on one
 /// host (0.25 ms) to well past the default store deadline (100 ms), where a call that
@@ -107,7 +168,7 @@ use crate::key::Key;
 /// layer takes a handle, once per label set: by then the application's recorder is installed.
 #[cfg(feature = "metrics")]
 pub(crate) fn describe() {
-    use metrics::{describe_counter, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(
         DECISIONS,
         Unit::Count,
@@ -133,6 +194,35 @@ pub(crate) fn describe() {
         Unit::Count,
         "Live state the memory store evicted at its key cap"
     );
+    describe_gauge!(
+        BREAKER_STATE,
+        Unit::Count,
+        "Circuit breakers in each state (closed, half_open, open), by store and failure domain"
+    );
+    describe_gauge!(
+        DENY_CACHE_ENTRIES,
+        Unit::Count,
+        "Denials held in the rate-limit deny cache"
+    );
+    describe_gauge!(
+        LEASES_IN_FLIGHT,
+        Unit::Count,
+        "Concurrency leases held by requests in flight, by policy"
+    );
+    describe_counter!(
+        CONFIG_RELOADS,
+        Unit::Count,
+        "Rate-limit config reloads, by result (applied, refused)"
+    );
+    describe_gauge!(
+        LOCAL_FIRST_ISOLATED,
+        "Whether the local-first store decides alone, its syncs with Redis failing (1) or not (0)"
+    );
+    describe_gauge!(
+        LOCAL_FIRST_SYNC_AGE,
+        Unit::Seconds,
+        "Seconds since the local-first store last synced with Redis"
+    );
 }
 
 /// The memory store evicted live state.
@@ -141,12 +231,28 @@ pub(crate) fn memory_eviction() {
     metrics::counter!(MEMORY_EVICTIONS).increment(1);
 }
 
-/// A circuit breaker entered `state`.
-pub(crate) fn breaker_transition(state: &'static str) {
+/// A config file reload ended with `result` (`applied`, `refused`). Reloads are rare: the
+/// counter is looked up each time, from the recorder installed then.
+#[cfg(feature = "config")]
+pub(crate) fn config_reload(result: &'static str) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(BREAKER_TRANSITIONS, "state" => state).increment(1);
+    metrics::counter!(CONFIG_RELOADS, "result" => result).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = state;
+    let _ = result;
+}
+
+/// A local-first store's health after a sync round: whether it decides alone, and how long
+/// ago it last synced. Looked up each round rather than kept: the store, and the task that
+/// calls this, may start before the application installs its recorder.
+#[cfg(feature = "redis")]
+pub(crate) fn local_first_health(isolated: bool, sync_age: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!(LOCAL_FIRST_ISOLATED).set(if isolated { 1.0 } else { 0.0 });
+        metrics::gauge!(LOCAL_FIRST_SYNC_AGE).set(sync_age.as_secs_f64());
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (isolated, sync_age);
 }
 
 /// The store did not decide, for `reason`.

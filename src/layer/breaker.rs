@@ -50,6 +50,8 @@ pub(crate) enum Change {
     Silent,
     /// Closed by a successful probe.
     Closed,
+    /// Opened again by a probe that failed (not a trip: it was open before the probe).
+    Reopened,
 }
 
 /// One tenth of the window: the calls of one time slice, tagged with the slice's number so a
@@ -148,7 +150,7 @@ impl Breaker {
                 return Some(Change::Closed);
             }
             self.open(config, now_ms);
-            return None;
+            return Some(Change::Reopened);
         }
         if admission == Admission::Skip {
             return None;
@@ -378,7 +380,10 @@ mod tests {
         let (b, c) = (Breaker::default(), config(1));
         assert!(record(&b, &c, 1, 1, Outcome::Failure));
         assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
-        assert_eq!(b.record(&c, 1001, Admission::Probe, Outcome::Timeout), None);
+        assert_eq!(
+            b.record(&c, 1001, Admission::Probe, Outcome::Timeout),
+            Some(Change::Reopened)
+        );
         assert_eq!(b.admit(1500, DEADLINE), Admission::Skip, "open again");
         assert_eq!(b.admit(2002, DEADLINE), Admission::Probe);
         // This probe never reports (its request was dropped): after 2 × the deadline, another.

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::breaker::{Admission, Breaker, Change, Outcome};
+use super::breaker_meters::{BreakerMeters, State};
 use super::settings::CircuitBreaker;
 
 /// How many breakers a layer keeps: a store's failure domains are folded onto these (a Redis
@@ -11,20 +12,23 @@ use super::settings::CircuitBreaker;
 /// another's).
 pub(crate) const DOMAINS: usize = 128;
 
-/// The breakers of a layer, shared by its clones, and the clock they count in.
+/// The breakers of a layer, shared by its clones, the clock they count in, and their metrics.
 #[derive(Debug)]
 pub(crate) struct Breakers {
     config: CircuitBreaker,
     epoch: Instant,
     domains: Box<[Breaker]>,
+    meters: BreakerMeters,
 }
 
 impl Breakers {
-    pub(crate) fn new(config: CircuitBreaker) -> Self {
+    /// Breakers for a store of kind `store` (its metrics label).
+    pub(crate) fn new(config: CircuitBreaker, store: &'static str) -> Self {
         Breakers {
             config,
             epoch: Instant::now(),
             domains: (0..DOMAINS).map(|_| Breaker::default()).collect(),
+            meters: BreakerMeters::new(store),
         }
     }
 
@@ -32,8 +36,13 @@ impl Breakers {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
 
+    /// The breaker of `domain`: its index among the layer's.
+    fn index(domain: u16) -> usize {
+        usize::from(domain) % DOMAINS
+    }
+
     fn breaker(&self, domain: u16) -> &Breaker {
-        &self.domains[usize::from(domain) % DOMAINS]
+        &self.domains[Self::index(domain)]
     }
 
     /// Whether a request for `domain` may call the store.
@@ -42,13 +51,19 @@ impl Breakers {
         if self.config.is_disabled() || breaker.is_closed() {
             return Admission::Call;
         }
-        breaker.admit(self.now_ms(), deadline)
+        let admission = breaker.admit(self.now_ms(), deadline);
+        if admission == Admission::Probe {
+            self.meters
+                .entered(Self::index(domain), State::HalfOpen, false);
+        }
+        admission
     }
 
     /// The probe `admission` granted was not sent after all.
     pub(crate) fn abandon(&self, domain: u16, admission: Admission) {
         if admission == Admission::Probe {
             self.breaker(domain).abandon_probe();
+            self.meters.entered(Self::index(domain), State::Open, false);
         }
     }
 
@@ -90,13 +105,14 @@ impl Breakers {
     }
 
     fn report(&self, domain: u16, change: Option<Change>) {
+        let index = Self::index(domain);
         match change {
             Some(Change::Opened {
                 calls,
                 failures,
                 timeouts,
             }) => {
-                crate::telemetry::breaker_transition("open");
+                self.meters.entered(index, State::Open, true);
                 tracing::warn!(
                     domain,
                     calls,
@@ -107,7 +123,7 @@ impl Breakers {
                 )
             }
             Some(Change::Silent) => {
-                crate::telemetry::breaker_transition("open");
+                self.meters.entered(index, State::Open, true);
                 tracing::warn!(
                     domain,
                     cool_down = ?self.config.cool_down_value(),
@@ -116,9 +132,10 @@ impl Breakers {
                 )
             }
             Some(Change::Closed) => {
-                crate::telemetry::breaker_transition("closed");
+                self.meters.entered(index, State::Closed, true);
                 tracing::info!(domain, "rate-limit store answers again; circuit closed")
             }
+            Some(Change::Reopened) => self.meters.entered(index, State::Open, false),
             None => {}
         }
     }
@@ -132,7 +149,7 @@ mod tests {
 
     #[test]
     fn domains_fail_independently() {
-        let b = Breakers::new(CircuitBreaker::new().min_calls(3));
+        let b = Breakers::new(CircuitBreaker::new().min_calls(3), "memory");
         for _ in 0..3 {
             assert_eq!(b.admit(7, DEADLINE), Admission::Call);
             b.record(7, Admission::Call, Outcome::Failure);
@@ -148,7 +165,7 @@ mod tests {
 
     #[test]
     fn disabled_never_opens() {
-        let b = Breakers::new(CircuitBreaker::disabled());
+        let b = Breakers::new(CircuitBreaker::disabled(), "memory");
         for _ in 0..1000 {
             b.record(0, Admission::Call, Outcome::Failure);
         }

@@ -273,7 +273,7 @@ impl RateLimitBuilder {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.config.breakers = Arc::new(Breakers::new(breaker));
+        self.config.breakers = Arc::new(Breakers::new(breaker, self.config.store.kind()));
         self
     }
 

@@ -65,6 +65,7 @@ pub(crate) struct Config {
 impl Config {
     /// The defaults, with no rule yet.
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        let kind = store.kind();
         Config {
             store,
             routes: Vec::new(),
@@ -75,7 +76,7 @@ impl Config {
             on_store_error: OnStoreError::default(),
             local_store: MemoryStore::new(),
             deadline: DEFAULT_DEADLINE,
-            breakers: Arc::new(Breakers::new(CircuitBreaker::default())),
+            breakers: Arc::new(Breakers::new(CircuitBreaker::default(), kind)),
             in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
             deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),

@@ -89,6 +89,10 @@ pub(crate) struct DenyCache {
     hasher: foldhash::fast::RandomState,
     /// Entries across all shards: an empty cache costs a request one atomic load.
     len: AtomicUsize,
+    /// The entries gauge, moved by this cache's changes (so the caches of several layers add
+    /// up); taken at the first entry, from the recorder installed by then.
+    #[cfg(feature = "metrics")]
+    gauge: std::sync::OnceLock<metrics::Gauge>,
 }
 
 impl DenyCache {
@@ -101,6 +105,22 @@ impl DenyCache {
             per_shard: capacity.div_ceil(SHARDS),
             hasher: foldhash::fast::RandomState::default(),
             len: AtomicUsize::new(0),
+            #[cfg(feature = "metrics")]
+            gauge: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Counts `added` entries more and `removed` fewer.
+    fn changed(&self, added: usize, removed: usize) {
+        self.len.fetch_add(added, Ordering::Relaxed);
+        self.len.fetch_sub(removed, Ordering::Relaxed);
+        #[cfg(feature = "metrics")]
+        if added != removed {
+            let gauge = self.gauge.get_or_init(|| {
+                crate::telemetry::describe();
+                metrics::gauge!(crate::telemetry::DENY_CACHE_ENTRIES)
+            });
+            gauge.increment(added as f64 - removed as f64);
         }
     }
 
@@ -203,7 +223,7 @@ impl DenyCache {
         if map.insert(hash, entry).is_some() {
             return;
         }
-        self.len.fetch_add(1, Ordering::Relaxed);
+        let mut evicted = 0;
         if map.len() > self.per_shard {
             // Expired entries go first, else the one that would expire soonest of a sample.
             let now = Instant::now();
@@ -215,9 +235,10 @@ impl DenyCache {
                 .map(|(h, _)| *h);
             if let Some(victim) = victim {
                 map.remove(&victim);
-                self.len.fetch_sub(1, Ordering::Relaxed);
+                evicted = 1;
             }
         }
+        self.changed(1, evicted);
     }
 
     /// Drops the denial of `key` under rule `rule`, if any (its state was reset: the denial no
@@ -232,7 +253,7 @@ impl DenyCache {
             .is_some_and(|entry| entry.rule == rule && entry.key == *key)
         {
             map.remove(&hash);
-            self.len.fetch_sub(1, Ordering::Relaxed);
+            self.changed(0, 1);
         }
     }
 
@@ -243,7 +264,7 @@ impl DenyCache {
             let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
             let before = map.len();
             map.retain(|_, entry| entry.rule != rule);
-            self.len.fetch_sub(before - map.len(), Ordering::Relaxed);
+            self.changed(0, before - map.len());
         }
     }
 
@@ -251,6 +272,16 @@ impl DenyCache {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for DenyCache {
+    /// The layer's rules were replaced (a reload) or it is gone: its denials leave the gauge.
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        if let Some(gauge) = self.gauge.get() {
+            gauge.decrement(self.len.load(Ordering::Relaxed) as f64);
+        }
     }
 }
 
@@ -347,6 +378,47 @@ mod tests {
         let local = denial(&store, &policy, &key, 1).with_source(DecisionSource::Local);
         cache.insert(0, &key, 1, (Instant::now(), 0), &local);
         assert_eq!(cache.len(), 0);
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn the_entries_gauge_follows_inserts_evictions_removals_and_drops() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let gauge = || {
+            let text = handle.render();
+            text.lines()
+                .find_map(|l| l.strip_prefix("redlimit_deny_cache_entries "))
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        let policy =
+            Policy::new("p", [Limit::gcra(1, Duration::from_secs(3600)).unwrap()]).unwrap();
+        let store = MemoryStore::new();
+        metrics::with_local_recorder(&recorder, || {
+            let (a, b) = (DenyCache::new(32), DenyCache::new(32));
+            for i in 0..200 {
+                let key = Key::new(format!("k{i}"));
+                let d = denial(&store, &policy, &key, 1);
+                a.insert(0, &key, 1, (Instant::now(), 0), &d);
+                a.insert(0, &key, 1, (Instant::now(), 0), &d);
+                b.insert(1, &key, 1, (Instant::now(), 0), &d);
+            }
+            assert_eq!(
+                gauge(),
+                Some((a.len() + b.len()) as f64),
+                "evictions counted out"
+            );
+            let kept = (0..200)
+                .map(|i| Key::new(format!("k{i}")))
+                .find(|key| matches!(a.lookup(0, key, 1, false, || 0), Lookup::Hit(_)))
+                .expect("a cached key");
+            a.remove(0, &kept);
+            assert_eq!(gauge(), Some((a.len() + b.len()) as f64));
+            b.remove_rule(1);
+            assert_eq!(gauge(), Some(a.len() as f64));
+            drop(a);
+            assert_eq!(gauge(), Some(0.0));
+        });
     }
 
     #[test]

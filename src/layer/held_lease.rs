@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use super::meters::LeaseMeter;
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;
@@ -16,21 +17,30 @@ pub(crate) enum LeaseStore {
     Local(MemoryStore),
 }
 
-/// One held lease; dropping it releases the lease, exactly once.
+/// One held lease; dropping it releases the lease, exactly once, and counts it out of the
+/// leases in flight.
 pub(crate) struct HeldLease {
     store: LeaseStore,
     policy: Policy,
     key: Key,
     lease: Lease,
+    _meter: LeaseMeter,
 }
 
 impl HeldLease {
-    pub(crate) fn new(store: LeaseStore, policy: Policy, key: Key, lease: Lease) -> Self {
+    pub(crate) fn new(
+        store: LeaseStore,
+        policy: Policy,
+        key: Key,
+        lease: Lease,
+        meter: LeaseMeter,
+    ) -> Self {
         HeldLease {
             store,
             policy,
             key,
             lease,
+            _meter: meter,
         }
     }
 }

@@ -15,10 +15,10 @@ use crate::decision::DecisionSource;
 use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "metrics")]
-use metrics::{Counter, Histogram, SharedString};
+use metrics::{Counter, Gauge, Histogram, SharedString};
 
 #[cfg(feature = "metrics")]
-use crate::telemetry::{DECISIONS, STORE_DURATION};
+use crate::telemetry::{DECISIONS, LEASES_IN_FLIGHT, STORE_DURATION};
 
 #[cfg(feature = "metrics")]
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "shadow_denied"];
@@ -48,6 +48,7 @@ struct RuleMeters {
     /// Each limit's name, for the `limit` label; the first, empty, for no denying limit.
     limits: Box<[Arc<str>]>,
     counters: Box<[OnceLock<Counter>]>,
+    leases: OnceLock<Gauge>,
 }
 
 impl Meters {
@@ -69,6 +70,7 @@ impl Meters {
                     policy: policy.name_arc(),
                     limits,
                     counters,
+                    leases: OnceLock::new(),
                 }
             })
             .collect();
@@ -149,6 +151,58 @@ impl Meters {
                     metrics::histogram!(STORE_DURATION, "store" => self.store)
                 })
                 .clone(),
+        }
+    }
+}
+
+impl Meters {
+    /// Counts a concurrency lease of rule `rule` taken, until the returned meter is dropped.
+    pub(crate) fn lease(&self, rule: usize) -> LeaseMeter {
+        #[cfg(feature = "metrics")]
+        {
+            let gauge = self.rules.get(rule).map(|meters| {
+                let gauge = meters.leases.get_or_init(|| {
+                    crate::telemetry::describe();
+                    metrics::gauge!(
+                        LEASES_IN_FLIGHT,
+                        "policy" => SharedString::from(Arc::clone(&meters.policy)),
+                    )
+                });
+                gauge.increment(1.0);
+                gauge.clone()
+            });
+            LeaseMeter { gauge }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = rule;
+            LeaseMeter {}
+        }
+    }
+}
+
+/// One lease in the leases-in-flight gauge, counted out when dropped (with the lease it
+/// travels with).
+pub(crate) struct LeaseMeter {
+    #[cfg(feature = "metrics")]
+    gauge: Option<Gauge>,
+}
+
+impl LeaseMeter {
+    /// A lease no request holds (taken by a late answer, given back at once): not counted.
+    pub(crate) fn uncounted() -> Self {
+        LeaseMeter {
+            #[cfg(feature = "metrics")]
+            gauge: None,
+        }
+    }
+}
+
+impl Drop for LeaseMeter {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        if let Some(gauge) = &self.gauge {
+            gauge.decrement(1.0);
         }
     }
 }

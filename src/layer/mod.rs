@@ -79,6 +79,7 @@
 
 mod body;
 mod breaker;
+mod breaker_meters;
 mod breakers;
 mod builder;
 mod config;

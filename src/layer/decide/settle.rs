@@ -12,6 +12,7 @@ use crate::key::Key;
 use crate::layer::breaker::Outcome;
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::{HeldLease, LeaseStore};
+use crate::layer::meters::LeaseMeter;
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::lease::Lease;
@@ -110,6 +111,7 @@ impl Decider {
                                 policy,
                                 key,
                                 lease,
+                                LeaseMeter::uncounted(),
                             ));
                         }
                     }
@@ -223,7 +225,14 @@ impl Decider {
                 self.config.rule(rule)?.policy.clone(),
             ),
         };
-        Some(Box::new(HeldLease::new(store, policy, key.clone(), lease)))
+        let meter = self.meters.lease(rule);
+        Some(Box::new(HeldLease::new(
+            store,
+            policy,
+            key.clone(),
+            lease,
+            meter,
+        )))
     }
 
     /// How long a call past its deadline may still answer: [`LOST_AFTER`], at least ten

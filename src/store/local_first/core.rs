@@ -49,6 +49,8 @@ pub(crate) struct Core {
     generations: AtomicU64,
     /// Local time of the first failed sync since the last success; 0 when syncs succeed.
     failing_since: AtomicU64,
+    /// Local time of the last sync: a call that succeeded, or a round with nothing to send.
+    synced_at: AtomicU64,
     instances: AtomicU32,
     rounds: AtomicU64,
     pub(crate) wake: tokio::sync::Notify,
@@ -70,6 +72,7 @@ impl Core {
         seed: u64,
     ) -> Self {
         let instances = settings.instances.max(1);
+        let created = clock.now_us();
         Core {
             entries: ShardedMap::new(settings.max_keys, seed, |i| Side {
                 touched: Vec::new(),
@@ -81,6 +84,7 @@ impl Core {
             instance,
             generations: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
+            synced_at: AtomicU64::new(created),
             instances: AtomicU32::new(instances),
             rounds: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
@@ -209,6 +213,7 @@ impl Core {
                 self.offset
                     .store(redis_now as i64 - midpoint as i64, Ordering::Relaxed);
                 self.failing_since.store(0, Ordering::Relaxed);
+                self.synced_at.fetch_max(received_at, Ordering::Relaxed);
                 Some((redis_now, replies))
             }
             _ => {
@@ -282,6 +287,19 @@ impl Core {
     pub(crate) fn is_isolated(&self) -> bool {
         let since = self.failing_since.load(Ordering::Relaxed);
         since != 0 && self.clock.now_us().saturating_sub(since) >= 3 * self.settings.interval_us()
+    }
+
+    /// A sync round found nothing to send: the fleet is owed nothing, the view is current.
+    pub(crate) fn nothing_to_sync(&self) {
+        self.synced_at
+            .fetch_max(self.clock.now_us(), Ordering::Relaxed);
+    }
+
+    /// How long ago this instance last synced (a call that succeeded, or a round with nothing
+    /// to send).
+    pub(crate) fn sync_age(&self) -> std::time::Duration {
+        let at = self.synced_at.load(Ordering::Relaxed);
+        std::time::Duration::from_micros(self.clock.now_us().saturating_sub(at))
     }
 
     pub(crate) fn rounds(&self) -> u64 {

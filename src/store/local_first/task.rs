@@ -48,6 +48,7 @@ pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
             heartbeat(&core, &redis, heartbeat_ttl).await;
         }
         sync_round(&core, &redis).await;
+        crate::telemetry::local_first_health(core.is_isolated(), core.sync_age());
         if last_sweep.elapsed() >= Duration::from_secs(10) {
             last_sweep = tokio::time::Instant::now();
             core.sweep();
@@ -66,6 +67,7 @@ pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
 pub(super) async fn sync_round(core: &Arc<Core>, redis: &RedisStore) {
     let items = core.begin_sync();
     if items.is_empty() {
+        core.nothing_to_sync();
         return;
     }
     let prefix = redis.prefix().to_owned();

@@ -1,5 +1,5 @@
 //! The layer through HTTP and gRPC: headers, keys, routes, shadow mode, tracing, the deny
-//! cache, config files, and the public API's compile-time guarantees.
+//! cache, config files, the health metrics, and the public API's compile-time guarantees.
 
 #[cfg(all(feature = "admin", feature = "redis"))]
 mod admin_api;
@@ -12,6 +12,13 @@ mod config_file;
 mod deny_cache;
 #[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
 mod grpc;
+#[cfg(all(
+    feature = "axum",
+    feature = "config",
+    feature = "metrics",
+    feature = "redis"
+))]
+mod health_metrics;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod http;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
