@@ -90,9 +90,14 @@
 //! - **Metrics** (feature `metrics`, default) through the [`metrics`](https://docs.rs/metrics)
 //!   facade: `redlimit_decisions_total{policy,outcome,source,limit}`,
 //!   `redlimit_store_duration_seconds{store}`, `redlimit_store_failures_total{store,reason}`,
-//!   `redlimit_breaker_transitions_total{state}`, `redlimit_memory_evictions_total`. Install a
-//!   recorder before the first request: a layer takes its handles at first use. For
-//!   Prometheus, give the exporter `telemetry::HISTOGRAM_BUCKETS`.
+//!   `redlimit_breaker_state{store,domain,state}`,
+//!   `redlimit_breaker_transitions_total{store,domain,state}`,
+//!   `redlimit_local_first_isolated`, `redlimit_local_first_sync_age_seconds`,
+//!   `redlimit_config_reloads_total{result}`, `redlimit_deny_cache_entries`,
+//!   `redlimit_leases_in_flight{policy}`, `redlimit_memory_evictions_total` (names in
+//!   `telemetry`). Install a recorder before the first request: a layer takes its handles at
+//!   first use. For Prometheus, give the exporter `telemetry::HISTOGRAM_BUCKETS`; a Grafana
+//!   dashboard is in the repository's `docs/grafana/redlimit.json`.
 //! - **Tracing**: a `redlimit.decision` span per decision at `debug` (policy, outcome, source,
 //!   store latency, the key as a short hash).
 //! - **Shadow mode** ([`Shadow`](layer::Shadow), [`RateLimitBuilder::shadow`](layer::RateLimitBuilder::shadow)): every decision made and
@@ -121,7 +126,7 @@
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
 //! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
-//! | `metrics` | yes | counters and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
+//! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
 //! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |
 //!

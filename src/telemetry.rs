@@ -4,6 +4,13 @@
 //! where they happen and the decision span. The per-request decision counters are in
 //! `layer/meters.rs`, which keeps their handles.
 //!
+//! Beside the decisions and the store's latency and failures, the limiter's own health: its
+//! circuit breakers ([`BREAKER_STATE`], [`BREAKER_TRANSITIONS`]), a local-first store's
+//! isolation and sync age ([`LOCAL_FIRST_ISOLATED`], [`LOCAL_FIRST_SYNC_AGE`]), config reloads
+//! ([`CONFIG_RELOADS`]), the deny cache ([`DENY_CACHE_ENTRIES`]) and concurrency leases
+//! ([`LEASES_IN_FLIGHT`]). The repository's `docs/grafana/redlimit.json` is a Grafana
+//! dashboard of them all.
+//!
 //! Names follow Prometheus conventions: the `redlimit_` prefix, `_total` for counters, seconds
 //! for durations. Labels have bounded values (policy and limit names, fixed words): never a
 //! client key. Without a recorder installed every call is a no-op.
