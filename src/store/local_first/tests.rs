@@ -273,3 +273,45 @@ fn the_key_cap_never_drops_units_redis_has_not_acknowledged() {
     core.sweep();
     assert_eq!(core.len(), 0);
 }
+
+#[test]
+fn the_sync_age_counts_from_the_last_success_or_round_with_nothing_to_send() {
+    let clock = ManualClock::new(T0);
+    let core = Core::new(
+        Settings::default(),
+        Box::new(clock.clone()),
+        "a".to_owned(),
+        7,
+    );
+    let policy = Policy::new("p", [Limit::gcra(10, Duration::from_secs(10)).unwrap()]).unwrap();
+    clock.advance(Duration::from_millis(300));
+    assert_eq!(
+        core.sync_age(),
+        Duration::from_millis(300),
+        "since it started"
+    );
+    core.nothing_to_sync();
+    assert_eq!(core.sync_age(), Duration::ZERO);
+
+    let mut fleet = Keyspace::default();
+    core.check(&policy, &Key::new("k"), 1);
+    clock.advance(Duration::from_millis(50));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert_eq!(core.sync_age(), Duration::ZERO);
+
+    // Syncs fail: the age grows, and past three intervals the store is isolated.
+    core.check(&policy, &Key::new("k"), 1);
+    for _ in 0..4 {
+        clock.advance(Duration::from_millis(100));
+        let items = core.begin_sync();
+        assert!(!items.is_empty(), "failed keys are sent again");
+        let now = clock.now_us_for_tests();
+        core.finish_sync(items, Err(()), now, now);
+    }
+    assert_eq!(core.sync_age(), Duration::from_millis(400));
+    assert!(core.is_isolated());
+    clock.advance(Duration::from_millis(100));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert_eq!(core.sync_age(), Duration::ZERO);
+    assert!(!core.is_isolated());
+}
