@@ -34,22 +34,22 @@ impl Framing {
     /// The framing of a gRPC or gRPC-Web call; `None` for any other request.
     pub(crate) fn of(parts: &Parts) -> Option<Framing> {
         let content_type = essence_of(parts.headers.get(CONTENT_TYPE)?.as_bytes());
-        let framing = if family(&content_type, b"application/grpc-web-text") {
+        let framing = if family(content_type, b"application/grpc-web-text") {
             Framing::WebText
-        } else if family(&content_type, b"application/grpc-web") {
+        } else if family(content_type, b"application/grpc-web") {
             // tonic-web (and grpc-web's text mode) answers in the encoding `Accept` asks for.
             let text = parts.headers.get_all(ACCEPT).iter().any(|accept| {
                 accept
                     .as_bytes()
                     .split(|&b| b == b',')
-                    .any(|range| family(&essence_of(range), b"application/grpc-web-text"))
+                    .any(|range| family(essence_of(range), b"application/grpc-web-text"))
             });
             if text {
                 Framing::WebText
             } else {
                 Framing::Web
             }
-        } else if family(&content_type, b"application/grpc") {
+        } else if family(content_type, b"application/grpc") {
             Framing::Grpc
         } else {
             return None;
@@ -67,17 +67,18 @@ impl Framing {
     }
 }
 
-/// The media type of one `Accept` range, lower case, without parameters.
-fn essence_of(range: &[u8]) -> Vec<u8> {
-    let end = range.iter().position(|&b| b == b';').unwrap_or(range.len());
-    range[..end].trim_ascii().to_ascii_lowercase()
+/// The media type of a `Content-Type` or of one `Accept` range, without parameters.
+fn essence_of(value: &[u8]) -> &[u8] {
+    let end = value.iter().position(|&b| b == b';').unwrap_or(value.len());
+    value[..end].trim_ascii()
 }
 
-/// Whether `essence` is `base` or `base+codec`.
+/// Whether `essence` is `base` or `base+codec`, in any case (without allocating: every
+/// request's content type passes here).
 fn family(essence: &[u8], base: &[u8]) -> bool {
-    essence
-        .strip_prefix(base)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"+"))
+    essence.len() >= base.len()
+        && essence[..base.len()].eq_ignore_ascii_case(base)
+        && (essence.len() == base.len() || essence[base.len()] == b'+')
 }
 
 /// The gRPC code closest to an HTTP status the layer would have answered with.
