@@ -318,8 +318,9 @@ impl RateLimitBuilder {
     /// The gRPC status of a gRPC call past its limit (default
     /// [`GrpcStatus::ResourceExhausted`]; some proxies retry only on `UNAVAILABLE`). gRPC calls
     /// (`content-type: application/grpc*`) are answered with a gRPC status in an HTTP 200
-    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; other requests through
-    /// the same layer still get 429.
+    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; gRPC-Web calls
+    /// (`application/grpc-web*`) get it as a trailers-only gRPC-Web response in their own
+    /// content type; other requests through the same layer still get 429.
     ///
     /// ```
     /// # use std::time::Duration;
