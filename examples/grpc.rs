@@ -1,6 +1,6 @@
 //! A tonic gRPC server behind the layer, serving the standard health service
 //! (`grpc.health.v1.Health`, from `tonic-health`: no protoc needed). Calls past the limit fail
-//! with `RESOURCE_EXHAUSTED` and `google.rpc.RetryInfo` / `QuotaFailure` details.
+//! with `RESOURCE_EXHAUSTED` and `google.rpc.ErrorInfo` / `RetryInfo` / `QuotaFailure` details.
 //!
 //! ```text
 //! cargo run --features grpc --example grpc -- \

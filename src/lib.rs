@@ -68,8 +68,12 @@
 //! Allowed and denied responses carry `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
 //! `X-RateLimit-Reset` (Unix seconds) of the most restrictive limit; a 429 adds `Retry-After`
 //! (seconds, rounded up, at least 1). The IETF draft's `RateLimit-Policy` / `RateLimit` fields,
-//! listing every limit of the policy, are an option ([`HeaderStyle`](layer::HeaderStyle)). gRPC calls get `grpc-status: 8` (RESOURCE_EXHAUSTED) in
-//! an HTTP 200 response instead of a 429 ([`GrpcStatus`](layer::GrpcStatus)).
+//! listing every limit of the policy, are an option ([`HeaderStyle`](layer::HeaderStyle)), and
+//! so is an RFC 9457 `application/problem+json` body naming the violated quota policies
+//! ([`RejectBody`](layer::RejectBody)). gRPC and gRPC-Web calls get `grpc-status: 8`
+//! (RESOURCE_EXHAUSTED) in an HTTP 200 response instead of a 429
+//! ([`GrpcStatus`](layer::GrpcStatus)), with `ErrorInfo`, `RetryInfo` and `QuotaFailure`
+//! details (feature `grpc`).
 //!
 //! # Failure modes
 //!
@@ -124,7 +128,7 @@
 //! | `redis` | yes | `store::RedisStore`: standalone, Cluster and Sentinel Redis or Valkey |
 //! | `axum` | yes | reads axum's `MatchedPath`, `ConnectInfo` and `MockConnectInfo`; [`Decision`] as a handler argument |
 //! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
-//! | `grpc` | no | tonic's peer address, and `RetryInfo` / `QuotaFailure` details on gRPC rejections |
+//! | `grpc` | no | tonic's peer address, and `ErrorInfo` / `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
 //! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |

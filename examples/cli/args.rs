@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use redlimit::key::SpecPart;
-use redlimit::layer::{HeaderStyle, OnStoreError};
+use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 use redlimit::{Algorithm, Limit};
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
@@ -61,6 +61,8 @@ pub(crate) struct Args {
     pub(crate) refund_5xx: bool,
     /// Which rate-limit headers responses carry.
     pub(crate) headers: HeaderStyle,
+    /// The body of the layer's HTTP errors.
+    pub(crate) reject_body: RejectBody,
     /// Where to serve the admin endpoints, if anywhere (with `admin_token`).
     pub(crate) admin_bind: Option<SocketAddr>,
     /// The bearer token the admin endpoints require.
@@ -153,6 +155,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
         penalty: cli.penalty,
         refund_5xx: cli.refund_5xx,
         headers: cli.headers,
+        reject_body: cli.reject_body,
         admin_bind: cli.admin_bind,
         admin_token: secret(
             cli.admin_token,
@@ -399,13 +402,25 @@ pub(super) mod tests {
 
     #[test]
     fn penalty_refunds_and_headers() {
-        let args = parse(&["--penalty", "90s", "--refund-5xx", "--headers", "both"]).unwrap();
+        let args = parse(&[
+            "--penalty",
+            "90s",
+            "--refund-5xx",
+            "--headers",
+            "both",
+            "--reject-body",
+            "problem-json",
+        ])
+        .unwrap();
         assert_eq!(args.penalty, Some(Duration::from_secs(90)));
         assert!(args.refund_5xx);
         assert_eq!(args.headers, HeaderStyle::Both);
+        assert_eq!(args.reject_body, RejectBody::ProblemJson);
         let plain = parse(&[]).unwrap();
         assert_eq!((plain.penalty, plain.refund_5xx), (None, false));
         assert_eq!(plain.headers, HeaderStyle::XRateLimit);
+        assert_eq!(plain.reject_body, RejectBody::Text);
+        assert!(parse(&["--reject-body", "json"]).is_err());
         assert!(parse(&["--penalty", "soon"]).is_err());
         assert!(parse(&["--penalty", "0s"]).is_err());
         assert!(parse(&["--headers", "github"]).is_err());

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, CommandFactory, Parser};
-use redlimit::layer::{HeaderStyle, OnStoreError};
+use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 use redlimit::Algorithm;
 
 use super::args::{self, KeySpec, Urls};
@@ -158,6 +158,11 @@ pub(crate) struct Cli {
     /// (`RateLimit-Policy` and `RateLimit`, every limit), `both` or `none`
     #[arg(long, value_name = "STYLE", default_value = "legacy", value_parser = clap::value_parser!(HeaderStyle), allow_hyphen_values = true)]
     pub(crate) headers: HeaderStyle,
+
+    /// the body of a 429 (and of the 503 of `--on-store-error closed`): `text` or
+    /// `problem-json` (RFC 9457, naming the violated quota policies)
+    #[arg(long, value_name = "BODY", default_value = "text", value_parser = clap::value_parser!(RejectBody), allow_hyphen_values = true)]
+    pub(crate) reject_body: RejectBody,
 
     /// serve the metrics in Prometheus text format at `GET /metrics` on ADDR
     #[arg(long, value_name = "ADDR", value_parser = args::bind, allow_hyphen_values = true)]

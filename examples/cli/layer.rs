@@ -111,6 +111,7 @@ pub(crate) fn build_layer(args: &Args) -> Result<RateLimitLayer, String> {
     };
     layer
         .headers(args.headers)
+        .reject_body(args.reject_body)
         .on_store_error(args.on_store_error)
         .store_deadline(args.store_timeout)
         .build()

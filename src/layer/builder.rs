@@ -12,7 +12,9 @@ use super::config::Config;
 use super::in_flight::InFlight;
 use super::layer::RateLimitLayer;
 use super::rule::Rule;
-use super::settings::{CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, Shadow};
+use super::settings::{
+    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
+};
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::{IpRanges, KeyExtractor, PeerIp};
@@ -316,8 +318,9 @@ impl RateLimitBuilder {
     /// The gRPC status of a gRPC call past its limit (default
     /// [`GrpcStatus::ResourceExhausted`]; some proxies retry only on `UNAVAILABLE`). gRPC calls
     /// (`content-type: application/grpc*`) are answered with a gRPC status in an HTTP 200
-    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; other requests through
-    /// the same layer still get 429.
+    /// response, since a bare 429 reaches gRPC clients as `UNAVAILABLE`; gRPC-Web calls
+    /// (`application/grpc-web*`) get it as a trailers-only gRPC-Web response in their own
+    /// content type; other requests through the same layer still get 429.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -332,6 +335,47 @@ impl RateLimitBuilder {
     /// ```
     pub fn grpc_status(mut self, status: GrpcStatus) -> Self {
         self.config.grpc_status = status;
+        self
+    }
+
+    /// The body of the layer's HTTP errors (default [`RejectBody::Text`]):
+    /// [`RejectBody::ProblemJson`] answers a denial with an RFC 9457 `application/problem+json`
+    /// body naming the violated quota policies (draft-ietf-httpapi-ratelimit-headers-11 §5).
+    /// A custom [`on_rejection`](Self::on_rejection) response still replaces the 429.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// use redlimit::layer::RejectBody;
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .reject_body(RejectBody::ProblemJson)
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn reject_body(mut self, body: RejectBody) -> Self {
+        self.config.reject_body = body;
+        self
+    }
+
+    /// The `domain` of the `google.rpc.ErrorInfo` a gRPC denial carries (default
+    /// `"redlimit"`; AIP-193 suggests the service's name, e.g. `"api.example.com"`). The
+    /// reason is always `RATE_LIMIT_EXCEEDED`. Details need the `grpc` feature; without it
+    /// this setting has no effect.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(1))?])?;
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+    ///     .grpc_error_domain("api.example.com")
+    ///     .build()?;
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn grpc_error_domain(mut self, domain: impl AsRef<str>) -> Self {
+        self.config.grpc_domain = Arc::from(domain.as_ref());
         self
     }
 

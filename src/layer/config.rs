@@ -19,6 +19,7 @@ use super::settings::GrpcStatus;
 use super::settings::HeaderStyle;
 use super::settings::MissingKey;
 use super::settings::OnStoreError;
+use super::settings::RejectBody;
 use super::settings::Shadow;
 use super::throttle::Throttle;
 use crate::decision::Decision;
@@ -55,6 +56,9 @@ pub(crate) struct Config {
     pub(crate) deny_cache: usize,
     pub(crate) headers: HeaderStyle,
     pub(crate) grpc_status: GrpcStatus,
+    /// The `ErrorInfo.domain` of a gRPC denial's details.
+    pub(crate) grpc_domain: Arc<str>,
+    pub(crate) reject_body: RejectBody,
     pub(crate) rejection: Option<Arc<RejectFn>>,
     pub(crate) throttle: Arc<Throttle>,
     /// The shadow mode of rules that do not set their own.
@@ -81,6 +85,8 @@ impl Config {
             deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
+            grpc_domain: Arc::from(super::grpc::DEFAULT_DOMAIN),
+            reject_body: RejectBody::default(),
             rejection: None,
             throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,

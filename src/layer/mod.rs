@@ -98,6 +98,8 @@ mod in_flight;
 mod layer;
 mod local;
 mod meters;
+mod problem;
+mod quota_names;
 mod refund;
 mod route_pattern;
 mod rule;
@@ -113,4 +115,6 @@ pub(crate) use headers::render as render_headers;
 pub use layer::RateLimitLayer;
 pub use rule::Rule;
 pub use service::RateLimit;
-pub use settings::{CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, Shadow};
+pub use settings::{
+    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
+};

@@ -152,7 +152,7 @@ mod tests {
             rule: 0,
             domain: 0,
             admission: crate::layer::breaker::Admission::Call,
-            grpc: false,
+            grpc: None,
             key: crate::Key::new("k"),
             cost: 1,
             permit: None,

@@ -24,7 +24,7 @@ use crate::key::{Key, KeyExtractor, PeerIp};
 use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::config::Config;
 use crate::layer::deny_cache::{DenyCache, Lookup};
-use crate::layer::grpc;
+use crate::layer::grpc::{self, Framing};
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::HeldLease;
 use crate::layer::in_flight::Permit;
@@ -34,7 +34,6 @@ use crate::layer::refund::PendingRefund;
 use crate::layer::settings::{MissingKey, Shadow};
 use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
-use respond::text;
 
 /// How long a store call that missed the request's deadline may still answer before the
 /// breaker counts it as lost (at least ten deadlines).
@@ -61,7 +60,7 @@ pub(crate) struct Pending {
     rule: usize,
     domain: u16,
     admission: Admission,
-    grpc: bool,
+    grpc: Option<Framing>,
     key: Key,
     cost: u64,
     permit: Option<Permit>,
@@ -78,7 +77,7 @@ pub(crate) struct Pending {
 /// A request waiting for another to refresh its key's expired denial.
 pub(crate) struct Queued {
     rule: usize,
-    grpc: bool,
+    grpc: Option<Framing>,
     key: Key,
     cost: u64,
 }
@@ -177,7 +176,7 @@ impl Decider {
         let Some((rule_id, rule)) = config.rule_for(parts) else {
             return Start::Unlimited;
         };
-        let grpc = grpc::is_grpc(parts);
+        let grpc = Framing::of(parts);
         let key = match rule.key.extract(parts) {
             Some(key) => key,
             None => match config.missing_key {
@@ -195,10 +194,14 @@ impl Decider {
                 // Shadow mode denies nothing, not even a request without a key.
                 MissingKey::Reject(_) if self.shadow(rule_id).is_on() => return Start::Unlimited,
                 MissingKey::Reject(status) => {
-                    let response = if grpc {
-                        grpc::status(grpc::code_for(status), "missing rate-limit key", None)
-                    } else {
-                        text(status, "missing rate-limit key\n")
+                    let response = match grpc {
+                        Some(framing) => grpc::status(
+                            framing,
+                            grpc::code_for(status),
+                            "missing rate-limit key",
+                            None,
+                        ),
+                        None => self.error(status, "missing rate-limit key"),
                     };
                     return Start::Decided(Verdict::Respond(response));
                 }
@@ -253,7 +256,7 @@ impl Decider {
         &self,
         rule_id: usize,
         policy: &Policy,
-        grpc: bool,
+        grpc: Option<Framing>,
         key: Key,
         cost: u64,
         gate: Option<OwnedSemaphorePermit>,

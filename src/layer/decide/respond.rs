@@ -7,27 +7,31 @@ use http::{Response, StatusCode};
 
 use super::Decider;
 use crate::decision::Decision;
-use crate::layer::grpc;
+use crate::layer::grpc::{self, Framing};
 use crate::layer::headers::RateHeaders;
+use crate::layer::problem;
+use crate::layer::settings::RejectBody;
 
 impl Decider {
     /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),
-    /// 429 otherwise; the rate-limit headers (gRPC metadata) on both, and the decision in the
-    /// response's extensions for the layers outside.
-    pub(super) fn reject(&self, decision: Decision, grpc: bool) -> Response<Bytes> {
+    /// 429 otherwise, as text or a problem; the rate-limit headers (gRPC metadata) on both,
+    /// and the decision in the response's extensions for the layers outside.
+    pub(super) fn reject(&self, decision: Decision, grpc: Option<Framing>) -> Response<Bytes> {
         let config = &*self.config;
-        let mut response = match &config.rejection {
-            _ if grpc => grpc::status(
+        let mut response = match (grpc, &config.rejection, config.reject_body) {
+            (Some(framing), _, _) => grpc::status(
+                framing,
                 config.grpc_status.code(),
                 &grpc::denial_message(&decision),
-                Some(&decision),
+                Some((&decision, &config.grpc_domain)),
             ),
-            Some(custom) => custom(&decision),
-            None if decision.exceeds_capacity() => text(
+            (None, Some(custom), _) => custom(&decision),
+            (None, None, RejectBody::ProblemJson) => problem::quota_exceeded(&decision),
+            (None, None, _) if decision.exceeds_capacity() => text(
                 StatusCode::TOO_MANY_REQUESTS,
                 "request cost exceeds the rate limit\n",
             ),
-            None => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
+            (None, None, _) => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
         };
         RateHeaders::of(&decision, config.headers).write_missing(response.headers_mut());
         response.extensions_mut().insert(decision);
@@ -35,21 +39,28 @@ impl Decider {
     }
 
     /// Fail closed: 503, or gRPC `UNAVAILABLE`; never 429, the client did nothing wrong.
-    pub(super) fn unavailable(&self, grpc: bool) -> Response<Bytes> {
-        if grpc {
-            grpc::status(grpc::UNAVAILABLE, "rate limiter unavailable", None)
-        } else {
-            text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "rate limiter unavailable\n",
-            )
+    pub(super) fn unavailable(&self, grpc: Option<Framing>) -> Response<Bytes> {
+        match grpc {
+            Some(framing) => {
+                grpc::status(framing, grpc::UNAVAILABLE, "rate limiter unavailable", None)
+            }
+            None => self.error(StatusCode::SERVICE_UNAVAILABLE, "rate limiter unavailable"),
+        }
+    }
+
+    /// Any other answer of the layer's own, `status` with a short `detail` (no full stop), in
+    /// the layer's body style.
+    pub(super) fn error(&self, status: StatusCode, detail: &'static str) -> Response<Bytes> {
+        match self.config.reject_body {
+            RejectBody::ProblemJson => problem::about_blank(status, detail),
+            _ => text(status, format!("{detail}\n")),
         }
     }
 }
 
 /// A plain-text response.
-pub(super) fn text(status: StatusCode, body: &'static str) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from_static(body.as_bytes()));
+pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Bytes> {
+    let mut response = Response::new(body.into());
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
@@ -64,7 +75,7 @@ mod tests {
 
     use super::super::testing::{decider, keyed, parts, policy, proceeds, responds, with_key};
     use crate::decision::Decision;
-    use crate::layer::GrpcStatus;
+    use crate::layer::{GrpcStatus, MissingKey, OnStoreError, RejectBody};
     use crate::store::MemoryStore;
 
     fn grpc_call() -> http::request::Parts {
@@ -130,11 +141,101 @@ mod tests {
     #[test]
     fn unavailable_is_503_or_grpc_unavailable() {
         let d = decider(keyed(MemoryStore::new(), policy("p", 1)));
-        let http = d.unavailable(false);
+        let http = d.unavailable(None);
         assert_eq!(http.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(http.headers()["content-type"], "text/plain; charset=utf-8");
-        let grpc = d.unavailable(true);
+        let grpc = d.unavailable(Some(crate::layer::grpc::Framing::Grpc));
         assert_eq!(grpc.status(), StatusCode::OK);
         assert_eq!(grpc.headers()["grpc-status"], "14");
+    }
+
+    fn problem(response: &Response<bytes::Bytes>) -> serde_json::Value {
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        serde_json::from_slice(response.body()).unwrap()
+    }
+
+    #[test]
+    fn problem_json_answers_every_http_error_but_not_grpc_or_a_custom_rejection() {
+        let builder =
+            keyed(MemoryStore::new(), policy("p", 1)).reject_body(RejectBody::ProblemJson);
+        let d = decider(builder.clone());
+        proceeds(d.start(&with_key("k")));
+        let denial = responds(d.start(&with_key("k")));
+        assert_eq!(denial.status(), StatusCode::TOO_MANY_REQUESTS);
+        let body = problem(&denial);
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["violated-policies"], serde_json::json!(["p"]));
+        assert_eq!(
+            body["retry-after"].to_string(),
+            denial.headers()["retry-after"].to_str().unwrap(),
+            "the member says what the header says"
+        );
+        assert_eq!(denial.headers()["x-ratelimit-remaining"], "0");
+
+        let grpc = responds(d.start(&grpc_call()));
+        assert_eq!(grpc.headers()["grpc-status"], "8");
+        assert!(grpc.body().is_empty());
+
+        let missing = decider(
+            builder
+                .clone()
+                .on_missing_key(MissingKey::Reject(StatusCode::UNAUTHORIZED)),
+        );
+        let response = responds(missing.start(&parts("GET", "/", &[])));
+        assert_eq!(problem(&response)["title"], "Unauthorized");
+        assert_eq!(problem(&response)["detail"], "missing rate-limit key");
+
+        let closed = decider(builder.clone().on_store_error(OnStoreError::Closed));
+        let response = closed.unavailable(None);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(problem(&response)["type"], "about:blank");
+
+        let custom = decider(
+            builder.on_rejection(|_: &Decision| Response::new(bytes::Bytes::from_static(b"mine"))),
+        );
+        proceeds(custom.start(&with_key("k2")));
+        assert_eq!(
+            responds(custom.start(&with_key("k2"))).body().as_ref(),
+            b"mine"
+        );
+    }
+
+    #[test]
+    fn grpc_web_calls_are_answered_in_grpc_web() {
+        let d = decider(keyed(MemoryStore::new(), policy("p", 1)));
+        for (ct, answer) in [
+            ("application/grpc-web", "application/grpc-web+proto"),
+            ("application/grpc-web+proto", "application/grpc-web+proto"),
+            (
+                "application/grpc-web-text",
+                "application/grpc-web-text+proto",
+            ),
+            (
+                "application/grpc-web-text+proto",
+                "application/grpc-web-text+proto",
+            ),
+        ] {
+            let call = parts(
+                "POST",
+                "/pkg.Svc/Call",
+                &[("x-api-key", ct), ("content-type", ct)],
+            );
+            proceeds(d.start(&call));
+            let response = responds(d.start(&call));
+            assert_eq!(response.status(), StatusCode::OK, "{ct}");
+            assert_eq!(response.headers()["content-type"], answer);
+            assert_eq!(response.headers()["grpc-status"], "8");
+            assert!(response.headers().contains_key("grpc-message"));
+            assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
+            assert!(response.body().is_empty(), "trailers-only");
+            assert_eq!(
+                d.unavailable(crate::layer::grpc::Framing::of(&call))
+                    .headers()["content-type"],
+                answer
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@ use crate::decision::{Decision, DecisionSource};
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::layer::breaker::Outcome;
+use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::{HeldLease, LeaseStore};
 use crate::layer::meters::LeaseMeter;
@@ -177,7 +178,7 @@ impl Decider {
         rule: usize,
         key: &Key,
         decision: Decision,
-        grpc: bool,
+        grpc: Option<Framing>,
         latency: Option<Duration>,
     ) -> Verdict {
         let decision = decision.naming(key);

@@ -5,6 +5,7 @@ mod grpc_status;
 mod header_style;
 mod missing_key;
 mod on_store_error;
+mod reject_body;
 mod shadow;
 
 pub use circuit_breaker::CircuitBreaker;
@@ -12,6 +13,7 @@ pub use grpc_status::GrpcStatus;
 pub use header_style::HeaderStyle;
 pub use missing_key::MissingKey;
 pub use on_store_error::OnStoreError;
+pub use reject_body::RejectBody;
 pub use shadow::Shadow;
 
 #[cfg(test)]
@@ -38,6 +40,9 @@ mod tests {
         ];
         for style in styles {
             assert_eq!(style.to_string().parse::<HeaderStyle>().unwrap(), style);
+        }
+        for body in [RejectBody::Text, RejectBody::ProblemJson] {
+            assert_eq!(body.to_string().parse::<RejectBody>().unwrap(), body);
         }
         for shadow in [Shadow::Off, Shadow::On, Shadow::OnWithHeaders] {
             assert_eq!(shadow.to_string().parse::<Shadow>().unwrap(), shadow);

@@ -1,6 +1,6 @@
 //! gRPC through the layer, with a real tonic server and client over a real socket: allowed
-//! calls succeed; the call past the limit fails with RESOURCE_EXHAUSTED and a decodable
-//! RetryInfo matching the decision; streaming calls are limited at call start; fail-open when
+//! calls succeed; the call past the limit fails with RESOURCE_EXHAUSTED and decodable
+//! ErrorInfo (AIP-193), RetryInfo and QuotaFailure details matching the decision; streaming calls are limited at call start; fail-open when
 //! Redis is down; HTTP requests through the same layer still get 429.
 
 use crate::support;
@@ -102,6 +102,19 @@ async fn resource_exhausted_with_retry_info_past_the_limit() {
     let quota = status.get_details_quota_failure().expect("QuotaFailure");
     assert_eq!(quota.violations[0].subject, "policy:grpc");
     assert_eq!(quota.violations[0].description, "gcra 2/10s exceeded");
+    let info = status.get_details_error_info().expect("ErrorInfo");
+    assert_eq!(info.reason, "RATE_LIMIT_EXCEEDED");
+    assert_eq!(info.domain, "redlimit");
+    assert_eq!(info.metadata["policy"], "grpc");
+    assert_eq!(info.metadata["violatedPolicies"], "grpc");
+    assert!(
+        status
+            .message()
+            .contains(&format!("retry in {}s", info.metadata["retryDelaySeconds"])),
+        "the message's delay is in the metadata: {} {:?}",
+        status.message(),
+        info.metadata
+    );
     assert_eq!(status.metadata().get("x-ratelimit-limit").unwrap(), "2");
     assert_eq!(status.metadata().get("retry-after").unwrap(), "5");
     // Another key has its own quota.
@@ -112,6 +125,41 @@ async fn resource_exhausted_with_retry_info_past_the_limit() {
         .metadata_mut()
         .insert("x-api-key", "key-2".parse().unwrap());
     assert!(health.check(other).await.is_ok());
+}
+
+#[tokio::test]
+async fn error_info_has_the_configured_domain_and_every_violated_quota() {
+    let redis = RedisServer::start();
+    let store = redis_store(&redis, "grpc-info").await;
+    let policy = Policy::new(
+        "health",
+        [
+            Limit::gcra(1, Duration::from_secs(60)).unwrap(),
+            Limit::gcra(1, Duration::from_secs(3600)).unwrap(),
+            Limit::fixed_window(100, Duration::from_secs(3600)).unwrap(),
+        ],
+    )
+    .unwrap();
+    let layer = RateLimitLayer::builder(store, policy)
+        .key(api_key())
+        .grpc_error_domain("health.example.com")
+        .build()
+        .expect("valid layer");
+    let mut health = client(serve(layer).await).await;
+    health.check(check()).await.expect("allowed");
+    let status = health.check(check()).await.expect_err("denied");
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    let info = status.get_details_error_info().expect("ErrorInfo");
+    assert_eq!(info.reason, "RATE_LIMIT_EXCEEDED");
+    assert_eq!(info.domain, "health.example.com");
+    assert_eq!(info.metadata["policy"], "health");
+    // As RateLimit-Policy names them: the per-minute and the per-hour limit of one ran out.
+    assert_eq!(info.metadata["violatedPolicies"], "health-1,health-2");
+    let quota = status.get_details_quota_failure().expect("QuotaFailure");
+    assert_eq!(quota.violations.len(), 2);
+    // The longer wait of the two: a unit of the hourly limit comes back in an hour.
+    let retry = status.get_details_retry_info().expect("RetryInfo");
+    assert!(retry.retry_delay.unwrap() > Duration::from_secs(3500));
 }
 
 #[tokio::test]

@@ -12,6 +12,8 @@ mod config_file;
 mod deny_cache;
 #[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
 mod grpc;
+#[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
+mod grpc_web;
 #[cfg(all(
     feature = "axum",
     feature = "config",
@@ -23,6 +25,8 @@ mod health_metrics;
 mod http;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
 mod keys;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod problem_json;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
 mod prometheus_buckets;
 #[cfg(all(feature = "axum", feature = "redis"))]
