@@ -139,6 +139,20 @@ pub const LOCAL_FIRST_ISOLATED: &str = "redlimit_local_first_isolated";
 /// ```
 #[cfg(feature = "metrics")]
 pub const LOCAL_FIRST_SYNC_AGE: &str = "redlimit_local_first_sync_age_seconds";
+/// Requests that went on, or were answered `500`, without the limiter's verdict enforced, by
+/// `policy` and `reason`: `no_key` (no key and no peer address: answered 500 by
+/// [`MissingKey::PeerIp`](crate::layer::MissingKey::PeerIp), let through by
+/// [`MissingKey::PeerIpOrAllow`](crate::layer::MissingKey::PeerIpOrAllow),
+/// [`MissingKey::Allow`](crate::layer::MissingKey::Allow) or shadow mode),
+/// `store_unavailable` (the store failed and the failure mode let the request through), or
+/// `shadow` (shadow mode let through a request the limit denied). Alert on any increase of
+/// `no_key` and `store_unavailable`.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::REQUESTS_UNDECIDED, "redlimit_requests_undecided_total");
+/// ```
+#[cfg(feature = "metrics")]
+pub const REQUESTS_UNDECIDED: &str = "redlimit_requests_undecided_total";
 
 /// The buckets of [`STORE_DURATION`], in seconds: from well under a Redis round trip on one
 /// host (0.25 ms) to well past the default store deadline (100 ms), where a call that
@@ -229,6 +243,11 @@ pub(crate) fn describe() {
         LOCAL_FIRST_SYNC_AGE,
         Unit::Seconds,
         "Seconds since the local-first store last synced with Redis"
+    );
+    describe_counter!(
+        REQUESTS_UNDECIDED,
+        Unit::Count,
+        "Requests let through, or answered 500, without the limiter's verdict enforced, by reason"
     );
 }
 

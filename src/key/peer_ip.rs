@@ -12,11 +12,14 @@ use super::{Key, KeyExtractor};
 /// all of it and could rotate through them.
 ///
 /// Reads axum's `ConnectInfo<SocketAddr>` (serve with
-/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo` (with the
-/// `grpc` feature; tonic's server sets it), or a plain `SocketAddr` request extension (set by
-/// your own hyper accept loop). Forwarded headers are ignored: behind a
-/// proxy every client would share the proxy's address, which is safe but coarse; use
-/// [`ClientIp`](super::ClientIp) to trust your proxies, or to group addresses differently.
+/// `into_make_service_with_connect_info::<SocketAddr>()`), tonic's `TcpConnectInfo` or
+/// `TlsConnectInfo<TcpConnectInfo>` (with the `grpc` feature; tonic's server sets them, the
+/// latter alone for a TLS acceptor of your own given to `serve_with_incoming`), or a plain
+/// `SocketAddr` request extension (set by your own hyper accept loop). A server that records none of them (axum served without connect info, a Unix
+/// socket) gives no key: see [`MissingKey`](crate::layer::MissingKey). Forwarded headers are
+/// ignored: behind a proxy every client would share the proxy's address, which is safe but
+/// coarse; use [`ClientIp`](super::ClientIp) to trust your proxies, or to group addresses
+/// differently.
 /// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
 ///
 /// ```
@@ -58,7 +61,31 @@ impl PeerIp {
         {
             return Some(addr.ip());
         }
-        parts.extensions.get::<SocketAddr>().map(SocketAddr::ip)
+        if let Some(addr) = parts.extensions.get::<SocketAddr>() {
+            return Some(addr.ip());
+        }
+        #[cfg(feature = "grpc")]
+        if let Some(addr) = Self::tonic_tls(parts) {
+            return Some(addr.ip());
+        }
+        None
+    }
+
+    /// The peer of a TLS connection that tonic recorded only as
+    /// `TlsConnectInfo<TcpConnectInfo>` (an application's own acceptor: tonic's own TLS adds a
+    /// `TcpConnectInfo`), read through tonic's `Request::remote_addr`. That type exists only
+    /// when the application enables one of tonic's TLS features (`tls-ring`, `tls-aws-lc`),
+    /// which also compiles the method's TLS branch; naming it here would make the `grpc`
+    /// feature enable one (an internal tonic feature, and rustls in every gRPC user's build).
+    /// The price is a copy of the request's extensions, paid only when nothing cheaper above
+    /// found the peer.
+    #[cfg(feature = "grpc")]
+    fn tonic_tls(parts: &Parts) -> Option<SocketAddr> {
+        if parts.extensions.is_empty() {
+            return None;
+        }
+        let metadata = tonic::metadata::MetadataMap::new();
+        tonic::Request::from_parts(metadata, parts.extensions.clone(), ()).remote_addr()
     }
 
     /// The key of an address: IPv4-mapped IPv6 counts as IPv4, IPv6 is grouped by /64.

@@ -14,6 +14,9 @@ use crate::decision::Decision;
 /// gRPC's code for `UNAVAILABLE`, for a store that failed with fail-closed.
 pub(crate) const UNAVAILABLE: i32 = 14;
 
+/// gRPC's code for `INTERNAL`, for a server that records no peer address to key a call by.
+pub(crate) const INTERNAL: i32 = 13;
+
 /// The default `ErrorInfo.domain` of a denial.
 pub(crate) const DEFAULT_DOMAIN: &str = "redlimit";
 

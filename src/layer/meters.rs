@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use metrics::{Counter, Gauge, Histogram, SharedString};
 
 #[cfg(feature = "metrics")]
-use crate::telemetry::{DECISIONS, LEASES_IN_FLIGHT, STORE_DURATION};
+use crate::telemetry::{DECISIONS, LEASES_IN_FLIGHT, REQUESTS_UNDECIDED, STORE_DURATION};
 
 #[cfg(feature = "metrics")]
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "shadow_denied"];
@@ -31,6 +31,23 @@ const SOURCES: [&str; 6] = [
     "fail_closed",
     "local_first",
 ];
+
+/// Why a request went on (or was answered 500) without the limiter's verdict enforced: the
+/// `reason` of `redlimit_requests_undecided_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Undecided {
+    /// The request had no key (answered 500, or let through by choice or in shadow mode).
+    NoKey,
+    /// The store failed and the failure mode let the request through.
+    StoreUnavailable,
+    /// Shadow mode let through a request the limit denied.
+    Shadow,
+}
+
+impl Undecided {
+    #[cfg(feature = "metrics")]
+    const REASONS: [&'static str; 3] = ["no_key", "store_unavailable", "shadow"];
+}
 
 /// The meters of a layer's rules (indexed by rule id) and of its store.
 pub(crate) struct Meters {
@@ -49,6 +66,8 @@ struct RuleMeters {
     limits: Box<[Arc<str>]>,
     counters: Box<[OnceLock<Counter>]>,
     leases: OnceLock<Gauge>,
+    /// The undecided requests, one counter per [`Undecided`] reason.
+    undecided: [OnceLock<Counter>; 3],
 }
 
 impl Meters {
@@ -71,6 +90,7 @@ impl Meters {
                     limits,
                     counters,
                     leases: OnceLock::new(),
+                    undecided: Default::default(),
                 }
             })
             .collect();
@@ -132,6 +152,27 @@ impl Meters {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (rule, decision, shadow);
+    }
+
+    /// Counts a request of rule `rule` that went on (or was answered 500) without the
+    /// limiter's verdict enforced, for `reason`.
+    pub(crate) fn undecided(&self, rule: usize, reason: Undecided) {
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = self.rules.get(rule) {
+            let index = reason as usize;
+            meters.undecided[index]
+                .get_or_init(|| {
+                    crate::telemetry::describe();
+                    metrics::counter!(
+                        REQUESTS_UNDECIDED,
+                        "policy" => SharedString::from(Arc::clone(&meters.policy)),
+                        "reason" => Undecided::REASONS[index],
+                    )
+                })
+                .increment(1);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (rule, reason);
     }
 
     /// Records how long a store call that waited took to answer or fail.

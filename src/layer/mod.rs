@@ -93,6 +93,7 @@ mod handle;
 mod headers;
 mod held_lease;
 mod in_flight;
+mod key_missing;
 // tower-http's triad names the file after its role: `layer/layer.rs` holds the `Layer`.
 #[allow(clippy::module_inception)]
 mod layer;
@@ -112,6 +113,7 @@ pub use builder::RateLimitBuilder;
 pub use future::ResponseFuture;
 pub use handle::Handle;
 pub(crate) use headers::render as render_headers;
+pub use key_missing::KeyMissing;
 pub use layer::RateLimitLayer;
 pub use rule::Rule;
 pub use service::RateLimit;

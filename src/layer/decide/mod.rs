@@ -1,9 +1,10 @@
 //! The per-request logic: which rule applies, the key and cost, the deny cache, the breaker,
-//! and the store call ([`Decider::start`], [`Decider::resume`], `ask`); then the store's answer
-//! (`settle.rs`), decisions without the store (`fallback.rs`) and the layer's own responses
-//! (`respond.rs`).
+//! and the store call ([`Decider::start`], [`Decider::resume`], `ask`); then a request without a
+//! key (`missing.rs`), the store's answer (`settle.rs`), decisions without the store
+//! (`fallback.rs`) and the layer's own responses (`respond.rs`).
 
 mod fallback;
+mod missing;
 mod respond;
 mod settle;
 #[cfg(test)]
@@ -20,18 +21,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decision::Decision;
 use crate::error::StoreError;
-use crate::key::{Key, KeyExtractor, PeerIp};
+use crate::key::{Key, KeyExtractor};
 use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::config::Config;
 use crate::layer::deny_cache::{DenyCache, Lookup};
-use crate::layer::grpc::{self, Framing};
+use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::HeldLease;
 use crate::layer::in_flight::Permit;
 use crate::layer::local::LocalFallback;
 use crate::layer::meters::Meters;
 use crate::layer::refund::PendingRefund;
-use crate::layer::settings::{MissingKey, Shadow};
+use crate::layer::settings::Shadow;
+use crate::layer::throttle::Throttle;
 use crate::policy::Policy;
 use crate::store::{Check, CheckFuture};
 
@@ -51,6 +53,9 @@ pub(crate) struct Decider {
     meters: Meters,
     /// Each rule's mode, by rule id: its own, else the layer's.
     shadow: Box<[Shadow]>,
+    /// The logs of requests without a key, throttled apart from the store's: a dead store
+    /// must not hide a misconfigured server.
+    keyless_log: Throttle,
 }
 
 /// What a store call needs to be settled: its rule, failure domain and breaker admission,
@@ -133,6 +138,7 @@ impl Decider {
             deny_cache,
             meters,
             shadow,
+            keyless_log: Throttle::default(),
         }
     }
 
@@ -179,32 +185,9 @@ impl Decider {
         let grpc = Framing::of(parts);
         let key = match rule.key.extract(parts) {
             Some(key) => key,
-            None => match config.missing_key {
-                MissingKey::PeerIp => match PeerIp.extract(parts) {
-                    Some(key) => key,
-                    None => {
-                        self.log_unlimited(
-                            rule.policy.name(),
-                            "no key and no peer address (serve with connect info)",
-                        );
-                        return Start::Unlimited;
-                    }
-                },
-                MissingKey::Allow => return Start::Unlimited,
-                // Shadow mode denies nothing, not even a request without a key.
-                MissingKey::Reject(_) if self.shadow(rule_id).is_on() => return Start::Unlimited,
-                MissingKey::Reject(status) => {
-                    let response = match grpc {
-                        Some(framing) => grpc::status(
-                            framing,
-                            grpc::code_for(status),
-                            "missing rate-limit key",
-                            None,
-                        ),
-                        None => self.error(status, "missing rate-limit key"),
-                    };
-                    return Start::Decided(Verdict::Respond(response));
-                }
+            None => match self.keyless(rule_id, rule, parts, grpc) {
+                Ok(key) => key,
+                Err(start) => return start,
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
@@ -330,23 +313,16 @@ impl Decider {
         });
         true
     }
-
-    fn log_unlimited(&self, policy: &str, why: &str) {
-        if self.config.throttle.should_warn() {
-            tracing::warn!(policy, why, "request not rate limited");
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use http::request::Parts;
-    use http::StatusCode;
 
-    use super::testing::{decider, keyed, name, parts, policy, proceeds, responds, with_key};
+    use super::testing::{decider, keyed, name, parts, policy, proceeds, with_key};
     use super::Start;
     use crate::key::Header;
-    use crate::layer::{MissingKey, RateLimitLayer, Rule, Shadow};
+    use crate::layer::{RateLimitLayer, Rule};
     use crate::store::MemoryStore;
 
     #[test]
@@ -393,38 +369,6 @@ mod tests {
             let start = d.start(&parts("GET", "/healthz", &[("x-api-key", "k")]));
             assert!(matches!(start, Start::Unlimited), "{}", name(&start));
         }
-    }
-
-    #[test]
-    fn a_missing_key_is_let_through_rejected_or_keyed_by_the_peer() {
-        let no_key = || parts("GET", "/", &[]);
-        let allow =
-            decider(keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(MissingKey::Allow));
-        assert!(matches!(allow.start(&no_key()), Start::Unlimited));
-
-        let reject = MissingKey::Reject(StatusCode::UNAUTHORIZED);
-        let strict = decider(keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(reject));
-        assert_eq!(
-            responds(strict.start(&no_key())).status(),
-            StatusCode::UNAUTHORIZED
-        );
-        let grpc = parts(
-            "POST",
-            "/pkg.Svc/Call",
-            &[("content-type", "application/grpc")],
-        );
-        let response = responds(strict.start(&grpc));
-        assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()["grpc-status"], "16");
-
-        // Shadow mode denies nothing, not even a request without a key.
-        let shadowed = keyed(MemoryStore::new(), policy("p", 1)).on_missing_key(reject);
-        let shadowed = decider(shadowed.shadow(Shadow::On));
-        assert!(matches!(shadowed.start(&no_key()), Start::Unlimited));
-
-        // The default counts it under the peer's IP; with no peer known, it goes unlimited.
-        let peer = decider(keyed(MemoryStore::new(), policy("p", 1)));
-        assert!(matches!(peer.start(&no_key()), Start::Unlimited));
     }
 
     #[test]

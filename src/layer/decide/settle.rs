@@ -13,7 +13,7 @@ use crate::layer::breaker::Outcome;
 use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::{HeldLease, LeaseStore};
-use crate::layer::meters::LeaseMeter;
+use crate::layer::meters::{LeaseMeter, Undecided};
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::lease::Lease;
@@ -185,6 +185,11 @@ impl Decider {
         let shadow = self.shadow(rule);
         let shadowed = shadow.is_on() && !decision.is_allowed();
         self.meters.decision(rule, &decision, shadowed);
+        if shadowed {
+            self.meters.undecided(rule, Undecided::Shadow);
+        } else if decision.source() == DecisionSource::FailOpen {
+            self.meters.undecided(rule, Undecided::StoreUnavailable);
+        }
         if tracing::enabled!(tracing::Level::DEBUG) {
             crate::telemetry::trace(key, &decision, shadowed, latency);
         }

@@ -4,6 +4,24 @@ use http::StatusCode;
 
 /// What happens to a request whose key extractor finds no key (e.g. no API key header).
 ///
+/// The default counts it under the socket peer's IP. A server that records no peer address
+/// (an axum app served without `into_make_service_with_connect_info`, a Unix socket) is
+/// misconfigured: there the default answers `500 Internal Server Error` (gRPC `INTERNAL`)
+/// with a [`KeyMissing`](crate::layer::KeyMissing) in the response's extensions, logs at
+/// `error` (at most once a second) and counts the request in
+/// `redlimit_requests_undecided_total{reason="no_key"}`, rather than let every request
+/// through unlimited. Letting such requests through is a choice:
+/// [`PeerIpOrAllow`](Self::PeerIpOrAllow) or [`Allow`](Self::Allow).
+///
+/// | setting | no key, a peer address | no key, no peer address |
+/// |---|---|---|
+/// | `PeerIp` (default) | counted under the peer IP | `500` (gRPC `INTERNAL`) |
+/// | `PeerIpOrAllow` | counted under the peer IP | let through unlimited, logged at `warn` |
+/// | `Allow` | let through unlimited | let through unlimited |
+/// | `Reject(status)` | answered `status` | answered `status` |
+///
+/// In shadow mode nothing is answered for lack of a key: the request goes through, counted.
+///
 /// ```
 /// use http::StatusCode;
 /// use redlimit::layer::MissingKey;
@@ -13,22 +31,27 @@ use http::StatusCode;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum MissingKey {
-    /// Count it under the socket peer's IP; if that is unknown too, let it through unlimited
-    /// (and log it).
+    /// Count it under the socket peer's IP; if that is unknown too (the server records no
+    /// peer address), answer `500` (gRPC `INTERNAL`) with a
+    /// [`KeyMissing`](crate::layer::KeyMissing): a misconfiguration is loud.
     #[default]
     PeerIp,
-    /// Let it through unlimited.
+    /// Count it under the socket peer's IP; if that is unknown too, let it through unlimited
+    /// (logged at `warn` at most once a second, and counted). The default before 0.1.
+    PeerIpOrAllow,
+    /// Let it through unlimited (counted).
     Allow,
     /// Answer with this status and a short body.
     Reject(StatusCode),
 }
 
-/// `peer-ip`, `allow`, or `reject:STATUS` with a 4xx or 5xx status (`reject:401`), as flags
-/// and config files write it.
+/// `peer-ip`, `peer-ip-or-allow`, `allow`, or `reject:STATUS` with a 4xx or 5xx status
+/// (`reject:401`), as flags and config files write it.
 ///
 /// ```
 /// use redlimit::layer::MissingKey;
 /// assert_eq!("allow".parse::<MissingKey>()?, MissingKey::Allow);
+/// assert_eq!("peer-ip-or-allow".parse::<MissingKey>()?, MissingKey::PeerIpOrAllow);
 /// let reject: MissingKey = "reject:401".parse()?;
 /// assert_eq!(reject, MissingKey::Reject(http::StatusCode::UNAUTHORIZED));
 /// assert_eq!(reject.to_string(), "reject:401");
@@ -49,10 +72,11 @@ impl std::str::FromStr for MissingKey {
         let invalid = || crate::ConfigError::InvalidSetting {
             setting: "missing-key answer",
             value: s.to_owned(),
-            expected: "peer-ip, allow or reject:STATUS (a 4xx or 5xx status)",
+            expected: "peer-ip, peer-ip-or-allow, allow or reject:STATUS (a 4xx or 5xx status)",
         };
         match s.split_once(':') {
             None if s == "peer-ip" => Ok(MissingKey::PeerIp),
+            None if s == "peer-ip-or-allow" => Ok(MissingKey::PeerIpOrAllow),
             None if s == "allow" => Ok(MissingKey::Allow),
             Some(("reject", code)) => status(code).map(MissingKey::Reject).ok_or_else(invalid),
             _ => Err(invalid()),
@@ -64,6 +88,7 @@ impl std::fmt::Display for MissingKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             MissingKey::PeerIp => f.write_str("peer-ip"),
+            MissingKey::PeerIpOrAllow => f.write_str("peer-ip-or-allow"),
             MissingKey::Allow => f.write_str("allow"),
             MissingKey::Reject(status) => write!(f, "reject:{}", status.as_u16()),
         }

@@ -52,6 +52,7 @@ mod tests {
         }
         let answers = [
             MissingKey::PeerIp,
+            MissingKey::PeerIpOrAllow,
             MissingKey::Allow,
             MissingKey::Reject(http::StatusCode::UNAUTHORIZED),
         ];
@@ -93,7 +94,15 @@ mod tests {
         ] {
             assert!(bad.parse::<CircuitBreaker>().is_err(), "{bad}");
         }
-        for bad in ["reject", "reject:200", "reject:99", "reject:+429", "deny"] {
+        for bad in [
+            "reject",
+            "reject:200",
+            "reject:99",
+            "reject:+429",
+            "deny",
+            "peer-ip-or",
+            "peer-ip:allow",
+        ] {
             assert!(bad.parse::<MissingKey>().is_err(), "{bad}");
         }
     }

@@ -1,5 +1,6 @@
 //! The layer through HTTP and gRPC: headers, keys, routes, shadow mode, tracing, the deny
-//! cache, config files, the health metrics, and the public API's compile-time guarantees.
+//! cache, config files, the health metrics, requests left undecided, and the public API's
+//! compile-time guarantees.
 
 #[cfg(all(feature = "admin", feature = "redis"))]
 mod admin_api;
@@ -12,6 +13,8 @@ mod config_file;
 mod deny_cache;
 #[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
 mod grpc;
+#[cfg(feature = "grpc")]
+mod grpc_tls;
 #[cfg(all(feature = "axum", feature = "grpc", feature = "redis"))]
 mod grpc_web;
 #[cfg(all(
@@ -35,3 +38,5 @@ mod routes;
 mod shadow;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod tracing;
+#[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
+mod undecided;
