@@ -85,6 +85,7 @@
 //! | most calls fail (errors, or no answer at all for 1 s) | the [`CircuitBreaker`](layer::CircuitBreaker) opens (half of at least 20 calls in 10 s, per Cluster slot range): requests are decided by the failure mode at once, without waiting out the deadline; one probe per cool-down |
 //! | a store call timed out or failed on I/O | it is never replayed (it may have run); only `NOSCRIPT` is retried |
 //! | the request has no key | [`MissingKey`](layer::MissingKey) (default: the peer IP) |
+//! | neither a key nor a peer address (a server without connect info) | `500` (gRPC `INTERNAL`) with a [`KeyMissing`](layer::KeyMissing), logged at `error` and counted, by default; [`MissingKey::PeerIpOrAllow`](layer::MissingKey::PeerIpOrAllow) lets it through instead |
 //! | Redis answers garbage | a typed [`StoreError`], then the failure mode; never a panic, never a 500 from the layer |
 //!
 //! Every decision says where it came from ([`Decision::source`]).
@@ -98,7 +99,9 @@
 //!   `redlimit_breaker_transitions_total{store,domain,state}`,
 //!   `redlimit_local_first_isolated`, `redlimit_local_first_sync_age_seconds`,
 //!   `redlimit_config_reloads_total{result}`, `redlimit_deny_cache_entries`,
-//!   `redlimit_leases_in_flight{policy}`, `redlimit_memory_evictions_total` (names in
+//!   `redlimit_leases_in_flight{policy}`, `redlimit_memory_evictions_total`,
+//!   `redlimit_requests_undecided_total{policy,reason}` (requests let through, or answered
+//!   500, without the limiter's verdict: `no_key`, `store_unavailable`, `shadow`) (names in
 //!   `telemetry`). Install a recorder before the first request: a layer takes its handles at
 //!   first use. For Prometheus, give the exporter `telemetry::HISTOGRAM_BUCKETS`; a Grafana
 //!   dashboard is in the repository's `docs/grafana/redlimit.json`.

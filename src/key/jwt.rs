@@ -34,7 +34,8 @@ const MAX_TOKEN: usize = 8 * 1024;
 ///
 /// | setting | request without a valid token |
 /// |---|---|
-/// | `MissingKey::PeerIp` (default) | counted under the peer IP, like anonymous traffic |
+/// | `MissingKey::PeerIp` (default) | counted under the peer IP, like anonymous traffic (`500` if the server records no peer address) |
+/// | `MissingKey::PeerIpOrAllow` | counted under the peer IP; not limited if the server records no peer address |
 /// | `MissingKey::Reject(StatusCode::UNAUTHORIZED)` | answered `401` |
 /// | `MissingKey::Allow` | not limited (only if another layer limits it) |
 ///

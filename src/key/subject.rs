@@ -51,9 +51,9 @@ impl AuthenticatedSubject for VerifiedSubject {
 /// tokens verified here, see `Jwt`, behind the `jwt` feature).
 ///
 /// A request without the extension, or with an empty subject, has no key; the layer's
-/// [`MissingKey`](crate::layer::MissingKey) setting decides (the peer IP by default, or
-/// `MissingKey::Reject(StatusCode::UNAUTHORIZED)`). Any subject is safe in Redis: it is
-/// encoded, and digested when long.
+/// [`MissingKey`](crate::layer::MissingKey) setting decides (the peer IP by default, a `500`
+/// when the server records no peer address; or `MissingKey::Reject(StatusCode::UNAUTHORIZED)`).
+/// Any subject is safe in Redis: it is encoded, and digested when long.
 ///
 /// ```
 /// use std::time::Duration;

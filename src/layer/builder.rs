@@ -198,7 +198,8 @@ impl RateLimitBuilder {
         self
     }
 
-    /// What to do with requests that have no key (default: [`MissingKey::PeerIp`]).
+    /// What to do with requests that have no key (default: [`MissingKey::PeerIp`]: the peer's
+    /// IP, and a `500` if the server records no peer address; see [`MissingKey`]).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -20,7 +20,9 @@ const MISSING: &str = "no rate-limit decision for this request: redlimit's RateL
 /// [`builder_per_route`](crate::RateLimitLayer::builder_per_route) layer, without a key under
 /// [`MissingKey::Allow`](crate::layer::MissingKey::Allow)) have none: there, take
 /// `Option<Decision>`. A `Decision` argument without one fails the handler's extraction with
-/// `500 Internal Server Error` and a text saying so; the layer itself never answers 500.
+/// `500 Internal Server Error` and a text saying so. (The layer itself answers 500 only to a
+/// request it cannot key on a server that records no peer address: see
+/// [`KeyMissing`](crate::layer::KeyMissing).)
 ///
 /// ```
 /// use std::time::Duration;
