@@ -1,7 +1,8 @@
 //! The limiter's own health in metrics, on a real Redis, rendered by a Prometheus recorder:
 //! decisions allowed and denied, the deny cache filled, a concurrency lease held and given
 //! back, a frozen Redis that trips the breaker and isolates a local-first store, both healing
-//! once it thaws, and config reloads applied and refused. Every metric the Grafana dashboard
+//! once it thaws, config reloads applied and refused, and a request without a peer address
+//! (answered 500, counted as not limited). Every metric the Grafana dashboard
 //! (`docs/grafana/redlimit.json`) queries must be rendered by then.
 
 use crate::support;
@@ -20,6 +21,7 @@ use redlimit::store::LocalFirstStore;
 use redlimit::telemetry::{
     BREAKER_STATE, BREAKER_TRANSITIONS, CONFIG_RELOADS, DECISIONS, DENY_CACHE_ENTRIES,
     HISTOGRAM_BUCKETS, LEASES_IN_FLIGHT, LOCAL_FIRST_ISOLATED, LOCAL_FIRST_SYNC_AGE,
+    REQUESTS_UNDECIDED,
 };
 use redlimit::{Limit, Policy, RateLimitLayer};
 use support::*;
@@ -178,6 +180,20 @@ async fn the_limiters_health_is_rendered_for_the_dashboard() {
     assert_eq!(decisions("denied", "store"), Some(1.0), "{text}");
     assert_eq!(decisions("denied", "deny_cache"), Some(1.0), "{text}");
     assert_eq!(value(&text, DENY_CACHE_ENTRIES, &[]), Some(1.0), "{text}");
+
+    // A request without a peer address (no key): answered 500, and counted as not limited.
+    let no_peer = http::Request::get("/api")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let response = send(&app, no_peer).await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let labels = [("policy", "health-api"), ("reason", "no_key")];
+    let text = metrics.render();
+    assert_eq!(
+        value(&text, REQUESTS_UNDECIDED, &labels),
+        Some(1.0),
+        "{text}"
+    );
 
     // A concurrency lease, held while the response body is.
     let held = send(&app, request("/lease", "10.0.0.3", &[])).await;
