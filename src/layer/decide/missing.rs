@@ -100,7 +100,7 @@ mod tests {
 
     use super::super::testing::{decider, keyed, name, parts, policy, proceeds, responds};
     use super::super::Start;
-    use crate::layer::{KeyMissing, MissingKey, Shadow};
+    use crate::layer::{KeyMissing, MissingKey, RejectBody, Shadow};
     use crate::store::MemoryStore;
 
     fn no_key() -> http::request::Parts {
@@ -152,6 +152,20 @@ mod tests {
         assert_eq!(grpc.status(), StatusCode::OK);
         assert_eq!(grpc.headers()["grpc-status"], "13");
         assert!(grpc.extensions().get::<KeyMissing>().is_some());
+
+        // In the layer's body style.
+        let problems =
+            keyed(MemoryStore::new(), policy("p", 1)).reject_body(RejectBody::ProblemJson);
+        let response = responds(decider(problems).start(&no_key()));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        let problem: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        let detail = problem["detail"].as_str().unwrap();
+        assert!(detail.contains("no peer address"), "{problem}");
+        assert!(response.extensions().get::<KeyMissing>().is_some());
     }
 
     #[test]
