@@ -19,9 +19,9 @@ local function fixed_window(key, n, p, cost, now)
   if v then
     local e, c = string.match(v, '^(%d+) (%d+)$')
     if e then
-      local stored = tonumber(e)
+      local stored = e + 0
       if stored > now then
-        used = tonumber(c)
+        used = c + 0
         if stored == window_end then
           ttl, same = -1, e
         end

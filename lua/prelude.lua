@@ -16,9 +16,12 @@
 -- KEYS[k+1], the last ARGV
 --          with a penalty box (src/store/redis/script/penalty.rs): the box's key and the
 --          penalty in µs; `allowed` is then 2 for a denial that boxed the key or found it boxed
--- Reply    { now (Unix µs), allowed (1/0),
---            then per limit i: allowed (1/0), remaining, reset (µs until fully free),
+-- Reply    admitted: { now (Unix µs), 1, then per limit i: remaining, reset (µs until fully
+--            free) }, every limit admitting with no wait;
+--          otherwise: { now, allowed (0, or 2 below),
+--            then per limit i: allowed (1/0), remaining, reset,
 --                              retry (µs until this cost would pass; 0 allowed, -1 never) }
+--          (every value of a reply is a cost to Redis: an admission says only what it must)
 --
 -- Batches: several decisions of one signature in one call run a batch variant of the script
 -- (the same prelude and algorithms, the tail as a function called once per decision; its
@@ -33,7 +36,9 @@
 -- already has the TTL it needs: none to convert or re-index); for 0, DEL. The sliding log's
 -- functions are described in sliding_log.lua.
 --
--- Integers only: times are whole µs; Lua numbers are doubles, exact below 2^53. A number
+-- Text becomes a number by arithmetic (`s + 0`, or `s - 1e15`), not tonumber, where it is
+-- known to be one (the arguments, TIME, the digits a pattern captured): tonumber converts it
+-- twice. Integers only: times are whole µs; Lua numbers are doubles, exact below 2^53. A number
 -- passed to redis.call reaches Redis as its exact integer text (Redis writes 17 digits; Lua's
 -- own tostring writes 14, then an exponent), and more cheaply than string.format makes it.
 -- State that a monotonic clock could not have produced (a step back of the Redis clock: a
@@ -51,12 +56,14 @@ if not redis.REDIS_VERSION then
   pcall(redis.replicate_commands)
 end
 
-local now, ttl_slack_ms = tonumber(ARGV[1]), 60000
-if not now then
+local now, ttl_slack_ms
+if ARGV[1] == '' then
   local t = redis.call('TIME')
-  -- TEST ONLY otherwise: with an explicit time, real time passing during a test must not
-  -- expire state that the simulated time still needs, so TTLs get a minute of slack. Expiry
-  -- never changes a decision (a key expires only once its state is moot).
-  now, ttl_slack_ms = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
+  now, ttl_slack_ms = t[1] * 1000000 + t[2], 0
+else
+  -- TEST ONLY: with an explicit time, real time passing during a test must not expire state
+  -- that the simulated time still needs, so TTLs get a minute of slack. Expiry never changes
+  -- a decision (a key expires only once its state is moot).
+  now, ttl_slack_ms = tonumber(ARGV[1]), 60000
 end
-local cost = tonumber(ARGV[2])
+local cost = ARGV[2] + 0

@@ -24,7 +24,7 @@ local function sliding_log_open(key, now, span)
   local newest, total = 0, 0
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[1] then
-    total, newest = tonumber(last[1]) - 1e15, tonumber(last[2])
+    total, newest = last[1] - 1e15, last[2] + 0
   end
   local at = math.max(now, newest)
   -- Members at or before at - span are outside every span: the newest of them stays for its
@@ -36,12 +36,12 @@ local function sliding_log_open(key, now, span)
   local base = 0
   if last[1] then
     local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    base = tonumber(oldest[1]) - 1e15
-    if tonumber(oldest[2]) <= at - span then
+    base = oldest[1] - 1e15
+    if oldest[2] + 0 <= at - span then
       local outside = redis.call('ZCOUNT', key, '-inf', at - span)
       if outside > 1 then
         redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
-        base = tonumber(redis.call('ZRANGE', key, 0, 0)[1]) - 1e15
+        base = redis.call('ZRANGE', key, 0, 0)[1] - 1e15
       end
     end
   end
@@ -70,12 +70,12 @@ local function sliding_log(key, n, p, cost, at, newest, total, before)
   local lo, hi = 0, redis.call('ZCARD', key) - 1
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if tonumber(redis.call('ZRANGE', key, mid, mid)[1]) - 1e15 < target then
+    if redis.call('ZRANGE', key, mid, mid)[1] - 1e15 < target then
       lo = mid + 1
     else
       hi = mid
     end
   end
-  local leaves = tonumber(redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2])
+  local leaves = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')[2] + 0
   return false, remaining, remaining, reset_before, reset_before, math.max(0, leaves + p - at)
 end

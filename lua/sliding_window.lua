@@ -20,14 +20,14 @@ local function sliding_window(key, n, p, cost, now)
   if v then
     local e, c, pr = string.match(v, '^(%d+) (%d+) (%d+)$')
     if e then
-      local stored = tonumber(e)
+      local stored = e + 0
       if stored > now then
-        cur, prev = tonumber(c), tonumber(pr)
+        cur, prev = c + 0, pr + 0
         if stored == start + p then
           same, same_prev = e, pr
         end
       elseif stored == start then
-        prev = tonumber(c)
+        prev = c + 0
       end
     end
   end

@@ -18,7 +18,7 @@ local function token_bucket(key, n, p, cost, now)
   if v then
     local a, b = string.match(v, '^(%d+) (%d+)$')
     if a then
-      a, b = n - math.min(tonumber(a), n), math.min(tonumber(b), now)
+      a, b = n - math.min(a + 0, n), math.min(b + 0, now)
       if a < n then
         local gained = math.floor((now - b) / t)
         if gained >= n - a then

@@ -7,8 +7,9 @@
 //! - `KEYS`: the keys of each decision in turn (one per limit, as in a single call);
 //! - `ARGV`: the arguments of each decision in turn (the same as a single call's: its time or
 //!   `''` for Redis `TIME`, its cost, its counts and periods, its logs' TTL);
-//! - reply: for each decision in turn, its reply (`2 + 4k` integers for `k` limits), or one
-//!   string: the error it raised (`WRONGTYPE ...`), which fails that decision alone.
+//! - reply: for each decision in turn, its reply (`2 + 2k` integers for `k` limits when it
+//!   admits, `2 + 4k` otherwise), or one string: the error it raised (`WRONGTYPE ...`), which
+//!   fails that decision alone.
 
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 
@@ -51,28 +52,37 @@ pub(crate) fn split(
     decisions: usize,
     limits: usize,
 ) -> Vec<RedisResult<Vec<i64>>> {
-    let width = 2 + 4 * limits;
     let mut results = Vec::with_capacity(decisions);
-    let mut values = reply.into_iter().peekable();
+    let mut at = 0;
     while results.len() < decisions {
-        let result = match values.peek() {
-            Some(Value::Int(_)) => values
-                .by_ref()
-                .take(width)
-                .map(|v| match v {
-                    Value::Int(n) => Ok(n),
-                    other => Err(malformed(&format!("{other:?} in a decision's reply"))),
-                })
-                .collect::<RedisResult<Vec<i64>>>()
-                .and_then(|reply| match reply.len() == width {
-                    true => Ok(reply),
-                    false => Err(malformed("a batch reply shorter than its decisions")),
-                }),
-            Some(_) => match values.next() {
-                Some(Value::BulkString(text)) => Err(raised(&String::from_utf8_lossy(&text))),
-                Some(Value::SimpleString(text)) => Err(raised(&text)),
-                other => Err(malformed(&format!("{other:?} for a decision"))),
-            },
+        let rest = reply.get(at..).unwrap_or_default();
+        let result = match rest.first() {
+            Some(Value::Int(_)) => {
+                // An admission (its second value 1) answers two values per limit, else four.
+                let width = match rest.get(1) {
+                    Some(Value::Int(1)) => 2 + 2 * limits,
+                    _ => 2 + 4 * limits,
+                };
+                at += width;
+                match rest.get(..width) {
+                    Some(values) => values
+                        .iter()
+                        .map(|v| match v {
+                            Value::Int(n) => Ok(*n),
+                            other => Err(malformed(&format!("{other:?} in a decision's reply"))),
+                        })
+                        .collect::<RedisResult<Vec<i64>>>(),
+                    None => Err(malformed("a batch reply shorter than its decisions")),
+                }
+            }
+            Some(value) => {
+                at += 1;
+                match value {
+                    Value::BulkString(text) => Err(raised(&String::from_utf8_lossy(text))),
+                    Value::SimpleString(text) => Err(raised(text)),
+                    other => Err(malformed(&format!("{other:?} for a decision"))),
+                }
+            }
             None => Err(malformed("a batch reply shorter than its decisions")),
         };
         results.push(result);
@@ -165,19 +175,21 @@ mod tests {
     #[test]
     fn an_error_fails_its_own_decision_only() {
         let ints = |v: &[i64]| v.iter().map(|&n| Value::Int(n)).collect::<Vec<_>>();
-        let mut reply = ints(&[1, 1, 1, 4, 0, 0]);
+        let mut reply = ints(&[1, 1, 4, 0]);
         reply.push(Value::BulkString(
             b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec(),
         ));
         reply.push(Value::BulkString(
             b"user_script:9: attempt to compare".to_vec(),
         ));
-        reply.extend(ints(&[2, 0, 0, 0, 5, 7]));
-        let results = split(reply, 4, 1);
-        assert_eq!(results[0].as_ref().unwrap(), &[1, 1, 1, 4, 0, 0]);
+        reply.extend(ints(&[2, 0, 0, 0, 5, 7, 3, 1, 2, 9]));
+        let results = split(reply, 5, 1);
+        // An admission answers two values per limit, a denial four.
+        assert_eq!(results[0].as_ref().unwrap(), &[1, 1, 4, 0]);
         assert_eq!(results[1].as_ref().unwrap_err().code(), Some("WRONGTYPE"));
         assert_eq!(results[2].as_ref().unwrap_err().code(), Some("ERR"));
         assert_eq!(results[3].as_ref().unwrap(), &[2, 0, 0, 0, 5, 7]);
+        assert_eq!(results[4].as_ref().unwrap(), &[3, 1, 2, 9]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The decoding of a script's reply (`{ now, allowed, per limit: allowed, remaining, reset,
-//! retry }`), which rejects anything the script never returns.
+//! The decoding of a script's reply (`{ now, 1, per limit: remaining, reset }` for an
+//! admission, else `{ now, allowed, per limit: allowed, remaining, reset, retry }`), which
+//! rejects anything the script never returns.
 
 use crate::decision::{Decision, LimitState, LimitStates};
 use crate::error::StoreError;
@@ -10,7 +11,9 @@ use crate::policy::Policy;
 pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreError> {
     let limits = policy.limits();
     let bad = |what: &str| StoreError::UnexpectedReply(format!("{what} in {reply:?}"));
-    if reply.len() != 2 + 4 * limits.len() {
+    // An admission answers two values per limit, anything else four (`lua/prelude.lua`).
+    let admitted = reply.len() == 2 + 2 * limits.len() && reply.get(1) == Some(&1);
+    if !admitted && reply.len() != 2 + 4 * limits.len() {
         return Err(bad("wrong length"));
     }
     let now = u64::try_from(reply[0]).map_err(|_| bad("negative time"))?;
@@ -22,21 +25,28 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
     // 2: denied, the key in its penalty box (`penalty.rs`).
     let penalized = reply[1] == 2;
     let allowed = if penalized { false } else { flag(reply[1])? };
+    let width = if admitted { 2 } else { 4 };
     let states = limits
         .iter()
-        .zip(reply[2..].chunks_exact(4))
+        .zip(reply[2..].chunks_exact(width))
         .map(|(limit, raw)| {
-            let remaining = u64::try_from(raw[1]).map_err(|_| bad("negative remaining"))?;
-            let reset = u64::try_from(raw[2]).map_err(|_| bad("negative reset"))?;
-            if raw[3] < -1 || remaining > limit.count() {
+            // (allowed, remaining, reset, retry): an admission's limits all allowed, no wait.
+            let (ok, remaining, reset, retry) = match *raw {
+                [remaining, reset] => (1, remaining, reset, 0),
+                [ok, remaining, reset, retry] => (ok, remaining, reset, retry),
+                _ => return Err(bad("wrong length")),
+            };
+            let remaining = u64::try_from(remaining).map_err(|_| bad("negative remaining"))?;
+            let reset = u64::try_from(reset).map_err(|_| bad("negative reset"))?;
+            if retry < -1 || remaining > limit.count() {
                 return Err(bad("out-of-range limit state"));
             }
             Ok(LimitState::from_raw(
                 *limit,
-                flag(raw[0])?,
+                flag(ok)?,
                 remaining,
                 reset,
-                raw[3],
+                retry,
             ))
         })
         .collect::<Result<LimitStates, _>>()?;
@@ -83,11 +93,30 @@ mod tests {
     }
 
     #[test]
+    fn an_admission_reads_the_same_short_or_long() {
+        let short = decode(&policy(), &[1_000_000, 1, 19, 60_000_000, 4, 3_000_000]).unwrap();
+        let long = decode(
+            &policy(),
+            &[1_000_000, 1, 1, 19, 60_000_000, 0, 1, 4, 3_000_000, 0],
+        )
+        .unwrap();
+        assert!(short.is_allowed());
+        assert_eq!(short, long);
+        assert_eq!(short.remaining(), Some(4));
+    }
+
+    #[test]
     fn garbage_is_a_typed_error() {
         let p = policy();
         for reply in [
             &[][..],
             &[1, 1],
+            // Short is for admissions only; and a short reply must be complete.
+            &[1, 0, 19, 0, 4, 0],
+            &[1, 2, 19, 0, 4, 0],
+            &[1, 1, 19, 0, 4],
+            &[1, 1, 99, 0, 4, 0],
+            &[1, 1, 19, -1, 4, 0],
             &[1, 2, 1, 0, 0, 0, 1, 0, 0, 0],
             &[-1, 1, 1, 0, 0, 0, 1, 0, 0, 0],
             &[1, 1, 1, 99, 0, 0, 1, 0, 0, 0],

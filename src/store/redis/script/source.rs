@@ -35,8 +35,7 @@ pub(super) fn batch_source(signature: Signature) -> String {
             .replace(
                 "{ARGS}",
                 &(2 * limits + 2 + usize::from(logs) + penalty + usize::from(leases)).to_string(),
-            )
-            .replace("{WIDTH}", &(2 + 4 * limits).to_string()),
+            ),
     );
     lua
 }
@@ -51,20 +50,21 @@ local clock = ttl_slack_ms == 0 and now or nil
 local out, len = {}, 0
 for j = 0, #KEYS / keys_each - 1 do
   local a = j * args_each
-  local at, slack = tonumber(ARGV[a + 1]), 60000
-  if not at then
-    if not clock then
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    at, slack = clock, 0
+  local at, slack = clock, 0
+  if ARGV[a + 1] ~= '' then
+    at, slack = tonumber(ARGV[a + 1]), 60000
+  elseif not clock then
+    local t = redis.call('TIME')
+    clock = t[1] * 1000000 + t[2]
+    at = clock
   end
-  local ok, err = pcall(decide, out, len, j * keys_each, a, at, tonumber(ARGV[a + 2]), slack)
+  -- What decide returns: the number of values it wrote, or the error it raised.
+  local ok, answer = pcall(decide, out, len, j * keys_each, a, at, ARGV[a + 2] + 0, slack)
   if ok then
-    len = len + {WIDTH}
+    len = len + answer
   else
     len = len + 1
-    out[len] = type(err) == 'table' and err.err or tostring(err)
+    out[len] = type(answer) == 'table' and answer.err or tostring(answer)
   end
 end
 return out
@@ -132,11 +132,12 @@ mod tests {
         assert!(lua.starts_with(PRELUDE));
         assert_eq!(lua.matches(algorithm_file(Algorithm::Gcra)).count(), 1);
         assert!(lua.contains("local function decide(out, len, o, a, now, cost, ttl_slack_ms)"));
-        assert!(lua.contains("gcra(KEYS[o + 1], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])"));
+        assert!(lua.contains("gcra(KEYS[o + 1], ARGV[a + 3] + 0, ARGV[a + 4] + 0"));
         // Two keys and seven arguments (time, cost, two limits, the log's TTL) per decision;
-        // each reply is 2 + 4 * 2 integers.
+        // each reply is 2 + 2 * 2 integers when it admits, 2 + 4 * 2 otherwise.
         assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
-        assert!(lua.contains("len = len + 10\n"));
+        assert!(lua.contains("  return 6\n"));
+        assert!(lua.contains("return 10\n"));
         assert!(lua.contains("pcall(decide, "));
         assert!(!lua.contains("return {"), "answers go into `out`");
     }

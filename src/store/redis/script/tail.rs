@@ -7,12 +7,12 @@
 //! For `gcra` then `fixed_window`, it reads:
 //!
 //! ```lua
-//! local ok1, rb1, ra1, sb1, sa1, retry1, state1, ttl1 = gcra(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[4]), cost, now)
-//! local ok2, rb2, ra2, sb2, sa2, retry2, state2, ttl2 = fixed_window(KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[6]), cost, now)
+//! local ok1, rb1, ra1, sb1, sa1, retry1, state1, ttl1 = gcra(KEYS[1], ARGV[3] + 0, ARGV[4] + 0, cost, now)
+//! local ok2, rb2, ra2, sb2, sa2, retry2, state2, ttl2 = fixed_window(KEYS[2], ARGV[5] + 0, ARGV[6] + 0, cost, now)
 //! if ok1 and ok2 then
 //!   if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
 //!   if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
-//!   return { now, 1, 1, ra1, sa1, 0, 1, ra2, sa2, 0 }
+//!   return { now, 1, ra1, sa1, ra2, sa2 }
 //! end
 //! return { now, 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
 //! ```
@@ -33,7 +33,8 @@ use crate::limit::Algorithm;
 pub(super) enum Frame {
     /// The whole script decides once.
     Single,
-    /// The tail is the body of `decide(out, len, o, a, now, cost, ttl_slack_ms)`.
+    /// The tail is the body of `decide(out, len, o, a, now, cost, ttl_slack_ms)`, which
+    /// returns the number of values it wrote.
     Batch,
 }
 
@@ -63,7 +64,7 @@ impl Frame {
                 for (x, item) in (1..).zip(items) {
                     let _ = writeln!(lua, "{indent}out[len + {x}] = {item}");
                 }
-                let _ = writeln!(lua, "{indent}return");
+                let _ = writeln!(lua, "{indent}return {}", items.len());
                 lua
             }
         }
@@ -96,7 +97,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     }
     if let Some(&log) = logs.first() {
         for i in &logs {
-            let _ = writeln!(w, "local p{i} = tonumber({})", arg(2 * i + 2));
+            let _ = writeln!(w, "local p{i} = {} + 0", arg(2 * i + 2));
         }
         let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
         let span = match &periods[..] {
@@ -111,7 +112,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         );
     }
     for (i, algorithm) in limits() {
-        let count = format!("tonumber({})", arg(2 * i + 1));
+        let count = format!("{} + 0", arg(2 * i + 1));
         if algorithm == Algorithm::SlidingLog {
             // The longest log limit's span starts at the base; a shorter one's at the newest
             // member at or before its own start, else at the base.
@@ -131,14 +132,14 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         } else if algorithm == Algorithm::Concurrency {
             let _ = writeln!(
                 w,
-                "local p{i} = tonumber({})\nlocal ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = concurrency({}, {count}, p{i}, cost, now)",
+                "local p{i} = {} + 0\nlocal ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = concurrency({}, {count}, p{i}, cost, now)",
                 arg(2 * i + 2),
                 key(i)
             );
         } else {
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({}, {count}, tonumber({}), cost, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({}, {count}, {} + 0, cost, now)",
                 algorithm.descriptor().lua_fn,
                 key(i),
                 arg(2 * i + 2)
@@ -181,14 +182,11 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             arg(2 * algorithms.len() + 3)
         );
     }
+    // An admission's reply: every limit allowed with no wait, so each says only its
+    // remaining and reset.
     let mut allowed = vec!["now".to_owned(), "1".to_owned()];
     for (i, _) in limits() {
-        allowed.extend([
-            "1".to_owned(),
-            format!("ra{i}"),
-            format!("sa{i}"),
-            "0".to_owned(),
-        ]);
+        allowed.extend([format!("ra{i}"), format!("sa{i}")]);
     }
     w.push_str(&frame.reply("  ", &allowed));
     let _ = writeln!(w, "end");
@@ -268,7 +266,7 @@ mod tests {
     #[test]
     fn a_lease_is_added_only_when_every_limit_allows() {
         let lua = tail_of(&[Algorithm::SlidingLog, Algorithm::Concurrency]);
-        assert!(lua.contains("= concurrency(KEYS[2], tonumber(ARGV[5]), p2, cost, now)"));
+        assert!(lua.contains("= concurrency(KEYS[2], ARGV[5] + 0, p2, cost, now)"));
         let commit = &lua[lua.find("if ok1 and ok2 then").unwrap()..];
         // After two limits' counts and periods, the time, the cost and the logs' TTL.
         assert!(commit.contains("redis.call('ZADD', KEYS[2], now, ARGV[8])"));
