@@ -22,7 +22,7 @@ local function concurrency(key, n, p, cost, now)
   local remaining = math.max(0, n - used)
   local reset = 0
   if used > 0 then
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + 0
+    local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
     reset = math.min(p, math.max(0, newest + p - now))
   end
   if used + units <= n then
@@ -32,7 +32,7 @@ local function concurrency(key, n, p, cost, now)
     end
     return true, remaining, remaining - units, reset, reset_after, 0
   end
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2] + 0
+  local oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2] + 0
   local lapse = math.min(p, math.max(0, oldest + p - now))
   return false, remaining, remaining, reset, reset, math.min(1000000, math.max(1, lapse))
 end

@@ -40,7 +40,8 @@
 -- known to be one (the arguments, TIME, the digits a pattern captured): tonumber converts it
 -- twice. Integers only: times are whole µs; Lua numbers are doubles, exact below 2^53. A number
 -- passed to redis.call reaches Redis as its exact integer text (Redis writes 17 digits; Lua's
--- own tostring writes 14, then an exponent), and more cheaply than string.format makes it.
+-- own tostring writes 14, then an exponent), and more cheaply than string.format makes it;
+-- but a constant is passed as text ('0', not 0): Redis 7.0 writes every number with snprintf.
 -- State that a monotonic clock could not have produced (a step back of the Redis clock: a
 -- failover, an NTP step) is clamped on read, so a client is never asked to wait longer than a
 -- limit's period.

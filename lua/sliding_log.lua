@@ -22,7 +22,7 @@
 
 local function sliding_log_open(key, now, span)
   local newest, total = 0, 0
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if last[1] then
     total, newest = last[1] - 1e15, last[2] + 0
   end
@@ -35,13 +35,13 @@ local function sliding_log_open(key, now, span)
   -- Reading the oldest member first makes a young log (none outside) cost one ZRANGE.
   local base = 0
   if last[1] then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
     base = oldest[1] - 1e15
     if oldest[2] + 0 <= at - span then
       local outside = redis.call('ZCOUNT', key, '-inf', at - span)
       if outside > 1 then
-        redis.call('ZREMRANGEBYRANK', key, 0, outside - 2)
-        base = redis.call('ZRANGE', key, 0, 0)[1] - 1e15
+        redis.call('ZREMRANGEBYRANK', key, '0', outside - 2)
+        base = redis.call('ZRANGE', key, '0', '0')[1] - 1e15
       end
     end
   end

@@ -120,7 +120,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
                 "log_base".to_owned()
             } else {
                 format!(
-                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', 0, 1)[1]) or 1e15 + log_base) - 1e15",
+                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15",
                     key(i)
                 )
             };
@@ -172,7 +172,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     if let Some(&log) = logs.first() {
         let _ = writeln!(
             w,
-            "  if cost > 0 and log_total == 0 then redis.call('ZADD', {k}, log_at, 1e15, log_at, 1e15 + cost) elseif cost > 0 then redis.call('ZADD', {k}, log_at, 1e15 + log_total + cost) end",
+            "  if cost > 0 and log_total == 0 then redis.call('ZADD', {k}, log_at, '1000000000000000', log_at, 1e15 + cost) elseif cost > 0 then redis.call('ZADD', {k}, log_at, 1e15 + log_total + cost) end",
             k = key(log)
         );
         let _ = writeln!(
