@@ -299,12 +299,11 @@ impl Decision {
         self.denied_key.as_ref()
     }
 
-    /// The same decision, naming the key of its denying limit (`key`'s, for a position).
-    pub(crate) fn naming(mut self, key: &Key) -> Self {
+    /// Names the key of its denying limit (`key`'s, for a position).
+    pub(crate) fn name_denied_key(&mut self, key: &Key) {
         if let Some(position) = self.denied_by() {
             self.denied_key = Some(key.limit_key(position).clone());
         }
-        self
     }
 
     /// The limit the headers report: the denying one, or else the one with the fewest units

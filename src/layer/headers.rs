@@ -1,7 +1,9 @@
 //! Rendering a decision as response headers.
 
+use std::cell::RefCell;
 use std::time::{Duration, UNIX_EPOCH};
 
+use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::settings::HeaderStyle;
@@ -13,6 +15,77 @@ const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining")
 const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The numbers below 1 000 written out one after the other ("0123...998999"): the value of a
+/// header that says one of them is a slice of this text, shared, with no allocation.
+const SMALL: [u8; 2890] = small_numbers();
+
+const fn small_numbers() -> [u8; 2890] {
+    let mut text = [0u8; 2890];
+    let (mut n, mut at) = (0u16, 0);
+    while n < 1000 {
+        if n >= 100 {
+            text[at] = b'0' + (n / 100) as u8;
+            at += 1;
+        }
+        if n >= 10 {
+            text[at] = b'0' + (n / 10 % 10) as u8;
+            at += 1;
+        }
+        text[at] = b'0' + (n % 10) as u8;
+        at += 1;
+        n += 1;
+    }
+    text
+}
+
+/// Which header a larger number is for: each remembers the last one it rendered on this
+/// thread (a policy's count never changes; the reset, a Unix second, changes once a second).
+#[derive(Clone, Copy)]
+enum Slot {
+    Limit = 0,
+    Reset = 1,
+    Other,
+}
+
+thread_local! {
+    static LAST: RefCell<[Option<(u64, HeaderValue)>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// The header value of `n`, written without formatting machinery and, where it can be, without
+/// an allocation: a number below 1 000 is a slice of [`SMALL`]; a larger one the same as the
+/// last of its `slot` on this thread is that value again (its bytes shared, not copied).
+fn number(n: u64, slot: Slot) -> HeaderValue {
+    if let Ok(small) = u16::try_from(n) {
+        let (start, len) = match small {
+            0..=9 => (small as usize, 1),
+            10..=99 => (10 + 2 * (small as usize - 10), 2),
+            100..=999 => (190 + 3 * (small as usize - 100), 3),
+            _ => (0, 0),
+        };
+        if len > 0 {
+            if let Ok(value) =
+                HeaderValue::from_maybe_shared(Bytes::from_static(&SMALL[start..start + len]))
+            {
+                return value;
+            }
+        }
+    }
+    if matches!(slot, Slot::Other) {
+        return HeaderValue::from(n);
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        match &mut last[slot as usize] {
+            Some((m, value)) if *m == n => value.clone(),
+            cached => {
+                let value = HeaderValue::from(n);
+                *cached = Some((n, value.clone()));
+                value
+            }
+        }
+    })
+}
 
 /// Whole seconds, rounded up: a client that waits this long is never early.
 pub(crate) fn ceil_secs(d: Duration) -> u64 {
@@ -65,13 +138,13 @@ impl RateHeaders {
         if let Some([limit, remaining, reset]) = self.x {
             target
                 .entry(X_LIMIT)
-                .or_insert_with(|| HeaderValue::from(limit));
+                .or_insert_with(|| number(limit, Slot::Limit));
             target
                 .entry(X_REMAINING)
-                .or_insert_with(|| HeaderValue::from(remaining));
+                .or_insert_with(|| number(remaining, Slot::Other));
             target
                 .entry(X_RESET)
-                .or_insert_with(|| HeaderValue::from(reset));
+                .or_insert_with(|| number(reset, Slot::Reset));
         }
         if let Some(fields) = &self.ietf {
             let (policy, current) = &**fields;
@@ -81,7 +154,7 @@ impl RateHeaders {
         if let Some(wait) = self.retry_after {
             target
                 .entry(RETRY_AFTER)
-                .or_insert_with(|| HeaderValue::from(wait));
+                .or_insert_with(|| number(wait, Slot::Other));
         }
     }
 }
@@ -151,6 +224,23 @@ mod tests {
 
     fn text(headers: &HeaderMap, name: &str) -> String {
         headers[name].to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn numbers_read_as_their_digits_whatever_the_path() {
+        for n in (0..1_100).chain([9_999, 10_000, 1_760_000_000, u64::MAX]) {
+            for slot in [Slot::Limit, Slot::Reset, Slot::Other] {
+                // Twice: the second may come from the thread's last value.
+                for _ in 0..2 {
+                    assert_eq!(number(n, slot), HeaderValue::from(n), "{n}");
+                }
+            }
+        }
+        // A slot remembers only its own number.
+        assert_eq!(number(5_000, Slot::Limit), "5000");
+        assert_eq!(number(7_000, Slot::Reset), "7000");
+        assert_eq!(number(5_000, Slot::Limit), "5000");
+        assert_eq!(number(6_000, Slot::Limit), "6000");
     }
 
     #[test]

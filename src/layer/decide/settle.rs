@@ -144,12 +144,12 @@ impl Decider {
         match outcome {
             Ok(decision) => {
                 let refund = self.refund_of(&decision, pending);
-                match self.decided(pending.rule, &pending.key, decision, pending.grpc, latency) {
-                    Verdict::Proceed(decision, headers, _, held) => {
-                        Verdict::Proceed(decision, headers, refund, held)
-                    }
-                    respond => respond,
+                let mut verdict =
+                    self.decided(pending.rule, &pending.key, decision, pending.grpc, latency);
+                if let Verdict::Proceed(_, _, slot, _) = &mut verdict {
+                    *slot = refund;
                 }
+                verdict
             }
             Err(error) => self.store_failed(&error, pending),
         }
@@ -177,11 +177,12 @@ impl Decider {
         &self,
         rule: usize,
         key: &Key,
-        decision: Decision,
+        mut decision: Decision,
         grpc: Option<Framing>,
         latency: Option<Duration>,
     ) -> Verdict {
-        let decision = decision.naming(key);
+        // In place: a decision is a few hundred bytes, and every move copies them.
+        decision.name_denied_key(key);
         let shadow = self.shadow(rule);
         let shadowed = shadow.is_on() && !decision.is_allowed();
         self.meters.decision(rule, &decision, shadowed);
