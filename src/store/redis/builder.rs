@@ -269,8 +269,22 @@ impl RedisStoreBuilder {
             .set_number_of_retries(0)
     }
 
+    /// Every URL the store dials first (the masters Sentinels name are dialled as they say).
+    #[cfg(feature = "tls")]
+    fn urls(&self) -> &[String] {
+        match &self.topology {
+            Topology::Standalone(url) => std::slice::from_ref(url),
+            Topology::Cluster(nodes) => nodes,
+            Topology::Sentinel { sentinels, .. } => sentinels,
+        }
+    }
+
     fn backend(&self) -> Result<Backend, ConfigError> {
         self.check_prefix()?;
+        #[cfg(feature = "tls")]
+        if self.urls().iter().any(|url| super::tls::is_tls(url)) {
+            super::tls::ensure_provider()?;
+        }
         let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {
