@@ -211,6 +211,11 @@ impl RedisStoreBuilder {
     /// Trusts this PEM root certificate (e.g. a private CA) for `rediss://` connections, instead
     /// of the public web roots.
     ///
+    /// TLS uses rustls's process-default crypto provider: yours if you installed one before
+    /// building the store, else `ring` with the `tls-ring` feature, else building fails with
+    /// [`ConfigError::NoCryptoProvider`](crate::ConfigError::NoCryptoProvider)
+    /// (`docs/guide/stores.md`).
+    ///
     /// ```no_run
     /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let ca = std::fs::read("ca.pem")?;
