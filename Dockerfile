@@ -8,7 +8,7 @@
 FROM rust:1.88-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --example server --features admin,config,jwt,tls
+RUN cargo build --release --locked --example server --features admin,config,jwt,tls-ring
 
 FROM debian:bookworm-slim
 # CA roots for rediss:// URLs.

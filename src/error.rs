@@ -113,6 +113,12 @@ pub enum ConfigError {
     /// A key (a JWT secret, a verification key) that cannot be used safely.
     #[error("invalid key: {0}")]
     InvalidKey(&'static str),
+    /// A `rediss://` store built with the `tls` feature while rustls has no process-default
+    /// crypto provider and redlimit compiled in none: install one with
+    /// `rustls::crypto::CryptoProvider::install_default` before building the store, or enable
+    /// the `tls-ring` feature.
+    #[error("rediss:// needs a rustls crypto provider: install one with CryptoProvider::install_default before building the store, or enable redlimit's `tls-ring` feature")]
+    NoCryptoProvider,
     /// A Redis URL or connection setting the client rejected. The text never contains
     /// credentials.
     #[error("invalid Redis configuration: {0}")]

@@ -130,9 +130,10 @@
 //! |---|---|---|
 //! | `redis` | yes | `store::RedisStore`: standalone, Cluster and Sentinel Redis or Valkey |
 //! | `axum` | yes | reads axum's `MatchedPath`, `ConnectInfo` and `MockConnectInfo`; [`Decision`] as a handler argument |
-//! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA) |
+//! | `tls` | no | `rediss://` URLs (rustls with the webpki roots, or your own CA), with the process's rustls crypto provider |
+//! | `tls-ring` | no | `tls`, with rustls's `ring` provider installed when the process has none |
 //! | `grpc` | no | tonic's peer address, and `ErrorInfo` / `RetryInfo` / `QuotaFailure` details on gRPC rejections |
-//! | `jwt` | no | [`key::Jwt`]: verify a bearer token and key on its subject |
+//! | `jwt` | no | [`key::Jwt`]: verify an HMAC bearer token (HS256/384/512, or any algorithm through a [`key::JwtVerifier`]) and key on a claim |
 //! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
 //! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |

@@ -10,7 +10,7 @@
 //! | [`ClientIp`] | the same | `X-Forwarded-For`, `Forwarded` or `X-Real-IP`, believed only from trusted proxies |
 //! | [`Header`], [`Query`] | `header:x-api-key:#<sha-256>`, `query:api_key:#<sha-256>` | an API key, hashed |
 //! | [`Subject`] | `sub:user-42` | a subject your auth layer verified and put in the extensions |
-//! | `Jwt` (feature `jwt`) | `sub:user-42` | a bearer token verified here |
+//! | `Jwt` (feature `jwt`) | `sub:user-42` | a bearer token verified here (HMAC, or your own `JwtVerifier`) |
 //! | [`Route`], [`Global`] | `route:/users/{id}`, `global` | the endpoint, or nothing |
 //!
 //! plus any closure `Fn(&http::request::Parts) -> Option<Key>`, and [`Both`] to combine two.
@@ -62,9 +62,7 @@ pub use global::Global;
 pub use header::Header;
 pub use ip_net::IpRanges;
 #[cfg(feature = "jwt")]
-pub use jsonwebtoken;
-#[cfg(feature = "jwt")]
-pub use jwt::Jwt;
+pub use jwt::{HmacAlgorithm, HmacVerifier, Jwt, JwtError, JwtHeader, JwtVerifier};
 pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
 pub use per_limit::PerLimit;

@@ -211,6 +211,11 @@ impl RedisStoreBuilder {
     /// Trusts this PEM root certificate (e.g. a private CA) for `rediss://` connections, instead
     /// of the public web roots.
     ///
+    /// TLS uses rustls's process-default crypto provider: yours if you installed one before
+    /// building the store, else `ring` with the `tls-ring` feature, else building fails with
+    /// [`ConfigError::NoCryptoProvider`](crate::ConfigError::NoCryptoProvider)
+    /// (`docs/guide/stores.md`).
+    ///
     /// ```no_run
     /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
     /// let ca = std::fs::read("ca.pem")?;
@@ -269,8 +274,22 @@ impl RedisStoreBuilder {
             .set_number_of_retries(0)
     }
 
+    /// Every URL the store dials first (the masters Sentinels name are dialled as they say).
+    #[cfg(feature = "tls")]
+    fn urls(&self) -> &[String] {
+        match &self.topology {
+            Topology::Standalone(url) => std::slice::from_ref(url),
+            Topology::Cluster(nodes) => nodes,
+            Topology::Sentinel { sentinels, .. } => sentinels,
+        }
+    }
+
     fn backend(&self) -> Result<Backend, ConfigError> {
         self.check_prefix()?;
+        #[cfg(feature = "tls")]
+        if self.urls().iter().any(|url| super::tls::is_tls(url)) {
+            super::tls::ensure_provider()?;
+        }
         let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {

@@ -24,6 +24,8 @@ mod script;
 mod sentinel;
 mod slot;
 mod tcp;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::sync::Arc;
 

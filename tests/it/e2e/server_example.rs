@@ -340,20 +340,9 @@ fn trusted_proxies_and_combined_keys() {
 #[cfg(feature = "jwt")]
 #[test]
 fn jwt_subjects() {
-    use redlimit::key::jsonwebtoken::{encode, EncodingKey, Header as JwtHeader};
     let token = |sub: &str, secret: &str| {
-        let exp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            + 600;
-        let claims = serde_json::json!({ "sub": sub, "exp": exp });
-        encode(
-            &JwtHeader::default(),
-            &claims,
-            &EncodingKey::from_secret(secret.as_bytes()),
-        )
-        .unwrap()
+        let claims = serde_json::json!({ "sub": sub, "exp": support::jwt::now() + 600 });
+        support::jwt::sign("HS256", secret.as_bytes(), &claims)
     };
     let secret = "a secret of thirty-two bytes, ok";
     let server = Server::start(&["--limit", "1/60s", "--key", "jwt", "--jwt-secret", secret]);

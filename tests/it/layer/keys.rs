@@ -522,42 +522,16 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
 #[cfg(feature = "jwt")]
 mod jwt {
     use super::*;
-    use redlimit::key::jsonwebtoken::{encode, Algorithm, EncodingKey, Header as JwtHeader};
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
     use redlimit::key::Jwt;
     use serde_json::json;
+    use support::jwt::{base64url, now, sign, sign_with};
 
     const SECRET: &[u8] = b"test secret, at least 32 bytes long!";
 
-    fn now() -> u64 {
-        redlimit::key::jsonwebtoken::get_current_timestamp()
-    }
-
     fn token(claims: serde_json::Value) -> String {
-        token_with(Algorithm::HS256, SECRET, claims)
-    }
-
-    fn token_with(alg: Algorithm, secret: &[u8], claims: serde_json::Value) -> String {
-        encode(
-            &JwtHeader::new(alg),
-            &claims,
-            &EncodingKey::from_secret(secret),
-        )
-        .unwrap()
-    }
-
-    fn base64url(bytes: &[u8]) -> String {
-        const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let mut out = String::new();
-        for chunk in bytes.chunks(3) {
-            let n = chunk
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
-            for i in 0..=chunk.len() {
-                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
-            }
-        }
-        out
+        sign("HS256", SECRET, &claims)
     }
 
     fn bearer(token: &str) -> String {
@@ -578,14 +552,18 @@ mod jwt {
             parts[1] = &forged;
             parts.join(".")
         };
-        let readable: serde_json::Value =
-            redlimit::key::jsonwebtoken::dangerous::insecure_decode_claims(&tampered).unwrap();
+        let readable: serde_json::Value = serde_json::from_slice(
+            &URL_SAFE_NO_PAD
+                .decode(tampered.split('.').nth(1).unwrap())
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(readable["sub"], "bob", "only the signature is wrong");
         [
-            bearer(&token_with(
-                Algorithm::HS256,
+            bearer(&sign(
+                "HS256",
                 b"another secret, also 32 bytes long",
-                json!({"sub": "alice", "exp": now() + 600}),
+                &json!({"sub": "alice", "exp": now() + 600}),
             )),
             bearer(&tampered),
             bearer(&token(json!({"sub": "alice", "exp": now() - 3600}))),
@@ -596,12 +574,33 @@ mod jwt {
             bearer(&token(json!({"exp": now() + 600}))), // no sub
             bearer(&token(json!({"sub": "", "exp": now() + 600}))),
             bearer(&token(json!({"sub": ["a"], "exp": now() + 600}))),
-            bearer(&token_with(
-                Algorithm::HS512,
+            // Signed right, but with an algorithm other than the configured one.
+            bearer(&sign(
+                "HS512",
                 SECRET,
-                json!({"sub": "alice", "exp": now() + 600}),
+                &json!({"sub": "alice", "exp": now() + 600}),
+            )),
+            // An HS256 signature under a header that says HS512.
+            bearer(&sign_with(
+                "HS256",
+                &json!({"alg": "HS512"}),
+                SECRET,
+                &json!({"sub": "alice", "exp": now() + 600}),
+            )),
+            // A critical extension nobody here understands.
+            bearer(&sign_with(
+                "HS256",
+                &json!({"alg": "HS256", "crit": ["exp"], "exp": 1}),
+                SECRET,
+                &json!({"sub": "alice", "exp": now() + 600}),
             )),
             bearer(&alg_none),
+            // `none` with the valid token's signature kept.
+            bearer(&format!(
+                "{}.{}",
+                base64url(br#"{"alg":"none"}"#),
+                valid.split_once('.').unwrap().1
+            )),
             format!("Basic {valid}"),
             format!("Token {valid}"),
             valid.clone(),
@@ -750,5 +749,145 @@ mod jwt {
         )
         .into_parts();
         assert!(Jwt::hs256(SECRET).unwrap().extract(&parts).is_some());
+    }
+
+    #[test]
+    fn hs384_hs512_and_several_algorithms() {
+        use redlimit::key::{HmacAlgorithm, HmacVerifier};
+        let secret = [5u8; 64];
+        let claims = json!({"sub": "erin", "exp": now() + 600});
+        let (hs256, hs384, hs512) = (
+            sign("HS256", &secret, &claims),
+            sign("HS384", &secret, &claims),
+            sign("HS512", &secret, &claims),
+        );
+        let only = |jwt: &Jwt, ok: &str, bad: [&str; 2]| {
+            assert_eq!(jwt.verify(ok).unwrap().as_str(), "sub:erin");
+            for token in bad {
+                assert_eq!(jwt.verify(token), Err(redlimit::key::JwtError::Signature));
+            }
+        };
+        only(&Jwt::hs256(secret).unwrap(), &hs256, [&hs384, &hs512]);
+        only(&Jwt::hs384(secret).unwrap(), &hs384, [&hs256, &hs512]);
+        only(&Jwt::hs512(secret).unwrap(), &hs512, [&hs256, &hs384]);
+        let both = Jwt::new(
+            HmacVerifier::new(secret, [HmacAlgorithm::Hs512, HmacAlgorithm::Hs256]).unwrap(),
+        );
+        assert!(both.verify(&hs256).is_ok() && both.verify(&hs512).is_ok());
+        assert_eq!(both.verify(&hs384), Err(redlimit::key::JwtError::Signature));
+    }
+
+    #[test]
+    fn reasons_for_refusal_are_typed() {
+        use redlimit::key::JwtError;
+        let jwt = Jwt::hs256(SECRET).unwrap().issuer(["https://auth"]);
+        let exp = now() + 600;
+        let cases = [
+            (
+                token(json!({"sub": "a", "exp": exp, "iss": "https://auth"})),
+                None,
+            ),
+            (
+                token(json!({"sub": "a", "exp": now() - 3600, "iss": "https://auth"})),
+                Some(JwtError::Expired),
+            ),
+            (
+                token(json!({"sub": "a", "exp": exp, "nbf": now() + 3600, "iss": "https://auth"})),
+                Some(JwtError::NotYetValid),
+            ),
+            (
+                token(json!({"sub": "a", "iss": "https://auth"})),
+                Some(JwtError::Claim("exp")),
+            ),
+            (
+                token(json!({"sub": "a", "exp": exp})),
+                Some(JwtError::Claim("iss")),
+            ),
+            (
+                token(json!({"sub": {}, "exp": exp, "iss": "https://auth"})),
+                Some(JwtError::KeyClaim),
+            ),
+            (
+                sign("HS256", b"wrong", &json!({"sub": "a", "exp": exp})),
+                Some(JwtError::Signature),
+            ),
+            (
+                "a.b".into(),
+                Some(JwtError::Malformed("not three dot-separated parts")),
+            ),
+            ("A".repeat(9000), Some(JwtError::TooLong)),
+        ];
+        for (token, expected) in cases {
+            let got = jwt.verify(&token);
+            match expected {
+                None => assert_eq!(got.unwrap().as_str(), "sub:a"),
+                Some(err) => assert_eq!(got, Err(err), "{}", &token[..token.len().min(60)]),
+            }
+        }
+    }
+
+    /// ES256 through a verifier of our own on `ring`, as `JwtVerifier`'s docs show.
+    #[test]
+    fn a_custom_verifier_brings_another_algorithm() {
+        use redlimit::key::{JwtHeader, JwtVerifier};
+        use ring::rand::SystemRandom;
+        use ring::signature::{
+            EcdsaKeyPair, KeyPair as _, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED,
+            ECDSA_P256_SHA256_FIXED_SIGNING,
+        };
+
+        struct Es256 {
+            public_key: Vec<u8>,
+        }
+        impl JwtVerifier for Es256 {
+            fn verify(&self, header: &JwtHeader<'_>, input: &[u8], signature: &[u8]) -> bool {
+                header.alg() == "ES256"
+                    && UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, &self.public_key)
+                        .verify(input, signature)
+                        .is_ok()
+            }
+        }
+
+        let rng = SystemRandom::new();
+        let pkcs8 = rcgen::KeyPair::generate().unwrap().serialize_der();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng).unwrap();
+        let es256 = |header: serde_json::Value, claims: serde_json::Value| {
+            let input = format!(
+                "{}.{}",
+                base64url(header.to_string()),
+                base64url(claims.to_string())
+            );
+            let signature = pair.sign(&rng, input.as_bytes()).unwrap();
+            format!("{input}.{}", base64url(signature.as_ref()))
+        };
+        let jwt = Jwt::new(Es256 {
+            public_key: pair.public_key().as_ref().to_vec(),
+        })
+        .claim("tenant");
+        let claims = json!({"sub": "a", "tenant": "acme", "exp": now() + 600});
+        let valid = es256(json!({"alg": "ES256", "kid": "k1"}), claims.clone());
+        assert_eq!(jwt.verify(&valid).unwrap().as_str(), "claim:tenant:acme");
+        // The claims are still ours to check, and the verifier's algorithm is the only one.
+        let expired = es256(json!({"alg": "ES256"}), json!({"tenant": "acme", "exp": 1}));
+        assert_eq!(jwt.verify(&expired), Err(redlimit::key::JwtError::Expired));
+        let relabelled = es256(json!({"alg": "ES384"}), claims.clone());
+        assert_eq!(
+            jwt.verify(&relabelled),
+            Err(redlimit::key::JwtError::Signature)
+        );
+        assert_eq!(
+            jwt.verify(&sign("HS256", SECRET, &claims)),
+            Err(redlimit::key::JwtError::Signature)
+        );
+        let unsigned = format!(
+            "{}.{}.",
+            base64url(r#"{"alg":"none"}"#),
+            valid.split('.').nth(1).unwrap()
+        );
+        assert_eq!(
+            jwt.verify(&unsigned),
+            Err(redlimit::key::JwtError::Unsigned)
+        );
     }
 }

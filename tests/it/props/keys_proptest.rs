@@ -242,18 +242,195 @@ proptest! {
 }
 
 #[cfg(feature = "jwt")]
-proptest! {
-    #[test]
-    fn arbitrary_authorization_headers_have_no_jwt_key(
-        auth in prop_oneof![
-            any_header_value(),
-            header_bytes(200).prop_map(|t| [b"Bearer ".as_slice(), &t].concat()),
-            "[A-Za-z0-9_-]{0,40}\\.[A-Za-z0-9_-]{0,80}\\.[A-Za-z0-9_-]{0,40}"
-                .prop_map(|t| format!("Bearer {t}").into_bytes()),
-        ],
-    ) {
-        let parts = parts("203.0.113.7", &[("authorization", auth)]);
-        prop_assert!(redlimit::key::Jwt::hs256(b"secret").unwrap().extract(&parts).is_none());
+mod jwt {
+    use super::*;
+    use crate::support::jwt::{base64url, now, sign_with};
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    use redlimit::key::Jwt;
+    use serde_json::{json, Value};
+
+    const SECRET: &[u8] = b"the property tests' secret, 32 B";
+
+    /// A signature part: the right HMAC for the header's algorithm, one for another secret
+    /// or algorithm, one with a bit flipped, or noise.
+    #[derive(Debug, Clone)]
+    enum Signature {
+        Right,
+        OtherSecret,
+        OtherAlgorithm,
+        Flipped(usize, u8),
+        Noise(Vec<u8>),
+    }
+
+    fn signature() -> impl Strategy<Value = Signature> {
+        prop_oneof![
+            8 => Just(Signature::Right),
+            1 => Just(Signature::OtherSecret),
+            1 => Just(Signature::OtherAlgorithm),
+            2 => (any::<usize>(), 0u8..8).prop_map(|(i, bit)| Signature::Flipped(i, bit)),
+            1 => vec(any::<u8>(), 0..70).prop_map(Signature::Noise),
+        ]
+    }
+
+    fn alg() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            12 => Just(json!("HS256")),
+            1 => Just(json!("HS384")),
+            1 => Just(json!("HS512")),
+            1 => Just(json!("none")),
+            1 => Just(json!("None")),
+            1 => Just(json!("RS256")),
+            1 => Just(json!("hs256")),
+            1 => Just(json!(null)),
+            1 => Just(json!(["HS256"])),
+            1 => "[ -~]{0,8}".prop_map(Value::from),
+        ]
+    }
+
+    /// A claim: absent, a fitting value, or one of the wrong type.
+    fn claim(fitting: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>> {
+        prop_oneof![
+            10 => fitting.prop_map(Some),
+            1 => Just(None),
+            1 => Just(Some(json!(""))),
+            1 => Just(Some(json!([1]))),
+            1 => Just(Some(json!({"a": null}))),
+            1 => "[ -~]{0,12}".prop_map(|t| Some(json!(t))),
+        ]
+    }
+
+    /// What the extractor must do with a token.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Expect {
+        Key,
+        NoKey,
+        /// An `exp` within a second of the edge: the clock decides.
+        Either,
+    }
+
+    /// An arbitrary token, and what the extractor (HS256, `SECRET`, 30 s leeway) must do with
+    /// it: a key only for HS256, the right signature, no `crit`, a string or number `sub`
+    /// and an `exp` that has not passed.
+    fn token() -> impl Strategy<Value = (String, Expect)> {
+        let sub = prop_oneof![
+            "[a-z0-9-]{1,12}".prop_map(Value::from),
+            any::<i64>().prop_map(Value::from)
+        ];
+        let exp = (-3600i64..7200).prop_map(|d| json!(now() as i64 + d));
+        (
+            alg(),
+            proptest::option::of("[a-z0-9]{0,4}"),
+            proptest::bool::weighted(0.1),
+            claim(sub),
+            claim(exp),
+            signature(),
+        )
+            .prop_map(|(alg, kid, crit, sub, exp, signature)| {
+                let mut header = json!({"alg": alg, "typ": "JWT"});
+                if let Some(kid) = kid {
+                    header["kid"] = json!(kid);
+                }
+                if crit {
+                    header["crit"] = json!(["exp"]);
+                }
+                let mut claims = json!({});
+                if let Some(sub) = &sub {
+                    claims["sub"] = sub.clone();
+                }
+                if let Some(exp) = &exp {
+                    claims["exp"] = exp.clone();
+                }
+                let named = header["alg"].as_str().unwrap_or("").to_owned();
+                let signer = match named.as_str() {
+                    "HS384" | "HS512" => named.clone(),
+                    _ => "HS256".to_owned(),
+                };
+                let signed = |alg: &str, secret: &[u8]| sign_with(alg, &header, secret, &claims);
+                let right = signed(&signer, SECRET);
+                let input = right.rsplit_once('.').unwrap().0;
+                let token = match &signature {
+                    Signature::Right => right.clone(),
+                    Signature::OtherSecret => signed(&signer, b"another secret of 32 bytes, too."),
+                    Signature::OtherAlgorithm => {
+                        signed(if signer == "HS512" { "HS256" } else { "HS512" }, SECRET)
+                    }
+                    Signature::Flipped(i, bit) => {
+                        let mut sig = URL_SAFE_NO_PAD
+                            .decode(right.rsplit_once('.').unwrap().1)
+                            .unwrap();
+                        let at = i % sig.len();
+                        sig[at] ^= 1 << bit;
+                        format!("{input}.{}", base64url(sig))
+                    }
+                    Signature::Noise(bytes) => format!("{input}.{}", base64url(bytes)),
+                };
+                let valid_sub = matches!(&sub, Some(Value::String(s)) if !s.is_empty())
+                    || matches!(&sub, Some(Value::Number(_)));
+                let exp = exp.as_ref().and_then(Value::as_i64);
+                let now = now() as i64;
+                let signed_right =
+                    named == "HS256" && !crit && matches!(signature, Signature::Right);
+                let expect = match exp {
+                    _ if !signed_right || !valid_sub => Expect::NoKey,
+                    None => Expect::NoKey,
+                    Some(exp) if exp + 30 >= now + 2 => Expect::Key,
+                    Some(exp) if exp + 30 < now - 2 => Expect::NoKey,
+                    Some(_) => Expect::Either,
+                };
+                (token, expect)
+            })
+    }
+
+    fn with_bearer(token: &str) -> Parts {
+        parts(
+            "203.0.113.7",
+            &[("authorization", format!("Bearer {token}").into_bytes())],
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_authorization_headers_have_no_jwt_key(
+            auth in prop_oneof![
+                any_header_value(),
+                header_bytes(200).prop_map(|t| [b"Bearer ".as_slice(), &t].concat()),
+                "[A-Za-z0-9_-]{0,40}\\.[A-Za-z0-9_-]{0,80}\\.[A-Za-z0-9_-]{0,40}"
+                    .prop_map(|t| format!("Bearer {t}").into_bytes()),
+            ],
+        ) {
+            let parts = parts("203.0.113.7", &[("authorization", auth)]);
+            prop_assert!(Jwt::hs256(b"secret").unwrap().extract(&parts).is_none());
+        }
+
+        /// Arbitrary headers, claims and signatures never panic, and yield a key only when
+        /// signed right with the configured algorithm (and the claims hold).
+        #[test]
+        fn arbitrary_tokens_yield_a_key_only_when_signed((token, expect) in token()) {
+            let key = Jwt::hs256(SECRET).unwrap().extract(&with_bearer(&token));
+            match expect {
+                Expect::Key => prop_assert!(key.is_some(), "no key for {}", token),
+                Expect::NoKey => prop_assert!(key.is_none(), "{:?} for {}", key, token),
+                Expect::Either => {}
+            }
+        }
+
+        /// Any one character of a valid token changed, to anything: never a key.
+        #[test]
+        fn a_changed_character_is_never_a_key(at in any::<usize>(), to in any::<char>()) {
+            let token = crate::support::jwt::sign(
+                "HS256",
+                SECRET,
+                &json!({"sub": "alice", "exp": now() + 600}),
+            );
+            let jwt = Jwt::hs256(SECRET).unwrap();
+            prop_assert!(jwt.verify(&token).is_ok());
+            let at = at % token.len();
+            prop_assume!(!token[at..].starts_with(to));
+            let mut changed = token.clone();
+            changed.replace_range(at..=at, to.encode_utf8(&mut [0; 4]));
+            prop_assert!(jwt.verify(&changed).is_err(), "{}", changed);
+        }
     }
 }
 

@@ -30,7 +30,8 @@ mod penalty;
 mod redis_store;
 #[cfg(feature = "redis")]
 mod refunds;
-#[cfg(all(feature = "redis", feature = "tls"))]
+// `tls-ring`: the provider these tests expect the store to install when none is.
+#[cfg(all(feature = "redis", feature = "tls-ring"))]
 mod tls;
 #[cfg(feature = "redis")]
 mod valkey;

@@ -1,13 +1,19 @@
 //! `rediss://` with the `tls` feature: a Redis serving TLS with a certificate from a private CA
-//! the store is told to trust.
+//! the store is told to trust; and the rustls crypto provider, in a build where both of
+//! rustls's providers are compiled in (`tls-ring`, and `aws-lc-rs` through a dev-dependency, as
+//! an application's graph enables it).
 
 use crate::support;
 
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use redlimit::store::{RedisStore, Store};
 use redlimit::Key;
+use rustls::crypto::CryptoProvider;
 use support::*;
 
 struct Pki {
@@ -34,65 +40,96 @@ fn pki() -> Pki {
     }
 }
 
+/// A redis-server serving TLS only, with a certificate of its own private CA.
+struct TlsRedis {
+    url: String,
+    ca: String,
+    dir: PathBuf,
+    _server: RedisServer,
+}
+
+impl TlsRedis {
+    fn start() -> Self {
+        let pki = pki();
+        let dir = std::env::temp_dir().join(format!(
+            "redlimit-tls-{}-{}",
+            std::process::id(),
+            unique_prefix("d")
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p.to_str().unwrap().to_owned()
+        };
+        let (ca, cert, key) = (
+            path("ca.pem", &pki.ca),
+            path("cert.pem", &pki.cert),
+            path("key.pem", &pki.key),
+        );
+        let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+            .to_string();
+        let server = RedisServer::start_with(&[
+            "--tls-port",
+            &tls_port,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "no",
+        ]);
+        TlsRedis {
+            url: format!("rediss://127.0.0.1:{tls_port}"),
+            ca: pki.ca,
+            dir,
+            _server: server,
+        }
+    }
+
+    /// A store trusting the server's CA, connected (or why not).
+    async fn store(&self) -> Result<RedisStore, redlimit::StoreError> {
+        RedisStore::builder(&self.url)
+            .prefix(unique_prefix("tls"))
+            .tls_root_certificate(self.ca.as_bytes())
+            .connect()
+            .await
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One allowed, then one denied: the store decides over its TLS connection.
+async fn limits(store: &RedisStore) {
+    let policy = gcra_policy("tls", 1, Duration::from_secs(60));
+    let check = || store.check(&policy, &Key::new("k"), 1);
+    assert!(check().await.unwrap().is_allowed());
+    assert!(!check().await.unwrap().is_allowed());
+}
+
 #[tokio::test]
 async fn limits_over_tls_with_a_private_ca() {
-    let pki = pki();
-    let dir = std::env::temp_dir().join(format!("redlimit-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_str().unwrap().to_owned()
-    };
-    let (ca, cert, key) = (
-        path("ca.pem", &pki.ca),
-        path("cert.pem", &pki.cert),
-        path("key.pem", &pki.key),
-    );
-    let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let server = RedisServer::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &cert,
-        "--tls-key-file",
-        &key,
-        "--tls-ca-cert-file",
-        &ca,
-        "--tls-auth-clients",
-        "no",
-    ]);
-    let store = RedisStore::builder(format!("rediss://127.0.0.1:{tls_port}"))
-        .prefix(unique_prefix("tls"))
-        .tls_root_certificate(pki.ca.as_bytes())
-        .connect()
+    let redis = TlsRedis::start();
+    let store = redis
+        .store()
         .await
         .expect("TLS connection with the private CA");
-    let policy = gcra_policy("tls", 1, Duration::from_secs(60));
-    assert!(store
-        .check(&policy, &Key::new("k"), 1)
-        .await
-        .unwrap()
-        .is_allowed());
-    assert!(!store
-        .check(&policy, &Key::new("k"), 1)
-        .await
-        .unwrap()
-        .is_allowed());
+    limits(&store).await;
 
     // Without the CA, the server's certificate is not trusted.
-    let untrusted = RedisStore::builder(format!("rediss://127.0.0.1:{tls_port}"))
-        .connect()
-        .await;
+    let untrusted = RedisStore::builder(&redis.url).connect().await;
     let err = untrusted.unwrap_err();
     assert!(err.is_connection(), "{err:?}");
-    drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -110,4 +147,105 @@ fn a_root_certificate_shows_as_its_size_only() {
         "{text}"
     );
     assert!(text.contains("rediss://127.0.0.1:6380"), "{text}");
+}
+
+/// Set in the process [`alone`] starts, where no test has installed a provider yet.
+const ALONE: &str = "REDLIMIT_TEST_ALONE";
+
+/// Runs the test `name` (this module's) again in a process of its own and asserts it passed
+/// there: rustls's default provider is per process, and the other tests of this binary
+/// install one. Returns `true` in that process, where the caller then does the work.
+fn alone(name: &str) -> bool {
+    if std::env::var_os(ALONE).is_some() {
+        return true;
+    }
+    let module = module_path!().split_once("::").unwrap().1;
+    let test = format!("{module}::{name}");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([&test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(ALONE, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test} alone: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    false
+}
+
+/// Whether `provider` is rustls's `ring` provider (its random source says so).
+fn is_ring(provider: &CryptoProvider) -> bool {
+    format!("{:?}", provider.secure_random) == "Ring"
+}
+
+/// The panic this guards against: with both providers compiled in and no default, rustls's own
+/// `ClientConfig::builder()` (which redis-rs calls) panics. The store installs `ring` instead
+/// and connects.
+#[test]
+fn both_providers_compiled_in_and_no_default_installed() {
+    if !alone("both_providers_compiled_in_and_no_default_installed") {
+        return;
+    }
+    // Both providers are in this build: each module exists only with its rustls feature.
+    let _ = (
+        rustls::crypto::ring::default_provider,
+        rustls::crypto::aws_lc_rs::default_provider,
+    );
+    assert!(CryptoProvider::get_default().is_none());
+    let ambiguous = std::panic::catch_unwind(rustls::ClientConfig::builder);
+    assert!(ambiguous.is_err(), "rustls chose a provider by itself");
+    assert!(CryptoProvider::get_default().is_none());
+
+    let redis = TlsRedis::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = redis.store().await.expect("connects over TLS");
+        limits(&store).await;
+    });
+    let installed = CryptoProvider::get_default().expect("a default is installed");
+    assert!(is_ring(installed), "{:?}", installed.secure_random);
+}
+
+/// An application's own default (here aws-lc-rs, rustls's default) is used and kept.
+#[test]
+fn an_installed_default_provider_is_kept() {
+    if !alone("an_installed_default_provider_is_kept") {
+        return;
+    }
+    rustls::crypto::aws_lc_rs::default_provider()
+        .install_default()
+        .unwrap();
+    let before = Arc::clone(CryptoProvider::get_default().unwrap());
+
+    let redis = TlsRedis::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = redis.store().await.expect("connects over TLS");
+        limits(&store).await;
+    });
+    let after = CryptoProvider::get_default().unwrap();
+    assert!(Arc::ptr_eq(&before, after));
+    assert!(!is_ring(after));
+}
+
+/// Plain `redis://` leaves rustls's process state alone: no provider is installed for it.
+#[test]
+fn plain_urls_install_no_provider() {
+    if !alone("plain_urls_install_no_provider") {
+        return;
+    }
+    let redis = RedisServer::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let store = RedisStore::builder(redis.url())
+            .prefix(unique_prefix("plain"))
+            .connect()
+            .await
+            .unwrap();
+        limits(&store).await;
+    });
+    assert!(CryptoProvider::get_default().is_none());
 }

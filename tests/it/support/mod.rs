@@ -6,6 +6,8 @@
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod example;
+#[cfg(feature = "jwt")]
+pub(crate) mod jwt;
 pub(crate) mod proxy;
 pub(crate) mod redis_server;
 pub(crate) mod sentinel;
