@@ -29,7 +29,7 @@ mod view;
 
 use self::core::Core;
 pub use builder::LocalFirstStoreBuilder;
-pub use settings::{DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
+pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
@@ -243,14 +243,16 @@ impl Store for LocalFirstStore {
         if exact(policy, key) {
             return self.shared.redis.check(policy, key, cost);
         }
-        Check::Ready(Ok(self.shared.core.check(policy, key, cost)))
+        match self.shared.core.check(policy, key, cost) {
+            Some(decision) => Check::Ready(Ok(decision)),
+            None => self.shared.redis.check(policy, key, cost),
+        }
     }
 
+    /// The Redis store's: a key cold here is decided by it. A hot key's decisions are made
+    /// in memory and never wait, so no breaker watches them.
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
-        if exact(policy, key) {
-            return self.shared.redis.failure_domain(policy, key);
-        }
-        0
+        self.shared.redis.failure_domain(policy, key)
     }
 
     fn release(&self, policy: &Policy, key: &Key, lease: crate::lease::Lease) -> StoreFuture<()> {
