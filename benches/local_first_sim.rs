@@ -304,7 +304,13 @@ fn overloads() {
          1 s of the rate), default marks: admitted ÷ ideal (burst + rate × time, or all \
          offered below the limit)\n"
     );
-    let table = Table::new(&["overload", "limit/s", "local-first", "exact", "denied below"]);
+    let table = Table::new(&[
+        "overload",
+        "limit/s",
+        "local-first",
+        "exact",
+        "denied below",
+    ]);
     println!("{}", table.header());
     for overload in [0.8, 1.0, 3.0, 34.0, 330.0, 3300.0] {
         let limit = (OFFERED / overload).round() as u64;

@@ -301,6 +301,13 @@ impl Core {
         self.rounds.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Forgets `key`'s entry under `policy` (its state was reset): its next decision is a
+    /// cold key's, exact.
+    pub(crate) fn forget(&self, policy: &str, key: &Key) {
+        let place = self.entries.lookup(policy, key.as_str());
+        self.entries.shard(place.hash).remove(place);
+    }
+
     /// Drops the entries that are moot: idle, out of the syncs, their counts acknowledged.
     /// Requests sweep a few entries each; this reaches the keys no request comes near.
     pub(crate) fn sweep(&self) {

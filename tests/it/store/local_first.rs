@@ -655,3 +655,45 @@ async fn a_hot_key_switches_to_local_and_back_without_gaining_or_losing_units() 
         assert_eq!(d.remaining(), Some(limit.count() - admitted));
     }
 }
+
+/// Inspect and reset act on the state every decision counts into: a key hot on one instance
+/// reads the same through the other, and a reset through the cold one reaches the hot one
+/// at its next sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_reset_see_a_hot_key_from_either_instance() {
+    use redlimit::store::{Admin, Store};
+
+    let server = RedisServer::start();
+    let [a, b] = pair(&server, &unique_prefix("lf-admin"), Duration::from_millis(50)).await;
+    let limit = Limit::fixed_window(10_000_000_000, Duration::from_secs(400 * 86_400)).unwrap();
+    let policy = Policy::new("admin", [limit]).unwrap();
+    let key = redlimit::Key::new("tenant");
+    let mut local = 0u64;
+    let mut admitted = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while local < 200 && Instant::now() < deadline {
+        let d = a.check(&policy, &key, 1).await.unwrap();
+        admitted += u64::from(d.is_allowed());
+        local += u64::from(d.source() == DecisionSource::LocalFirst);
+    }
+    assert_eq!(local, 200, "the key turned hot on `a`");
+    // Once `a` synced its units, both read them all.
+    let used = |state: redlimit::store::KeyState| limit.count() - state.limits()[0].remaining();
+    let seen = eventually(Duration::from_secs(10), async || {
+        used(b.inspect(&policy, &key).await.unwrap()) == admitted
+    })
+    .await;
+    assert!(seen, "`b` sees `a`'s {admitted} units");
+    assert_eq!(used(a.inspect(&policy, &key).await.unwrap()), admitted);
+    // A reset through `b` reaches `a`'s view at its next sync.
+    b.reset(&policy, &key).await.unwrap();
+    assert_eq!(used(b.inspect(&policy, &key).await.unwrap()), 0);
+    let reset = eventually(Duration::from_secs(10), async || {
+        let d = a.check(&policy, &key, 0).await.unwrap();
+        d.remaining() == Some(limit.count())
+    })
+    .await;
+    assert!(reset, "`a` sees the reset");
+    let d = b.check(&policy, &key, 1).await.unwrap();
+    assert_eq!(d.remaining(), Some(limit.count() - 1));
+}
