@@ -33,7 +33,7 @@ pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{Admin, Check, KeyState, RedisStore, Store, StoreFuture};
+use super::{Admin, Check, KeyState, RedisStore, Refund, Refunds, Store, StoreFuture};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -97,8 +97,9 @@ use crate::policy::Policy;
 ///   by Redis, per request ([`LocalFirstStore::supports`] says which).
 /// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
 ///   every decision counts into (see there for how fresh). Overrides are not offered yet (they
-///   answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)), and refunds are
-///   not applied to it.
+///   answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)).
+/// - **Refunds** ([`Refunds`]) give back what Redis admitted (a cold key's decisions); a hot
+///   key's local decisions are not refundable ([`Refund::of`] answers `None` for them).
 ///
 /// Accuracy per scenario is measured by `benches/local_first_sim.rs` (`benches/README.md`).
 ///
@@ -288,6 +289,19 @@ impl Store for LocalFirstStore {
 
     fn admin(&self) -> Option<&dyn Admin> {
         Some(self)
+    }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+}
+
+/// A decision Redis made (a cold key's, [`DecisionSource::Store`](crate::DecisionSource::Store))
+/// is refunded in Redis, from any instance, at most once. A hot key's local decisions have no
+/// refund ([`Refund::of`] answers `None` for them): their units are given back to nobody.
+impl Refunds for LocalFirstStore {
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
+        self.shared.redis.refund(policy, key, refund)
     }
 }
 

@@ -664,7 +664,12 @@ async fn inspect_and_reset_see_a_hot_key_from_either_instance() {
     use redlimit::store::{Admin, Store};
 
     let server = RedisServer::start();
-    let [a, b] = pair(&server, &unique_prefix("lf-admin"), Duration::from_millis(50)).await;
+    let [a, b] = pair(
+        &server,
+        &unique_prefix("lf-admin"),
+        Duration::from_millis(50),
+    )
+    .await;
     let limit = Limit::fixed_window(10_000_000_000, Duration::from_secs(400 * 86_400)).unwrap();
     let policy = Policy::new("admin", [limit]).unwrap();
     let key = redlimit::Key::new("tenant");
@@ -696,4 +701,58 @@ async fn inspect_and_reset_see_a_hot_key_from_either_instance() {
     assert!(reset, "`a` sees the reset");
     let d = b.check(&policy, &key, 1).await.unwrap();
     assert_eq!(d.remaining(), Some(limit.count() - 1));
+}
+
+/// A decision Redis made for a cold key is refunded from either instance, once; a hot key's
+/// decisions in memory have no refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_key_s_decision_is_refunded_from_either_instance() {
+    use redlimit::store::{Admin, Refund, Refunds, Store};
+
+    let server = RedisServer::start();
+    let [a, b] = pair(
+        &server,
+        &unique_prefix("lf-refund"),
+        Duration::from_millis(50),
+    )
+    .await;
+    for algorithm in [
+        redlimit::Algorithm::Gcra,
+        redlimit::Algorithm::TokenBucket,
+        redlimit::Algorithm::FixedWindow,
+        redlimit::Algorithm::SlidingWindow,
+    ] {
+        let policy = Policy::new(
+            format!("refund-{}", algorithm.name()),
+            [Limit::new(algorithm, 5, Duration::from_secs(3600)).unwrap()],
+        )
+        .unwrap();
+        let key = redlimit::Key::new("client");
+        let decision = a.check(&policy, &key, 2).await.unwrap();
+        assert_eq!(decision.source(), DecisionSource::Store);
+        assert_eq!(decision.remaining(), Some(3));
+        let refund = Refund::of(&decision, 2).expect("an admission by Redis");
+        assert!(
+            b.refund(&policy, &key, refund).await.unwrap(),
+            "{algorithm:?}"
+        );
+        let again = Refund::of(&decision, 2).unwrap();
+        assert!(!a.refund(&policy, &key, again).await.unwrap(), "once");
+        let state = a.inspect(&policy, &key).await.unwrap();
+        assert_eq!(state.limits()[0].remaining(), 5, "{algorithm:?}");
+    }
+    // A hot key's decision in memory: nothing to refund.
+    let policy = Policy::new(
+        "hot",
+        [Limit::gcra(100_000, Duration::from_secs(1)).unwrap()],
+    )
+    .unwrap();
+    let key = redlimit::Key::new("hot");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut decision = a.check(&policy, &key, 1).await.unwrap();
+    while decision.source() != DecisionSource::LocalFirst && Instant::now() < deadline {
+        decision = a.check(&policy, &key, 1).await.unwrap();
+    }
+    assert_eq!(decision.source(), DecisionSource::LocalFirst);
+    assert!(Refund::of(&decision, 1).is_none());
 }
