@@ -432,8 +432,10 @@ impl Entry {
         // Redis was away), the others are assumed to see what this instance saw since it
         // turned hot (a load balancer spreads the load): extrapolating nothing would let
         // every instance take the whole rest of the limit in the first interval.
+        // Over an interval at least: a key turns hot within one, and a rate taken over the few
+        // milliseconds until its first sync would be mostly noise.
         let alike = || {
-            let elapsed = now.saturating_sub(self.joined_at);
+            let elapsed = now.saturating_sub(self.joined_at).max(horizon_us / 2);
             let seen = offered.saturating_sub(self.joined_offered);
             (self.joined_at > 0 && elapsed > 0)
                 .then(|| seen as f64 / elapsed as f64 * f64::from(instances.saturating_sub(1)))

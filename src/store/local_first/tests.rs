@@ -322,11 +322,7 @@ fn the_sync_age_counts_from_the_last_success_or_round_with_nothing_to_send() {
         ..Settings::default()
     };
     let core = Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7);
-    let policy = Policy::new(
-        "p",
-        [Limit::gcra(10_000, Duration::from_secs(10)).unwrap()],
-    )
-    .unwrap();
+    let policy = Policy::new("p", [Limit::gcra(10_000, Duration::from_secs(10)).unwrap()]).unwrap();
     clock.advance(Duration::from_millis(300));
     assert_eq!(
         core.sync_age(),
