@@ -94,7 +94,9 @@ use crate::policy::Policy;
 /// - **Algorithms.** GCRA and token bucket (kept as its GCRA twin: the same burst and rate;
 ///   a sync can fill its bucket, not run it into debt), fixed and sliding windows. A policy
 ///   with a sliding log or an in-flight limit, and a key with limit keys, are decided exactly,
-///   by Redis, per request ([`LocalFirstStore::supports`] says which).
+///   by Redis, per request ([`LocalFirstStore::supports`] says which). A policy's penalty
+///   box ([`Policy::penalty`](crate::Policy::penalty)) boxes only on exact
+///   decisions: a hot key's local ones do not check or fill it.
 /// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
 ///   every decision counts into (see there for how fresh). Overrides are not offered yet (they
 ///   answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)).
