@@ -471,3 +471,31 @@ fn a_switch_neither_gains_nor_loses_units() {
     assert_eq!(d.source(), DecisionSource::Store);
     assert_eq!(d.remaining(), Some(100_000 - admitted));
 }
+
+#[test]
+fn a_hot_key_whose_rate_falls_is_decided_exactly_again() {
+    let clock = ManualClock::new(T0);
+    let core = core(&clock, Settings::default());
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(10_000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    for _ in 0..8 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    // One decision an interval: the interval before had 8, so it stays hot.
+    clock.advance(Duration::from_millis(100));
+    assert!(core.check(&policy, &key, 1).is_some());
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    // The interval before had 1, fewer than a quarter of 8, and Redis holds all it counted.
+    clock.advance(Duration::from_millis(100));
+    assert!(core.check(&policy, &key, 1).is_none());
+    // The unit it decided in memory is in Redis's state (the exact decisions are the
+    // caller's to make: none reached this keyspace).
+    let d = fleet.check("t", &policy, &key, 0, clock.now_us_for_tests());
+    assert_eq!(d.remaining(), Some(10_000 - 1));
+}
