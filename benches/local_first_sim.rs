@@ -10,7 +10,8 @@
 //! Scenarios (GCRA, burst = one second of the rate, 100 ms syncs, 1 ms one-way delay):
 //! (a) 3x the limit spread evenly over 100 instances; (b) YARL's sparse case: 100 req/s over
 //! 300 instances against 50/s; (c) 0.5x, then 3x, then 0.5x the limit; (d) 3x the limit, one
-//! instance taking 90 % of it. Reports admitted ÷ what exact mode admits in steady state, the
+//! instance taking 90 % of it; (e) 3x, one instance taking 80 % of it, 20 instances joining
+//! at 5 s and 20 leaving at 15 s. Reports admitted ÷ what exact mode admits in steady state, the
 //! overshoot in the first interval after the step up, and the time local-first takes to
 //! converge on exact mode, for several admission marks; the defaults come from this table.
 //! There every instance decides the key in memory from its first sync (`local_after` 1), so
@@ -47,6 +48,13 @@ struct Scenario {
     skew: Option<f64>,
     /// The steady window (s) where admitted ÷ exact is measured.
     steady: (u64, u64),
+    /// Instances 80 to 99 join at 5 s, instances 1 to 20 leave at 15 s.
+    churn: bool,
+}
+
+/// Whether instance `i` is up at `ms` (takes requests and syncs).
+fn present(s: &Scenario, i: usize, ms: u64) -> bool {
+    !s.churn || !((80..100).contains(&i) && ms < 5_000 || (1..=20).contains(&i) && ms >= 15_000)
 }
 
 fn scenarios() -> Vec<Scenario> {
@@ -59,6 +67,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, l| 3.0 * l,
             skew: None,
             steady: (5, 30),
+            churn: false,
         },
         Scenario {
             name: "(b) 100/s over 300 instances, limit 50/s",
@@ -68,6 +77,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, _| 100.0,
             skew: None,
             steady: (10, 60),
+            churn: false,
         },
         Scenario {
             name: "(c) 0.5x → 3x → 0.5x",
@@ -77,6 +87,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: step,
             skew: None,
             steady: (15, 20),
+            churn: false,
         },
         Scenario {
             name: "(d) 3x, 90 % on one instance",
@@ -86,6 +97,17 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, l| 3.0 * l,
             skew: Some(0.9),
             steady: (5, 30),
+            churn: false,
+        },
+        Scenario {
+            name: "(e) 3x, 80 % on one instance, 20 join at 5 s, 20 leave at 15 s",
+            instances: 100,
+            limit: 1000,
+            seconds: 30,
+            offered: |_, l| 3.0 * l,
+            skew: Some(0.8),
+            steady: (5, 30),
+            churn: true,
         },
     ]
 }
@@ -175,6 +197,10 @@ fn simulate(s: &Scenario, marks: (f64, f64), local_after: u32, seed: u64) -> Run
         let now = T0 + ms * 1000;
         let slot = (ms / INTERVAL_MS) as usize;
         let total = (s.offered)(ms, limit) / 1000.0;
+        let others = (1..s.instances)
+            .filter(|&i| present(s, i, ms))
+            .count()
+            .max(1);
         for (i, instance) in instances.iter().enumerate() {
             if let Some((due, ..)) = &in_flight[i] {
                 if *due <= ms {
@@ -182,9 +208,12 @@ fn simulate(s: &Scenario, marks: (f64, f64), local_after: u32, seed: u64) -> Run
                     instance.finish_sync(batch, Some(reply), sent_at, now);
                 }
             }
+            if !present(s, i, ms) {
+                continue;
+            }
             let share = match s.skew {
                 Some(top) if i == 0 => top,
-                Some(top) => (1.0 - top) / (s.instances - 1) as f64,
+                Some(top) => (1.0 - top) / others as f64,
                 None => 1.0 / s.instances as f64,
             };
             for _ in 0..rng.poisson(total * share) {
@@ -267,6 +296,7 @@ fn main() {
         "(c) overshoot, 1st interval",
         "(c) within 10 % after",
         "(d) skewed",
+        "(e) skewed, churn",
     ]);
     println!(
         "admitted ÷ exact mode's admitted (1.000 = the same), GCRA with a burst of 1 s, 100 ms \
@@ -330,6 +360,7 @@ fn overloads() {
             offered: |_, _| OFFERED,
             skew: None,
             steady: (0, SECONDS),
+            churn: false,
         };
         let run = simulate(
             &s,
