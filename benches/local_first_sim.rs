@@ -10,9 +10,18 @@
 //! Scenarios (GCRA, burst = one second of the rate, 100 ms syncs, 1 ms one-way delay):
 //! (a) 3x the limit spread evenly over 100 instances; (b) YARL's sparse case: 100 req/s over
 //! 300 instances against 50/s; (c) 0.5x, then 3x, then 0.5x the limit; (d) 3x the limit, one
-//! instance taking 90 % of it. Reports admitted ÷ what exact mode admits in steady state, the
+//! instance taking 90 % of it; (e) 3x, one instance taking 80 % of it, 20 instances joining
+//! at 5 s and 20 leaving at 15 s. Reports admitted ÷ what exact mode admits in steady state, the
 //! overshoot in the first interval after the step up, and the time local-first takes to
 //! converge on exact mode, for several admission marks; the defaults come from this table.
+//! There every instance decides the key in memory from its first sync (`local_after` 1), so
+//! the table measures local decisions themselves: with the default rule, instances that see
+//! 3 requests an interval, as in (a), would decide them exactly.
+//!
+//! A second table holds a hot global key on 3 instances to the ideal (burst + rate × time)
+//! over a whole 10 s run, from 0.8x to 3 300x its limit at the same offered load (66 000/s),
+//! the limit shrinking: with the default rule a key is decided in memory only where its limit
+//! admits at least 8 units per sync interval (so 20/s, at 100 ms, is decided exactly).
 
 mod support;
 
@@ -39,6 +48,13 @@ struct Scenario {
     skew: Option<f64>,
     /// The steady window (s) where admitted ÷ exact is measured.
     steady: (u64, u64),
+    /// Instances 80 to 99 join at 5 s, instances 1 to 20 leave at 15 s.
+    churn: bool,
+}
+
+/// Whether instance `i` is up at `ms` (takes requests and syncs).
+fn present(s: &Scenario, i: usize, ms: u64) -> bool {
+    !s.churn || !((80..100).contains(&i) && ms < 5_000 || (1..=20).contains(&i) && ms >= 15_000)
 }
 
 fn scenarios() -> Vec<Scenario> {
@@ -51,6 +67,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, l| 3.0 * l,
             skew: None,
             steady: (5, 30),
+            churn: false,
         },
         Scenario {
             name: "(b) 100/s over 300 instances, limit 50/s",
@@ -60,6 +77,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, _| 100.0,
             skew: None,
             steady: (10, 60),
+            churn: false,
         },
         Scenario {
             name: "(c) 0.5x → 3x → 0.5x",
@@ -69,6 +87,7 @@ fn scenarios() -> Vec<Scenario> {
             offered: step,
             skew: None,
             steady: (15, 20),
+            churn: false,
         },
         Scenario {
             name: "(d) 3x, 90 % on one instance",
@@ -78,6 +97,17 @@ fn scenarios() -> Vec<Scenario> {
             offered: |_, l| 3.0 * l,
             skew: Some(0.9),
             steady: (5, 30),
+            churn: false,
+        },
+        Scenario {
+            name: "(e) 3x, 80 % on one instance, 20 join at 5 s, 20 leave at 15 s",
+            instances: 100,
+            limit: 1000,
+            seconds: 30,
+            offered: |_, l| 3.0 * l,
+            skew: Some(0.8),
+            steady: (5, 30),
+            churn: true,
         },
     ]
 }
@@ -120,7 +150,9 @@ struct Run {
     exact: Vec<u64>,
 }
 
-fn simulate(s: &Scenario, marks: (f64, f64), seed: u64) -> Run {
+/// Runs `s`; an instance turns the key hot after `local_after` decisions within an interval
+/// (1: at once, so the table measures the local decisions themselves).
+fn simulate(s: &Scenario, marks: (f64, f64), local_after: u32, seed: u64) -> Run {
     let clock = ManualClock::new(T0);
     let policy = Policy::new(
         "sim",
@@ -130,13 +162,14 @@ fn simulate(s: &Scenario, marks: (f64, f64), seed: u64) -> Run {
     let key = Key::new("global");
     let instances: Vec<Instance> = (0..s.instances)
         .map(|i| {
-            let instance = Instance::new(
+            let instance = Instance::tuned(
                 Duration::from_millis(INTERVAL_MS),
                 marks,
                 s.instances as u32,
                 clock.clone(),
                 &format!("i{i}"),
                 seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                &[("local_after", f64::from(local_after))],
             )
             .unwrap();
             instance.set_instances(s.instances as u32);
@@ -164,6 +197,10 @@ fn simulate(s: &Scenario, marks: (f64, f64), seed: u64) -> Run {
         let now = T0 + ms * 1000;
         let slot = (ms / INTERVAL_MS) as usize;
         let total = (s.offered)(ms, limit) / 1000.0;
+        let others = (1..s.instances)
+            .filter(|&i| present(s, i, ms))
+            .count()
+            .max(1);
         for (i, instance) in instances.iter().enumerate() {
             if let Some((due, ..)) = &in_flight[i] {
                 if *due <= ms {
@@ -171,13 +208,16 @@ fn simulate(s: &Scenario, marks: (f64, f64), seed: u64) -> Run {
                     instance.finish_sync(batch, Some(reply), sent_at, now);
                 }
             }
+            if !present(s, i, ms) {
+                continue;
+            }
             let share = match s.skew {
                 Some(top) if i == 0 => top,
-                Some(top) => (1.0 - top) / (s.instances - 1) as f64,
+                Some(top) => (1.0 - top) / others as f64,
                 None => 1.0 / s.instances as f64,
             };
             for _ in 0..rng.poisson(total * share) {
-                if instance.check(&policy, &key, 1).is_allowed() {
+                if instance.check(&mut fleet, &policy, &key, 1).is_allowed() {
                     run.local[slot] += 1;
                 }
                 if exact.check_now(&policy, &key, 1).is_allowed() {
@@ -256,10 +296,13 @@ fn main() {
         "(c) overshoot, 1st interval",
         "(c) within 10 % after",
         "(d) skewed",
+        "(e) skewed, churn",
     ]);
     println!(
         "admitted ÷ exact mode's admitted (1.000 = the same), GCRA with a burst of 1 s, 100 ms \
-         syncs, 1 ms delay, seed 42\n"
+         syncs, 1 ms delay, seed 42; every instance decides the key in memory from its first \
+         sync (local_after 1: with the default rule, an instance seeing 3 requests per \
+         interval, as in (a), decides them exactly)\n"
     );
     println!("{}", table.header());
     let mut plotted = None;
@@ -267,7 +310,7 @@ fn main() {
         let mut cells = vec![format!("{:.2}, {:.2}", m.0, m.1)];
         let mut step_cells = Vec::new();
         for s in scenarios() {
-            let run = simulate(&s, m, 42);
+            let run = simulate(&s, m, 1, 42);
             cells.push(format!("{:.3}", ratio(&run, s.steady)));
             if s.name.starts_with("(a)") {
                 cells.push(format!("{:.0} %", noise(&run, s.steady, s.limit)));
@@ -285,6 +328,66 @@ fn main() {
     }
     if let Some((run, limit)) = plotted {
         plot(&run, limit);
+    }
+    overloads();
+}
+
+/// The second table: a hot global key on 3 instances at a fixed offered load, its limit
+/// shrinking; admitted ÷ the ideal over the whole run, local-first and exact.
+fn overloads() {
+    const OFFERED: f64 = 66_000.0;
+    const SECONDS: u64 = 10;
+    println!(
+        "\nhot global key, 3 instances, {OFFERED} req/s offered for {SECONDS} s, GCRA (burst = \
+         1 s of the rate), default marks: admitted ÷ ideal (burst + rate × time, or all \
+         offered below the limit)\n"
+    );
+    let table = Table::new(&[
+        "overload",
+        "limit/s",
+        "local-first",
+        "exact",
+        "denied below",
+    ]);
+    println!("{}", table.header());
+    for overload in [0.8, 1.0, 3.0, 34.0, 330.0, 3300.0] {
+        let limit = (OFFERED / overload).round() as u64;
+        let s = Scenario {
+            name: "overload",
+            instances: 3,
+            limit,
+            seconds: SECONDS,
+            offered: |_, _| OFFERED,
+            skew: None,
+            steady: (0, SECONDS),
+            churn: false,
+        };
+        let run = simulate(
+            &s,
+            redlimit::store::DEFAULT_MARKS,
+            redlimit::store::DEFAULT_LOCAL_AFTER,
+            42,
+        );
+        let offered = OFFERED * SECONDS as f64;
+        let ideal = (limit as f64 * (SECONDS as f64 + 1.0)).min(offered);
+        let local: u64 = run.local.iter().sum();
+        let exact: u64 = run.exact.iter().sum();
+        // Under the limit, every denial is a false one.
+        let false_denials = if overload < 1.0 {
+            format!("{:.2} %", 100.0 * (1.0 - local as f64 / exact as f64))
+        } else {
+            "-".to_owned()
+        };
+        println!(
+            "{}",
+            table.row(vec![
+                format!("{overload}x"),
+                limit.to_string(),
+                format!("{:.3}", local as f64 / ideal),
+                format!("{:.3}", exact as f64 / ideal),
+                false_denials,
+            ])
+        );
     }
 }
 

@@ -121,8 +121,9 @@ pub(crate) struct Cli {
     #[arg(long = "store-timeout-ms", value_name = "MS", default_value = "100", value_parser = args::store_timeout, allow_hyphen_values = true)]
     pub(crate) store_timeout: Duration,
 
-    /// with a Redis store: local-first mode, deciding in memory and syncing with Redis every
-    /// MS milliseconds (gcra, token-bucket, fixed-window, sliding-window)
+    /// with a Redis store: local-first mode, deciding each key exactly while cold and in
+    /// memory once hot, syncing with Redis every MS milliseconds (gcra, token-bucket,
+    /// fixed-window, sliding-window)
     #[arg(long, value_name = "MS", value_parser = args::sync_ms, allow_hyphen_values = true)]
     pub(crate) sync_ms: Option<u64>,
 

@@ -39,12 +39,15 @@ mod overrides;
 mod redis;
 mod refund;
 mod shard;
+#[cfg(all(feature = "redis", test))]
+pub(crate) use self::redis::state_key;
 #[cfg(feature = "redis")]
 pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::local_first::{
-    LocalFirstStore, LocalFirstStoreBuilder, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL,
+    LocalFirstStore, LocalFirstStoreBuilder, DEFAULT_LOCAL_AFTER, DEFAULT_MARKS,
+    DEFAULT_SYNC_INTERVAL,
 };
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};

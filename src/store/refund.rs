@@ -52,9 +52,9 @@ pub struct Refund {
 impl Refund {
     /// The refund of a request of `cost` that `decision` admitted, or `None` when there is
     /// nothing to give back: the decision denied it, did not come from the store (fail open,
-    /// the local fallback), or `cost` is 0. `cost` must be the cost the request was checked
-    /// with (the layer passes it): the guarantee "never below the state before the request"
-    /// rests on it. A larger one may give back units of other requests, though never beyond
+    /// the local fallback, a local-first store's decision in memory), or `cost` is 0. `cost`
+    /// must be the cost the request was checked with (the layer passes it): the guarantee
+    /// "never below the state before the request" rests on it. A larger one may give back units of other requests, though never beyond
     /// a fresh state (a count at 0, a bucket full, a TAT at now, a log entry empty).
     ///
     /// ```

@@ -75,6 +75,27 @@ impl LocalFirstStoreBuilder {
         self
     }
 
+    /// How many decisions of a key within one sync interval turn it hot on this instance
+    /// (default [`DEFAULT_LOCAL_AFTER`](crate::store::DEFAULT_LOCAL_AFTER); at least 1): from
+    /// then on it is decided in memory and synced in the background, until a whole interval
+    /// sees fewer than a quarter of that. A key is decided exactly, by Redis, while it is
+    /// cold, and always when one of its policy's limits admits fewer than this many units per
+    /// interval at its rate (a limit of 100 a minute, at 100 ms syncs: 0.17): such a key's
+    /// admissions cost Redis little, and its denials are the deny cache's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
+    /// use redlimit::store::{LocalFirstStore, RedisStore};
+    /// let redis = RedisStore::builder("redis://127.0.0.1:6379").connect_lazy()?;
+    /// let store = LocalFirstStore::builder(redis).local_after(32).build()?;
+    /// assert!(store.is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn local_after(mut self, decisions: u32) -> Self {
+        self.settings.local_after = decisions;
+        self
+    }
+
     /// The most keys the store holds decided state for (default
     /// [`DEFAULT_MAX_KEYS`](crate::store::DEFAULT_MAX_KEYS); at least 64, one per shard), as
     /// the memory store's cap ([`MemoryStoreBuilder::max_keys`](crate::store::MemoryStoreBuilder::max_keys)):

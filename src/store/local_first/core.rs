@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::entry::{Context, Entry, FleetReply};
+use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
@@ -104,10 +104,22 @@ impl Core {
         self.clock.now_us()
     }
 
-    /// Decides in memory. The policy must have no sliding log (the store sends those to Redis).
-    pub(crate) fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
+    /// Decides in memory if the key is hot on this instance; `None`: decide it exactly (the
+    /// caller asks Redis). The policy must have no sliding log (the store sends those to
+    /// Redis).
+    pub(crate) fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Option<Decision> {
         let now = self.now();
         let limits = policy.limits_arc();
+        let interval = self.settings.interval_us();
+        let local_after = u64::from(self.settings.local_after);
+        let rule = Rule {
+            local_after,
+            fits: limits.iter().all(|l| {
+                u128::from(l.count()) * u128::from(interval)
+                    >= u128::from(local_after) * u128::from(l.period_us())
+            }),
+            isolated: self.is_isolated(),
+        };
         let min_count = limits.iter().map(|l| l.count()).min().unwrap_or(1);
         let early = (min_count as f64 * self.settings.early_share)
             .ceil()
@@ -120,7 +132,7 @@ impl Core {
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
         let ctx = Context {
-            isolated: self.is_isolated(),
+            isolated: rule.isolated,
             instances: self.instances.load(Ordering::Relaxed),
             low: self.settings.low,
             high: self.settings.high,
@@ -131,16 +143,25 @@ impl Core {
             now,
             || {
                 let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-                Entry::new(Arc::clone(&limits), generation)
+                Entry::new(Arc::clone(&limits), generation, interval)
             },
             || (policy.name_arc(), key.clone()),
             |entry| {
                 entry.adopt(&limits);
+                if let Route::Exact { join } = entry.route(cost, now, &rule) {
+                    // A key turning hot syncs at once: its first sync brings the view.
+                    let newly_touched = join && !std::mem::replace(&mut entry.touched, true);
+                    return (None, newly_touched.then_some(entry.generation), join);
+                }
                 let (states, _) = entry.decide(cost, now, &ctx);
                 let newly_touched = !std::mem::replace(&mut entry.touched, true);
                 let wake = !entry.early && entry.unsent() >= early;
                 entry.early |= wake;
-                (states, newly_touched.then_some(entry.generation), wake)
+                (
+                    Some(states),
+                    newly_touched.then_some(entry.generation),
+                    wake,
+                )
             },
         );
         if let Some(generation) = newly_touched {
@@ -152,14 +173,18 @@ impl Core {
         if wake {
             self.wake.notify_one();
         }
-        Decision::from_states(policy.name_arc(), now, states)
-            .with_source(DecisionSource::LocalFirst)
+        let states = states?;
+        Some(
+            Decision::from_states(policy.name_arc(), now, states)
+                .with_source(DecisionSource::LocalFirst),
+        )
     }
 
     /// What to send: every key touched since the last sync (and those whose sync failed).
     pub(crate) fn begin_sync(&self) -> Vec<SyncItem> {
         let now = self.now();
         let warm = self.settings.warm_us();
+        let cool = 3 * self.settings.interval_us();
         let mut items = Vec::new();
         for mut shard in self.entries.shards() {
             let mut warm_keys = Vec::new();
@@ -169,6 +194,18 @@ impl Core {
                 else {
                     continue;
                 };
+                // A hot key that went quiet for a few intervals with all it counted
+                // acknowledged is decided exactly again; one decided exactly needs no sync.
+                if entry.mode == Mode::Local
+                    && entry.settled()
+                    && entry.last_used.saturating_add(cool) <= now
+                {
+                    entry.demote();
+                }
+                if entry.mode == Mode::Exact {
+                    entry.touched = false;
+                    continue;
+                }
                 entry.early = false;
                 entry.sent = entry.counted;
                 let since = entry.since_unacked.unwrap_or(now).min(now);
@@ -262,6 +299,13 @@ impl Core {
             }
         }
         self.rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Forgets `key`'s entry under `policy` (its state was reset): its next decision is a
+    /// cold key's, exact.
+    pub(crate) fn forget(&self, policy: &str, key: &Key) {
+        let place = self.entries.lookup(policy, key.as_str());
+        self.entries.shard(place.hash).remove(place);
     }
 
     /// Drops the entries that are moot: idle, out of the syncs, their counts acknowledged.

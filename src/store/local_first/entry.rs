@@ -30,6 +30,39 @@ use crate::store::shard::Reclaim;
 /// then it is moot (a key that comes back starts afresh from the fleet's state).
 const IDLE_US: u64 = 60_000_000;
 
+/// How this instance decides a key: exactly, through Redis, while the key is cold here; in
+/// memory once it is hot (see `LocalFirstStore`'s docs for the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Each decision is the exact store's.
+    Exact,
+    /// Hot: decided exactly until the first sync brings the fleet's state.
+    Joining,
+    /// Decided in memory from the view, synced in the background.
+    Local,
+}
+
+/// Where one decision goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// To the exact store; `join`: the key just turned hot, sync it soon.
+    Exact { join: bool },
+    /// Decided here.
+    Local,
+}
+
+/// The switching rule's numbers, from the store's settings and the policy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rule {
+    /// Decisions of the key within one sync interval that make it hot.
+    pub(crate) local_after: u64,
+    /// Whether the policy's every limit admits at least `local_after` units per interval at
+    /// its rate (if not, the key is decided exactly whatever its traffic).
+    pub(crate) fits: bool,
+    /// Syncs are failing: a hot key stays hot (its share is all it can have).
+    pub(crate) isolated: bool,
+}
+
 /// What a decision needs from the store besides the entry.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Context {
@@ -89,8 +122,18 @@ pub(crate) struct Entry {
     pub(crate) touched: bool,
     pub(crate) early: bool,
     pub(crate) last_used: u64,
-    /// When this entry decided its first request (0: not yet).
-    first_used: u64,
+    pub(crate) mode: Mode,
+    /// The sync interval (µs): the span decisions are counted over for the rule.
+    window_us: u64,
+    /// When the current count of decisions began, the decisions since, and those of the span
+    /// before it (0 if it was longer ago than one span).
+    window_at: u64,
+    window_count: u64,
+    previous_count: u64,
+    /// When the key last turned hot, and `offered` then: until the first measurement of the
+    /// rest of the fleet, it is assumed to see what this instance saw since.
+    joined_at: u64,
+    joined_offered: u64,
 }
 
 /// The map's cap drops an entry only once Redis acknowledged every unit it counted: dropped
@@ -98,10 +141,13 @@ pub(crate) struct Entry {
 /// evicted so (or swept once idle) leaves nothing behind but the key's fleet state in Redis; a
 /// key that comes back is a cold key again (see `LocalFirstStoreBuilder::max_keys`).
 impl Reclaim for Entry {
-    /// Moot once settled, out of the syncs, and idle for [`IDLE_US`].
+    /// Moot once settled, out of the syncs, and idle for [`IDLE_US`]; a key decided exactly
+    /// holds nothing but its count of decisions, moot once its span is over.
     fn expires_at(&self) -> u64 {
         if self.touched || !self.settled() {
             u64::MAX
+        } else if self.mode == Mode::Exact {
+            self.window_at.saturating_add(self.window_us)
         } else {
             self.last_used.saturating_add(IDLE_US)
         }
@@ -113,7 +159,7 @@ impl Reclaim for Entry {
 }
 
 impl Entry {
-    pub(crate) fn new(limits: Arc<[Limit]>, generation: u64) -> Self {
+    pub(crate) fn new(limits: Arc<[Limit]>, generation: u64, window_us: u64) -> Self {
         let views = fresh_views(&limits);
         Entry {
             limits,
@@ -137,7 +183,13 @@ impl Entry {
             touched: false,
             early: false,
             last_used: 0,
-            first_used: 0,
+            mode: Mode::Exact,
+            window_us: window_us.max(1),
+            window_at: 0,
+            window_count: 0,
+            previous_count: 0,
+            joined_at: 0,
+            joined_offered: 0,
         }
     }
 
@@ -153,13 +205,61 @@ impl Entry {
         self.limits = Arc::clone(limits);
     }
 
+    /// Counts a decision of `cost` at `now` and says where it goes, switching the key's mode
+    /// by `rule`: exact to hot after `local_after` decisions within one span; local back to
+    /// exact when a whole span saw fewer than a quarter of that (or the policy no longer
+    /// fits), once every unit counted here was acknowledged (none is left for Redis to learn).
+    pub(crate) fn route(&mut self, cost: u64, now: u64, rule: &Rule) -> Route {
+        self.last_used = now;
+        let rolled = now >= self.window_at.saturating_add(self.window_us);
+        if rolled {
+            self.previous_count = if now < self.window_at.saturating_add(2 * self.window_us) {
+                self.window_count
+            } else {
+                0
+            };
+            self.window_at = now;
+            self.window_count = 0;
+        }
+        self.window_count += 1;
+        match self.mode {
+            Mode::Exact if rule.fits && self.window_count >= rule.local_after => {
+                self.mode = Mode::Joining;
+                self.synced = false;
+                self.joined_at = now;
+                self.joined_offered = self.offered;
+                self.offered += cost;
+                Route::Exact { join: true }
+            }
+            Mode::Exact => Route::Exact { join: false },
+            Mode::Joining => {
+                self.offered += cost;
+                Route::Exact { join: false }
+            }
+            Mode::Local => {
+                let cooled = rolled && self.previous_count < (rule.local_after / 4).max(1);
+                if (cooled || !rule.fits) && self.settled() && !rule.isolated {
+                    self.demote();
+                    return Route::Exact { join: false };
+                }
+                Route::Local
+            }
+        }
+    }
+
+    /// Back to exact decisions: the view is dropped (a key that turns hot again takes the
+    /// fleet's state afresh). Only once settled: the state in Redis then holds every unit.
+    pub(crate) fn demote(&mut self) {
+        self.mode = Mode::Exact;
+        self.synced = false;
+        self.share = None;
+        self.rate = 0.0;
+    }
+
     /// Decides `cost` at `now`; commits it to the view if admitted. Returns each limit's state
     /// and whether the request was admitted.
     pub(crate) fn decide(&mut self, cost: u64, now: u64, ctx: &Context) -> (LimitStates, bool) {
         self.last_used = now;
-        if self.first_used == 0 {
-            self.first_used = now;
-        }
         let alone = ctx.isolated || !self.synced;
         if !alone {
             self.extrapolate(now, ctx);
@@ -328,13 +428,17 @@ impl Entry {
                 let others = (reply.offered - self.fleet_offered).saturating_sub(own);
                 others as f64 / span as f64
             });
-        // Without a measurement (the first sync, or the first after Redis was away), the
-        // others are assumed to see what this instance sees (a load balancer spreads the load): extrapolating nothing would let every
-        // instance take the whole limit for the first interval of a cold key.
+        // Without a measurement (the first sync after the key turned hot, or the first after
+        // Redis was away), the others are assumed to see what this instance saw since it
+        // turned hot (a load balancer spreads the load): extrapolating nothing would let
+        // every instance take the whole rest of the limit in the first interval.
+        // Over an interval at least: a key turns hot within one, and a rate taken over the few
+        // milliseconds until its first sync would be mostly noise.
         let alike = || {
-            let elapsed = now.saturating_sub(self.first_used);
-            (self.first_used > 0 && elapsed > 0)
-                .then(|| offered as f64 / elapsed as f64 * f64::from(instances.saturating_sub(1)))
+            let elapsed = now.saturating_sub(self.joined_at).max(horizon_us / 2);
+            let seen = offered.saturating_sub(self.joined_offered);
+            (self.joined_at > 0 && elapsed > 0)
+                .then(|| seen as f64 / elapsed as f64 * f64::from(instances.saturating_sub(1)))
         };
         self.rate = match measured {
             Some(rate) if self.rate > 0.0 => smoothing * rate + (1.0 - smoothing) * self.rate,
@@ -356,6 +460,9 @@ impl Entry {
         self.extrapolate_until = now.saturating_add(horizon_us);
         self.synced = true;
         self.share = None;
+        if self.mode == Mode::Joining {
+            self.mode = Mode::Local;
+        }
     }
 
     /// Whether every unit counted was acknowledged.

@@ -29,58 +29,84 @@ mod view;
 
 use self::core::Core;
 pub use builder::LocalFirstStoreBuilder;
-pub use settings::{DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
+pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{Admin, Check, KeyState, RedisStore, Store, StoreFuture};
-use crate::error::StoreError;
+use super::{Admin, Check, KeyState, RedisStore, Refund, Refunds, Store, StoreFuture};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
 
-/// A store that decides in memory and syncs with Redis in the background (local-first mode;
-/// the README says when to choose it over exact mode).
+/// A store that decides a key exactly, by Redis, while it is cold on this instance, and in
+/// memory, synced with Redis in the background, once it is hot (local-first mode; the README
+/// says when to choose it over exact mode).
 ///
-/// Each instance decides from its own view: the fleet's usage at the last sync, plus its own
-/// consumption since, plus the rest of the fleet's recent rate times the time elapsed
-/// (extrapolation). No I/O on the request path: a check costs what a memory-store check costs.
-/// A background task sends, every interval (default 100 ms) and early when a key's unsent
-/// units reach half of its limit, what each touched key counted, in batched script calls
-/// (`lua/local_first_sync.lua`; one per Cluster hash slot), and takes back the fleet's state.
+/// **Adaptive per key.** A key is cold on an instance until the instance decides
+/// [`local_after`](LocalFirstStoreBuilder::local_after) (default 8) of its requests within
+/// one sync interval; until then every decision is the wrapped [`RedisStore`]'s, exact across
+/// instances (its batching applies, and the layer's deny cache to its denials). Then the key
+/// is hot: still decided exactly until its first sync brings the key's state, and in memory
+/// from then on. It cools back to exact decisions when a whole interval sees fewer than a
+/// quarter of `local_after` decisions (or none for three intervals) and Redis has
+/// acknowledged every unit the instance counted. A key whose policy has a limit admitting
+/// fewer than `local_after` units per interval at its rate (100 a minute, 1000 a day: a
+/// per-API-key limit) stays exact whatever its traffic: its admissions cost Redis little
+/// and its denials are the deny cache's.
+///
+/// **One state for both.** Local decisions count into the very state the exact scripts check
+/// (`PREFIX:POLICY:{KEY}:gc0`, ...): a sync forces the units an instance admitted into it
+/// (a GCRA's TAT moves by `units × T`, a window's count grows; never refused) and answers it,
+/// and the instance's view starts from that. So a key exact on one instance and local on
+/// another is counted once, and switching moves nothing. **The bound:** a decision misses at
+/// most the units the *other* instances admitted in memory since their last sync (at most
+/// one interval of their admissions: an instance syncs a key early once its unsent units
+/// reach half the smallest limit), and a local one also the exact admissions of the last
+/// interval of instances where the key is cold (fewer than `local_after` each, unless they
+/// are turning hot). A switch adds nothing to it: a key turns local only with Redis's state
+/// in hand, and exact only once Redis holds all it counted.
+///
+/// In local mode each instance decides from its view: the key's state at the last sync, plus
+/// its own consumption since, plus the rest of the fleet's recent rate times the time elapsed
+/// (extrapolation). No I/O on the request path: a check costs what a memory-store check
+/// costs. A background task sends, every interval (default 100 ms) and early when a key's
+/// unsent units reach half of its limit, what each hot key counted, in batched script calls
+/// (`lua/local_first_sync.lua`; one per Cluster hash slot).
 ///
 /// - **Idempotent counting.** An instance sends the cumulative units it counted per key, never
-///   a delta; Redis keeps each instance's last cumulative beside the fleet's state and adds only
-///   what is new. A lost or repeated sync never counts twice.
-/// - **Redis `TIME` anchors the fleet's state**; an instance's clock only measures the time
-///   elapsed since its last sync (monotonic), so a skewed wall clock changes nothing.
+///   a delta; Redis keeps each instance's last cumulative in a small hash beside the state
+///   (`PREFIX:POLICY:{KEY}:lf`) and adds only what is new. A lost or repeated sync never
+///   counts twice.
+/// - **Redis `TIME` anchors the state**; an instance's clock only measures the time elapsed
+///   since its last sync (monotonic), so a skewed wall clock changes nothing.
 /// - **Probabilistic admission.** Between a low and a high mark of each limit (default 80 %
 ///   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
 ///   eases into the limit instead of see-sawing a sync interval late.
-/// - **Redis death.** When syncs fail, each instance decides alone with its share of each
-///   limit (`N / instances`, the instances counted by a heartbeat in Redis) and counts nothing
-///   toward the fleet; when Redis returns it resumes from the fleet's state, without replaying
-///   what it admitted alone.
+/// - **Redis death.** When syncs fail, each instance decides its hot keys alone with its
+///   share of each limit (`N / instances`, the instances counted by a heartbeat in Redis) and
+///   counts nothing toward the fleet; when Redis returns it resumes from the key's state,
+///   without replaying what it admitted alone. Cold keys fail as exact mode's do (the layer's
+///   [`OnStoreError`](crate::layer::OnStoreError) applies).
 /// - **Bounded memory.** At most [`DEFAULT_MAX_KEYS`](crate::store::DEFAULT_MAX_KEYS) keys
-///   by default, in the memory store's map; never at the cost of units Redis has not
-///   acknowledged ([`LocalFirstStoreBuilder::max_keys`] says how).
-/// - **Algorithms.** GCRA and token bucket (kept as their GCRA twin: the same burst and rate),
-///   fixed and sliding windows. A policy with a sliding log is decided exactly, by Redis, per
-///   request ([`LocalFirstStore::supports`] says which).
+///   by default, in the memory store's map (a cold key holds only its count of decisions);
+///   never at the cost of units Redis has not acknowledged
+///   ([`LocalFirstStoreBuilder::max_keys`] says how).
+/// - **Algorithms.** GCRA and token bucket (kept as its GCRA twin: the same burst and rate;
+///   a sync can fill its bucket, not run it into debt), fixed and sliding windows. A policy
+///   with a sliding log or an in-flight limit, and a key with limit keys, are decided exactly,
+///   by Redis, per request ([`LocalFirstStore::supports`] says which). A policy's penalty
+///   box ([`Policy::penalty`](crate::Policy::penalty)) boxes only on exact
+///   decisions: a hot key's local ones do not check or fill it.
+/// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
+///   every decision counts into (see there for how fresh). Overrides are not offered yet (they
+///   answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)).
+/// - **Refunds** ([`Refunds`]) give back what Redis admitted (a cold key's decisions); a hot
+///   key's local decisions are not refundable ([`Refund::of`] answers `None` for them).
 ///
-/// The price is inertia: a burst shorter than a sync interval is seen late (on a cold key each
-/// instance admits its share before the first sync), so choose local-first for high-rate,
-/// fleet-wide limits and exact mode for low, strict ones such as logins. Accuracy per scenario
-/// is measured by `benches/local_first_sim.rs` (`benches/README.md`).
+/// Accuracy per scenario is measured by `benches/local_first_sim.rs` (`benches/README.md`).
 ///
-///
-/// Not offered yet: [`Admin::inspect`], [`Admin::reset`] and overrides answer
-/// [`StoreError::Unsupported`](crate::StoreError::Unsupported); a key's local-first state lives
-/// in its own hash (`PREFIX:POLICY:{KEY}:lf`), beside the exact store's keys.
-///
-/// Decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst) (a policy
-/// with a sliding log is decided by Redis, exactly, as
-/// [`DecisionSource::Store`](crate::DecisionSource::Store)). Cheap to clone: clones share state
+/// Local decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst);
+/// exact ones, Redis's, [`DecisionSource::Store`](crate::DecisionSource::Store). Cheap to clone: clones share state
 /// and the background task, which ends when the last clone is dropped.
 ///
 /// ```no_run
@@ -243,14 +269,16 @@ impl Store for LocalFirstStore {
         if exact(policy, key) {
             return self.shared.redis.check(policy, key, cost);
         }
-        Check::Ready(Ok(self.shared.core.check(policy, key, cost)))
+        match self.shared.core.check(policy, key, cost) {
+            Some(decision) => Check::Ready(Ok(decision)),
+            None => self.shared.redis.check(policy, key, cost),
+        }
     }
 
+    /// The Redis store's: a key cold here is decided by it. A hot key's decisions are made
+    /// in memory and never wait, so no breaker watches them.
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {
-        if exact(policy, key) {
-            return self.shared.redis.failure_domain(policy, key);
-        }
-        0
+        self.shared.redis.failure_domain(policy, key)
     }
 
     fn release(&self, policy: &Policy, key: &Key, lease: crate::lease::Lease) -> StoreFuture<()> {
@@ -264,22 +292,40 @@ impl Store for LocalFirstStore {
     fn admin(&self) -> Option<&dyn Admin> {
         Some(self)
     }
+
+    fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
 }
 
+/// A decision Redis made (a cold key's, [`DecisionSource::Store`](crate::DecisionSource::Store))
+/// is refunded in Redis, from any instance, at most once. A hot key's local decisions have no
+/// refund ([`Refund::of`] answers `None` for them): their units are given back to nobody.
+impl Refunds for LocalFirstStore {
+    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
+        self.shared.redis.refund(policy, key, refund)
+    }
+}
+
+/// Both act on the state in Redis, which every decision counts into: exact ones at once, an
+/// instance's local ones at its next sync.
 impl Admin for LocalFirstStore {
-    /// Exactly decided keys only: local-first state is not inspected.
+    /// The key's state in Redis: every instance's units up to its last sync (a hot key's units
+    /// of the last interval may not be in yet).
     fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
-        if exact(policy, key) {
-            return self.shared.redis.inspect(policy, key);
-        }
-        Box::pin(std::future::ready(Err(StoreError::Unsupported("inspect"))))
+        self.shared.redis.inspect(policy, key)
     }
 
-    /// Exactly decided keys only.
+    /// Deletes the key's state in Redis and this instance's view of it. Other instances
+    /// where the key is hot see the reset at their next sync (one interval); the units they
+    /// counted in that interval, before it, still count after it.
     fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
-        if exact(policy, key) {
-            return self.shared.redis.reset(policy, key);
-        }
-        Box::pin(std::future::ready(Err(StoreError::Unsupported("reset"))))
+        let shared = Arc::clone(&self.shared);
+        let (policy, key) = (policy.clone(), key.clone());
+        Box::pin(async move {
+            shared.redis.reset(&policy, &key).await?;
+            shared.core.forget(policy.name(), &key);
+            Ok(())
+        })
     }
 }

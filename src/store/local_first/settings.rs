@@ -12,6 +12,14 @@ pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// (`benches/local_first_sim.rs`, `benches/README.md`).
 pub const DEFAULT_MARKS: (f64, f64) = (0.8, 1.0);
 
+/// The default number of decisions of a key within one sync interval that make it hot on an
+/// instance (decided in memory from then on; `LocalFirstStoreBuilder::local_after`).
+///
+/// ```
+/// assert_eq!(redlimit::store::DEFAULT_LOCAL_AFTER, 8);
+/// ```
+pub const DEFAULT_LOCAL_AFTER: u32 = 8;
+
 /// Validated settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Settings {
@@ -29,6 +37,8 @@ pub(crate) struct Settings {
     pub(crate) smoothing: f64,
     /// The cap on keys held (`LocalFirstStoreBuilder::max_keys`).
     pub(crate) max_keys: usize,
+    /// Decisions within one interval that make a key hot (`LocalFirstStoreBuilder::local_after`).
+    pub(crate) local_after: u32,
 }
 
 impl Default for Settings {
@@ -42,6 +52,7 @@ impl Default for Settings {
             instances: 1,
             smoothing: 0.5,
             max_keys: DEFAULT_MAX_KEYS,
+            local_after: DEFAULT_LOCAL_AFTER,
         }
     }
 }
@@ -73,6 +84,9 @@ impl Settings {
         }
         if !(self.early_share > 0.0 && self.early_share <= 1.0) {
             return bad(format!("early-sync share {}: use (0, 1]", self.early_share));
+        }
+        if self.local_after == 0 {
+            return bad("local-after 0: a key needs at least 1 decision to turn hot".to_owned());
         }
         if !(0.0..=4.0).contains(&self.lag) {
             return bad(format!("lag credit {}: use 0 to 4 intervals", self.lag));
@@ -108,6 +122,10 @@ mod tests {
             },
             Settings {
                 early_share: 0.0,
+                ..Settings::default()
+            },
+            Settings {
+                local_after: 0,
                 ..Settings::default()
             },
         ] {

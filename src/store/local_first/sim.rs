@@ -8,7 +8,6 @@ use super::core::{Core, SyncItem};
 use super::entry::FleetReply;
 use super::merge::Keyspace;
 use super::settings::Settings;
-use super::task::state_key;
 use crate::decision::Decision;
 use crate::error::ConfigError;
 use crate::key::Key;
@@ -46,7 +45,7 @@ impl Instance {
         Instance::tuned(interval, marks, instances, clock, id, seed, &[])
     }
 
-    /// [`Instance::new`] with internal settings changed by name (`smoothing`, `lag`),
+    /// [`Instance::new`] with settings changed by name (`smoothing`, `lag`, `local_after`),
     /// for tuning.
     pub fn tuned(
         interval: Duration,
@@ -68,6 +67,7 @@ impl Instance {
             match *name {
                 "smoothing" => settings.smoothing = *value,
                 "lag" => settings.lag = *value,
+                "local_after" => settings.local_after = *value as u32,
                 _ => {
                     return Err(ConfigError::InvalidLocalFirst(format!(
                         "no setting `{name}`"
@@ -81,8 +81,19 @@ impl Instance {
         })
     }
 
-    /// Decides in memory, as the store does.
-    pub fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
+    /// Decides as the store does: in memory if the key is hot here, else exactly, by
+    /// `fleet` (the shared Redis) at this instance's time.
+    pub fn check(&self, fleet: &mut Fleet, policy: &Policy, key: &Key, cost: u64) -> Decision {
+        self.local_check(policy, key, cost).unwrap_or_else(|| {
+            fleet
+                .keyspace
+                .check("sim", policy, key, cost, self.core.local_now())
+        })
+    }
+
+    /// Decides in memory if the key is hot here; `None`: the store would ask Redis (the
+    /// caller decides it exactly, as [`Instance::check`] does).
+    pub fn local_check(&self, policy: &Policy, key: &Key, cost: u64) -> Option<Decision> {
         self.core.check(policy, key, cost)
     }
 
@@ -154,15 +165,18 @@ impl Reply {
 }
 
 impl Fleet {
+    /// One exact check at Redis time `now` (Unix µs), as the exact script decides it, on the
+    /// state the syncs count into.
+    pub fn check(&mut self, policy: &Policy, key: &Key, cost: u64, now: u64) -> Decision {
+        self.keyspace.check("sim", policy, key, cost, now)
+    }
+
     /// Runs one sync call at Redis time `now` (Unix µs).
     pub fn sync(&mut self, batch: &Batch, now: u64) -> Reply {
         let replies = batch
             .0
             .iter()
-            .map(|item| {
-                let name = state_key("sim", &item.policy, item.key.as_str());
-                self.keyspace.merge(&name, item, now, 2_000)
-            })
+            .map(|item| self.keyspace.sync("sim", item, now, 2_000))
             .collect();
         Reply { now, replies }
     }

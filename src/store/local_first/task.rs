@@ -13,6 +13,8 @@ use tokio::task::JoinSet;
 
 use super::core::{Core, SyncItem};
 use super::entry::FleetReply;
+use crate::key::Key;
+use crate::limit::Limit;
 use crate::store::RedisStore;
 
 /// Keys per sync call: a call's Lua runs alone on its server, so keep each one short.
@@ -28,10 +30,29 @@ pub(crate) fn sync_source() -> &'static str {
     include_str!("../../../lua/local_first_sync.lua")
 }
 
-/// The state hash of a key: the exact store's key layout (`PREFIX:POLICY:{KEY}`, the key the
-/// Cluster hash tag) with a suffix of its own.
-pub(crate) fn state_key(prefix: &str, policy: &str, key: &str) -> String {
+/// The bookkeeping hash of a key (each instance entry's last cumulative count): the exact
+/// store's key layout (`PREFIX:POLICY:{KEY}`, the key the Cluster hash tag) with a suffix of
+/// its own.
+pub(crate) fn hash_key(prefix: &str, policy: &str, key: &str) -> String {
     format!("{prefix}:{policy}:{{{key}}}:lf")
+}
+
+/// The exact state key of the limit at `position` (`PREFIX:POLICY:{KEY}:gc0`): the key the
+/// exact scripts check, which syncs count into. Local-first mode keeps no key with limit keys
+/// nor per-key algorithm, so this is the exact store's name for every key it syncs
+/// (`script::state_key`, held to it by a test).
+pub(crate) fn limit_state_key(
+    prefix: &str,
+    policy: &str,
+    key: &Key,
+    limit: &Limit,
+    position: usize,
+) -> String {
+    format!(
+        "{prefix}:{policy}:{{{}}}:{}{position}",
+        key.as_str(),
+        limit.algorithm().code()
+    )
 }
 
 /// Runs until the store is dropped (which aborts it).
@@ -126,9 +147,13 @@ pub(crate) fn sync_command(
     min_ttl_ms: u64,
 ) -> Cmd {
     let mut cmd = redis::cmd(first);
-    cmd.arg(script).arg(group.len());
+    let keys: usize = group.iter().map(|item| 1 + item.limits.len()).sum();
+    cmd.arg(script).arg(keys);
     for item in group {
-        cmd.arg(state_key(prefix, &item.policy, item.key.as_str()));
+        cmd.arg(hash_key(prefix, &item.policy, item.key.as_str()));
+        for (i, limit) in item.limits.iter().enumerate() {
+            cmd.arg(limit_state_key(prefix, &item.policy, &item.key, limit, i));
+        }
     }
     cmd.arg(min_ttl_ms);
     for item in group {
@@ -139,7 +164,7 @@ pub(crate) fn sync_command(
             .arg(item.offered)
             .arg(item.limits.len());
         for limit in item.limits.iter() {
-            cmd.arg(super::view::code(limit))
+            cmd.arg(limit.algorithm().code())
                 .arg(limit.count())
                 .arg(limit.period_us());
         }
@@ -215,6 +240,35 @@ async fn heartbeat(core: &Core, redis: &RedisStore, ttl: Duration) {
     if let Ok(Ok(value)) = outcome {
         if let Ok(count) = redis::from_redis_value::<u32>(value) {
             core.set_instances(count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Policy;
+    use std::time::Duration;
+
+    #[test]
+    fn syncs_count_into_the_exact_scripts_own_keys() {
+        let second = Duration::from_secs(1);
+        let policy = Policy::new(
+            "api",
+            [
+                Limit::gcra(10, second).unwrap(),
+                Limit::token_bucket(10, second).unwrap(),
+                Limit::fixed_window(10, second).unwrap(),
+                Limit::sliding_window(10, second).unwrap(),
+            ],
+        )
+        .unwrap();
+        let key = Key::new("ip:1.2.3.4");
+        for (i, limit) in policy.limits().iter().enumerate() {
+            assert_eq!(
+                limit_state_key("rl", policy.name(), &key, limit, i),
+                crate::store::state_key("rl", &policy, &key, i)
+            );
         }
     }
 }

@@ -6,7 +6,6 @@ use super::core::{Core, SyncItem};
 use super::merge::Keyspace;
 use super::settings::Settings;
 use super::sim::{Fleet, Instance};
-use super::task::state_key;
 use crate::decision::DecisionSource;
 use crate::key::Key;
 use crate::limit::Limit;
@@ -14,29 +13,26 @@ use crate::policy::Policy;
 use crate::store::ManualClock;
 
 const T0: u64 = 1_700_000_000_000_000;
-const MS: u64 = 1_000;
 
+/// An instance that turns a key hot at its first decision (the rule is tested on its own).
 fn instance(clock: &ManualClock, id: &str, instances: u32) -> Instance {
-    Instance::new(
-        Duration::from_millis(100),
-        (0.9, 1.0),
-        instances,
-        clock.clone(),
-        id,
-        7,
-    )
-    .unwrap()
+    tuned(clock, id, instances, (0.9, 1.0))
 }
 
 /// An instance that admits up to the limit exactly, as its view has it.
 fn exact(clock: &ManualClock, id: &str, instances: u32) -> Instance {
-    Instance::new(
+    tuned(clock, id, instances, (1.0, 1.0))
+}
+
+fn tuned(clock: &ManualClock, id: &str, instances: u32, marks: (f64, f64)) -> Instance {
+    Instance::tuned(
         Duration::from_millis(100),
-        (1.0, 1.0),
+        marks,
         instances,
         clock.clone(),
         id,
         7,
+        &[("local_after", 1.0)],
     )
     .unwrap()
 }
@@ -48,9 +44,24 @@ fn sync(i: &Instance, fleet: &mut Fleet, clock: &ManualClock) {
     i.finish_sync(batch, Some(reply), now, now);
 }
 
-fn admitted(i: &Instance, policy: &Policy, key: &Key, n: usize) -> usize {
+/// Turns `key` hot on `i`: one decision (exact, of cost 0), then the sync that brings the view.
+fn join(i: &Instance, fleet: &mut Fleet, clock: &ManualClock, policy: &Policy, key: &Key) {
+    let d = i.check(fleet, policy, key, 0);
+    assert_eq!(
+        d.source(),
+        DecisionSource::Store,
+        "decided exactly until it is hot"
+    );
+    sync(i, fleet, clock);
+    assert_eq!(
+        i.check(fleet, policy, key, 0).source(),
+        DecisionSource::LocalFirst
+    );
+}
+
+fn admitted(i: &Instance, fleet: &mut Fleet, policy: &Policy, key: &Key, n: usize) -> usize {
     (0..n)
-        .filter(|_| i.check(policy, key, 1).is_allowed())
+        .filter(|_| i.check(fleet, policy, key, 1).is_allowed())
         .count()
 }
 
@@ -71,24 +82,20 @@ fn the_fleet_s_usage_reaches_every_instance_through_syncs() {
     let key = Key::new("k");
     let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
     let mut fleet = Fleet::default();
-    // Both synced once (empty), then `a` spends 60.
+    join(&a, &mut fleet, &clock, &policy, &key);
+    join(&b, &mut fleet, &clock, &policy, &key);
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 60), 60);
     sync(&a, &mut fleet, &clock);
-    a.check(&policy, &key, 0);
-    b.check(&policy, &key, 0);
-    sync(&a, &mut fleet, &clock);
+    b.check(&mut fleet, &policy, &key, 0);
     sync(&b, &mut fleet, &clock);
-    assert_eq!(admitted(&a, &policy, &key, 60), 60);
-    sync(&a, &mut fleet, &clock);
-    b.check(&policy, &key, 0);
-    sync(&b, &mut fleet, &clock);
-    let d = b.check(&policy, &key, 1);
+    let d = b.check(&mut fleet, &policy, &key, 1);
     assert_eq!(d.source(), DecisionSource::LocalFirst);
     assert!(d.is_allowed());
     assert_eq!(d.remaining(), Some(39), "60 of a's, then this one");
     // `b` can take at most what is left, give or take the probabilistic band.
-    let got = admitted(&b, &policy, &key, 100);
+    let got = admitted(&b, &mut fleet, &policy, &key, 100);
     assert!((29..=39).contains(&got), "{got}");
-    let denied = b.check(&policy, &key, 1);
+    let denied = b.check(&mut fleet, &policy, &key, 1);
     assert!(!denied.is_allowed());
     assert!(denied.retry_after().unwrap() > Duration::ZERO);
 }
@@ -104,21 +111,21 @@ fn a_lost_reply_or_a_repeated_sync_never_counts_twice() {
     let key = Key::new("k");
     let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
     let mut fleet = Fleet::default();
-    b.check(&policy, &key, 0);
-    sync(&a, &mut fleet, &clock);
-    a.check(&policy, &key, 0);
-    sync(&a, &mut fleet, &clock);
-    assert_eq!(admitted(&a, &policy, &key, 10), 10);
+    join(&a, &mut fleet, &clock, &policy, &key);
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 10), 10);
     // The call runs in Redis, but its reply is lost: `a` sends the same count again.
     let now = clock.now_us_for_tests();
     let batch = a.begin_sync();
     fleet.sync(&batch, now);
     a.finish_sync(batch, None, now, now);
-    assert_eq!(admitted(&a, &policy, &key, 5), 5);
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 5), 5);
     sync(&a, &mut fleet, &clock);
     sync(&a, &mut fleet, &clock);
-    sync(&b, &mut fleet, &clock);
-    assert_eq!(b.check(&policy, &key, 1).remaining(), Some(1000 - 15 - 1));
+    // Exactly, on `b` (cold there): 15 used.
+    assert_eq!(
+        b.check(&mut fleet, &policy, &key, 1).remaining(),
+        Some(1000 - 15 - 1)
+    );
 }
 
 #[test]
@@ -132,10 +139,12 @@ fn the_rest_of_the_fleet_is_extrapolated_between_syncs() {
     let key = Key::new("k");
     let (a, b) = (instance(&clock, "a", 2), instance(&clock, "b", 2));
     let mut fleet = Fleet::default();
+    join(&a, &mut fleet, &clock, &policy, &key);
+    join(&b, &mut fleet, &clock, &policy, &key);
     // `a` spends 20 per 100 ms; `b` spends nothing and syncs after `a` each time.
     for _ in 0..5 {
-        assert_eq!(admitted(&a, &policy, &key, 20), 20);
-        b.check(&policy, &key, 0);
+        assert_eq!(admitted(&a, &mut fleet, &policy, &key, 20), 20);
+        b.check(&mut fleet, &policy, &key, 0);
         sync(&a, &mut fleet, &clock);
         sync(&b, &mut fleet, &clock);
         clock.advance(Duration::from_millis(100));
@@ -143,39 +152,43 @@ fn the_rest_of_the_fleet_is_extrapolated_between_syncs() {
     // 100 synced, 100 ms ago: 150 ms later `b` credits `a` with its rate, 200/s, for the
     // half interval of lag and those 150 ms.
     clock.advance(Duration::from_millis(50));
-    let used = 10_000 - b.check(&policy, &key, 0).remaining().unwrap();
+    let used = 10_000 - b.check(&mut fleet, &policy, &key, 0).remaining().unwrap();
     assert_eq!(used, 100 + 10 + 30);
     // Extrapolation stops two intervals after the last sync: the rate is unknown past it.
-    clock.advance(Duration::from_secs(5));
-    let used = 10_000 - b.check(&policy, &key, 0).remaining().unwrap();
+    clock.advance(Duration::from_millis(150));
+    let used = 10_000 - b.check(&mut fleet, &policy, &key, 0).remaining().unwrap();
     assert_eq!(used, 100 + 10 + 40);
 }
 
 #[test]
 fn isolated_instances_take_their_share_and_replay_nothing_on_return() {
     let clock = ManualClock::new(T0);
-    let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(10)).unwrap()]).unwrap();
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(1000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
     let key = Key::new("k");
     let a = exact(&clock, "a", 4);
     let mut fleet = Fleet::default();
-    // Before its first sync, an instance decides on its share: 100 / 4.
-    assert_eq!(admitted(&a, &policy, &key, 100), 25);
+    join(&a, &mut fleet, &clock, &policy, &key);
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 10), 10);
     sync(&a, &mut fleet, &clock);
     // Redis is gone: syncs fail for longer than the grace of three intervals; the share
-    // again, counted toward nothing.
+    // (1000 / 4), counted toward nothing.
     let failed_at = clock.now_us_for_tests();
     let batch = a.begin_sync();
     a.finish_sync(batch, None, failed_at, failed_at);
-    clock.advance(Duration::from_secs(10));
-    assert_eq!(admitted(&a, &policy, &key, 100), 25);
-    // Back: only the 25 counted while connected ever reached the fleet.
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 1000), 250);
+    // Back: only the 10 counted while connected ever reached the fleet.
     clock.advance(Duration::from_millis(1));
     sync(&a, &mut fleet, &clock);
     let other = exact(&clock, "b", 4);
-    other.check(&policy, &key, 0);
-    sync(&other, &mut fleet, &clock);
-    assert_eq!(other.check(&policy, &key, 0).remaining(), Some(100));
-    let _ = MS;
+    assert_eq!(
+        other.check(&mut fleet, &policy, &key, 0).remaining(),
+        Some(990)
+    );
 }
 
 #[test]
@@ -184,8 +197,19 @@ fn a_steady_overload_converges_on_the_limit() {
     let clock = ManualClock::new(T0);
     let policy = Policy::new("p", [Limit::gcra(20, Duration::from_millis(100)).unwrap()]).unwrap();
     let key = Key::new("k");
+    // The default rule: each instance turns the key hot within its first interval.
     let fleet_of: Vec<Instance> = (0..4)
-        .map(|i| instance(&clock, &format!("i{i}"), 4))
+        .map(|i| {
+            Instance::new(
+                Duration::from_millis(100),
+                (0.9, 1.0),
+                4,
+                clock.clone(),
+                &format!("i{i}"),
+                7,
+            )
+            .unwrap()
+        })
         .collect();
     let mut fleet = Fleet::default();
     let mut admitted = 0;
@@ -194,7 +218,7 @@ fn a_steady_overload_converges_on_the_limit() {
         for (n, i) in fleet_of.iter().enumerate() {
             // 150/s each: three requests every 20 ms, staggered.
             if (ms + 5 * n as u64) % 20 < 3
-                && i.check(&policy, &key, 1).is_allowed()
+                && i.check(&mut fleet, &policy, &key, 1).is_allowed()
                 && ms >= start_measure
             {
                 admitted += 1;
@@ -218,13 +242,14 @@ fn sync_core(core: &Core, fleet: &mut Keyspace, now: u64) -> Vec<SyncItem> {
     let items = core.begin_sync();
     let replies = items
         .iter()
-        .map(|item| {
-            let name = state_key("t", &item.policy, item.key.as_str());
-            fleet.merge(&name, item, now, 2_000)
-        })
+        .map(|item| fleet.sync("t", item, now, 2_000))
         .collect();
     core.finish_sync(items.clone(), Ok((now, replies)), now, now);
     items
+}
+
+fn core(clock: &ManualClock, settings: Settings) -> Core {
+    Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7)
 }
 
 #[test]
@@ -232,26 +257,40 @@ fn the_key_cap_never_drops_units_redis_has_not_acknowledged() {
     let clock = ManualClock::new(T0);
     let settings = Settings {
         max_keys: 64, // one key per shard
+        local_after: 1,
         ..Settings::default()
     };
-    let core = Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7);
+    let core = core(&clock, settings);
     let policy = Policy::new(
         "p",
-        [Limit::fixed_window(10, Duration::from_secs(10)).unwrap()],
+        [Limit::fixed_window(1000, Duration::from_secs(10)).unwrap()],
     )
     .unwrap();
     let check = |name: String, cost| core.check(&policy, &Key::new(name), cost);
-    // Units not acknowledged yet: no key holding them is evicted, whatever the cap.
+    let mut fleet = Keyspace::default();
+    // 640 keys turn hot one by one (a decision, exact, then a sync that brings the view; the
+    // syncs of the others fail) and count a unit each in memory.
     for i in 0..640 {
-        assert!(check(format!("counted{i}"), 1).is_allowed());
+        let name = format!("counted{i}");
+        assert!(check(name.clone(), 0).is_none());
+        let now = clock.now_us_for_tests();
+        let (joining, others): (Vec<_>, Vec<_>) = core
+            .begin_sync()
+            .into_iter()
+            .partition(|item| item.key.as_str() == name);
+        core.finish_sync(others, Err(()), now, now);
+        let replies = joining.iter().map(|item| fleet.sync("t", item, now, 2_000));
+        let replies = replies.collect();
+        core.finish_sync(joining, Ok((now, replies)), now, now);
+        assert!(check(name, 1).unwrap().is_allowed());
     }
+    // Units not acknowledged yet: no key holding them is evicted, whatever the cap.
     assert_eq!(core.len(), 640);
     // Keys that counted nothing are evicted in their stead.
     for i in 0..640 {
         check(format!("free{i}"), 0);
     }
     assert!(core.len() < 2 * 640);
-    let mut fleet = Keyspace::default();
     let now = clock.now_us_for_tests();
     let items = sync_core(&core, &mut fleet, now);
     assert_eq!(
@@ -277,13 +316,13 @@ fn the_key_cap_never_drops_units_redis_has_not_acknowledged() {
 #[test]
 fn the_sync_age_counts_from_the_last_success_or_round_with_nothing_to_send() {
     let clock = ManualClock::new(T0);
-    let core = Core::new(
-        Settings::default(),
-        Box::new(clock.clone()),
-        "a".to_owned(),
-        7,
-    );
-    let policy = Policy::new("p", [Limit::gcra(10, Duration::from_secs(10)).unwrap()]).unwrap();
+    // A key hot at its first decision, with room to be decided locally.
+    let settings = Settings {
+        local_after: 1,
+        ..Settings::default()
+    };
+    let core = Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7);
+    let policy = Policy::new("p", [Limit::gcra(10_000, Duration::from_secs(10)).unwrap()]).unwrap();
     clock.advance(Duration::from_millis(300));
     assert_eq!(
         core.sync_age(),
@@ -314,4 +353,149 @@ fn the_sync_age_counts_from_the_last_success_or_round_with_nothing_to_send() {
     sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(core.sync_age(), Duration::ZERO);
     assert!(!core.is_isolated());
+}
+
+#[test]
+fn a_key_turns_hot_after_enough_decisions_in_one_interval() {
+    let clock = ManualClock::new(T0);
+    let core = core(&clock, Settings::default());
+    let mut fleet = Keyspace::default();
+    let hot = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    // Seven decisions an interval: cold, decided exactly, nothing to sync.
+    for _ in 0..3 {
+        for _ in 0..7 {
+            assert!(core.check(&hot, &key, 1).is_none());
+        }
+        clock.advance(Duration::from_millis(100));
+        assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests()).is_empty());
+    }
+    // The eighth within one interval turns it hot; decided exactly until the view comes.
+    for _ in 0..20 {
+        assert!(core.check(&hot, &key, 1).is_none());
+    }
+    let items = sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        items[0].counted, 0,
+        "its exact decisions are Redis's already"
+    );
+    let d = core.check(&hot, &key, 1).unwrap();
+    assert_eq!(d.source(), DecisionSource::LocalFirst);
+    // A limit that admits fewer than 8 units per interval stays exact, whatever the traffic.
+    let tight = Policy::new(
+        "t",
+        [Limit::fixed_window(5, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap();
+    for _ in 0..100 {
+        assert!(core.check(&tight, &key, 1).is_none());
+    }
+    assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests())
+        .iter()
+        .all(|item| &*item.policy == "p"));
+}
+
+#[test]
+fn a_hot_key_that_cools_is_decided_exactly_once_its_units_are_acknowledged() {
+    let clock = ManualClock::new(T0);
+    let settings = Settings {
+        local_after: 4,
+        ..Settings::default()
+    };
+    let core = core(&clock, settings);
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    for _ in 0..4 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    for _ in 0..10 {
+        assert!(core.check(&policy, &key, 1).unwrap().is_allowed());
+    }
+    // Quiet for a few intervals, but 10 units unacknowledged: still hot.
+    clock.advance(Duration::from_millis(400));
+    assert!(core.check(&policy, &key, 0).is_some());
+    // Acknowledged, then quiet: exact again, and out of the syncs.
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    clock.advance(Duration::from_millis(400));
+    assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests()).is_empty());
+    assert!(core.check(&policy, &key, 1).is_none());
+}
+
+/// The fleet's exact state holds every unit admitted, whichever way each was decided: exact
+/// on a cold instance, in memory on a hot one, across a key turning hot and cooling again.
+#[test]
+fn a_switch_neither_gains_nor_loses_units() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(100_000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let new = |id: &str| {
+        Instance::new(
+            Duration::from_millis(100),
+            (0.9, 1.0),
+            2,
+            clock.clone(),
+            id,
+            7,
+        )
+        .unwrap()
+    };
+    let (a, b) = (new("a"), new("b"));
+    let mut fleet = Fleet::default();
+    let mut admitted = 0;
+    let mut sources = std::collections::HashSet::new();
+    // `a` takes 30 per interval (hot), `b` 2 (cold), for a second; then `a` goes quiet.
+    for round in 0..20 {
+        let busy = round < 10;
+        for (i, n) in [(&a, if busy { 30 } else { 0 }), (&b, 2)] {
+            for _ in 0..n {
+                let d = i.check(&mut fleet, &policy, &key, 1);
+                sources.insert(d.source());
+                admitted += u64::from(d.is_allowed());
+            }
+            sync(i, &mut fleet, &clock);
+        }
+        clock.advance(Duration::from_millis(100));
+    }
+    assert!(sources.contains(&DecisionSource::LocalFirst));
+    assert!(sources.contains(&DecisionSource::Store));
+    assert_eq!(admitted, 10 * 32 + 10 * 2);
+    // `a` cooled: exact again, and Redis's state holds every unit.
+    let d = a.check(&mut fleet, &policy, &key, 0);
+    assert_eq!(d.source(), DecisionSource::Store);
+    assert_eq!(d.remaining(), Some(100_000 - admitted));
+}
+
+#[test]
+fn a_hot_key_whose_rate_falls_is_decided_exactly_again() {
+    let clock = ManualClock::new(T0);
+    let core = core(&clock, Settings::default());
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(10_000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    for _ in 0..8 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    // One decision an interval: the interval before had 8, so it stays hot.
+    clock.advance(Duration::from_millis(100));
+    assert!(core.check(&policy, &key, 1).is_some());
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    // The interval before had 1, fewer than a quarter of 8, and Redis holds all it counted.
+    clock.advance(Duration::from_millis(100));
+    assert!(core.check(&policy, &key, 1).is_none());
+    // The unit it decided in memory is in Redis's state (the exact decisions are the
+    // caller's to make: none reached this keyspace).
+    let d = fleet.check("t", &policy, &key, 0, clock.now_us_for_tests());
+    assert_eq!(d.remaining(), Some(10_000 - 1));
 }

@@ -43,11 +43,6 @@ pub(crate) fn fresh(limit: &Limit) -> State {
     State::fresh(kept_as(limit.algorithm()).unwrap_or(Algorithm::Gcra))
 }
 
-/// The code the sync script dispatches on: the one of the algorithm the limit is kept as.
-pub(crate) fn code(limit: &Limit) -> &'static str {
-    fresh(limit).algorithm().code()
-}
-
 /// What local-first mode does with a limit's [`State`] besides checking it. Only the states
 /// [`fresh`] makes reach it: GCRA, fixed and sliding windows.
 pub(crate) trait View {
@@ -151,8 +146,6 @@ mod tests {
     fn a_sliding_log_has_no_view_and_a_token_bucket_is_a_gcra() {
         assert_eq!(kept_as(Algorithm::SlidingLog), None);
         assert_eq!(fresh(&limit(Algorithm::TokenBucket)), State::Gcra(None));
-        assert_eq!(code(&limit(Algorithm::TokenBucket)), "gc");
-        assert_eq!(code(&limit(Algorithm::SlidingWindow)), "sw");
     }
 
     #[test]

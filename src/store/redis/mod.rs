@@ -313,11 +313,19 @@ pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -
     script_command(prefix, policy, key, cost, None)
 }
 
-/// Decodes a script reply as the store does.
+/// The Redis key of the state of `policy`'s limit at `position` for `key`, as the exact
+/// scripts name it (local-first syncs count into the same keys).
+#[cfg(test)]
+pub(crate) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usize) -> String {
+    self::script::state_key(prefix, policy, key, position)
+}
+
+/// The `EVALSHA` of a refund, for baselines that send it by hand.
 pub(crate) fn refund_call(prefix: &str, policy: &Policy, key: &Key, refund: &Refund) -> redis::Cmd {
     self::script::refund_command(prefix, policy, key, refund, None)
 }
 
+/// Decodes a script reply as the store does.
 pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Decision, StoreError> {
     decode(policy, reply)
 }

@@ -206,19 +206,22 @@ async fn the_limiters_health_is_rendered_for_the_dashboard() {
     drop(held);
     assert_eq!(leases(&metrics.render()), Some(0.0));
 
-    // A local-first policy, synced.
+    // A local-first policy, synced: its key hot from its first decision (exact, by Redis),
+    // decided in memory from its first sync.
     let local_first = LocalFirstStore::builder(redis_store(&redis, "health-lf").await)
         .interval(Duration::from_millis(50))
+        .local_after(1)
         .build()
         .expect("local-first store");
     let lf_app = source_app(RateLimitLayer::new(
         local_first.clone(),
         gcra_policy("health-lf", 1_000_000, Duration::from_secs(3600)),
     ));
-    assert_eq!(get_source(&lf_app, "/lf", "10.0.0.1").await.1, "LocalFirst");
+    assert_eq!(get_source(&lf_app, "/lf", "10.0.0.1").await.1, "Store");
     let synced = eventually(WITHIN, async || {
         let text = metrics.render();
-        local_first.syncs() > 0
+        get_source(&lf_app, "/lf", "10.0.0.1").await.1 == "LocalFirst"
+            && local_first.syncs() > 0
             && value(&text, LOCAL_FIRST_ISOLATED, &[]) == Some(0.0)
             && value(&text, LOCAL_FIRST_SYNC_AGE, &[]).is_some_and(|age| age < 1.0)
     })

@@ -1,7 +1,8 @@
 //! Local-first mode against a real `redis-server`: four instances of the layer share one
 //! fleet-wide limit at three times its rate, Redis costs a few commands per second whatever
 //! the load, and when Redis dies each instance keeps its share and resumes without counting
-//! twice.
+//! twice. Cold keys are decided exactly (per-key limits hold to the unit across instances),
+//! and a key turning hot and cooling again neither gains nor loses units.
 
 use crate::support;
 
@@ -130,7 +131,9 @@ fn commands(server: &RedisServer) -> HashMap<String, u64> {
 /// Commands sent by clients between two snapshots: every command but those only the scripts
 /// run (`INFO` is this test's own).
 fn client_commands(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> (u64, u64) {
-    const IN_SCRIPTS: [&str; 8] = [
+    const IN_SCRIPTS: [&str; 10] = [
+        "get",
+        "set",
         "hmget",
         "hset",
         "pexpire",
@@ -172,15 +175,25 @@ async fn four_instances_hold_a_fleet_limit_at_three_times_its_rate() {
     let server = RedisServer::start();
     let stores = instances(&server, &unique_prefix("lf")).await;
     let apps = apps(&stores);
-    // Decisions say where they came from.
-    let source = source_app(
-        RateLimitLayer::builder(stores[0].clone(), policy())
-            .key(Global)
-            .build()
-            .expect("valid layer"),
-    );
-    let answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
-    assert_eq!(answer, format!("{:?}", DecisionSource::LocalFirst));
+    // Decisions say where they came from: exactly, by Redis, while the key is cold on an
+    // instance; in memory once it is hot there.
+    for store in &stores {
+        let source = source_app(
+            RateLimitLayer::builder(store.clone(), policy())
+                .key(Global)
+                .build()
+                .expect("valid layer"),
+        );
+        let answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
+        assert_eq!(answer, format!("{:?}", DecisionSource::Store));
+        // Hot after a few decisions within one sync interval, local from its first sync.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut answer = String::new();
+        while answer != format!("{:?}", DecisionSource::LocalFirst) && Instant::now() < deadline {
+            answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
+        }
+        assert_eq!(answer, format!("{:?}", DecisionSource::LocalFirst));
+    }
 
     let before = commands(&server);
     let (admitted, offered, elapsed) = load(&apps, OFFERED, Duration::from_secs(10)).await;
@@ -267,7 +280,11 @@ async fn a_sliding_log_is_decided_exactly_by_redis() {
         .connect()
         .await
         .unwrap();
-    let store = redis.local_first(Duration::from_millis(100)).unwrap();
+    let store = LocalFirstStore::builder(redis)
+        .interval(Duration::from_millis(100))
+        .local_after(1)
+        .build()
+        .unwrap();
     let login = Policy::new(
         "login",
         [Limit::sliding_log(2, Duration::from_secs(60)).unwrap()],
@@ -342,29 +359,58 @@ fn the_sync_script_and_its_rust_twin_agree() {
     )
     .unwrap();
     let keys = [redlimit::Key::new("a"), redlimit::Key::new("b")];
+    // Each key turns hot at its first decision on an instance, so both paths run: exact
+    // checks (the exact script, and its Rust twin) and syncs, on the same state.
     let instances: Vec<Instance> = ["x", "y"]
         .iter()
         .map(|id| {
-            Instance::new(
+            Instance::tuned(
                 Duration::from_millis(100),
                 (0.8, 1.0),
                 2,
                 clock.clone(),
                 id,
                 9,
+                &[("local_after", 1.0)],
             )
             .unwrap()
         })
         .collect();
     let mut twin = Fleet::default();
-    let prefix = unique_prefix("twin");
+    // The twin names state keys under this prefix.
+    let prefix = "sim";
+    redis::cmd("FLUSHALL").exec(&mut con).unwrap();
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(RedisStore::script_source_for(&policy))
+        .exec(&mut con)
+        .unwrap();
+    let mut exact = 0;
     for round in 0..40u64 {
         for (i, instance) in instances.iter().enumerate() {
             for n in 0..(round * 7 + i as u64 * 3) % 13 {
-                instance.check(&policy, &keys[(n % 2) as usize], 1 + n % 3);
+                let (key, cost) = (&keys[(n % 2) as usize], 1 + n % 3);
+                if instance.local_check(&policy, key, cost).is_some() {
+                    continue;
+                }
+                exact += 1;
+                let flat: Vec<i64> = redlimit::__private::script_call(prefix, &policy, key, cost)
+                    .query(&mut con)
+                    .unwrap();
+                let real = redlimit::__private::decode_reply(&policy, &flat).unwrap();
+                let expected = twin.check(&policy, key, cost, flat[0] as u64);
+                assert_eq!(
+                    (real.is_allowed(), real.remaining(), real.retry_after()),
+                    (
+                        expected.is_allowed(),
+                        expected.remaining(),
+                        expected.retry_after()
+                    ),
+                    "round {round}, instance {i}, an exact check"
+                );
             }
             let batch = instance.begin_sync();
-            let flat: Vec<i64> = batch.command(&prefix).query(&mut con).unwrap();
+            let flat: Vec<i64> = batch.command(prefix).query(&mut con).unwrap();
             let real = batch.decode(&flat).expect("a well-formed reply");
             let expected = twin.sync(&batch, real.now());
             assert_eq!(real, expected, "round {round}, instance {i}");
@@ -378,6 +424,7 @@ fn the_sync_script_and_its_rust_twin_agree() {
         // Whatever the pause, both sides answer for the same Redis time.
         std::thread::sleep(Duration::from_millis(25));
     }
+    assert!(exact > 0, "exact checks ran");
 }
 
 /// In a Cluster, each sync call holds the keys of one slot: keys all over the slot space reach
@@ -395,11 +442,18 @@ async fn syncs_group_keys_by_cluster_slot() {
             .connect()
             .await
             .unwrap();
-        stores.push(redis.local_first(Duration::from_millis(50)).unwrap());
+        stores.push(
+            LocalFirstStore::builder(redis)
+                .interval(Duration::from_millis(50))
+                .local_after(1)
+                .build()
+                .unwrap(),
+        );
     }
+    // A limit generous enough to be decided locally once a key is hot (its first decision).
     let policy = Policy::new(
         "slots",
-        [Limit::fixed_window(1000, Duration::from_secs(3600)).unwrap()],
+        [Limit::fixed_window(1_000_000, Duration::from_secs(3600)).unwrap()],
     )
     .unwrap();
     let keys: Vec<redlimit::Key> = (0..40)
@@ -412,13 +466,293 @@ async fn syncs_group_keys_by_cluster_slot() {
     let seen = eventually(Duration::from_secs(10), async || {
         let mut all = true;
         for key in &keys {
-            // A check of cost 0 reads the view (and keeps the key in the syncs).
+            // A check of cost 0 reads the view (and keeps the key in the syncs); the first
+            // reads Redis, exactly, and turns the key hot.
             let decision = stores[1].check(&policy, key, 0).await.unwrap();
-            all &= decision.remaining() == Some(990);
+            all &= decision.source() == DecisionSource::LocalFirst
+                && decision.remaining() == Some(999_990);
         }
         all
     })
     .await;
     assert!(seen, "every key's count reached the other instance");
     assert!(stores.iter().all(|s| !s.is_isolated() && s.syncs() > 0));
+}
+
+/// Two local-first instances on one Redis, syncing every `interval`.
+async fn pair(server: &RedisServer, prefix: &str, interval: Duration) -> [LocalFirstStore; 2] {
+    let store = async || {
+        let redis = RedisStore::builder(server.url())
+            .prefix(prefix)
+            .connect()
+            .await
+            .expect("connect to the test redis");
+        redis.local_first(interval).unwrap()
+    };
+    [store().await, store().await]
+}
+
+/// A per-key limit of 5 an hour (keyed by `x-api-key`) on each store.
+fn per_key_apps(stores: &[LocalFirstStore], policy: &Policy) -> Vec<Router> {
+    stores
+        .iter()
+        .map(|s| {
+            app(RateLimitLayer::builder(s.clone(), policy.clone())
+                .key(support::api_key())
+                .build()
+                .expect("valid layer"))
+        })
+        .collect()
+}
+
+/// A per-key limit decided exactly while the key is cold: a concurrent burst spread over two
+/// instances admits the limit, no more (before keys were decided exactly, each instance
+/// guessed its share: 8 of 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_one_key_over_two_instances_admits_exactly_its_limit() {
+    let server = RedisServer::start();
+    let stores = pair(
+        &server,
+        &unique_prefix("lf-burst"),
+        Duration::from_millis(100),
+    )
+    .await;
+    for algorithm in [
+        redlimit::Algorithm::Gcra,
+        redlimit::Algorithm::TokenBucket,
+        redlimit::Algorithm::FixedWindow,
+        redlimit::Algorithm::SlidingWindow,
+    ] {
+        let policy = Policy::new(
+            format!("per-key-{}", algorithm.name()),
+            [Limit::new(algorithm, 5, Duration::from_secs(3600)).unwrap()],
+        )
+        .unwrap();
+        let apps = per_key_apps(&stores, &policy);
+        for round in 0..3 {
+            let api_key = format!("key-{round}");
+            let burst: Vec<_> = (0..20)
+                .map(|i| {
+                    let (app, api_key) = (apps[i % 2].clone(), api_key.clone());
+                    tokio::spawn(async move {
+                        let req = request("/", "10.0.0.1", &[("x-api-key", &api_key)]);
+                        send(&app, req).await.status()
+                    })
+                })
+                .collect();
+            let mut admitted = 0;
+            for call in burst {
+                match call.await.unwrap() {
+                    StatusCode::OK => admitted += 1,
+                    StatusCode::TOO_MANY_REQUESTS => {}
+                    other => panic!("unexpected status {other}"),
+                }
+            }
+            assert_eq!(admitted, 5, "{algorithm:?}, round {round}");
+        }
+    }
+}
+
+/// A client of one instance of an idle pair gets its whole limit (before, each instance
+/// guessed its share of a cold key: 2 of 5).
+#[tokio::test]
+async fn a_client_of_one_instance_of_an_idle_pair_gets_its_whole_limit() {
+    let server = RedisServer::start();
+    let stores = pair(
+        &server,
+        &unique_prefix("lf-idle"),
+        Duration::from_millis(50),
+    )
+    .await;
+    let policy = Policy::new(
+        "per-key",
+        [Limit::gcra(5, Duration::from_secs(3600)).unwrap()],
+    )
+    .unwrap();
+    let apps = per_key_apps(&stores, &policy);
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        let req = request("/", "10.0.0.1", &[("x-api-key", "alone")]);
+        statuses.push(send(&apps[0], req).await.status());
+    }
+    let admitted = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    assert_eq!(admitted, 5, "{statuses:?}");
+    assert!(statuses[5..]
+        .iter()
+        .all(|s| *s == StatusCode::TOO_MANY_REQUESTS));
+    // The other instance, cold too, sees the same: nothing left.
+    let req = request("/", "10.0.0.1", &[("x-api-key", "alone")]);
+    assert_eq!(
+        send(&apps[1], req).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// A key turns hot on one instance (decided in memory, synced into the exact state) while
+/// another decides it exactly, then cools: the exact state in Redis holds every unit either
+/// admitted, and the exact decisions after see them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_switches_to_local_and_back_without_gaining_or_losing_units() {
+    use redlimit::store::Store;
+
+    let server = RedisServer::start();
+    let prefix = unique_prefix("lf-switch");
+    let [a, b] = pair(&server, &prefix, Duration::from_millis(50)).await;
+    // A fixed window: its state is a plain count (no drain to reckon with). 10^10 per 400
+    // days admits 14 units per 50 ms interval at its rate: enough to be decided locally.
+    let limit = Limit::fixed_window(10_000_000_000, Duration::from_secs(400 * 86_400)).unwrap();
+    let policy = Policy::new("switch", [limit]).unwrap();
+    let key = redlimit::Key::new("tenant");
+    let state_key = format!("{prefix}:switch:{{tenant}}:fw0");
+    let mut con = server.connection();
+    let stored = |con: &mut redis::Connection| -> (u64, u64) {
+        let text: String = redis::cmd("GET").arg(&state_key).query(con).unwrap();
+        let (end, count) = text.split_once(' ').unwrap();
+        (end.parse().unwrap(), count.parse().unwrap())
+    };
+    let mut admitted = 0u64;
+    let mut check = async |store: &LocalFirstStore| {
+        let d = store.check(&policy, &key, 1).await.unwrap();
+        assert!(d.is_allowed());
+        admitted += 1;
+        d.source()
+    };
+    // Cold on both: exact.
+    assert_eq!(check(&b).await, DecisionSource::Store);
+    assert_eq!(check(&a).await, DecisionSource::Store);
+    let (window, _) = stored(&mut con);
+    // Hot on `a`: exact until its first sync, then in memory.
+    let mut local = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while local < 300 && Instant::now() < deadline {
+        if check(&a).await == DecisionSource::LocalFirst {
+            local += 1;
+        }
+        if local % 50 == 25 {
+            // `b` stays cold, decided exactly, meanwhile.
+            assert_eq!(check(&b).await, DecisionSource::Store);
+        }
+    }
+    assert_eq!(local, 300, "the key turned hot on `a`");
+    // Quiet (a look now and then, of cost 0), `a`'s units reach Redis, and the key cools
+    // there: exact again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut cooled = false;
+    while !cooled && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let d = a.check(&policy, &key, 0).await.unwrap();
+        cooled = d.source() == DecisionSource::Store;
+    }
+    assert!(cooled, "the key cooled on `a`");
+    let (end, count) = stored(&mut con);
+    assert_eq!(end, window, "one window throughout");
+    assert_eq!(count, admitted, "every unit admitted is in Redis, once");
+    // Exact decisions on either instance see every unit.
+    for store in [&a, &b] {
+        let d = store.check(&policy, &key, 1).await.unwrap();
+        assert_eq!(d.source(), DecisionSource::Store);
+        admitted += 1;
+        assert_eq!(d.remaining(), Some(limit.count() - admitted));
+    }
+}
+
+/// Inspect and reset act on the state every decision counts into: a key hot on one instance
+/// reads the same through the other, and a reset through the cold one reaches the hot one
+/// at its next sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_reset_see_a_hot_key_from_either_instance() {
+    use redlimit::store::{Admin, Store};
+
+    let server = RedisServer::start();
+    let [a, b] = pair(
+        &server,
+        &unique_prefix("lf-admin"),
+        Duration::from_millis(50),
+    )
+    .await;
+    let limit = Limit::fixed_window(10_000_000_000, Duration::from_secs(400 * 86_400)).unwrap();
+    let policy = Policy::new("admin", [limit]).unwrap();
+    let key = redlimit::Key::new("tenant");
+    let mut local = 0u64;
+    let mut admitted = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while local < 200 && Instant::now() < deadline {
+        let d = a.check(&policy, &key, 1).await.unwrap();
+        admitted += u64::from(d.is_allowed());
+        local += u64::from(d.source() == DecisionSource::LocalFirst);
+    }
+    assert_eq!(local, 200, "the key turned hot on `a`");
+    // Once `a` synced its units, both read them all.
+    let used = |state: redlimit::store::KeyState| limit.count() - state.limits()[0].remaining();
+    let seen = eventually(Duration::from_secs(10), async || {
+        used(b.inspect(&policy, &key).await.unwrap()) == admitted
+    })
+    .await;
+    assert!(seen, "`b` sees `a`'s {admitted} units");
+    assert_eq!(used(a.inspect(&policy, &key).await.unwrap()), admitted);
+    // A reset through `b` reaches `a`'s view at its next sync.
+    b.reset(&policy, &key).await.unwrap();
+    assert_eq!(used(b.inspect(&policy, &key).await.unwrap()), 0);
+    let reset = eventually(Duration::from_secs(10), async || {
+        let d = a.check(&policy, &key, 0).await.unwrap();
+        d.remaining() == Some(limit.count())
+    })
+    .await;
+    assert!(reset, "`a` sees the reset");
+    let d = b.check(&policy, &key, 1).await.unwrap();
+    assert_eq!(d.remaining(), Some(limit.count() - 1));
+}
+
+/// A decision Redis made for a cold key is refunded from either instance, once; a hot key's
+/// decisions in memory have no refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_key_s_decision_is_refunded_from_either_instance() {
+    use redlimit::store::{Admin, Refund, Refunds, Store};
+
+    let server = RedisServer::start();
+    let [a, b] = pair(
+        &server,
+        &unique_prefix("lf-refund"),
+        Duration::from_millis(50),
+    )
+    .await;
+    for algorithm in [
+        redlimit::Algorithm::Gcra,
+        redlimit::Algorithm::TokenBucket,
+        redlimit::Algorithm::FixedWindow,
+        redlimit::Algorithm::SlidingWindow,
+    ] {
+        let policy = Policy::new(
+            format!("refund-{}", algorithm.name()),
+            [Limit::new(algorithm, 5, Duration::from_secs(3600)).unwrap()],
+        )
+        .unwrap();
+        let key = redlimit::Key::new("client");
+        let decision = a.check(&policy, &key, 2).await.unwrap();
+        assert_eq!(decision.source(), DecisionSource::Store);
+        assert_eq!(decision.remaining(), Some(3));
+        let refund = Refund::of(&decision, 2).expect("an admission by Redis");
+        assert!(
+            b.refund(&policy, &key, refund).await.unwrap(),
+            "{algorithm:?}"
+        );
+        let again = Refund::of(&decision, 2).unwrap();
+        assert!(!a.refund(&policy, &key, again).await.unwrap(), "once");
+        let state = a.inspect(&policy, &key).await.unwrap();
+        assert_eq!(state.limits()[0].remaining(), 5, "{algorithm:?}");
+    }
+    // A hot key's decision in memory: nothing to refund.
+    let policy = Policy::new(
+        "hot",
+        [Limit::gcra(100_000, Duration::from_secs(1)).unwrap()],
+    )
+    .unwrap();
+    let key = redlimit::Key::new("hot");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut decision = a.check(&policy, &key, 1).await.unwrap();
+    while decision.source() != DecisionSource::LocalFirst && Instant::now() < deadline {
+        decision = a.check(&policy, &key, 1).await.unwrap();
+    }
+    assert_eq!(decision.source(), DecisionSource::LocalFirst);
+    assert!(Refund::of(&decision, 1).is_none());
 }

@@ -23,7 +23,12 @@ use crate::policy::Policy;
 /// (`rl:api:{tenant:acme}:#1a2b:gc0`, `rl:api:{tenant:acme}:tenant:acme:fw1`), so a tenant's
 /// limit is one key whichever of its clients counts against it. Sliding logs share the key of
 /// the first one.
-pub(super) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usize) -> String {
+pub(in crate::store::redis) fn state_key(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    position: usize,
+) -> String {
     let limits = policy.limits();
     let Some(limit) = limits.get(position) else {
         return format!(

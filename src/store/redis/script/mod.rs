@@ -25,6 +25,8 @@ use std::time::Duration;
 use crate::limit::{Algorithm, Limit};
 
 pub(super) use self::batch::{batch_command, split};
+#[cfg(test)]
+pub(super) use self::call::state_key;
 pub(super) use self::call::{evalsha, script_command};
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
