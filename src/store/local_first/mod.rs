@@ -33,7 +33,9 @@ pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{Admin, Check, KeyState, RedisStore, Refund, Refunds, Store, StoreFuture};
+use super::{
+    Admin, Check, KeyState, Override, Overrides, RedisStore, Refund, Refunds, Store, StoreFuture,
+};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -98,8 +100,9 @@ use crate::policy::Policy;
 ///   box ([`Policy::penalty`](crate::Policy::penalty)) boxes only on exact
 ///   decisions: a hot key's local ones do not check or fill it.
 /// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
-///   every decision counts into (see there for how fresh). Overrides are not offered yet (they
-///   answer [`StoreError::Unsupported`](crate::StoreError::Unsupported)).
+///   every decision counts into (see there for how fresh). **Overrides** ([`Overrides`]) are
+///   the Redis store's: kept in Redis and polled by every instance, they apply to cold keys in
+///   Redis's checks and to hot keys in memory, keeping the units used.
 /// - **Refunds** ([`Refunds`]) give back what Redis admitted (a cold key's decisions); a hot
 ///   key's local decisions are not refundable ([`Refund::of`] answers `None` for them).
 ///
@@ -269,7 +272,11 @@ impl Store for LocalFirstStore {
         if exact(policy, key) {
             return self.shared.redis.check(policy, key, cost);
         }
-        match self.shared.core.check(policy, key, cost) {
+        // A hot key is decided under the limits Redis would apply to it: its override's, if it
+        // has one (the Redis store polls them, so every instance follows a change).
+        let overridden = self.shared.redis.effective_policy(policy, key);
+        let effective = overridden.as_ref().unwrap_or(policy);
+        match self.shared.core.check(effective, key, cost) {
             Some(decision) => Check::Ready(Ok(decision)),
             None => self.shared.redis.check(policy, key, cost),
         }
@@ -295,6 +302,32 @@ impl Store for LocalFirstStore {
 
     fn refunds(&self) -> Option<&dyn Refunds> {
         Some(self)
+    }
+
+    fn overrides(&self) -> Option<&dyn Overrides> {
+        Some(self)
+    }
+}
+
+/// The Redis store's overrides: kept in Redis, polled by every instance (every
+/// [`RedisStoreBuilder::override_poll`](crate::store::RedisStoreBuilder::override_poll)), and
+/// applied to cold keys by Redis's checks and to hot keys by the decisions in memory, which
+/// keep the units used (as a changed limit does).
+impl Overrides for LocalFirstStore {
+    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()> {
+        self.shared.redis.set_override(policy, key, value)
+    }
+
+    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
+        self.shared.redis.get_override(policy, key)
+    }
+
+    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
+        self.shared.redis.remove_override(policy, key)
+    }
+
+    fn overrides_version(&self) -> u64 {
+        self.shared.redis.overrides_version()
     }
 }
 

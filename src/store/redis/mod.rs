@@ -240,6 +240,12 @@ impl RedisStore {
         &self.inner.prefix
     }
 
+    /// `policy` with `key`'s override applied, if it has one in force here (the local-first
+    /// store decides hot keys in memory under the same limits a check here would use).
+    pub(crate) fn effective_policy(&self, policy: &Policy, key: &Key) -> Option<Policy> {
+        self.inner.overrides.effective(policy, key)
+    }
+
     /// TEST ONLY (`redlimit::__private::check_at`): the script uses `now_us` instead of
     /// Redis `TIME`.
     pub(crate) fn check_at(&self, policy: &Policy, key: &Key, cost: u64, now_us: u64) -> Check {

@@ -756,3 +756,67 @@ async fn a_cold_key_s_decision_is_refunded_from_either_instance() {
     assert_eq!(decision.source(), DecisionSource::LocalFirst);
     assert!(Refund::of(&decision, 1).is_none());
 }
+
+/// An override set through one instance reaches a key hot on the other (decided in memory)
+/// within an override poll, keeping the units it used; removing it restores the policy's limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_reaches_a_hot_key_on_every_instance_keeping_its_units() {
+    use redlimit::store::{Override, Overrides, Store};
+
+    let server = RedisServer::start();
+    let [a, b] = pair(
+        &server,
+        &unique_prefix("lf-override"),
+        Duration::from_millis(50),
+    )
+    .await;
+    // Room for far more than `local_after` decisions per interval: the key turns hot.
+    let limit = Limit::fixed_window(1_000_000, Duration::from_secs(3600)).unwrap();
+    let policy = Policy::new("override", [limit]).unwrap();
+    let key = redlimit::Key::new("tenant");
+    let (mut local, mut admitted) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while local < 200 && Instant::now() < deadline {
+        let d = a.check(&policy, &key, 1).await.unwrap();
+        admitted += u64::from(d.is_allowed());
+        local += u64::from(d.source() == DecisionSource::LocalFirst);
+    }
+    assert_eq!(local, 200, "the key turned hot on `a`");
+
+    let raised = Override::parse(&policy, "3000000/1h").unwrap();
+    b.set_override(&policy, &key, raised.clone()).await.unwrap();
+    assert_eq!(a.get_override(&policy, &key).await.unwrap(), Some(raised));
+    let started = Instant::now();
+    // `a` decides the hot key in memory, under the override, with the units it used.
+    let peek = async || a.check(&policy, &key, 0).await.unwrap();
+    let applied = eventually(Duration::from_secs(10), async || {
+        let d = peek().await;
+        d.source() == DecisionSource::LocalFirst && d.remaining() == Some(3_000_000 - admitted)
+    })
+    .await;
+    assert!(
+        applied,
+        "`a` applies the override to its hot key, keeping {admitted} units"
+    );
+    eprintln!(
+        "override applied on the other instance after {:?}",
+        started.elapsed()
+    );
+    // `b`, where the key is cold, gets it from Redis, with every unit `a` synced.
+    let synced = eventually(Duration::from_secs(10), async || {
+        b.check(&policy, &key, 0).await.unwrap().remaining() == Some(3_000_000 - admitted)
+    })
+    .await;
+    assert!(synced, "`b` decides under the override with `a`'s units");
+
+    assert!(a.remove_override(&policy, &key).await.unwrap());
+    let restored = eventually(Duration::from_secs(10), async || {
+        let d = peek().await;
+        d.source() == DecisionSource::LocalFirst && d.remaining() == Some(1_000_000 - admitted)
+    })
+    .await;
+    assert!(
+        restored,
+        "`a` is back on the policy's limit, its units kept"
+    );
+}
