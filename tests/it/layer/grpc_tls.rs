@@ -7,12 +7,13 @@
 //! SNI of its own) records only the latter, which `PeerIp` reads through tonic too (before,
 //! such a server had no peer address and every call went through unlimited).
 
+use crate::support::pki::{pki, Pki};
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{self, Stream};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use redlimit::layer::Handle;
 use redlimit::store::MemoryStore;
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
@@ -26,31 +27,6 @@ use tonic::{Code, Request};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::ServingStatus;
-
-/// A private CA's certificate (PEM), and a certificate for `localhost` it signed, with its key.
-struct Pki {
-    ca: String,
-    cert: rcgen::Certificate,
-    key: KeyPair,
-}
-
-fn pki() -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    Pki {
-        ca: ca.pem(),
-        cert,
-        key,
-    }
-}
 
 /// A layer admitting 3 calls per IP in 10 minutes, and its handle.
 fn layer() -> (RateLimitLayer, Handle, Policy) {

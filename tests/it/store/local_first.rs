@@ -492,6 +492,21 @@ async fn pair(server: &RedisServer, prefix: &str, interval: Duration) -> [LocalF
     [store().await, store().await]
 }
 
+/// Checks `key` on `store` until 200 of its decisions were made in memory (the key is hot
+/// there); answers how many units were admitted on the way.
+async fn turn_hot(store: &LocalFirstStore, policy: &Policy, key: &redlimit::Key) -> u64 {
+    use redlimit::store::Store;
+    let (mut local, mut admitted) = (0u64, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while local < 200 && Instant::now() < deadline {
+        let d = store.check(policy, key, 1).await.unwrap();
+        admitted += u64::from(d.is_allowed());
+        local += u64::from(d.source() == DecisionSource::LocalFirst);
+    }
+    assert_eq!(local, 200, "the key turned hot");
+    admitted
+}
+
 /// A per-key limit of 5 an hour (keyed by `x-api-key`) on each store.
 fn per_key_apps(stores: &[LocalFirstStore], policy: &Policy) -> Vec<Router> {
     stores
@@ -673,15 +688,7 @@ async fn inspect_and_reset_see_a_hot_key_from_either_instance() {
     let limit = Limit::fixed_window(10_000_000_000, Duration::from_secs(400 * 86_400)).unwrap();
     let policy = Policy::new("admin", [limit]).unwrap();
     let key = redlimit::Key::new("tenant");
-    let mut local = 0u64;
-    let mut admitted = 0u64;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while local < 200 && Instant::now() < deadline {
-        let d = a.check(&policy, &key, 1).await.unwrap();
-        admitted += u64::from(d.is_allowed());
-        local += u64::from(d.source() == DecisionSource::LocalFirst);
-    }
-    assert_eq!(local, 200, "the key turned hot on `a`");
+    let admitted = turn_hot(&a, &policy, &key).await;
     // Once `a` synced its units, both read them all.
     let used = |state: redlimit::store::KeyState| limit.count() - state.limits()[0].remaining();
     let seen = eventually(Duration::from_secs(10), async || {
@@ -774,14 +781,7 @@ async fn an_override_reaches_a_hot_key_on_every_instance_keeping_its_units() {
     let limit = Limit::fixed_window(1_000_000, Duration::from_secs(3600)).unwrap();
     let policy = Policy::new("override", [limit]).unwrap();
     let key = redlimit::Key::new("tenant");
-    let (mut local, mut admitted) = (0u64, 0u64);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while local < 200 && Instant::now() < deadline {
-        let d = a.check(&policy, &key, 1).await.unwrap();
-        admitted += u64::from(d.is_allowed());
-        local += u64::from(d.source() == DecisionSource::LocalFirst);
-    }
-    assert_eq!(local, 200, "the key turned hot on `a`");
+    let admitted = turn_hot(&a, &policy, &key).await;
 
     let raised = Override::parse(&policy, "3000000/1h").unwrap();
     b.set_override(&policy, &key, raised.clone()).await.unwrap();

@@ -10,35 +10,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use redlimit::store::{RedisStore, Store};
 use redlimit::Key;
 use rustls::crypto::CryptoProvider;
 use support::*;
-
-struct Pki {
-    ca: String,
-    cert: String,
-    key: String,
-}
-
-fn pki() -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_key = KeyPair::generate().unwrap();
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    Pki {
-        ca: ca.pem(),
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    }
-}
 
 /// A redis-server serving TLS only, with a certificate of its own private CA.
 struct TlsRedis {
@@ -64,8 +39,8 @@ impl TlsRedis {
         };
         let (ca, cert, key) = (
             path("ca.pem", &pki.ca),
-            path("cert.pem", &pki.cert),
-            path("key.pem", &pki.key),
+            path("cert.pem", &pki.cert.pem()),
+            path("key.pem", &pki.key.serialize_pem()),
         );
         let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()

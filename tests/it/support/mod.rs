@@ -8,6 +8,8 @@ pub(crate) mod cluster;
 pub(crate) mod example;
 #[cfg(feature = "jwt")]
 pub(crate) mod jwt;
+#[cfg(any(feature = "grpc", feature = "tls"))]
+pub(crate) mod pki;
 pub(crate) mod proxy;
 pub(crate) mod redis_server;
 pub(crate) mod sentinel;
@@ -15,6 +17,8 @@ pub(crate) mod sentinel;
 pub(crate) use app::*;
 pub(crate) use cluster::RedisCluster;
 pub(crate) use example::{example_binary, RunningExample};
+#[cfg(any(feature = "grpc", feature = "tls"))]
+pub(crate) use pki::pki;
 pub(crate) use proxy::Proxy;
 pub(crate) use redis_server::{redis_binary, RedisServer};
 pub(crate) use sentinel::{SentinelSet, MASTER_NAME};
