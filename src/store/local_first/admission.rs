@@ -18,6 +18,39 @@ pub(super) fn deny_probability(used: u64, count: u64, low: f64, high: f64) -> f6
     }
 }
 
+/// How many of `offered` one-unit requests a limit of `count` with `used` units used admits
+/// in one step, each at the [`deny_probability`] of the level the step *ends* on: the `x`
+/// with `x = offered · (1 − p(used + x + 1))`, an implicit (backward Euler) step, taken short
+/// of the last admissible unit (the one that fills the limit to its high mark).
+///
+/// The view extrapolates the rest of the fleet with it. Admitting a whole step at the
+/// probability of the level it *starts* from (an explicit step) overshoots whenever the step
+/// offers more than the band is wide: past a few times overload the band's equilibrium lies a
+/// few units below the limit, steps jumped past it, and the view stood full, denying every
+/// request, until time drained it (a sixth of each interval at 50x: 0.88 of the limit). The
+/// implicit step cannot jump past the level where admissions stop, and whatever its length it
+/// settles where the fleet's admissions match the drain, as the continuous process does.
+///
+/// The last admissible unit is left to the decisions: which instance draws it the model
+/// cannot know, and a view that credits it to the others as well stands full while the fleet
+/// is not (0.66 of the limit at 600x in the simulation). Under a hard threshold (an empty
+/// band) every unit the drain frees is such a unit: that is the see-saw the band removes.
+pub(super) fn admitted_of(offered: f64, used: u64, count: u64, low: f64, high: f64) -> f64 {
+    if offered.is_nan() || offered <= 0.0 {
+        return 0.0;
+    }
+    let (low, high) = (low * count as f64, high * count as f64);
+    let next = used as f64 + 1.0;
+    if next + offered <= low {
+        return offered;
+    }
+    // In the band p(v) = (v − low) / w: x = offered · (w − d − x) / w, d = next − low.
+    let w = high - low + 1.0;
+    let d = next - low;
+    let x = offered * (w - d) / (w + offered);
+    x.min(high - next).max(0.0)
+}
+
 /// Whether a request with deny probability `p` passes, given a uniform `draw` in `[0, 1)`.
 pub(super) fn admits(p: f64, draw: f64) -> bool {
     p <= 0.0 || (p < 1.0 && draw >= p)
@@ -50,6 +83,31 @@ mod tests {
             .filter(|i| admits(0.25, f64::from(*i) / 1000.0))
             .count();
         assert_eq!(admitted, 750);
+    }
+
+    #[test]
+    fn an_implicit_step_stops_where_admissions_would() {
+        // Below the band, everything; at the high mark, nothing.
+        assert_eq!(admitted_of(10.0, 0, 100, 0.8, 1.0), 10.0);
+        assert_eq!(admitted_of(10.0, 99, 100, 0.8, 1.0), 0.0);
+        assert_eq!(admitted_of(10.0, 100, 100, 0.8, 1.0), 0.0);
+        // However much a step offers, it stops short of the last unit: an explicit step, at
+        // the probability of the level it starts from (0), would add all it offers.
+        for offered in [100.0, 10_000.0, 1e9] {
+            let x = admitted_of(offered, 50, 100, 0.8, 1.0);
+            assert!(x > 29.0 && 50.0 + x <= 99.0, "{offered}: {x}");
+            // A fixed point: x is what the level it leaves admits of the offer.
+            let p = (51.0 + x - 80.0) / 21.0;
+            assert!(
+                (x - offered * (1.0 - p)).abs() < 1e-9 * offered || 50.0 + x == 99.0,
+                "{offered}: {x}"
+            );
+        }
+        // 100 offered from 80 used: the line's fixed point, 1 − p = x / 100, near 96.5.
+        let x = admitted_of(100.0, 80, 100, 0.8, 1.0);
+        assert!((x - 100.0 * 20.0 / 121.0).abs() < 1e-9, "{x}");
+        // 1 000 offered from 90 used: the line's fixed point (99.8) is past the last unit.
+        assert_eq!(admitted_of(1_000.0, 90, 100, 0.8, 1.0), 9.0);
     }
 
     #[test]

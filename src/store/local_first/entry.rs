@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::admission::{admits, deny_probability};
+use super::admission::{admits, admitted_of, deny_probability};
 use super::view::{self, Fleet, View};
 use crate::algorithm::{Eval, State};
 use crate::decision::{LimitState, LimitStates};
@@ -359,8 +359,9 @@ impl Entry {
             self.extrapolated_to = self.extrapolated_to.max(until);
             return;
         }
-        // In steps of at most a quarter of the admission band, so the admission each step
-        // assumes is the view's at that moment, not at the start of a long gap.
+        // In steps offering at most a quarter of the admission band, each admitted at the
+        // probability of the level it ends on (an implicit step, which never jumps past where
+        // admissions stop), with the drain of its own span.
         let smallest = self.limits.iter().map(Limit::count).min().unwrap_or(1) as f64;
         let step_units = ((ctx.high - ctx.low) * smallest / 4.0).max(1.0);
         let span = until - self.extrapolated_to;
@@ -370,8 +371,7 @@ impl Entry {
         for k in 1..=steps {
             let at = self.extrapolated_to + span * k / steps;
             let previous = self.extrapolated_to + span * (k - 1) / steps;
-            let admit = 1.0 - self.deny_probability(at, ctx);
-            let x = self.rate * admit * (at - previous) as f64 + self.fraction;
+            let x = self.admitted_of(self.rate * (at - previous) as f64, at, ctx) + self.fraction;
             let units = x.floor();
             self.fraction = x - units;
             if units >= 1.0 {
@@ -384,18 +384,19 @@ impl Entry {
         self.extrapolated_to = until;
     }
 
-    /// The probability this view denies a request of one unit now.
-    fn deny_probability(&self, now: u64, ctx: &Context) -> f64 {
+    /// How many of `offered` one-unit requests this view admits at `now`, each at the
+    /// probability of the level it leaves ([`admitted_of`]; the tightest limit decides).
+    fn admitted_of(&self, offered: f64, now: u64, ctx: &Context) -> f64 {
         self.limits
             .iter()
             .zip(&self.views)
             .map(|(limit, view)| {
                 let count = limit.count();
                 let (eval, _) = view.eval(count, limit.period_us(), 1, now);
-                let used = count.saturating_sub(eval.remaining_before) + 1;
-                deny_probability(used, count, ctx.low, ctx.high)
+                let used = count.saturating_sub(eval.remaining_before);
+                admitted_of(offered, used, count, ctx.low, ctx.high)
             })
-            .fold(0.0, f64::max)
+            .fold(offered, f64::min)
     }
 
     /// Takes the fleet's answer to a sync that sent `sent` and `offered` (this instance's

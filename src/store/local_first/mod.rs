@@ -69,9 +69,12 @@ use crate::policy::Policy;
 /// in hand, and exact only once Redis holds all it counted.
 ///
 /// In local mode each instance decides from its view: the key's state at the last sync, plus
-/// its own consumption since, plus the rest of the fleet's recent rate times the time elapsed
-/// (extrapolation). No I/O on the request path: a check costs what a memory-store check
-/// costs. A background task sends, every interval (default 100 ms) and early when a key's
+/// its own consumption since, plus the rest of the fleet's extrapolated: its offered rate (as
+/// the syncs measure it), admitted as this view admits, in implicit steps (each step at the
+/// probability of the level it ends on, so none jumps past the level where admissions stop,
+/// and short of the last admissible unit, which the decisions draw for). The view so settles
+/// where the whole fleet's admissions match the limit's rate, at 3x overload as at 800x.
+/// No I/O on the request path: a check costs what a memory-store check costs. A background task sends, every interval (default 100 ms) and early when a key's
 /// unsent units reach half of its limit, what each hot key counted, in batched script calls
 /// (`lua/local_first_sync.lua`; one per Cluster hash slot).
 ///
@@ -106,7 +109,9 @@ use crate::policy::Policy;
 /// - **Refunds** ([`Refunds`]) give back what Redis admitted (a cold key's decisions); a hot
 ///   key's local decisions are not refundable ([`Refund::of`] answers `None` for them).
 ///
-/// Accuracy per scenario is measured by `benches/local_first_sim.rs` (`benches/README.md`).
+/// Accuracy per scenario is measured by `benches/local_first_sim.rs` (`benches/README.md`): in
+/// simulation a hot global key on 3 instances admits within 5 % of the ideal (burst + rate ×
+/// time) at every overload from 1x to 3 300x, and 100 instances within 0.1 % of exact mode.
 ///
 /// Local decisions carry [`DecisionSource::LocalFirst`](crate::DecisionSource::LocalFirst);
 /// exact ones, Redis's, [`DecisionSource::Store`](crate::DecisionSource::Store). Cheap to clone: clones share state
