@@ -52,7 +52,9 @@ pub struct Refund {
 impl Refund {
     /// The refund of a request of `cost` that `decision` admitted, or `None` when there is
     /// nothing to give back: the decision denied it, did not come from the store (fail open,
-    /// the local fallback, a local-first store's decision in memory), or `cost` is 0. `cost`
+    /// the local fallback), or `cost` is 0. A local-first store's decisions in memory
+    /// ([`DecisionSource::LocalFirst`]) are the store's: they count into the state in Redis,
+    /// and are refunded there. `cost`
     /// must be the cost the request was checked with (the layer passes it): the guarantee
     /// "never below the state before the request" rests on it. A larger one may give back units of other requests, though never beyond
     /// a fresh state (a count at 0, a bucket full, a TAT at now, a log entry empty).
@@ -71,7 +73,10 @@ impl Refund {
     /// ```
     pub fn of(decision: &Decision, cost: u64) -> Option<Refund> {
         if !decision.is_allowed()
-            || decision.source() != DecisionSource::Store
+            || !matches!(
+                decision.source(),
+                DecisionSource::Store | DecisionSource::LocalFirst
+            )
             || decision.limits().is_empty()
             || cost == 0
         {

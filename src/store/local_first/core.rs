@@ -54,6 +54,10 @@ pub(crate) struct Core {
     instances: AtomicU32,
     rounds: AtomicU64,
     pub(crate) wake: tokio::sync::Notify,
+    /// A refund waits for this instance's units to reach Redis: sync now, not at the interval.
+    pub(crate) urgent: tokio::sync::Notify,
+    /// Every waiter is woken when a round of syncs has been answered (or has failed).
+    pub(crate) synced: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Core {
@@ -88,6 +92,8 @@ impl Core {
             instances: AtomicU32::new(instances),
             rounds: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
+            urgent: tokio::sync::Notify::new(),
+            synced: tokio::sync::Notify::new(),
         }
     }
 
@@ -299,6 +305,45 @@ impl Core {
             }
         }
         self.rounds.fetch_add(1, Ordering::Relaxed);
+        self.synced.notify_waiters();
+    }
+
+    /// The units this instance counted for `key` under `policy` that Redis has not
+    /// acknowledged yet, as `(entry generation, counted)`: a refund waits until they are in
+    /// the state it takes units from. `None`: nothing is owed.
+    pub(crate) fn unacked(&self, policy: &str, key: &Key) -> Option<(u64, u64)> {
+        let place = self.entries.lookup(policy, key.as_str());
+        let mut shard = self.entries.shard(place.hash);
+        let entry = shard.get_mut(place)?;
+        (!entry.settled()).then_some((entry.generation, entry.counted))
+    }
+
+    /// Whether Redis acknowledged the units up to `counted` of `key`'s entry `generation`
+    /// ([`Core::unacked`]): an entry gone or made again was dropped only once settled.
+    pub(crate) fn acknowledged(
+        &self,
+        policy: &str,
+        key: &Key,
+        (generation, counted): (u64, u64),
+    ) -> bool {
+        let place = self.entries.lookup(policy, key.as_str());
+        let mut shard = self.entries.shard(place.hash);
+        shard
+            .get_mut(place)
+            .filter(|e| e.generation == generation)
+            .is_none_or(|e| e.acked >= counted)
+    }
+
+    /// Gives `cost` units admitted at `at` back to `key`'s view under `policy`, at once (Redis
+    /// gave them back to the fleet; the next sync brings the same).
+    pub(crate) fn give_back(&self, policy: &Policy, key: &Key, cost: u64, at: u64) {
+        let now = self.now();
+        let place = self.entries.lookup(policy.name(), key.as_str());
+        let mut shard = self.entries.shard(place.hash);
+        if let Some(entry) = shard.get_mut(place) {
+            entry.adopt(&policy.limits_arc());
+            entry.give_back(cost, at, now);
+        }
     }
 
     /// Forgets `key`'s entry under `policy` (its state was reset): its next decision is a

@@ -66,7 +66,8 @@ pub(crate) struct Rule {
 /// What a decision needs from the store besides the entry.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Context {
-    /// Syncs are failing: decide on this instance's share, count nothing toward the fleet.
+    /// Syncs are failing: decide on this instance's share (the units still count toward the
+    /// fleet, sent once Redis answers again).
     pub(crate) isolated: bool,
     /// The live instances (heartbeats), for the share.
     pub(crate) instances: u32,
@@ -296,7 +297,10 @@ impl Entry {
             for (view, verdict) in views.iter_mut().zip(&verdicts) {
                 *view = verdict.1;
             }
-            if !ctx.isolated && cost > 0 {
+            // Alone too: what an isolated instance admits reaches the fleet with its first
+            // sync after, merged from when it was counted (units long past drop out), so the
+            // fleet does not take a second budget on Redis's return.
+            if cost > 0 {
                 self.counted += cost;
                 self.since_sent.get_or_insert(now);
                 self.since_unacked.get_or_insert(now);
@@ -463,6 +467,17 @@ impl Entry {
         self.share = None;
         if self.mode == Mode::Joining {
             self.mode = Mode::Local;
+        }
+    }
+
+    /// Gives back `cost` units admitted at `at` to the view (a refund Redis applied to the
+    /// fleet's state), as the algorithm refunds them: see `Refund`.
+    pub(crate) fn give_back(&mut self, cost: u64, at: u64, now: u64) {
+        if !self.synced {
+            return;
+        }
+        for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
+            view.refund(limit.count(), limit.period_us(), cost, at, now);
         }
     }
 

@@ -74,12 +74,15 @@ pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
             last_sweep = tokio::time::Instant::now();
             core.sweep();
         }
-        // Early syncs, but never more than four rounds per interval.
+        // Early syncs, but never more than four rounds per interval; a refund's, sooner (it
+        // waits for them), though still at most one round per 10 ms.
         let next = started + interval;
         let earliest = started + interval / 4;
+        let soonest = started + (interval / 4).min(Duration::from_millis(10));
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
             () = core.wake.notified() => tokio::time::sleep_until(earliest).await,
+            () = core.urgent.notified() => tokio::time::sleep_until(soonest).await,
         }
     }
 }
@@ -104,8 +107,8 @@ pub(super) async fn sync_round(core: &Arc<Core>, redis: &RedisStore) {
             None => groups.push((slot, vec![item])),
         }
     }
-    let timeout = (core.settings.interval * 5).max(Duration::from_millis(500));
-    let min_ttl_ms = 2_000 + 3 * core.settings.interval.as_millis() as u64;
+    let timeout = call_timeout(core.settings.interval);
+    let min_ttl_ms = min_ttl_ms(core.settings.interval);
     let mut calls = JoinSet::new();
     for (_, group) in groups {
         let (core, redis, prefix) = (Arc::clone(core), redis.clone(), prefix.clone());
@@ -123,6 +126,20 @@ pub(super) async fn sync_round(core: &Arc<Core>, redis: &RedisStore) {
         });
     }
     while calls.join_next().await.is_some() {}
+}
+
+/// The least TTL (ms) of what a sync writes (a key's bookkeeping hash, a GCRA or token-bucket
+/// state, drained or not): a minute, or three intervals and 2 s if longer. A sync of units
+/// counted before the state's TAT floors at it (they queue behind the fleet's backlog): kept
+/// that long, the floor is still there when an instance cut off from Redis for up to a minute
+/// (a partition, a frozen server) comes back with what it admitted alone.
+pub(crate) fn min_ttl_ms(interval: Duration) -> u64 {
+    (2_000 + 3 * interval.as_millis() as u64).max(60_000)
+}
+
+/// How long a sync call may take before it counts as failed: five intervals, at least 0.5 s.
+pub(crate) fn call_timeout(interval: Duration) -> Duration {
+    (interval * 5).max(Duration::from_millis(500))
 }
 
 /// One sync call, and its answer: Redis time and each key's fleet state.

@@ -161,7 +161,7 @@ fn the_rest_of_the_fleet_is_extrapolated_between_syncs() {
 }
 
 #[test]
-fn isolated_instances_take_their_share_and_replay_nothing_on_return() {
+fn isolated_instances_take_their_share_and_reconcile_it_on_return() {
     let clock = ManualClock::new(T0);
     let policy = Policy::new(
         "p",
@@ -175,19 +175,24 @@ fn isolated_instances_take_their_share_and_replay_nothing_on_return() {
     assert_eq!(admitted(&a, &mut fleet, &policy, &key, 10), 10);
     sync(&a, &mut fleet, &clock);
     // Redis is gone: syncs fail for longer than the grace of three intervals; the share
-    // (1000 / 4), counted toward nothing.
+    // (1000 / 4).
     let failed_at = clock.now_us_for_tests();
     let batch = a.begin_sync();
     a.finish_sync(batch, None, failed_at, failed_at);
     clock.advance(Duration::from_secs(1));
     assert_eq!(admitted(&a, &mut fleet, &policy, &key, 1000), 250);
-    // Back: only the 10 counted while connected ever reached the fleet.
+    // A failed sync in between carries them too; Redis ran it, its answer was lost.
+    let batch = a.begin_sync();
+    fleet.sync(&batch, clock.now_us_for_tests());
+    a.finish_sync(batch, None, failed_at, failed_at);
+    // Back: what was admitted alone reaches the fleet, once.
     clock.advance(Duration::from_millis(1));
+    sync(&a, &mut fleet, &clock);
     sync(&a, &mut fleet, &clock);
     let other = exact(&clock, "b", 4);
     assert_eq!(
         other.check(&mut fleet, &policy, &key, 0).remaining(),
-        Some(990)
+        Some(1000 - 10 - 250)
     );
 }
 
