@@ -6,7 +6,9 @@
 --          each of its L limits (PREFIX:POLICY:{KEY}:gc0, ...), all of one hash tag.
 -- ARGV[1]  the least TTL (ms) of a bookkeeping hash, or a GCRA or token-bucket state, written to
 -- then, per key: FIELD (this instance's entry: INSTANCE.GENERATION), COUNTED (every unit it
---          counted for the key, ever), ACKED (the largest COUNTED Redis acknowledged to it),
+--          counted for the key, ever, alone while cut off from Redis included), ACKED (what
+--          to take as counted already if the hash has no FIELD: the largest COUNTED Redis
+--          acknowledged to it, plus the units it counted alone since),
 --          SINCE (when it counted the first unit not acknowledged, in its estimate of Redis
 --          time, µs), OFFERED (every unit it was asked for, admitted or not, ever), L (limits),
 --          then per limit: CODE (gc | tb | fw | sw), COUNT, PERIOD_US
@@ -17,8 +19,10 @@
 --          asked for while the hash lived (the others' demand, for extrapolation).
 --
 -- Idempotent: the hash keeps each entry's last COUNTED and adds only what is new, so a sync
--- that is lost or sent twice never counts twice. A hash that expired forgot the entries:
--- their units up to ACKED are in the state already, so only the rest is added.
+-- that is lost or sent twice never counts twice. What an instance admitted alone (its syncs
+-- failing) reaches the state with its first sync after, from when it was counted: the fleet
+-- takes no second budget. A hash that expired (or a restart) forgot the entries: their units
+-- up to ACKED are in the state already, or with it gone, so only the rest is added.
 --
 -- New units are forced into the state, never refused: GCRA's TAT moves by units x T from
 -- max(TAT, SINCE), a token bucket's missing tokens likewise (as its twin TAT, at most a full

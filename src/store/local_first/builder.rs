@@ -104,9 +104,10 @@ impl LocalFirstStoreBuilder {
     /// Evicting never loses units this instance counted that Redis has not acknowledged yet:
     /// the fleet would never see them, and would admit them again. A key holding such units
     /// is not evicted; when every key sampled holds some, the new key is kept beyond the cap
-    /// until the next sync acknowledges them. Units are counted only while syncs succeed (an
-    /// isolated store counts none), so the keys beyond the cap are at most those that counted
-    /// units since the last acknowledged sync. An evicted key that comes back is a cold key:
+    /// until the next sync acknowledges them. Units are counted only by hot keys (a key turns
+    /// hot only with a sync), so the keys beyond the cap are at most those that counted units
+    /// since the last acknowledged sync; while Redis is unreachable, at most the keys that were
+    /// hot when it went. An evicted key that comes back is a cold key:
     /// it decides on its share of each limit until its first sync.
     ///
     /// ```

@@ -24,7 +24,12 @@ pub(crate) struct SyncItem {
     /// When the first unit not acknowledged was counted (Redis time, µs).
     pub(crate) since: u64,
     pub(crate) counted: u64,
+    /// What Redis takes as already counted if it has no record of this entry: the units it
+    /// acknowledged, and those counted alone since (a Redis that forgot the key, restarted or
+    /// after a cut of over a minute, resumes from its state without them).
     pub(crate) acked: u64,
+    /// The units this entry counted alone (syncs failing), ever.
+    pub(crate) alone: u64,
     pub(crate) offered: u64,
     pub(crate) limits: Arc<[crate::Limit]>,
 }
@@ -228,7 +233,8 @@ impl Core {
                     field: format!("{}.{}", self.instance, entry.generation),
                     generation: entry.generation,
                     counted: entry.counted,
-                    acked: entry.acked,
+                    acked: entry.acked + entry.alone.saturating_sub(entry.alone_acked),
+                    alone: entry.alone,
                     offered: entry.offered,
                     limits: Arc::clone(&entry.limits),
                     policy,
@@ -284,6 +290,7 @@ impl Core {
             };
             let retouch = match replies.as_mut().and_then(|(at, r)| Some((*at, r.next()?))) {
                 Some((at, reply)) => {
+                    entry.alone_acked = entry.alone_acked.max(item.alone);
                     entry.apply(
                         item.counted,
                         item.offered,

@@ -98,6 +98,9 @@ pub(crate) struct Entry {
     pub(crate) offered: u64,
     /// The largest `counted` Redis acknowledged.
     pub(crate) acked: u64,
+    /// Units counted while isolated, ever, and those of them Redis acknowledged.
+    pub(crate) alone: u64,
+    pub(crate) alone_acked: u64,
     /// `counted` when the sync in progress was built (early syncs count from it).
     pub(crate) sent: u64,
     views: SmallVec<[State; 2]>,
@@ -168,6 +171,8 @@ impl Entry {
             counted: 0,
             offered: 0,
             acked: 0,
+            alone: 0,
+            alone_acked: 0,
             sent: 0,
             views,
             share: None,
@@ -299,9 +304,13 @@ impl Entry {
             }
             // Alone too: what an isolated instance admits reaches the fleet with its first
             // sync after, merged from when it was counted (units long past drop out), so the
-            // fleet does not take a second budget on Redis's return.
+            // fleet does not take a second budget on Redis's return (unless Redis forgot the
+            // key meanwhile: `SyncItem::acked`).
             if cost > 0 {
                 self.counted += cost;
+                if ctx.isolated {
+                    self.alone += cost;
+                }
                 self.since_sent.get_or_insert(now);
                 self.since_unacked.get_or_insert(now);
             }

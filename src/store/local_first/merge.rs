@@ -296,6 +296,7 @@ mod tests {
             since: u64::MAX,
             counted,
             acked,
+            alone: 0,
             offered: counted,
             limits: Arc::from([limit]),
         }

@@ -88,26 +88,40 @@ use crate::policy::Policy;
 ///   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
 ///   eases into the limit instead of see-sawing a sync interval late.
 /// - **Redis death.** When syncs fail, each instance decides its hot keys alone with its
-///   share of each limit (`N / instances`, the instances counted by a heartbeat in Redis) and
-///   counts nothing toward the fleet; when Redis returns it resumes from the key's state,
-///   without replaying what it admitted alone. Cold keys fail as exact mode's do (the layer's
-///   [`OnStoreError`](crate::layer::OnStoreError) applies).
+///   share of each limit (`N / instances`, the instances counted by a heartbeat in Redis).
+///   Cold keys fail as exact mode's do (the layer's
+///   [`OnStoreError`](crate::layer::OnStoreError) applies). What it admits alone is still
+///   counted toward the fleet: when Redis answers again (a partition healed, a frozen server
+///   thawed) the first sync merges those units into the key's state as any sync does, once
+///   (the cumulative counts), from when they were counted: a GCRA's queue behind the backlog
+///   Redis kept and the units long past drop out, a window's land in the current window. So
+///   the fleet gets no second budget on Redis's return: over the whole span it admits what the
+///   limit allows, the shares' fresh bursts on isolation paid back after (up to the cap on a
+///   GCRA's backlog: a burst, plus another burst or 1 s). Redis keeps what this needs, a
+///   key's bookkeeping hash and a drained GCRA state, for a minute; a Redis that no longer
+///   has the key's hash (restarted empty, or cut off for longer) takes only the units counted
+///   while connected, and the fleet resumes from its state, as exact mode would.
 /// - **Bounded memory.** At most [`DEFAULT_MAX_KEYS`](crate::store::DEFAULT_MAX_KEYS) keys
 ///   by default, in the memory store's map (a cold key holds only its count of decisions);
 ///   never at the cost of units Redis has not acknowledged
 ///   ([`LocalFirstStoreBuilder::max_keys`] says how).
 /// - **Algorithms.** GCRA and token bucket (kept as its GCRA twin: the same burst and rate;
 ///   a sync can fill its bucket, not run it into debt), fixed and sliding windows. A policy
-///   with a sliding log or an in-flight limit, and a key with limit keys, are decided exactly,
-///   by Redis, per request ([`LocalFirstStore::supports`] says which). A policy's penalty
-///   box ([`Policy::penalty`](crate::Policy::penalty)) boxes only on exact
-///   decisions: a hot key's local ones do not check or fill it.
+///   with a sliding log or an in-flight limit, and a key with limit keys (each limit of a
+///   hierarchical quota holds to the unit across instances), are decided exactly, by Redis,
+///   per request ([`LocalFirstStore::supports`] says which).
+/// - **Penalty box.** A policy with one ([`Policy::penalty`](crate::Policy::penalty)) is
+///   decided exactly, whatever its traffic: a denial boxes the key in Redis in the same
+///   script call, every instance denies it at once for the box's duration, and the layer's
+///   deny cache answers the boxed key without Redis, as in exact mode. Its admissions cost a
+///   call each; boxing in memory and telling the fleet at the next sync would let the other
+///   instances admit the flood for up to an interval, which is what the box is for.
 /// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
 ///   every decision counts into (see there for how fresh). **Overrides** ([`Overrides`]) are
 ///   the Redis store's: kept in Redis and polled by every instance, they apply to cold keys in
 ///   Redis's checks and to hot keys in memory, keeping the units used.
-/// - **Refunds** ([`Refunds`]) give back what Redis admitted (a cold key's decisions); a hot
-///   key's local decisions are not refundable ([`Refund::of`] answers `None` for them).
+/// - **Refunds** ([`Refunds`]) of any decision, local ones included, are given back in
+///   Redis, once, from any instance (see there).
 ///
 /// Accuracy per scenario is measured by `benches/local_first_sim.rs` (`benches/README.md`): in
 /// simulation a hot global key on 3 instances admits within 5 % of the ideal (burst + rate ×
@@ -170,9 +184,10 @@ impl LocalFirstStore {
         LocalFirstStoreBuilder::new(redis)
     }
 
-    /// Whether local-first mode decides `policy` in memory: every limit is a GCRA, token
+    /// Whether local-first mode can decide `policy` in memory: every limit is a GCRA, token
     /// bucket, fixed or sliding window. A policy with a sliding log is decided exactly, by
-    /// Redis, on every request.
+    /// Redis, on every request (as is one with a penalty box, which is supported: see
+    /// [`LocalFirstStore`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -376,8 +391,7 @@ impl Shared {
         let Some(owed) = core.unacked(policy.name(), key) else {
             return;
         };
-        let deadline =
-            tokio::time::Instant::now() + 2 * task::call_timeout(core.settings.interval);
+        let deadline = tokio::time::Instant::now() + 2 * task::call_timeout(core.settings.interval);
         loop {
             let synced = core.synced.notified();
             tokio::pin!(synced);

@@ -197,6 +197,36 @@ fn isolated_instances_take_their_share_and_reconcile_it_on_return() {
 }
 
 #[test]
+fn a_redis_that_forgot_the_key_is_not_replayed_what_was_admitted_alone() {
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new(
+        "p",
+        [Limit::fixed_window(1000, Duration::from_secs(100)).unwrap()],
+    )
+    .unwrap();
+    let key = Key::new("k");
+    let a = exact(&clock, "a", 4);
+    let mut fleet = Fleet::default();
+    join(&a, &mut fleet, &clock, &policy, &key);
+    sync(&a, &mut fleet, &clock);
+    let failed_at = clock.now_us_for_tests();
+    let batch = a.begin_sync();
+    a.finish_sync(batch, None, failed_at, failed_at);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(admitted(&a, &mut fleet, &policy, &key, 1000), 250);
+    // Redis restarted empty: 3 more, counted while connected, are all it learns.
+    let mut restarted = Fleet::default();
+    sync(&a, &mut restarted, &clock);
+    assert_eq!(admitted(&a, &mut restarted, &policy, &key, 3), 3);
+    sync(&a, &mut restarted, &clock);
+    let other = exact(&clock, "b", 4);
+    assert_eq!(
+        other.check(&mut restarted, &policy, &key, 0).remaining(),
+        Some(1000 - 3)
+    );
+}
+
+#[test]
 fn a_steady_overload_converges_on_the_limit() {
     // 4 instances, GCRA 200/s, each offered 150/s (3x in all), syncing every 100 ms.
     let clock = ManualClock::new(T0);
