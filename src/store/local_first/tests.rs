@@ -227,6 +227,42 @@ fn a_redis_that_forgot_the_key_is_not_replayed_what_was_admitted_alone() {
 }
 
 #[test]
+fn a_healed_partition_grants_the_fleet_no_second_burst() {
+    // 2 instances, GCRA 200/s (a burst of 200), each offered 300/s; syncs fail from 2 s to
+    // 3 s (Redis keeps its state), each deciding alone on its share once isolated.
+    let clock = ManualClock::new(T0);
+    let policy = Policy::new("p", [Limit::gcra(200, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    let pair = [instance(&clock, "a", 2), instance(&clock, "b", 2)];
+    let mut fleet = Fleet::default();
+    let mut admitted = 0;
+    let (cut, healed, end) = (2_000, 3_000, 7_000u64);
+    for ms in 0..end {
+        for (n, i) in pair.iter().enumerate() {
+            if (ms + 5 * n as u64) % 10 < 3 && i.check(&mut fleet, &policy, &key, 1).is_allowed() {
+                admitted += 1;
+            }
+            if (ms + 50 * n as u64).is_multiple_of(100) {
+                if (cut..healed).contains(&ms) {
+                    let now = clock.now_us_for_tests();
+                    i.finish_sync(i.begin_sync(), None, now, now);
+                } else {
+                    sync(i, &mut fleet, &clock);
+                }
+            }
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    // The burst, then the rate; the shares' fresh bursts on isolation are paid back after.
+    let ideal = 200.0 + 200.0 * end as f64 / 1000.0;
+    let ratio = f64::from(admitted) / ideal;
+    assert!(
+        (0.95..=1.05).contains(&ratio),
+        "admitted {admitted} of {ideal}: {ratio:.3}"
+    );
+}
+
+#[test]
 fn a_steady_overload_converges_on_the_limit() {
     // 4 instances, GCRA 200/s, each offered 150/s (3x in all), syncing every 100 ms.
     let clock = ManualClock::new(T0);

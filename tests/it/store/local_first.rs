@@ -1047,7 +1047,8 @@ fn offer(
 /// partition: Redis keeps its state) for 3 s, each instance admits its share alone, then the
 /// link heals. What each admitted alone reaches the fleet on the return, merged from when it
 /// was counted: over the whole span the fleet admits what the limit allows (the burst, then
-/// the rate), not a second burst on the return.
+/// the rate), not a second burst on the return (which made 1.25 of it). The same on a manual
+/// clock, to the percent: `a_healed_partition_grants_the_fleet_no_second_burst` (`src/`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_healed_grants_no_second_budget() {
     let _alone = ONE_AT_A_TIME.lock().await;
