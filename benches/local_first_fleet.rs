@@ -3,7 +3,7 @@
 //! servers without `--sync-ms`) in the same run.
 //!
 //! ```text
-//! cargo bench --bench local_first_fleet            # ~4 minutes once built
+//! cargo bench --bench local_first_fleet            # ~3 minutes once built; needs wrk
 //! REDLIMIT_BENCH_SECS=3 REDLIMIT_BENCH_OVERLOADS=3,3300 REDLIMIT_BENCH_KEYS=1000 \
 //!   REDLIMIT_BENCH_SPARSE_KEYS=10000 cargo bench --bench local_first_fleet
 //! ```
