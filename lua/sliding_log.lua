@@ -8,45 +8,17 @@
 --          Redis writes a number more cheaply than Lua pads a string). The newest member at or
 --          before now - span (the longest log period), the base, stays for its total; older
 --          ones are trimmed. TTL: span (ARGV, written by the store).
--- Defines  sliding_log_open(key, now, span) -> at, newest, total, base
---            reads the log once per call (the time `at` of the decision, the newest member's
---            time and total, the base's total) and trims it. A newest member later than now (a
---            clock step back) makes `at` that member's time, so no wait exceeds the period.
---          sliding_log(key, n, p, cost, at, newest, total, before)
+-- Opened   inline, once per call, by the tail (sliding_log_open.lua: read and trimmed),
+--          leaving log_at, log_newest, log_total, log_base: the time of the decision, the
+--          newest member's time and total, the base's total.
+-- Defines  sliding_log(key, n, p, cost, at, newest, total, before)
 --            -> ok, remaining before, remaining after, reset before, reset after, retry
 --            where `before` is the total before the span of p: the base's for the longest log
 --            limit; for a shorter one the tail reads the newest member at or before at - p, else
---            takes the base's.
+--            takes the base's. The tail admits inline (ok = used + cost <= n, with used =
+--            total - before) and calls this for a denial's figures and for an inspection.
 --          The tail commits once per key: ZADD at, named 10^15 + total + cost (when cost > 0;
 --          into an empty log, with the marker 10^15 at the same time); PEXPIRE.
-
-local function sliding_log_open(key, now, span)
-  local newest, total = 0, 0
-  local last = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if last[1] then
-    total, newest = last[1] - 1e15, last[2] + 0
-  end
-  local at = math.max(now, newest)
-  -- Members at or before at - span are outside every span: the newest of them stays for its
-  -- total, older ones go. The oldest member left is the base: its total is what came before
-  -- every member that counts (a log starts with a marker of total 0, so a log never trimmed
-  -- has one too). The base, not 0, also starts a span longer than the log was trimmed for (a
-  -- limit whose period grew: an override, a reloaded policy), as the memory store's does.
-  -- Reading the oldest member first makes a young log (none outside) cost one ZRANGE.
-  local base = 0
-  if last[1] then
-    local oldest = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
-    base = oldest[1] - 1e15
-    if oldest[2] + 0 <= at - span then
-      local outside = redis.call('ZCOUNT', key, '-inf', at - span)
-      if outside > 1 then
-        redis.call('ZREMRANGEBYRANK', key, '0', outside - 2)
-        base = redis.call('ZRANGE', key, '0', '0')[1] - 1e15
-      end
-    end
-  end
-  return at, newest, total, base
-end
 
 local function sliding_log(key, n, p, cost, at, newest, total, before)
   local used = total - before

@@ -14,6 +14,7 @@ use redis::Cmd;
 use super::call::{push_check_args, state_key};
 use super::signature::Signature;
 use super::source::head;
+use super::tail::open_log;
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -45,10 +46,7 @@ fn peek_tail(signature: Signature) -> String {
         }
         let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
         let _ = writeln!(w, "local log_span = math.max({}, 0)", periods.join(", "));
-        let _ = writeln!(
-            w,
-            "local log_at, log_newest, log_total, log_base = sliding_log_open(KEYS[{log}], now, log_span)"
-        );
+        w.push_str(&open_log(&format!("KEYS[{log}]")));
     }
     for (i, algorithm) in limits() {
         let count = format!("tonumber(ARGV[{}])", 2 * i + 1);
@@ -141,7 +139,7 @@ mod tests {
             assert!(!tail.contains(write), "{write} in {tail}");
         }
         assert_eq!(
-            tail.matches("sliding_log_open(").count(),
+            tail.matches("local log_key = KEYS[").count(),
             1,
             "the log opened once"
         );

@@ -112,7 +112,7 @@ mod tests {
             .find("redis.call('GET', KEYS[3])")
             .expect("the box read");
         assert!(read < lua.find("gcra(KEYS[1]").unwrap());
-        assert!(read < lua.find("sliding_log_open(").unwrap());
+        assert!(read < lua.find("local log_key = KEYS[2]").unwrap());
         // The penalty follows the logs' TTL: time, cost, two limits, TTL, penalty.
         assert!(lua.contains("local pen = tonumber(ARGV[8])"));
         assert!(lua.contains("(ok1 or retry1 >= 0) and (ok2 or retry2 >= 0)"));

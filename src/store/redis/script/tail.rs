@@ -18,8 +18,10 @@
 //! ```
 //!
 //! Sliding-log limits share one sorted set: it is opened once, before the limits, with the
-//! longest log period as its span, and committed once, with the TTL the store passes (a string
-//! written once in Rust costs Redis less than a number converted on every call).
+//! longest log period as its span (`lua/sliding_log_open.lua`, spliced in: no call), and
+//! committed once, with the TTL the store passes (a string written once in Rust costs Redis
+//! less than a number converted on every call). A log limit admits inline; only a denial
+//! calls `sliding_log` for its figures.
 
 use std::fmt::Write as _;
 
@@ -105,29 +107,26 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             many => format!("math.max({})", many.join(", ")),
         };
         let _ = writeln!(w, "local log_span = {span}");
-        let _ = writeln!(
-            w,
-            "local log_at, log_newest, log_total, log_base = sliding_log_open({}, now, log_span)",
-            key(log)
-        );
+        w.push_str(&open_log(&key(log)));
     }
     for (i, algorithm) in limits() {
         let count = format!("{} + 0", arg(2 * i + 1));
         if algorithm == Algorithm::SlidingLog {
             // The longest log limit's span starts at the base; a shorter one's at the newest
             // member at or before its own start, else at the base.
-            let before = if logs.len() == 1 {
-                "log_base".to_owned()
+            if logs.len() == 1 {
+                let _ = writeln!(w, "local before{i} = log_base");
             } else {
-                format!(
-                    "p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15",
+                let _ = writeln!(
+                    w,
+                    "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15",
                     key(i)
-                )
-            };
+                );
+            }
+            // Admitted inline (what `sliding_log` answers for an admission, without the call).
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = sliding_log({}, {count}, p{i}, cost, log_at, log_newest, log_total, {before})",
-                key(i)
+                "local n{i} = {count}\nlocal used{i} = log_total - before{i}\nlocal ok{i} = used{i} + cost <= n{i}"
             );
         } else if algorithm == Algorithm::Concurrency {
             let _ = writeln!(
@@ -185,11 +184,27 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     // An admission's reply: every limit allowed with no wait, so each says only its
     // remaining and reset.
     let mut allowed = vec!["now".to_owned(), "1".to_owned()];
-    for (i, _) in limits() {
-        allowed.extend([format!("ra{i}"), format!("sa{i}")]);
+    for (i, algorithm) in limits() {
+        if algorithm == Algorithm::SlidingLog {
+            // A cost admitted starts a member that frees in p; a cost of 0 leaves the reset
+            // the newest member's.
+            allowed.extend([
+                format!("n{i} - used{i} - cost"),
+                format!("cost > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"),
+            ]);
+        } else {
+            allowed.extend([format!("ra{i}"), format!("sa{i}")]);
+        }
     }
     w.push_str(&frame.reply("  ", &allowed));
     let _ = writeln!(w, "end");
+    for i in &logs {
+        let _ = writeln!(
+            w,
+            "local _, rb{i}, _, sb{i}, _, retry{i} = sliding_log({}, n{i}, p{i}, cost, log_at, log_newest, log_total, before{i})",
+            key(*i)
+        );
+    }
     if signature.penalty() {
         let penalty = arg(2 * k + 3 + usize::from(!logs.is_empty()));
         w.push_str(&super::penalty::close(&boxed, &penalty, k, reply));
@@ -206,6 +221,15 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     w.push_str(&frame.reply("", &denied));
     lua
 }
+
+/// The Lua that opens the sliding log at `key`, after `log_span` is defined: the spliced
+/// `lua/sliding_log_open.lua`, which leaves `log_at`, `log_newest`, `log_total`, `log_base`.
+pub(super) fn open_log(key: &str) -> String {
+    format!("local log_key = {key}\n{OPEN_LOG}")
+}
+
+/// The opening of a sliding log (see [`open_log`]).
+const OPEN_LOG: &str = include_str!("../../../../lua/sliding_log_open.lua");
 
 #[cfg(test)]
 mod tests {
@@ -244,7 +268,12 @@ mod tests {
             Algorithm::Gcra,
             Algorithm::SlidingLog,
         ]);
-        assert_eq!(lua.matches("sliding_log_open(").count(), 1);
+        assert_eq!(lua.matches("local log_key = KEYS[1]\n").count(), 1);
+        assert_eq!(
+            lua.matches("'ZRANGE', log_key, '-1'").count(),
+            1,
+            "the log read once"
+        );
         assert!(lua.contains("local log_span = math.max(p1, p3)"));
         assert!(lua.contains(
             "p3 == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[3]"
@@ -279,7 +308,7 @@ mod tests {
     fn a_single_log_starts_at_its_base() {
         let lua = tail_of(&[Algorithm::SlidingLog]);
         assert!(lua.contains("local log_span = p1\n"));
-        assert!(lua.contains("log_total, log_base)"));
+        assert!(lua.contains("local before1 = log_base\n"));
         assert!(!lua.contains("ZREVRANGEBYSCORE"));
     }
 }
