@@ -39,8 +39,15 @@ pub(crate) type LimitStates = SmallVec<[LimitState; 2]>;
 ///     }
 /// }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+// Shared, not inline: a decision moves from the store through the layer into the request's
+// extensions, and a handler's extractor clones it; a pointer moves and clones for nothing, where
+// the few hundred bytes of its limit states were copied at every step.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Decision(Arc<Inner>);
+
+/// What a [`Decision`] says.
+#[derive(Clone, PartialEq, Eq)]
+struct Inner {
     policy: Arc<str>,
     allowed: bool,
     now: SystemTime,
@@ -97,75 +104,43 @@ impl Decision {
                 )));
             }
         }
-        let mut decision = Decision::from_states(policy.name_arc(), 0, states);
-        decision.now = evaluated_at;
-        Ok(decision)
+        let mut inner = Inner::from_states(policy.name_arc(), 0, states);
+        inner.now = evaluated_at;
+        Ok(Decision(Arc::new(inner)))
     }
 
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        let allowed = limits.iter().all(LimitState::is_allowed);
-        let governing = if allowed {
-            // Most restrictive: fewest remaining, then the longest wait until fully free.
-            (0..limits.len()).min_by_key(|&i| {
-                (
-                    limits[i].remaining,
-                    std::cmp::Reverse(limits[i].reset_after),
-                )
-            })
-        } else {
-            // The denial names the limit the client must wait for longest; one that can never
-            // admit the cost wins over any finite wait.
-            (0..limits.len())
-                .filter(|&i| !limits[i].allowed)
-                .max_by_key(|&i| (limits[i].never, limits[i].retry_after))
-        };
-        Decision {
-            policy,
-            allowed,
-            now: UNIX_EPOCH + Duration::from_micros(now_us),
-            limits,
-            governing,
-            source: DecisionSource::Store,
-            denied_key: None,
-            penalized: false,
-            ticket: Ticket::next(),
-            lease: None,
-        }
+        Decision(Arc::new(Inner::from_states(policy, now_us, limits)))
     }
 
     /// A decision the layer makes without the store: allowed, no limit state.
     pub(crate) fn fail_open(policy: Arc<str>) -> Self {
-        Decision {
-            policy,
-            allowed: true,
-            now: SystemTime::now(),
-            limits: LimitStates::new(),
-            governing: None,
-            source: DecisionSource::FailOpen,
-            denied_key: None,
-            penalized: false,
-            ticket: Ticket(0),
-            lease: None,
-        }
+        Decision(Arc::new(Inner::fail_open(policy, true, DecisionSource::FailOpen)))
     }
 
     /// A decision the layer makes without the store when it fails closed: denied, no limit
     /// state.
     pub(crate) fn fail_closed(policy: Arc<str>) -> Self {
-        Decision {
-            allowed: false,
-            source: DecisionSource::FailClosed,
-            ..Decision::fail_open(policy)
-        }
+        Decision(Arc::new(Inner::fail_open(
+            policy,
+            false,
+            DecisionSource::FailClosed,
+        )))
     }
 
+    /// What this decision says, to change: copied first only if it is shared (a fresh one,
+    /// changed before the layer hands it on, never is).
+    fn edit(&mut self) -> &mut Inner {
+        Arc::make_mut(&mut self.0)
+    }
     /// The same decision `elapsed` later, as nothing but time changed it: every wait shorter
     /// by `elapsed` (never below zero), evaluated `elapsed` later.
     pub(crate) fn aged(&self, elapsed: Duration) -> Decision {
         let mut aged = self.clone();
-        aged.now += elapsed;
-        for state in aged.limits.iter_mut() {
+        let inner = aged.edit();
+        inner.now += elapsed;
+        for state in inner.limits.iter_mut() {
             state.reset_after = state.reset_after.saturating_sub(elapsed);
             state.retry_after = state.retry_after.map(|r| r.saturating_sub(elapsed));
         }
@@ -174,13 +149,14 @@ impl Decision {
 
     /// The same decision, marked as coming from `source`.
     pub(crate) fn with_source(mut self, source: DecisionSource) -> Self {
-        self.source = source;
+        self.edit().source = source;
         self
     }
 
     /// The same decision, denied because the key is in its policy's penalty box.
     pub(crate) fn penalized(mut self) -> Self {
-        self.penalized = !self.allowed;
+        let inner = self.edit();
+        inner.penalized = !inner.allowed;
         self
     }
 
@@ -201,7 +177,7 @@ impl Decision {
     /// ```
     #[must_use]
     pub fn with_lease(mut self, lease: Lease) -> Self {
-        self.lease = Some(lease);
+        self.edit().lease = Some(lease);
         self
     }
 
@@ -221,7 +197,7 @@ impl Decision {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn lease(&self) -> Option<Lease> {
-        self.lease
+        self.0.lease
     }
 
     /// Whether the key is in its policy's penalty box ([`Policy::penalty`](crate::Policy::penalty)):
@@ -242,41 +218,41 @@ impl Decision {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn is_penalized(&self) -> bool {
-        self.penalized
+        self.0.penalized
     }
 
     /// The decision's identity, for refunds.
     pub(crate) fn ticket(&self) -> Ticket {
-        self.ticket
+        self.0.ticket
     }
 
     /// Whether the request may proceed.
     pub fn is_allowed(&self) -> bool {
-        self.allowed
+        self.0.allowed
     }
 
     /// The name of the policy that decided.
     pub fn policy(&self) -> &str {
-        &self.policy
+        &self.0.policy
     }
 
     /// Where the decision came from (the store, or the failure policy).
     pub fn source(&self) -> DecisionSource {
-        self.source
+        self.0.source
     }
 
     /// Every limit's state, in the policy's order. Empty when the store was not consulted.
     pub fn limits(&self) -> &[LimitState] {
-        &self.limits
+        &self.0.limits
     }
 
     /// The index of the limit that denied (the longest wait among the denying ones), or `None`
     /// when allowed.
     pub fn denied_by(&self) -> Option<usize> {
-        if self.allowed {
+        if self.0.allowed {
             None
         } else {
-            self.governing
+            self.0.governing
         }
     }
 
@@ -296,20 +272,20 @@ impl Decision {
     /// }
     /// ```
     pub fn denied_key(&self) -> Option<&Key> {
-        self.denied_key.as_ref()
+        self.0.denied_key.as_ref()
     }
 
     /// Names the key of its denying limit (`key`'s, for a position).
     pub(crate) fn name_denied_key(&mut self, key: &Key) {
         if let Some(position) = self.denied_by() {
-            self.denied_key = Some(key.limit_key(position).clone());
+            self.edit().denied_key = Some(key.limit_key(position).clone());
         }
     }
 
     /// The limit the headers report: the denying one, or else the one with the fewest units
     /// remaining.
     pub fn governing(&self) -> Option<&LimitState> {
-        self.governing.map(|i| &self.limits[i])
+        self.0.governing.map(|i| &self.0.limits[i])
     }
 
     /// `N` of the governing limit; `None` when the store was not consulted (fail open).
@@ -324,25 +300,92 @@ impl Decision {
 
     /// When the governing limit is fully free again; `None` when the store was not consulted.
     pub fn reset_at(&self) -> Option<SystemTime> {
-        self.governing().map(|s| self.now + s.reset_after)
+        self.governing().map(|s| self.0.now + s.reset_after)
     }
 
     /// When the store evaluated the request, on the store's clock (Redis `TIME`).
     pub fn evaluated_at(&self) -> SystemTime {
-        self.now
+        self.0.now
     }
 
     /// How long until this request would be allowed: the longest wait among the denying
     /// limits. `None` when allowed, and when the cost exceeds what some limit could ever admit.
     pub fn retry_after(&self) -> Option<Duration> {
-        if self.allowed || self.exceeds_capacity() {
+        if self.0.allowed || self.exceeds_capacity() {
             return None;
         }
-        self.limits.iter().filter_map(LimitState::retry_after).max()
+        self.0.limits.iter().filter_map(LimitState::retry_after).max()
     }
 
     /// Whether the request's cost exceeds what some limit could ever admit: retrying is futile.
     pub fn exceeds_capacity(&self) -> bool {
-        self.limits.iter().any(LimitState::exceeds_capacity)
+        self.0.limits.iter().any(LimitState::exceeds_capacity)
+    }
+}
+
+impl Inner {
+    fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
+        let allowed = limits.iter().all(LimitState::is_allowed);
+        let governing = if allowed {
+            // Most restrictive: fewest remaining, then the longest wait until fully free.
+            (0..limits.len()).min_by_key(|&i| {
+                (
+                    limits[i].remaining,
+                    std::cmp::Reverse(limits[i].reset_after),
+                )
+            })
+        } else {
+            // The denial names the limit the client must wait for longest; one that can never
+            // admit the cost wins over any finite wait.
+            (0..limits.len())
+                .filter(|&i| !limits[i].allowed)
+                .max_by_key(|&i| (limits[i].never, limits[i].retry_after))
+        };
+        Inner {
+            policy,
+            allowed,
+            now: UNIX_EPOCH + Duration::from_micros(now_us),
+            limits,
+            governing,
+            source: DecisionSource::Store,
+            denied_key: None,
+            penalized: false,
+            ticket: Ticket::next(),
+            lease: None,
+        }
+    }
+
+
+    fn fail_open(policy: Arc<str>, allowed: bool, source: DecisionSource) -> Self {
+        Inner {
+            policy,
+            allowed,
+            now: SystemTime::now(),
+            limits: LimitStates::new(),
+            governing: None,
+            source,
+            denied_key: None,
+            penalized: false,
+            ticket: Ticket(0),
+            lease: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = &*self.0;
+        f.debug_struct("Decision")
+            .field("policy", &inner.policy)
+            .field("allowed", &inner.allowed)
+            .field("now", &inner.now)
+            .field("limits", &inner.limits)
+            .field("governing", &inner.governing)
+            .field("source", &inner.source)
+            .field("denied_key", &inner.denied_key)
+            .field("penalized", &inner.penalized)
+            .field("ticket", &inner.ticket)
+            .field("lease", &inner.lease)
+            .finish()
     }
 }
