@@ -3,7 +3,7 @@
 use std::cell::RefCell;
 use std::time::{Duration, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::settings::HeaderStyle;
@@ -48,13 +48,46 @@ enum Slot {
     Other,
 }
 
+/// How many bytes of digits [`written`] asks the allocator for at a time.
+const CHUNK: usize = 4096;
+
 thread_local! {
     static LAST: RefCell<[Option<(u64, HeaderValue)>; 2]> = const { RefCell::new([None, None]) };
+    /// Digits of the numbers this thread wrote, each value a shared slice of it.
+    static DIGITS: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// The header value of `n` (1 000 or more): its digits written into this thread's current
+/// chunk, and the value a shared slice of it. The allocator is asked once per chunk (a few
+/// hundred numbers), not once per number; a chunk is freed when the last value in it is.
+fn written(n: u64) -> HeaderValue {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let digits = &digits[at..];
+    DIGITS.with(|chunk| {
+        let mut chunk = chunk.borrow_mut();
+        if chunk.capacity() - chunk.len() < digits.len() {
+            *chunk = BytesMut::with_capacity(CHUNK);
+        }
+        chunk.extend_from_slice(digits);
+        HeaderValue::from_maybe_shared(chunk.split().freeze())
+            .unwrap_or_else(|_| HeaderValue::from(n))
+    })
 }
 
 /// The header value of `n`, written without formatting machinery and, where it can be, without
 /// an allocation: a number below 1 000 is a slice of [`SMALL`]; a larger one the same as the
-/// last of its `slot` on this thread is that value again (its bytes shared, not copied).
+/// last of its `slot` on this thread is that value again (its bytes shared, not copied); any
+/// other is [`written`] into a chunk shared with the numbers before it.
 fn number(n: u64, slot: Slot) -> HeaderValue {
     if let Ok(small) = u16::try_from(n) {
         let (start, len) = match small {
@@ -72,14 +105,14 @@ fn number(n: u64, slot: Slot) -> HeaderValue {
         }
     }
     if matches!(slot, Slot::Other) {
-        return HeaderValue::from(n);
+        return written(n);
     }
     LAST.with(|last| {
         let mut last = last.borrow_mut();
         match &mut last[slot as usize] {
             Some((m, value)) if *m == n => value.clone(),
             cached => {
-                let value = HeaderValue::from(n);
+                let value = written(n);
                 *cached = Some((n, value.clone()));
                 value
             }
@@ -241,6 +274,19 @@ mod tests {
         assert_eq!(number(7_000, Slot::Reset), "7000");
         assert_eq!(number(5_000, Slot::Limit), "5000");
         assert_eq!(number(6_000, Slot::Limit), "6000");
+    }
+
+    #[test]
+    fn written_numbers_keep_their_digits_after_their_chunk_is_replaced() {
+        // About forty chunks' worth, all held at once, then read.
+        let values: Vec<(u64, HeaderValue)> = (0..8_000u64)
+            .map(|i| u64::MAX - i * 7_919_000_001)
+            .chain([1_000, 1_001, 99_999_999])
+            .map(|n| (n, written(n)))
+            .collect();
+        for (n, value) in &values {
+            assert_eq!(*value, HeaderValue::from(*n), "{n}");
+        }
     }
 
     #[test]
