@@ -114,6 +114,20 @@ impl Decision {
         Decision(Arc::new(Inner::from_states(policy, now_us, limits)))
     }
 
+    /// A decision evaluated at `now_us` whose states `fill` pushes, in the policy's order: they
+    /// are written where the decision keeps them, not built elsewhere and copied in.
+    pub(crate) fn filled<T>(
+        policy: Arc<str>,
+        now_us: u64,
+        fill: impl FnOnce(&mut LimitStates) -> T,
+    ) -> (Self, T) {
+        let mut decision = Decision::from_states(policy, now_us, LimitStates::new());
+        let inner = decision.edit();
+        let out = fill(&mut inner.limits);
+        inner.combine();
+        (decision, out)
+    }
+
     /// A decision the layer makes without the store: allowed, no limit state.
     pub(crate) fn fail_open(policy: Arc<str>) -> Self {
         Decision(Arc::new(Inner::fail_open(policy, true, DecisionSource::FailOpen)))
@@ -325,8 +339,27 @@ impl Decision {
 
 impl Inner {
     fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        let allowed = limits.iter().all(LimitState::is_allowed);
-        let governing = if allowed {
+        let mut inner = Inner {
+            policy,
+            allowed: true,
+            now: UNIX_EPOCH + Duration::from_micros(now_us),
+            limits,
+            governing: None,
+            source: DecisionSource::Store,
+            denied_key: None,
+            penalized: false,
+            ticket: Ticket::next(),
+            lease: None,
+        };
+        inner.combine();
+        inner
+    }
+
+    /// Whether every limit allows, and which limit governs.
+    fn combine(&mut self) {
+        let limits = &self.limits;
+        self.allowed = limits.iter().all(LimitState::is_allowed);
+        self.governing = if self.allowed {
             // Most restrictive: fewest remaining, then the longest wait until fully free.
             (0..limits.len()).min_by_key(|&i| {
                 (
@@ -341,20 +374,7 @@ impl Inner {
                 .filter(|&i| !limits[i].allowed)
                 .max_by_key(|&i| (limits[i].never, limits[i].retry_after))
         };
-        Inner {
-            policy,
-            allowed,
-            now: UNIX_EPOCH + Duration::from_micros(now_us),
-            limits,
-            governing,
-            source: DecisionSource::Store,
-            denied_key: None,
-            penalized: false,
-            ticket: Ticket::next(),
-            lease: None,
-        }
     }
-
 
     fn fail_open(policy: Arc<str>, allowed: bool, source: DecisionSource) -> Self {
         Inner {

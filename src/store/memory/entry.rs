@@ -76,6 +76,20 @@ impl Entry {
 
     /// Evaluates every limit, commits all or none, and reports each limit's state.
     pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
+        let mut states = LimitStates::new();
+        self.check_into(policy, cost, now, &mut states);
+        states
+    }
+
+    /// [`Entry::check`], each limit's state pushed onto `states` (the caller's, which becomes
+    /// the decision's: the states are written once, not copied up through every return).
+    pub(super) fn check_into(
+        &mut self,
+        policy: &Policy,
+        cost: u64,
+        now: u64,
+        states: &mut LimitStates,
+    ) {
         let max_log = policy.max_log_period_us();
         let steps = self.evaluate(max_log, cost, now);
         let allowed = steps.iter().all(|s| s.eval.allowed);
@@ -86,7 +100,7 @@ impl Entry {
             }
             self.per_key.commit(max_log, cost, now);
         }
-        self.report(&steps, allowed)
+        self.report(&steps, allowed, states);
     }
 
     /// Gives back `cost` units admitted at `at` to every limit (a refund; see
@@ -118,18 +132,22 @@ impl Entry {
     /// changes.
     pub(super) fn peek(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let steps = self.evaluate(policy.max_log_period_us(), cost, now);
-        self.report(&steps, false)
+        let mut states = LimitStates::new();
+        self.report(&steps, false, &mut states);
+        states
     }
 
-    fn report(&self, steps: &[Step<State>], committed: bool) -> LimitStates {
-        self.limits
-            .iter()
-            .zip(steps)
-            .map(|(limit, step)| {
-                let (remaining, reset) = step.eval.reported(committed);
-                LimitState::from_raw(*limit, step.eval.allowed, remaining, reset, step.eval.retry)
-            })
-            .collect()
+    fn report(&self, steps: &[Step<State>], committed: bool, states: &mut LimitStates) {
+        for (limit, step) in self.limits.iter().zip(steps) {
+            let (remaining, reset) = step.eval.reported(committed);
+            states.push(LimitState::from_raw(
+                *limit,
+                step.eval.allowed,
+                remaining,
+                reset,
+                step.eval.retry,
+            ));
+        }
     }
 
     /// Each limit's verdict, its next state, and how long that state matters.

@@ -116,27 +116,30 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
-        let (states, penalized) = if key.has_limit_keys() {
-            self.check_parts(policy, key, cost, now, lease)
+        let (mut decision, penalized) = if key.has_limit_keys() {
+            let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
+            (Decision::from_states(policy.name_arc(), now, states), penalized)
         } else {
-            let (at, mut shard) = self.shard(policy, key);
-            let (out, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
-                let (states, penalized) = penalty::check(entry, policy, cost, now);
-                if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
-                    entry.hold(lease.id(), now);
-                }
-                (states, penalized)
-            });
-            drop(shard);
+            // The decision is allocated before the shard's lock is taken; the entry's states are
+            // written straight into it under the lock.
+            let (decision, (penalized, evicted)) =
+                Decision::filled(policy.name_arc(), now, |states| {
+                    let (at, mut shard) = self.shard(policy, key);
+                    entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+                        let penalized = penalty::check(entry, policy, cost, now, states);
+                        if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed()))
+                        {
+                            entry.hold(lease.id(), now);
+                        }
+                        penalized
+                    })
+                });
             self.count_evictions(u64::from(evicted));
-            out
+            (decision, penalized)
         };
-        let decision = Decision::from_states(policy.name_arc(), now, states);
-        let decision = if penalized {
-            decision.penalized()
-        } else {
-            decision
-        };
+        if penalized {
+            decision = decision.penalized();
+        }
         match lease {
             Some(lease) if decision.is_allowed() => decision.with_lease(lease),
             _ => decision,

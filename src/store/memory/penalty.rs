@@ -8,33 +8,36 @@ use crate::algorithm::span;
 use crate::decision::{LimitState, LimitStates};
 use crate::policy::Policy;
 
-/// What [`Entry::check`] answers, under the policy's penalty box if it has one: the states,
-/// and whether the key is (now) in the box.
+/// What [`Entry::check`] answers, pushed onto `states`, under the policy's penalty box if it
+/// has one: whether the key is (now) in the box.
 pub(super) fn check(
     entry: &mut Entry,
     policy: &Policy,
     cost: u64,
     now: u64,
-) -> (LimitStates, bool) {
+    states: &mut LimitStates,
+) -> bool {
     let penalty = policy.penalty_us();
     if penalty == 0 {
-        return (entry.check(policy, cost, now), false);
+        entry.check_into(policy, cost, now, states);
+        return false;
     }
     if entry.blocked_until > now {
-        return (blocked(policy, entry.blocked_until - now), true);
+        *states = blocked(policy, entry.blocked_until - now);
+        return true;
     }
-    let mut states = entry.check(policy, cost, now);
+    entry.check_into(policy, cost, now, states);
     // A cost no limit could ever admit is refused without boxing the key.
     if states.iter().all(LimitState::is_allowed) || states.iter().any(LimitState::exceeds_capacity)
     {
-        return (states, false);
+        return false;
     }
     entry.blocked_until = now.saturating_add(penalty);
     entry.expires_at = entry.expires_at.max(entry.blocked_until);
     for state in states.iter_mut() {
         state.boxed(Duration::from_micros(penalty));
     }
-    (states, true)
+    true
 }
 
 /// Every limit of `policy` denied for `left` µs more: the key is in the box.
