@@ -104,14 +104,17 @@ impl Decision {
                 )));
             }
         }
-        let mut inner = Inner::from_states(policy.name_arc(), 0, states);
+        let mut inner = Inner::new(policy.name_arc(), 0, states);
+        inner.combine();
         inner.now = evaluated_at;
         Ok(Decision(Arc::new(inner)))
     }
 
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        Decision(Arc::new(Inner::from_states(policy, now_us, limits)))
+        let mut inner = Inner::new(policy, now_us, limits);
+        inner.combine();
+        Decision(Arc::new(inner))
     }
 
     /// A decision evaluated at `now_us` whose states `fill` pushes, in the policy's order: they
@@ -121,7 +124,7 @@ impl Decision {
         now_us: u64,
         fill: impl FnOnce(&mut LimitStates) -> T,
     ) -> (Self, T) {
-        let mut decision = Decision::from_states(policy, now_us, LimitStates::new());
+        let mut decision = Decision(Arc::new(Inner::new(policy, now_us, LimitStates::new())));
         let inner = decision.edit();
         let out = fill(&mut inner.limits);
         inner.combine();
@@ -338,8 +341,11 @@ impl Decision {
 }
 
 impl Inner {
-    fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        let mut inner = Inner {
+    /// `limits` evaluated at `now_us`, not yet [combined](Inner::combine).
+    // Inlined: built where the `Arc` keeps it, not on the stack and copied there.
+    #[inline(always)]
+    fn new(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
+        Inner {
             policy,
             allowed: true,
             now: UNIX_EPOCH + Duration::from_micros(now_us),
@@ -350,9 +356,7 @@ impl Inner {
             penalized: false,
             ticket: Ticket::next(),
             lease: None,
-        };
-        inner.combine();
-        inner
+        }
     }
 
     /// Whether every limit allows, and which limit governs.

@@ -11,6 +11,10 @@ use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::store::shard::{Lookup, Reclaim, Shard};
 
+/// Each limit's step of one check: on the stack for up to four limits, no allocation besides
+/// the decision's own.
+type Steps = SmallVec<[Step<State>; 4]>;
+
 /// The state of every limit of a policy for one key.
 pub(super) struct Entry {
     limits: Arc<[Limit]>,
@@ -91,7 +95,8 @@ impl Entry {
         states: &mut LimitStates,
     ) {
         let max_log = policy.max_log_period_us();
-        let steps = self.evaluate(max_log, cost, now);
+        let mut steps = Steps::new();
+        self.evaluate(max_log, cost, now, &mut steps);
         let allowed = steps.iter().all(|s| s.eval.allowed);
         if allowed {
             for (state, step) in self.states.iter_mut().zip(&steps) {
@@ -131,7 +136,8 @@ impl Entry {
     /// consuming. Trims the log of entries no span counts, as a check would: no decision
     /// changes.
     pub(super) fn peek(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
-        let steps = self.evaluate(policy.max_log_period_us(), cost, now);
+        let mut steps = Steps::new();
+        self.evaluate(policy.max_log_period_us(), cost, now, &mut steps);
         let mut states = LimitStates::new();
         self.report(&steps, false, &mut states);
         states
@@ -150,22 +156,18 @@ impl Entry {
         }
     }
 
-    /// Each limit's verdict, its next state, and how long that state matters.
-    fn evaluate(&mut self, max_log: u64, cost: u64, now: u64) -> SmallVec<[Step<State>; 4]> {
+    /// Each limit's verdict, its next state, and how long that state matters, pushed onto
+    /// `steps` (the caller's: a few hundred bytes, not copied back through a return).
+    fn evaluate(&mut self, max_log: u64, cost: u64, now: u64, steps: &mut Steps) {
         let lease_timeout = self
             .limits
             .iter()
             .find(|l| l.algorithm() == Algorithm::Concurrency)
             .map(Limit::period_us);
         self.per_key.trim(lease_timeout, max_log, now);
-        // On the stack for up to four limits: no allocation besides the decision's own.
-        self.limits
-            .iter()
-            .zip(self.states.iter())
-            .map(|(limit, state)| {
-                state.check(&self.per_key, limit.count(), limit.period_us(), cost, now)
-            })
-            .collect()
+        for (limit, state) in self.limits.iter().zip(self.states.iter()) {
+            steps.push(state.check(&self.per_key, limit.count(), limit.period_us(), cost, now));
+        }
     }
 }
 
