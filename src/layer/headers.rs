@@ -48,6 +48,20 @@ enum Slot {
     Other,
 }
 
+/// "00", "01", … "99", one after the other.
+const PAIRS: [u8; 200] = digit_pairs();
+
+const fn digit_pairs() -> [u8; 200] {
+    let mut pairs = [0u8; 200];
+    let mut n = 0;
+    while n < 100 {
+        pairs[2 * n] = b'0' + (n / 10) as u8;
+        pairs[2 * n + 1] = b'0' + (n % 10) as u8;
+        n += 1;
+    }
+    pairs
+}
+
 /// How many bytes of digits [`written`] asks the allocator for at a time.
 const CHUNK: usize = 4096;
 
@@ -64,13 +78,19 @@ fn written(n: u64) -> HeaderValue {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = n;
-    loop {
+    // Two digits a division, from the table of "00" to "99".
+    while rest >= 100 {
+        let pair = 2 * (rest % 100) as usize;
+        rest /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[2 * rest as usize..2 * rest as usize + 2]);
+    } else {
         at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
+        digits[at] = b'0' + rest as u8;
     }
     let digits = &digits[at..];
     DIGITS.with(|chunk| {
