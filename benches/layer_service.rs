@@ -1,37 +1,49 @@
-//! The layer's own work per request and nothing else: the tower `Service` called directly with
-//! a prebuilt request (cloned per call), over an inner service that answers at once; no
-//! socket, no router, no runtime scheduling (each future is polled once, and is ready).
-//! redlimit on the memory store (GCRA, one hot key, with its `X-RateLimit-*` headers) beside
-//! tower_governor's layer (one hot key, `use_headers()`), on the allowed path (a limit never
-//! reached) and the denied path (a limit of one per hour, spent); the inner service alone is
-//! the baseline both are measured against.
+//! The layer's own work per request, without sockets, two ways:
+//!
+//! - **the service called directly**: the tower `Service` with a prebuilt request (cloned per
+//!   call), over an inner service that answers at once; no router, no runtime scheduling (each
+//!   future is polled once, and is ready). redlimit on the memory store (GCRA, one hot key, with
+//!   its `X-RateLimit-*` headers) beside tower_governor's layer (one hot key, `use_headers()`),
+//!   on the allowed path (a limit never reached) and the denied path (a limit of one per hour,
+//!   spent); the inner service alone is the baseline both are measured against.
+//! - **a request through an axum app** (the same tiny app as `benches/http.rs`), its body read
+//!   to the end, on a current-thread runtime: bare axum, redlimit and tower_governor as above
+//!   (allowed); the difference to bare axum is what each limiter adds to a request's CPU time.
 //!
 //! `cargo bench --bench layer_service` (add `-- --quick` for a fast look). The figure to read
-//! is each layer's time minus the baseline's: redlimit's over governor's is the ratio the
+//! is each layer's time minus its baseline's: redlimit's over governor's is the ratio the
 //! results report.
 //!
-//! `REDLIMIT_BENCH_LOOP=NAME:N` runs N calls of one variant (`bare`, `redlimit-allowed`,
-//! `redlimit-denied`, `governor-allowed`, `governor-denied`) and exits, for callgrind:
+//! On a busy machine wall time swings; instructions do not. `REDLIMIT_BENCH_LOOP=NAME:N` runs N
+//! calls of one variant and exits, for callgrind or `perf stat`: called directly `bare`,
+//! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
+//! app `app-bare`, `app-redlimit`, `app-governor`:
 //!
 //! ```text
 //! cargo bench --bench layer_service --no-run
 //! REDLIMIT_BENCH_LOOP=redlimit-allowed:100000 valgrind --tool=callgrind target/release/deps/layer_service-* --bench
+//! REDLIMIT_BENCH_LOOP=app-redlimit:300000 perf stat -e task-clock target/release/deps/layer_service-* --bench
 //! ```
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
 use std::hint::black_box;
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
 use criterion::{criterion_group, Criterion};
 use futures_util::FutureExt;
 use http::{Request, Response};
+use http_body_util::BodyExt;
 use redlimit::key::Global;
 use redlimit::store::MemoryStore;
 use redlimit::{Limit, Policy, RateLimitLayer};
-use tower::{Layer, Service};
+use tower::{Layer, Service, ServiceExt};
+use tower_governor::governor::GovernorConfig;
+use tower_governor::governor::GovernorConfigBuilder;
+use tower_governor::GovernorLayer;
 
 /// The inner service: a response at once.
 #[derive(Clone)]
@@ -54,15 +66,19 @@ impl Service<Request<()>> for Ok200 {
     }
 }
 
-fn redlimit(
-    limit: Limit,
-) -> impl Service<Request<()>, Response = Response<impl Sized>, Error = Infallible> + Clone {
+/// redlimit on the memory store: `limit` on one hot key, the default `X-RateLimit-*` headers.
+fn redlimit_layer(limit: Limit) -> RateLimitLayer {
     let policy = Policy::new("bench", [limit]).expect("a policy");
     RateLimitLayer::builder(MemoryStore::new(), policy)
         .key(Global)
         .build()
         .expect("valid layer")
-        .layer(Ok200)
+}
+
+fn redlimit(
+    limit: Limit,
+) -> impl Service<Request<()>, Response = Response<impl Sized>, Error = Infallible> + Clone {
+    redlimit_layer(limit).layer(Ok200)
 }
 
 #[derive(Clone)]
@@ -76,20 +92,35 @@ impl tower_governor::key_extractor::KeyExtractor for HotKey {
     }
 }
 
-/// tower_governor with its headers: a quota of `burst` replenished one per `period`.
-fn governor(
+/// tower_governor with its headers: a quota of `burst` replenished one per `period`, one hot key.
+fn governor_config(
     period: Duration,
     burst: u32,
-) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible> + Clone {
-    let config = tower_governor::governor::GovernorConfigBuilder::default()
+) -> GovernorConfig<HotKey, governor::middleware::StateInformationMiddleware> {
+    GovernorConfigBuilder::default()
         .period(period)
         .burst_size(burst)
         .key_extractor(HotKey)
         .use_headers()
         .finish()
-        .expect("governor config");
-    tower_governor::GovernorLayer::new(config).layer(Ok200)
+        .expect("governor config")
 }
+
+fn governor(
+    period: Duration,
+    burst: u32,
+) -> impl Service<Request<()>, Response = Response<Body>, Error = Infallible> + Clone {
+    GovernorLayer::new(governor_config(period, burst)).layer(Ok200)
+}
+
+/// 10^9 at one per ms: never reached, and its state (a TAT 1 ms ahead) outlives the gap
+/// between two calls, as a hot key's does; governor's keyed state stays too.
+fn never_reached() -> Limit {
+    Limit::gcra(1_000_000_000, Duration::from_secs(1_000_000)).expect("a limit")
+}
+
+/// governor's quota that is never reached: a burst of `u32::MAX`, one more each nanosecond.
+const GOVERNOR_NEVER: (Duration, u32) = (Duration::from_nanos(1), u32::MAX);
 
 fn request() -> Request<()> {
     Request::get("/")
@@ -126,14 +157,11 @@ where
 type Variant = (&'static str, Box<dyn FnMut(&Request<()>) -> u16>);
 
 fn variants() -> Vec<Variant> {
-    // 10^9 at one per ms: never reached, and its state (a TAT 1 ms ahead) outlives the gap
-    // between two calls, as a hot key's does; governor's keyed state stays too.
-    let allowed = Limit::gcra(1_000_000_000, Duration::from_secs(1_000_000)).expect("a limit");
     let denied = Limit::gcra(1, Duration::from_secs(3_600)).expect("a limit");
     let mut bare = Ok200;
-    let mut r_allowed = redlimit(allowed);
+    let mut r_allowed = redlimit(never_reached());
     let mut r_denied = redlimit(denied);
-    let mut g_allowed = governor(Duration::from_nanos(1), NonZeroU32::MAX.get());
+    let mut g_allowed = governor(GOVERNOR_NEVER.0, GOVERNOR_NEVER.1);
     let mut g_denied = governor(Duration::from_secs(3_600), 1);
     vec![
         ("bare", Box::new(move |r| one(&mut bare, r))),
@@ -160,11 +188,56 @@ fn checked(variants: &mut [Variant], request: &Request<()>) {
     }
 }
 
+fn app() -> Router {
+    Router::new().route("/", get(|| async { "ok" }))
+}
+
+/// The apps a request goes through: bare axum, then each limiter as a layer of the app.
+fn apps() -> [(&'static str, Router); 3] {
+    let (period, burst) = GOVERNOR_NEVER;
+    [
+        ("app-bare", app()),
+        ("app-redlimit", app().layer(redlimit_layer(never_reached()))),
+        (
+            "app-governor",
+            app().layer(GovernorLayer::new(governor_config(period, burst))),
+        ),
+    ]
+}
+
+fn app_request() -> Request<Body> {
+    Request::get("/")
+        .header("host", "localhost")
+        .header("user-agent", "bench/1.0")
+        .body(Body::empty())
+        .expect("a request")
+}
+
+/// One request through `app`, its body read to the end.
+async fn through(app: &Router) {
+    let response = app
+        .clone()
+        .oneshot(app_request())
+        .await
+        .expect("infallible");
+    assert!(response.status().is_success());
+    let body = response.into_body().collect().await.expect("a body");
+    black_box(body);
+}
+
 /// `REDLIMIT_BENCH_LOOP=NAME:N`: N calls of the variant NAME, nothing else.
 fn run_loop(spec: &str) {
     let (name, n) = spec.split_once(':').expect("REDLIMIT_BENCH_LOOP=NAME:N");
     let n: u64 = n.parse().expect("N is a number");
     let runtime = runtime();
+    if let Some((_, app)) = apps().into_iter().find(|(app, _)| *app == name) {
+        runtime.block_on(async {
+            for _ in 0..n {
+                through(&app).await;
+            }
+        });
+        return;
+    }
     let _inside = runtime.enter();
     let request = request();
     let mut variants = variants();
@@ -172,7 +245,10 @@ fn run_loop(spec: &str) {
     let (_, call) = variants
         .iter_mut()
         .find(|(variant, _)| *variant == name)
-        .expect("NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied");
+        .expect(
+            "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
+             app-bare, app-redlimit, app-governor",
+        );
     for _ in 0..n {
         black_box(call(&request));
     }
@@ -198,7 +274,16 @@ fn layer_service(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, layer_service);
+fn layer_path(c: &mut Criterion) {
+    let runtime = runtime();
+    let mut group = c.benchmark_group("request through the app");
+    for (name, app) in apps() {
+        group.bench_function(name, |b| b.iter(|| runtime.block_on(through(&app))));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, layer_service, layer_path);
 
 fn main() {
     if let Ok(spec) = std::env::var("REDLIMIT_BENCH_LOOP") {
