@@ -133,7 +133,11 @@ impl Decision {
 
     /// A decision the layer makes without the store: allowed, no limit state.
     pub(crate) fn fail_open(policy: Arc<str>) -> Self {
-        Decision(Arc::new(Inner::fail_open(policy, true, DecisionSource::FailOpen)))
+        Decision(Arc::new(Inner::fail_open(
+            policy,
+            true,
+            DecisionSource::FailOpen,
+        )))
     }
 
     /// A decision the layer makes without the store when it fails closed: denied, no limit
@@ -331,7 +335,11 @@ impl Decision {
         if self.0.allowed || self.exceeds_capacity() {
             return None;
         }
-        self.0.limits.iter().filter_map(LimitState::retry_after).max()
+        self.0
+            .limits
+            .iter()
+            .filter_map(LimitState::retry_after)
+            .max()
     }
 
     /// Whether the request's cost exceeds what some limit could ever admit: retrying is futile.

@@ -118,7 +118,10 @@ impl MemoryStore {
         let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
         let (mut decision, penalized) = if key.has_limit_keys() {
             let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
-            (Decision::from_states(policy.name_arc(), now, states), penalized)
+            (
+                Decision::from_states(policy.name_arc(), now, states),
+                penalized,
+            )
         } else {
             // The decision is allocated before the shard's lock is taken; the entry's states are
             // written straight into it under the lock.
