@@ -51,6 +51,8 @@ struct Inner {
     policy: Arc<str>,
     allowed: bool,
     now: SystemTime,
+    /// `now` since the Unix epoch (zero before it), for the headers' reset second.
+    unix: Duration,
     limits: LimitStates,
     governing: Option<usize>,
     source: DecisionSource,
@@ -107,6 +109,9 @@ impl Decision {
         let mut inner = Inner::new(policy.name_arc(), 0, states);
         inner.combine();
         inner.now = evaluated_at;
+        inner.unix = evaluated_at
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
         Ok(Decision(Arc::new(inner)))
     }
 
@@ -161,6 +166,7 @@ impl Decision {
         let mut aged = self.clone();
         let inner = aged.edit();
         inner.now += elapsed;
+        inner.unix = inner.unix.saturating_add(elapsed);
         for state in inner.limits.iter_mut() {
             state.reset_after = state.reset_after.saturating_sub(elapsed);
             state.retry_after = state.retry_after.map(|r| r.saturating_sub(elapsed));
@@ -324,6 +330,15 @@ impl Decision {
         self.governing().map(|s| self.0.now + s.reset_after)
     }
 
+    /// [`reset_at`](Decision::reset_at) in whole Unix seconds, rounded up (a decision
+    /// evaluated before the epoch counts from it): what `X-RateLimit-Reset` says.
+    pub(crate) fn reset_unix_secs(&self) -> Option<u64> {
+        self.governing().map(|s| {
+            let at = self.0.unix.saturating_add(s.reset_after);
+            at.as_secs() + u64::from(at.subsec_nanos() > 0)
+        })
+    }
+
     /// When the store evaluated the request, on the store's clock (Redis `TIME`).
     pub fn evaluated_at(&self) -> SystemTime {
         self.0.now
@@ -357,6 +372,7 @@ impl Inner {
             policy,
             allowed: true,
             now: UNIX_EPOCH + Duration::from_micros(now_us),
+            unix: Duration::from_micros(now_us),
             limits,
             governing: None,
             source: DecisionSource::Store,
@@ -389,10 +405,12 @@ impl Inner {
     }
 
     fn fail_open(policy: Arc<str>, allowed: bool, source: DecisionSource) -> Self {
+        let now = SystemTime::now();
         Inner {
             policy,
             allowed,
-            now: SystemTime::now(),
+            now,
+            unix: now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO),
             limits: LimitStates::new(),
             governing: None,
             source,
@@ -411,6 +429,7 @@ impl std::fmt::Debug for Decision {
             .field("policy", &inner.policy)
             .field("allowed", &inner.allowed)
             .field("now", &inner.now)
+            .field("unix", &inner.unix)
             .field("limits", &inner.limits)
             .field("governing", &inner.governing)
             .field("source", &inner.source)

@@ -1,7 +1,7 @@
 //! Rendering a decision as response headers.
 
 use std::cell::RefCell;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -167,9 +167,7 @@ impl RateHeaders {
         if let Some(state) = decision.governing() {
             let (limit, remaining) = (state.limit().count(), state.remaining());
             if matches!(style, HeaderStyle::XRateLimit | HeaderStyle::Both) {
-                let reset = (decision.evaluated_at() + state.reset_after())
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, ceil_secs);
+                let reset = decision.reset_unix_secs().unwrap_or(0);
                 headers.x = Some([limit, remaining, reset]);
             }
             if matches!(style, HeaderStyle::Ietf | HeaderStyle::Both) {
