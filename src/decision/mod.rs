@@ -429,7 +429,6 @@ impl std::fmt::Debug for Decision {
             .field("policy", &inner.policy)
             .field("allowed", &inner.allowed)
             .field("now", &inner.now)
-            .field("unix", &inner.unix)
             .field("limits", &inner.limits)
             .field("governing", &inner.governing)
             .field("source", &inner.source)
