@@ -28,8 +28,6 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Decision, StoreError>> + Sen
 /// # });
 /// ```
 #[must_use = "a check does nothing unless awaited or matched"]
-// The ready decision stays inline: boxing it would allocate on every in-memory check.
-#[allow(clippy::large_enum_variant)]
 pub enum Check {
     /// The decision (or the failure), known now.
     Ready(Result<Decision, StoreError>),
@@ -93,7 +91,6 @@ impl IntoFuture for Check {
 /// ```
 pub struct CheckFuture(Inner);
 
-#[allow(clippy::large_enum_variant)] // as `Check`
 enum Inner {
     Ready(Option<Result<Decision, StoreError>>),
     Pending(BoxFuture),

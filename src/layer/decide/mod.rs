@@ -88,8 +88,6 @@ pub(crate) struct Queued {
 }
 
 /// How a request starts.
-// Lives on the stack for one call; boxing the large variant would allocate per request.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Start {
     /// Ask the store.
     Check(CheckFuture, Pending),
@@ -102,8 +100,6 @@ pub(crate) enum Start {
 }
 
 /// What to do with the request.
-// Lives on the stack for one call; boxing the decision would allocate per request.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
     /// Call the inner service, with the decision in the request's extensions and these
     /// headers for its response; the refund to send if the response asks for it, and the

@@ -181,7 +181,6 @@ impl Decider {
         grpc: Option<Framing>,
         latency: Option<Duration>,
     ) -> Verdict {
-        // In place: a decision is a few hundred bytes, and every move copies them.
         decision.name_denied_key(key);
         let shadow = self.shadow(rule);
         let shadowed = shadow.is_on() && !decision.is_allowed();
