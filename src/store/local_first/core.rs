@@ -54,6 +54,10 @@ pub(crate) struct Core {
     generations: AtomicU64,
     /// Local time of the first failed sync since the last success; 0 when syncs succeed.
     failing_since: AtomicU64,
+    /// Local time the last failed sync was taken, and the last heartbeat Redis answered: an
+    /// answer after the failure, with nothing to sync, ends the isolation.
+    failed_at: AtomicU64,
+    heard_at: AtomicU64,
     /// Local time of the last sync: a call that succeeded, or a round with nothing to send.
     synced_at: AtomicU64,
     instances: AtomicU32,
@@ -93,6 +97,8 @@ impl Core {
             instance,
             generations: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
+            failed_at: AtomicU64::new(0),
+            heard_at: AtomicU64::new(0),
             synced_at: AtomicU64::new(created),
             instances: AtomicU32::new(instances),
             rounds: AtomicU64::new(0),
@@ -272,6 +278,7 @@ impl Core {
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 );
+                self.failed_at.fetch_max(received_at, Ordering::Relaxed);
                 None
             }
         };
@@ -386,8 +393,20 @@ impl Core {
     }
 
     /// A sync round found nothing to send: the fleet is owed nothing, the view is current.
+    /// If Redis answered a heartbeat since the last failed sync, the store is no longer
+    /// isolated: no key waits for a sync that would say so (the one that failed was settled
+    /// and has cooled), and a key that turns hot again takes the fleet's state first.
     pub(crate) fn nothing_to_sync(&self) {
         self.synced_at
+            .fetch_max(self.clock.now_us(), Ordering::Relaxed);
+        if self.heard_at.load(Ordering::Relaxed) > self.failed_at.load(Ordering::Relaxed) {
+            self.failing_since.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Redis answered a heartbeat (now): it is reachable.
+    pub(crate) fn heard(&self) {
+        self.heard_at
             .fetch_max(self.clock.now_us(), Ordering::Relaxed);
     }
 

@@ -57,18 +57,30 @@ pub(crate) fn limit_state_key(
 
 /// Runs until the store is dropped (which aborts it).
 pub(super) async fn run(core: Arc<Core>, redis: RedisStore) {
+    // The heartbeats beside the syncs, not between them: a heartbeat waiting out a Redis that
+    // stopped answering would hold back the sync that notices it (up to the heartbeat's
+    // timeout), and the instance would decide on a stale view instead of its share.
+    tokio::join!(heartbeats(&core, &redis), syncs(&core, &redis));
+}
+
+/// Every second (or interval, if longer), renews this instance's heartbeat.
+async fn heartbeats(core: &Core, redis: &RedisStore) {
+    let every = core.settings.interval.max(Duration::from_secs(1));
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        heartbeat(core, redis, every * 3).await;
+    }
+}
+
+/// Sync rounds, every interval or sooner when asked.
+async fn syncs(core: &Arc<Core>, redis: &RedisStore) {
     let interval = core.settings.interval;
-    let heartbeat_every = interval.max(Duration::from_secs(1));
-    let heartbeat_ttl = heartbeat_every * 3;
-    let mut last_heartbeat: Option<tokio::time::Instant> = None;
     let mut last_sweep = tokio::time::Instant::now();
     loop {
         let started = tokio::time::Instant::now();
-        if last_heartbeat.is_none_or(|at| at.elapsed() >= heartbeat_every) {
-            last_heartbeat = Some(started);
-            heartbeat(&core, &redis, heartbeat_ttl).await;
-        }
-        sync_round(&core, &redis).await;
+        sync_round(core, redis).await;
         crate::telemetry::local_first_health(core.is_isolated(), core.sync_age());
         if last_sweep.elapsed() >= Duration::from_secs(10) {
             last_sweep = tokio::time::Instant::now();
@@ -257,6 +269,7 @@ async fn heartbeat(core: &Core, redis: &RedisStore, ttl: Duration) {
     if let Ok(Ok(value)) = outcome {
         if let Ok(count) = redis::from_redis_value::<u32>(value) {
             core.set_instances(count);
+            core.heard();
         }
     }
 }

@@ -473,6 +473,91 @@ fn the_sync_age_counts_from_the_last_success_or_round_with_nothing_to_send() {
     assert!(!core.is_isolated());
 }
 
+/// An instance whose only hot key failed a sync (Redis away) and then cooled has nothing
+/// left to sync: it is isolated no longer once Redis answers its heartbeat, rather than until
+/// some later key syncs (its health reported it isolated with Redis back).
+#[test]
+fn an_idle_instance_is_isolated_no_longer_once_redis_answers() {
+    let clock = ManualClock::new(T0);
+    let settings = Settings {
+        local_after: 1,
+        ..Settings::default()
+    };
+    let core = core(&clock, settings);
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    assert!(core.check(&policy, &key, 1).is_none(), "cold: exact");
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert!(core.check(&policy, &key, 1).unwrap().is_allowed());
+    clock.advance(Duration::from_millis(50));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    // Redis goes away; the key, settled and quiet, is sent (warm) and fails, then cools.
+    let mut rounds = 0;
+    loop {
+        clock.advance(Duration::from_millis(100));
+        let items = core.begin_sync();
+        if items.is_empty() {
+            core.nothing_to_sync();
+            break;
+        }
+        let now = clock.now_us_for_tests();
+        core.finish_sync(items, Err(()), now, now);
+        rounds += 1;
+        assert!(rounds < 10, "a cooled key leaves the syncs");
+    }
+    // Nothing to sync, Redis still away: isolated once the grace is over.
+    for _ in 0..3 {
+        clock.advance(Duration::from_millis(100));
+        assert!(core.begin_sync().is_empty());
+        core.nothing_to_sync();
+    }
+    assert!(core.is_isolated(), "syncs failed for {rounds} rounds");
+    // Redis answers a heartbeat: the next round, with nothing to send, ends the isolation.
+    clock.advance(Duration::from_millis(100));
+    core.heard();
+    clock.advance(Duration::from_millis(100));
+    assert!(core.begin_sync().is_empty());
+    core.nothing_to_sync();
+    assert!(!core.is_isolated(), "Redis is back");
+}
+
+/// A heartbeat Redis answers does not end the isolation while a key has units to send: its
+/// view is stale until a sync brings the fleet's state, and its share holds until then.
+#[test]
+fn an_instance_with_units_to_send_stays_isolated_until_a_sync_succeeds() {
+    let clock = ManualClock::new(T0);
+    let settings = Settings {
+        local_after: 1,
+        ..Settings::default()
+    };
+    let core = core(&clock, settings);
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    assert!(core.check(&policy, &key, 1).is_none());
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    for _ in 0..4 {
+        clock.advance(Duration::from_millis(100));
+        assert!(core.check(&policy, &key, 1).is_some());
+        let items = core.begin_sync();
+        let now = clock.now_us_for_tests();
+        core.finish_sync(items, Err(()), now, now);
+    }
+    assert!(core.is_isolated());
+    clock.advance(Duration::from_millis(100));
+    core.heard();
+    clock.advance(Duration::from_millis(100));
+    let items = core.begin_sync();
+    assert!(!items.is_empty(), "the units counted alone are still owed");
+    let now = clock.now_us_for_tests();
+    core.finish_sync(items, Err(()), now, now);
+    assert!(core.is_isolated(), "no sync has brought the fleet's state");
+    clock.advance(Duration::from_millis(100));
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert!(!core.is_isolated());
+}
+
 #[test]
 fn a_key_turns_hot_after_enough_decisions_in_one_interval() {
     let clock = ManualClock::new(T0);
