@@ -1014,34 +1014,87 @@ async fn a_hierarchical_policy_holds_across_two_instances() {
     }
 }
 
+/// What one instance's load saw: when each check was asked and when it was answered (or
+/// given up), and whether it was admitted.
+type Checks = Vec<(Instant, Instant, bool)>;
+
 /// Offers `policy`'s `key` `per_second` requests a second on `store` until `stop`; answers
-/// the units admitted.
+/// every check made.
 fn offer(
     store: LocalFirstStore,
     policy: Policy,
     key: redlimit::Key,
     per_second: u64,
     stop: Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<u64> {
+) -> tokio::task::JoinHandle<Checks> {
     use redlimit::store::Store;
     tokio::spawn(async move {
-        // Three requests every tick, ticks spaced for the rate asked.
+        // Three requests every tick, ticks spaced for the rate asked. A load held up (the
+        // machine busy) resumes at its rate: a catch-up flood would meet each instance's view
+        // before the next sync, and each admit the burst its view has refilled (the bound
+        // the docs state: one interval of the others' admissions).
         let mut ticks = tokio::time::interval(Duration::from_micros(3_000_000 / per_second));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let mut admitted = 0;
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut checks = Checks::new();
         while !stop.load(Ordering::Relaxed) {
             ticks.tick().await;
             for _ in 0..3 {
                 // Decided exactly while cold; a key still cold once Redis is cut off fails or
                 // waits, as in exact mode: neither is admitted here (a layer's deadline, 250 ms).
+                let asked = Instant::now();
                 let check = store.check(&policy, &key, 1);
-                if let Ok(Ok(d)) = tokio::time::timeout(Duration::from_millis(250), check).await {
-                    admitted += u64::from(d.is_allowed());
-                }
+                let allowed = matches!(
+                    tokio::time::timeout(Duration::from_millis(250), check).await,
+                    Ok(Ok(d)) if d.is_allowed()
+                );
+                checks.push((asked, Instant::now(), allowed));
             }
         }
-        admitted
+        checks
     })
+}
+
+/// What a limiter of `rate` and `burst` admits of a fleet that offers more than `rate`
+/// whenever it offers at all, over the span of `checks` (from the first asked to the last
+/// answered): the burst, then the rate; less what each pause in the offer longer than the
+/// burst's refill and `forgiven` wastes. A machine busy enough to hold up every load (seen:
+/// 7 s and more on a shared 2-core runner) offers nothing meanwhile, and no limiter admits
+/// then; exact mode wastes all past the refill (`forgiven` zero). Answers the ideal, the span
+/// and the time with nothing asked.
+fn ideal(checks: &Checks, rate: f64, burst: f64, forgiven: Duration) -> (f64, Duration, Duration) {
+    let mut asked: Vec<Instant> = checks.iter().map(|c| c.0).collect();
+    asked.sort();
+    let (Some(first), Some(last)) = (asked.first(), checks.iter().map(|c| c.1).max()) else {
+        return (burst, Duration::ZERO, Duration::ZERO);
+    };
+    let refill = Duration::from_secs_f64(burst / rate) + forgiven;
+    let paused: Duration = asked
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|gap| *gap > refill)
+        .sum();
+    let wasted: Duration = asked
+        .windows(2)
+        .map(|w| (w[1] - w[0]).saturating_sub(refill))
+        .sum();
+    let span = last.duration_since(*first);
+    (
+        burst + rate * span.saturating_sub(wasted).as_secs_f64(),
+        span,
+        paused,
+    )
+}
+
+/// Sleeps `duration` of the time this process runs: a pause of the whole process (the
+/// machine busy) counts for little, so what follows is measured after as much offered load.
+async fn run_for(duration: Duration) {
+    let step = Duration::from_millis(50);
+    let mut ran = Duration::ZERO;
+    while ran < duration {
+        let at = Instant::now();
+        tokio::time::sleep(step).await;
+        ran += at.elapsed().min(2 * step);
+    }
 }
 
 /// Two instances hold a hot key at three times its rate; the link to Redis is cut (a
@@ -1086,7 +1139,6 @@ async fn a_partition_healed_grants_no_second_budget() {
     .unwrap();
     let key = redlimit::Key::new("hot");
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let started = Instant::now();
     let loads: Vec<_> = stores
         .iter()
         .map(|s| {
@@ -1127,18 +1179,34 @@ async fn a_partition_healed_grants_no_second_budget() {
     .await;
     assert!(back, "every instance synced again");
     // Long enough after the return for a debt of a burst to be paid back.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    run_for(Duration::from_secs(4)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut admitted = 0;
+    let mut checks = Checks::new();
     for load in loads {
-        admitted += load.await.unwrap();
+        checks.extend(load.await.unwrap());
     }
-    let elapsed = started.elapsed();
-    let ideal = burst + rate * elapsed.as_secs_f64();
-    let ratio = admitted as f64 / ideal;
-    eprintln!("admitted {admitted} in {elapsed:?}, ideal {ideal:.0}: {ratio:.3}");
+    let admitted = checks.iter().filter(|c| c.2).count() as f64;
+    let (exact, span, paused) = ideal(&checks, rate, burst, Duration::ZERO);
+    // A pause during the return's payback forgives what is left of it: the backlog a sync
+    // leaves is capped at another burst or 1 s (`lua/local_first_sync.lua`), so a pause wastes
+    // that much less for this fleet. Without pauses (the usual run) both ideals are the same.
+    let forgiven = Duration::from_secs_f64(burst / rate).max(Duration::from_secs(1));
+    let (most, _, _) = ideal(&checks, rate, burst, forgiven);
+    eprintln!(
+        "admitted {admitted} of {} checks in {span:?} ({paused:?} in pauses past a refill), \
+         ideal {exact:.0}: {:.3} (with a backlog forgiven, {most:.0}: {:.3})",
+        checks.len(),
+        admitted / exact,
+        admitted / most,
+    );
+    // No second budget on the return (the old code's made 1.25 of the ideal), and the shares
+    // and the payback cost the fleet little.
     assert!(
-        (0.9..=1.1).contains(&ratio),
-        "admitted {admitted} against {ideal:.0}"
+        admitted <= 1.1 * most,
+        "admitted {admitted} against at most {most:.0}"
+    );
+    assert!(
+        admitted >= 0.9 * exact,
+        "admitted {admitted} against {exact:.0}"
     );
 }
