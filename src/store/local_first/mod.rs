@@ -223,8 +223,9 @@ impl LocalFirstStore {
         self.shared.core.instances()
     }
 
-    /// Whether the last sync failed: decisions are then made alone, with this instance's
-    /// share of each limit.
+    /// Whether syncs have failed for three intervals: decisions are then made alone, with
+    /// this instance's share of each limit, until a sync succeeds (or, with nothing to sync,
+    /// Redis answers a heartbeat).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
