@@ -34,13 +34,18 @@ pub(crate) async fn eventually(
     mut condition: impl AsyncFnMut() -> bool,
 ) -> bool {
     let end = Instant::now() + deadline;
-    while Instant::now() < end {
+    loop {
+        // Checked once more after the deadline: a machine that paused this process past it
+        // must not fail a condition that held all along.
+        let last = Instant::now() >= end;
         if condition().await {
             return true;
         }
+        if last {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    false
 }
 
 /// A prefix unique to this process and call, so tests sharing a server never share keys.
