@@ -76,7 +76,8 @@ impl LocalFirstStoreBuilder {
     }
 
     /// How many decisions of a key within one sync interval turn it hot on this instance
-    /// (default [`DEFAULT_LOCAL_AFTER`](crate::store::DEFAULT_LOCAL_AFTER); at least 1): from
+    /// (default [`DEFAULT_LOCAL_AFTER`](crate::store::DEFAULT_LOCAL_AFTER); at least 1), once
+    /// the interval before saw at least a quarter of that (so a lone burst stays exact): from
     /// then on it is decided in memory and synced in the background, until a whole interval
     /// sees fewer than a quarter of that. A key is decided exactly, by Redis, while it is
     /// cold, and always when one of its policy's limits admits fewer than this many units per

@@ -146,12 +146,13 @@ pub(crate) struct Entry {
 /// key that comes back is a cold key again (see `LocalFirstStoreBuilder::max_keys`).
 impl Reclaim for Entry {
     /// Moot once settled, out of the syncs, and idle for [`IDLE_US`]; a key decided exactly
-    /// holds nothing but its count of decisions, moot once its span is over.
+    /// holds nothing but its count of decisions, moot once the span after it is over (the
+    /// rule that turns a key hot reads the span before).
     fn expires_at(&self) -> u64 {
         if self.touched || !self.settled() {
             u64::MAX
         } else if self.mode == Mode::Exact {
-            self.window_at.saturating_add(self.window_us)
+            self.window_at.saturating_add(2 * self.window_us)
         } else {
             self.last_used.saturating_add(IDLE_US)
         }
@@ -212,7 +213,8 @@ impl Entry {
     }
 
     /// Counts a decision of `cost` at `now` and says where it goes, switching the key's mode
-    /// by `rule`: exact to hot after `local_after` decisions within one span; local back to
+    /// by `rule`: exact to hot after `local_after` decisions within one span that follows a
+    /// span of at least a quarter of that (a lone burst stays exact); local back to
     /// exact when a whole span saw fewer than a quarter of that (or the policy no longer
     /// fits), once every unit counted here was acknowledged (none is left for Redis to learn).
     pub(crate) fn route(&mut self, cost: u64, now: u64, rule: &Rule) -> Route {
@@ -229,7 +231,13 @@ impl Entry {
         }
         self.window_count += 1;
         match self.mode {
-            Mode::Exact if rule.fits && self.window_count >= rule.local_after => {
+            // Warm in the span before too: one burst (a page load's calls, a retry storm of
+            // one client) is over before local decisions could pay for the sync that joins.
+            Mode::Exact
+                if rule.fits
+                    && self.window_count >= rule.local_after
+                    && self.previous_count >= rule.local_after / 4 =>
+            {
                 self.mode = Mode::Joining;
                 self.synced = false;
                 self.joined_at = now;

@@ -268,7 +268,7 @@ fn a_steady_overload_converges_on_the_limit() {
     let clock = ManualClock::new(T0);
     let policy = Policy::new("p", [Limit::gcra(20, Duration::from_millis(100)).unwrap()]).unwrap();
     let key = Key::new("k");
-    // The default rule: each instance turns the key hot within its first interval.
+    // The default rule: each instance turns the key hot within its second interval.
     let fleet_of: Vec<Instance> = (0..4)
         .map(|i| {
             Instance::new(
@@ -600,6 +600,36 @@ fn a_key_turns_hot_after_enough_decisions_in_one_interval() {
 }
 
 #[test]
+fn a_lone_burst_leaves_a_key_exact() {
+    let clock = ManualClock::new(T0);
+    let core = core(&clock, Settings::default());
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let key = Key::new("k");
+    // A client's burst of 50 at once, then silence: exact throughout, never synced (a sync to
+    // join would cost Redis more than the burst's exact calls save).
+    for _ in 0..50 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests()).is_empty());
+    // The same burst again a second later: still a lone burst.
+    clock.advance(Duration::from_secs(1));
+    for _ in 0..50 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests()).is_empty());
+    // Bursts an interval apart are a hot key's traffic: it joins.
+    clock.advance(Duration::from_millis(100));
+    for _ in 0..8 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    assert_eq!(
+        sync_core(&core, &mut fleet, clock.now_us_for_tests()).len(),
+        1
+    );
+}
+
+#[test]
 fn a_hot_key_that_cools_is_decided_exactly_once_its_units_are_acknowledged() {
     let clock = ManualClock::new(T0);
     let settings = Settings {
@@ -610,6 +640,9 @@ fn a_hot_key_that_cools_is_decided_exactly_once_its_units_are_acknowledged() {
     let mut fleet = Keyspace::default();
     let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
     let key = Key::new("k");
+    // Warm for an interval, then hot.
+    assert!(core.check(&policy, &key, 1).is_none());
+    clock.advance(Duration::from_millis(100));
     for _ in 0..4 {
         assert!(core.check(&policy, &key, 1).is_none());
     }
@@ -686,6 +719,11 @@ fn a_hot_key_whose_rate_falls_is_decided_exactly_again() {
     )
     .unwrap();
     let key = Key::new("k");
+    // Warm (2 of 8) for an interval, then 8 in the next: hot.
+    for _ in 0..2 {
+        assert!(core.check(&policy, &key, 1).is_none());
+    }
+    clock.advance(Duration::from_millis(100));
     for _ in 0..8 {
         assert!(core.check(&policy, &key, 1).is_none());
     }

@@ -507,6 +507,28 @@ async fn turn_hot(store: &LocalFirstStore, policy: &Policy, key: &redlimit::Key)
     admitted
 }
 
+/// Keeps `key` hot on `store` (a look of cost 0 every 5 ms, using no units) until dropped: a
+/// test that waits on other work must not see the key cool meanwhile.
+fn keep_hot(store: &LocalFirstStore, policy: &Policy, key: &redlimit::Key) -> KeepHot {
+    use redlimit::store::Store;
+    let (store, policy, key) = (store.clone(), policy.clone(), key.clone());
+    KeepHot(tokio::spawn(async move {
+        loop {
+            let _ = store.check(&policy, &key, 0).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }))
+}
+
+/// [`keep_hot`]'s task, aborted when dropped.
+struct KeepHot(tokio::task::JoinHandle<()>);
+
+impl Drop for KeepHot {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A per-key limit of 5 an hour (keyed by `x-api-key`) on each store.
 fn per_key_apps(stores: &[LocalFirstStore], policy: &Policy) -> Vec<Router> {
     stores
@@ -767,6 +789,7 @@ async fn an_override_reaches_a_hot_key_on_every_instance_keeping_its_units() {
     let policy = Policy::new("override", [limit]).unwrap();
     let key = redlimit::Key::new("tenant");
     let admitted = turn_hot(&a, &policy, &key).await;
+    let _hot = keep_hot(&a, &policy, &key);
 
     let raised = Override::parse(&policy, "3000000/1h").unwrap();
     b.set_override(&policy, &key, raised.clone()).await.unwrap();
@@ -857,7 +880,9 @@ async fn a_hot_key_s_local_decisions_are_refunded_and_both_instances_see_it() {
         let policy = Policy::new(format!("hot-refund-{}", algorithm.name()), [limit]).unwrap();
         let key = redlimit::Key::new("client");
         turn_hot(&a, &policy, &key).await;
+        let _hot_a = keep_hot(&a, &policy, &key);
         turn_hot(&b, &policy, &key).await;
+        let _hot_b = keep_hot(&b, &policy, &key);
         let decision = a.check(&policy, &key, COST).await.unwrap();
         assert!(decision.is_allowed(), "{algorithm:?}");
         assert_eq!(decision.source(), DecisionSource::LocalFirst);
