@@ -47,8 +47,9 @@ use crate::policy::Policy;
 /// **Adaptive per key.** A key is cold on an instance until the instance decides
 /// [`local_after`](LocalFirstStoreBuilder::local_after) (default 8) of its requests within
 /// one sync interval, after at least a quarter of that in the interval before (a client's
-/// lone burst, over before a sync could pay for itself, stays exact); until then every decision is the wrapped [`RedisStore`]'s, exact across
-/// instances (its batching applies, and the layer's deny cache to its denials). Then the key
+/// lone burst, over before a sync could pay for itself, stays exact); until then every
+/// decision is the wrapped [`RedisStore`]'s, exact across instances (its batching applies,
+/// and the layer's deny cache to its denials). Then the key
 /// is hot: still decided exactly until its first sync brings the key's state, and in memory
 /// from then on. It cools back to exact decisions when a whole interval sees fewer than a
 /// quarter of `local_after` decisions (or none for three intervals) and Redis has
