@@ -282,24 +282,9 @@ fn a_steady_overload_converges_on_the_limit() {
             .unwrap()
         })
         .collect();
-    let mut fleet = Fleet::default();
-    let mut admitted = 0;
-    let start_measure = 2_000; // ms
-    for ms in 0..12_000u64 {
-        for (n, i) in fleet_of.iter().enumerate() {
-            // 150/s each: three requests every 20 ms, staggered.
-            if (ms + 5 * n as u64) % 20 < 3
-                && i.check(&mut fleet, &policy, &key, 1).is_allowed()
-                && ms >= start_measure
-            {
-                admitted += 1;
-            }
-            if (ms + 25 * n as u64).is_multiple_of(100) {
-                sync(i, &mut fleet, &clock);
-            }
-        }
-        clock.advance(Duration::from_millis(1));
-    }
+    // 150/s each: three requests every 20 ms, staggered.
+    let offered = |ms: u64, n: usize| u32::from((ms + 5 * n as u64) % 20 < 3);
+    let admitted = admitted_after_two_seconds(&fleet_of, &clock, &policy, &key, offered, 25);
     let expected = 200.0 * 10.0;
     let ratio = f64::from(admitted) / expected;
     assert!(
@@ -331,28 +316,43 @@ fn a_hot_key_far_over_its_limit_admits_the_limit() {
             .unwrap()
         })
         .collect();
-    let mut fleet = Fleet::default();
-    let mut admitted = 0;
-    let start_measure = 2_000; // ms
-    for ms in 0..12_000u64 {
-        for (n, i) in fleet_of.iter().enumerate() {
-            for _ in 0..if n == 0 { 4 } else { 3 } {
-                if i.check(&mut fleet, &policy, &key, 1).is_allowed() && ms >= start_measure {
-                    admitted += 1;
-                }
-            }
-            if (ms + 33 * n as u64).is_multiple_of(100) {
-                sync(i, &mut fleet, &clock);
-            }
-        }
-        clock.advance(Duration::from_millis(1));
-    }
+    let offered = |_: u64, n: usize| if n == 0 { 4 } else { 3 };
+    let admitted = admitted_after_two_seconds(&fleet_of, &clock, &policy, &key, offered, 33);
     let expected = 200.0 * 10.0;
     let ratio = f64::from(admitted) / expected;
     assert!(
         (0.95..=1.05).contains(&ratio),
         "admitted {admitted} of {expected}: {ratio:.3}"
     );
+}
+
+/// Runs `instances` for 12 s on `clock`, 1 ms at a time: instance `n` offers `offered(ms, n)`
+/// requests of `key` in millisecond `ms` and syncs every 100 ms from an offset of
+/// `stagger × n` ms. Answers how many were admitted after the first 2 s.
+fn admitted_after_two_seconds(
+    instances: &[Instance],
+    clock: &ManualClock,
+    policy: &Policy,
+    key: &Key,
+    offered: impl Fn(u64, usize) -> u32,
+    stagger: u64,
+) -> u32 {
+    let mut fleet = Fleet::default();
+    let mut admitted = 0;
+    for ms in 0..12_000u64 {
+        for (n, i) in instances.iter().enumerate() {
+            for _ in 0..offered(ms, n) {
+                if i.check(&mut fleet, policy, key, 1).is_allowed() && ms >= 2_000 {
+                    admitted += 1;
+                }
+            }
+            if (ms + stagger * n as u64).is_multiple_of(100) {
+                sync(i, &mut fleet, clock);
+            }
+        }
+        clock.advance(Duration::from_millis(1));
+    }
+    admitted
 }
 
 /// One sync of `core` against `fleet`, at `now` (what `sync` does for an `Instance`).

@@ -28,6 +28,14 @@ const OFFERED: u64 = 750;
 /// load.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// The algorithms local-first mode decides in memory once a key is hot.
+const LOCAL_ALGORITHMS: [redlimit::Algorithm; 4] = [
+    redlimit::Algorithm::Gcra,
+    redlimit::Algorithm::TokenBucket,
+    redlimit::Algorithm::FixedWindow,
+    redlimit::Algorithm::SlidingWindow,
+];
+
 fn policy() -> Policy {
     Policy::new(
         "fleet",
@@ -554,12 +562,7 @@ async fn a_burst_of_one_key_over_two_instances_admits_exactly_its_limit() {
         Duration::from_millis(100),
     )
     .await;
-    for algorithm in [
-        redlimit::Algorithm::Gcra,
-        redlimit::Algorithm::TokenBucket,
-        redlimit::Algorithm::FixedWindow,
-        redlimit::Algorithm::SlidingWindow,
-    ] {
+    for algorithm in LOCAL_ALGORITHMS {
         let policy = Policy::new(
             format!("per-key-{}", algorithm.name()),
             [Limit::new(algorithm, 5, Duration::from_secs(3600)).unwrap()],
@@ -744,12 +747,7 @@ async fn a_cold_key_s_decision_is_refunded_from_either_instance() {
         Duration::from_millis(50),
     )
     .await;
-    for algorithm in [
-        redlimit::Algorithm::Gcra,
-        redlimit::Algorithm::TokenBucket,
-        redlimit::Algorithm::FixedWindow,
-        redlimit::Algorithm::SlidingWindow,
-    ] {
+    for algorithm in LOCAL_ALGORITHMS {
         let policy = Policy::new(
             format!("refund-{}", algorithm.name()),
             [Limit::new(algorithm, 5, Duration::from_secs(3600)).unwrap()],
@@ -868,12 +866,7 @@ async fn a_hot_key_s_local_decisions_are_refunded_and_both_instances_see_it() {
         Duration::from_millis(50),
     )
     .await;
-    for algorithm in [
-        redlimit::Algorithm::Gcra,
-        redlimit::Algorithm::TokenBucket,
-        redlimit::Algorithm::FixedWindow,
-        redlimit::Algorithm::SlidingWindow,
-    ] {
+    for algorithm in LOCAL_ALGORITHMS {
         // 1M an hour: hot after a few decisions per 50 ms interval; a GCRA unit drains in
         // 3.6 ms, so the refund (72 s of units) is not mistaken for a drain.
         let limit = Limit::new(algorithm, 1_000_000, Duration::from_secs(3600)).unwrap();
