@@ -3,7 +3,7 @@
 --
 -- KEYS     the limit's key: a string "<window end, Unix µs> <count>", TTL until the window
 --          ends.
--- Defines  fixed_window(key, n, p, cost, now), returning what prelude.lua describes; the state
+-- Defines  fixed_window(v, n, p, cost, now), returning what prelude.lua describes; the state
 --          is the new count, its TTL -1 (keep) when the key already holds this window (its
 --          first write set the TTL until the window ends). A stored window that has not ended
 --          counts in the current one: on an unchanged limit it is the current one (or, after a
@@ -11,11 +11,10 @@
 --          its count carries over, so 90 used of 100 leaves 910 of 1000, and the next write
 --          moves it to the current window's end.
 
-local function fixed_window(key, n, p, cost, now)
+local function fixed_window(v, n, p, cost, now)
   local window_end = (math.floor(now / p) + 1) * p
   local until_end = window_end - now
   local used, ttl, same = 0, until_end, nil
-  local v = redis.call('GET', key)
   if v then
     local e, c = string.match(v, '^(%d+) (%d+)$')
     if e then

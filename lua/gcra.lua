@@ -3,7 +3,7 @@
 --
 -- KEYS     the limit's key: a string "<TAT in µs> <T in µs>", TTL until the TAT (then the
 --          state is moot).
--- Defines  gcra(key, n, p, cost, now), returning what prelude.lua describes; the state is the
+-- Defines  gcra(v, n, p, cost, now), returning what prelude.lua describes; the state is the
 --          new TAT and this limit's T. Anything else reads as no state. A T other than this
 --          limit's (the limit changed: an override, a reloaded policy) rescales the backlog,
 --          ceil(backlog * T / T_old), so the units used are kept (90 used of 100 leaves 910 of
@@ -11,11 +11,10 @@
 --          back): it is clamped to now + N*T, so the wait asked for is never longer than the
 --          period.
 
-local function gcra(key, n, p, cost, now)
+local function gcra(v, n, p, cost, now)
   local t = math.ceil(p / n)
   local tolerance = n * t
   local start = now
-  local v = redis.call('GET', key)
   if v then
     local a, b = string.match(v, '^(%d+) (%d+)$')
     if a then

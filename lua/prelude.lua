@@ -28,8 +28,11 @@
 -- contract heads src/store/redis/script/batch.rs). The prelude's `now` and `cost` are then the
 -- first decision's; each decision is passed its own.
 --
--- Every algorithm but the sliding log defines NAME(key, n, p, cost, now), which reads the
--- limit's state and returns
+-- The algorithms whose state is one string (fixed and sliding window, token bucket, GCRA)
+-- define NAME(v, n, p, cost, now), given the limit's state as GET answers it (false for none:
+-- the tail reads it, so a batch can read every key of its decisions with one MGET); the
+-- concurrency limit defines concurrency(key, n, p, cost, now), which reads its sorted set.
+-- They return (the concurrency limit all but the last two)
 --   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl
 -- where the last two (set when ok) are the value to write and its TTL in µs. If every limit is
 -- ok the tail writes `SET key state PX ttl`; for a ttl of -1 `SET key state KEEPTTL` (the key

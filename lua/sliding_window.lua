@@ -4,7 +4,7 @@
 -- KEYS     the limit's key: a string "<window end, Unix µs> <current count> <previous
 --          count>", TTL until the end of the next window (when the current count stops
 --          weighing).
--- Defines  sliding_window(key, n, p, cost, now), returning what prelude.lua describes; the
+-- Defines  sliding_window(v, n, p, cost, now), returning what prelude.lua describes; the
 --          state is the new counts, its TTL -1 (keep) when the key already holds this window
 --          (its first write set the TTL until the next window ends). A stored window that has
 --          not ended counts as the current one: on an unchanged limit it is (or, after a clock
@@ -12,11 +12,10 @@
 --          counts carry over, so 90 used of 100 leaves 910 of 1000. One that ended is the
 --          previous window only if it ended where the current one began.
 
-local function sliding_window(key, n, p, cost, now)
+local function sliding_window(v, n, p, cost, now)
   local window = math.floor(now / p)
   local start = window * p
   local cur, prev, same, same_prev = 0, 0, nil, nil
-  local v = redis.call('GET', key)
   if v then
     local e, c, pr = string.match(v, '^(%d+) (%d+) (%d+)$')
     if e then

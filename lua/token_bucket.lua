@@ -6,15 +6,14 @@
 --          full again. Missing tokens, not tokens left, so that a changed limit (an override, a
 --          reloaded policy) keeps the units used: 90 missing of 100 leaves 910 of 1000, none
 --          of 50; refilling continues from `last` at the new rate.
--- Defines  token_bucket(key, n, p, cost, now), returning what prelude.lua describes; the state
+-- Defines  token_bucket(v, n, p, cost, now), returning what prelude.lua describes; the state
 --          is the tokens missing and `last` (a full bucket has a TTL of 0: it is deleted). A
 --          `last` in the future (a clock step back) is clamped to now, so refilling resumes
 --          at once.
 
-local function token_bucket(key, n, p, cost, now)
+local function token_bucket(v, n, p, cost, now)
   local t = math.ceil(p / n)
   local tokens, last = n, now
-  local v = redis.call('GET', key)
   if v then
     local a, b = string.match(v, '^(%d+) (%d+)$')
     if a then

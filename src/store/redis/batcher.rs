@@ -31,12 +31,10 @@ use super::script::{batch_command, split, LuaScript};
 /// The decisions per call unless the builder says otherwise.
 pub(super) const DEFAULT_MAX: usize = 32;
 
-/// One decision: its own `EVALSHA`, the script it runs, its number of keys (of limits), and its
-/// Cluster slot (0 elsewhere).
+/// One decision: its own `EVALSHA`, the script it runs, and its Cluster slot (0 elsewhere).
 pub(super) struct Decision {
     pub(super) command: Cmd,
     pub(super) script: &'static LuaScript,
-    pub(super) keys: usize,
     pub(super) slot: u16,
 }
 
@@ -151,7 +149,7 @@ impl Batcher {
         }
         let (decisions, mut replies): (Vec<Decision>, Vec<Reply>) = batch.into_iter().unzip();
         let first = &decisions[0];
-        let command = batch_command(first.script, decisions.iter().map(|d| (&d.command, d.keys)));
+        let command = batch_command(first.script, decisions.iter().map(|d| &d.command));
         let result = tokio::select! {
             biased;
             result = self.backend.run::<Vec<Value>>(&command) => result,
@@ -258,7 +256,6 @@ mod tests {
         let decision = Decision {
             command,
             script,
-            keys: 1,
             slot,
         };
         (decision, oneshot::channel().0)

@@ -255,7 +255,6 @@ impl RedisStore {
     fn invoke(&self, policy: &Policy, key: &Key, cost: u64, now_us: Option<u64>) -> Check {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
-        let limits = policy.limits();
         let mut command = script_command(&self.inner.prefix, policy, key, cost, now_us);
         // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
         let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
@@ -265,7 +264,6 @@ impl RedisStore {
         let decision = Decision {
             command,
             script: script_for_policy(policy),
-            keys: limits.len() + usize::from(policy.penalty_box().is_some()),
             slot: match self.inner.backend {
                 backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
                 _ => 0,

@@ -312,3 +312,163 @@ async fn valkey_batches_too() {
         .count();
     assert_eq!(admitted, 7);
 }
+
+/// Policies named alike with the same algorithms and other counts, periods and penalties (a
+/// reloaded policy: the same keys), deciding for keys met several times in one batch, at
+/// several costs and at times that differ within a batch: a batch lists each distinct limit
+/// once per run of decisions, reads every key once up front, and answers an admission at its
+/// time in short; each decision must still be its own call's, in order.
+#[tokio::test]
+async fn batches_mixing_limits_decide_as_their_own_calls_in_order() {
+    let server = RedisServer::start();
+    let batched = redis_store(&server, "mixed-batched").await;
+    let alone = RedisStore::builder(server.url())
+        .prefix(unique_prefix("mixed-alone"))
+        .batch(1)
+        .connect()
+        .await
+        .unwrap();
+    let mut mixes: Vec<Vec<Algorithm>> = Algorithm::ALL.into_iter().map(|a| vec![a]).collect();
+    mixes.push(vec![Algorithm::Gcra, Algorithm::FixedWindow]);
+    mixes.push(vec![
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+    ]);
+    let t0: u64 = 1_700_000_000_000_000;
+    for mix in mixes {
+        let policy = |count: u64, secs: u64| {
+            let limits = mix
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Limit::new(*a, count + i as u64, Duration::from_secs(secs)).unwrap());
+            Policy::new("p", limits).unwrap()
+        };
+        let boxed = policy(4, 1).penalty(Duration::from_secs(2)).unwrap();
+        let variants = [policy(4, 1), policy(6, 3), boxed];
+        // The scripts loaded, so every call runs the first time it arrives, in order.
+        for policy in [&variants[0], &variants[2]] {
+            for store in [&batched, &alone] {
+                let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
+                assert!(decide(store, policy, &warm, 1)
+                    .await
+                    .iter()
+                    .all(Result::is_ok));
+            }
+        }
+        for round in 0..5u64 {
+            let decision = |i: usize| {
+                let key = Key::new(["x", "y", "x", "z", "x", "y"][i % 6]);
+                let policy = &variants[(i / 4 + round as usize) % 2 + usize::from(i % 9 == 8)];
+                let cost = [1, 2, 0, 1, 3][i % 5];
+                let at = t0 + round * 400_000 + if i % 7 == 3 { 5 } else { 0 };
+                (key, policy, cost, at)
+            };
+            let before = evalsha_calls(&server);
+            let checks = (0..24)
+                .map(|i| {
+                    let (key, policy, cost, at) = decision(i);
+                    redlimit::__private::check_at(&batched, policy, &key, cost, at).into_future()
+                })
+                .collect();
+            let results = at_once(checks).await;
+            let calls = evalsha_calls(&server) - before;
+            assert!(calls <= 4, "{mix:?}: {calls} calls for 24 decisions");
+            for (i, result) in results.into_iter().enumerate() {
+                let (key, policy, cost, at) = decision(i);
+                let own = redlimit::__private::check_at(&alone, policy, &key, cost, at)
+                    .await
+                    .unwrap();
+                assert_eq!(result.unwrap(), own, "{mix:?}, round {round}, decision {i}");
+            }
+        }
+    }
+}
+
+/// A key of another type among fresh keys (none of which a batch's `MGET` finds either): only
+/// its own decision fails, with the server's `WRONGTYPE`, and the key is left as it was.
+#[tokio::test]
+async fn a_key_of_the_wrong_type_among_fresh_ones_fails_alone_and_is_left_be() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let mut mixes: Vec<Vec<Algorithm>> = [
+        Algorithm::Gcra,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::TokenBucket,
+    ]
+    .into_iter()
+    .map(|a| vec![a])
+    .collect();
+    mixes.push(vec![Algorithm::TokenBucket, Algorithm::Gcra]);
+    for mix in mixes {
+        for penalty in [false, true] {
+            let prefix = unique_prefix("wrong-fresh");
+            let store = RedisStore::builder(server.url())
+                .prefix(prefix.clone())
+                .connect()
+                .await
+                .unwrap();
+            let limits = mix.iter().map(|a| Limit::new(*a, 5, DAY).unwrap());
+            let mut policy = Policy::new("p", limits).unwrap();
+            if penalty {
+                policy = policy.penalty(Duration::from_secs(60)).unwrap();
+            }
+            // The last limit's key holds a list.
+            let code = match mix.last().unwrap() {
+                Algorithm::Gcra => "gc",
+                Algorithm::FixedWindow => "fw",
+                Algorithm::SlidingWindow => "sw",
+                _ => "tb",
+            };
+            let bad = format!("{prefix}:p:{{bad}}:{code}{}", mix.len() - 1);
+            let _: () = redis::cmd("RPUSH")
+                .arg(&bad)
+                .arg("x")
+                .query(&mut conn)
+                .unwrap();
+            let keys: Vec<Key> = (0..12)
+                .map(|i| {
+                    Key::new(if i == 6 {
+                        "bad".to_owned()
+                    } else {
+                        format!("k{i}")
+                    })
+                })
+                .collect();
+            // The scripts loaded, so every call runs the first time it arrives.
+            let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
+            assert!(decide(&store, &policy, &warm, 1)
+                .await
+                .iter()
+                .all(Result::is_ok));
+            // Cost 0: a full token bucket would otherwise be deleted rather than written.
+            for cost in [1, 0] {
+                let before = evalsha_calls(&server);
+                let results = decide(&store, &policy, &keys, cost).await;
+                // At most the first alone: the wrong key is decided in a batch.
+                let calls = evalsha_calls(&server) - before;
+                assert!(calls <= 2, "{mix:?}, penalty {penalty}: {calls} calls");
+                for (key, result) in keys.iter().zip(&results) {
+                    let what = format!("{mix:?}, penalty {penalty}, cost {cost}, {key:?}");
+                    if key.as_str() == "bad" {
+                        let err = result.as_ref().unwrap_err();
+                        let source = std::error::Error::source(err).expect("the redis error");
+                        let redis = source.downcast_ref::<redis::RedisError>().unwrap();
+                        assert_eq!(redis.code(), Some("WRONGTYPE"), "{what}: {redis}");
+                    } else {
+                        assert!(result.as_ref().expect(&what).is_allowed(), "{what}");
+                    }
+                }
+            }
+            let kind: String = redis::cmd("TYPE").arg(&bad).query(&mut conn).unwrap();
+            let items: Vec<String> = redis::cmd("LRANGE")
+                .arg(&bad)
+                .arg(0)
+                .arg(-1)
+                .query(&mut conn)
+                .unwrap();
+            assert_eq!((kind.as_str(), &items[..]), ("list", &["x".to_owned()][..]));
+        }
+    }
+}

@@ -5,75 +5,158 @@
 //! decision, in order, each committed on its own, as if each were its own call. Its contract:
 //!
 //! - `KEYS`: the keys of each decision in turn (one per limit, as in a single call);
-//! - `ARGV`: the arguments of each decision in turn (the same as a single call's: its time or
-//!   `''` for Redis `TIME`, its cost, its counts and periods, its logs' TTL);
-//! - reply: for each decision in turn, its reply (`2 + 2k` integers for `k` limits when it
-//!   admits, `2 + 4k` otherwise), or one string: the error it raised (`WRONGTYPE ...`), which
-//!   fails that decision alone.
+//! - `ARGV`: the arguments of each decision in turn that are its own (its time or `''` for
+//!   Redis `TIME`, its cost, its lease id if any); then the limits' arguments (counts and
+//!   periods, the logs' TTL, the penalty), once per run of consecutive decisions that share
+//!   them, each run its length in decisions first; then, when every key holds a string (no
+//!   sliding log, no concurrency limit: the script reads them all with one `MGET`), the
+//!   positions in `KEYS` of the keys met earlier in the batch, which it reads again;
+//! - reply: the time of the first decision, then for each decision in turn its reply: an
+//!   admission at that time answers its limits' `2k` integers alone (the first of them, a
+//!   remaining count, is never negative); any other answer is a single call's (`2 + 2k`
+//!   integers for an admission, `2 + 4k` otherwise) with its time `t` written `-1 - t`; or
+//!   one string, the error it raised (`WRONGTYPE ...`), which fails that decision alone.
+
+use std::collections::HashSet;
 
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 
 use super::registry::LuaScript;
+use super::signature::Signature;
+use crate::limit::Algorithm;
 
-/// The `EVALSHA` of `script`'s batch script for `decisions`: each decision's own `EVALSHA`
-/// (from [`script_command`](super::script_command)) and its number of keys. Every decision
-/// runs `script`.
-pub(crate) fn batch_command<'a>(
-    script: &LuaScript,
-    decisions: impl Iterator<Item = (&'a Cmd, usize)> + Clone,
-) -> Cmd {
-    let total: usize = decisions.clone().map(|(_, keys)| keys).sum();
-    let mut command = redis::cmd("EVALSHA");
-    command.arg(script.batch.get_hash()).arg(total);
-    // A decision's `EVALSHA` is: the command, the SHA1, the number of keys, the keys, the rest.
-    for (decision, keys) in decisions.clone() {
-        for key in decision.args_iter().skip(3).take(keys) {
-            push(&mut command, key);
+/// How a batch script of one signature lays out its call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BatchShape {
+    /// Keys per decision: one per limit, and the penalty box's.
+    pub(crate) keys: usize,
+    /// A decision's own arguments: its lease id, if any.
+    pub(crate) own: usize,
+    /// The limits' arguments: counts and periods, the logs' TTL, the penalty.
+    pub(crate) params: usize,
+    /// The counts and periods, the first of the limits' arguments.
+    pub(crate) numbers: usize,
+    /// Every key holds a string: the batch reads them all with one `MGET`.
+    pub(crate) mget: bool,
+}
+
+impl BatchShape {
+    /// The shape of `signature`'s batches.
+    pub(crate) fn of(signature: Signature) -> BatchShape {
+        let limits = signature.algorithms().count();
+        let logs = signature.uses(Algorithm::SlidingLog);
+        let leases = signature.uses(Algorithm::Concurrency);
+        let penalty = usize::from(signature.penalty());
+        BatchShape {
+            keys: limits + penalty,
+            own: usize::from(leases),
+            params: 2 * limits + usize::from(logs) + penalty,
+            numbers: 2 * limits,
+            // A sliding log and a concurrency limit keep sorted sets, which they read with
+            // their own commands.
+            mget: !(logs || leases),
         }
     }
-    for (decision, keys) in decisions {
-        for arg in decision.args_iter().skip(3 + keys) {
-            push(&mut command, arg);
+}
+
+/// The `EVALSHA` of `script`'s batch script for `decisions`: each decision's own `EVALSHA`
+/// (from [`script_command`](super::script_command)). Every decision runs `script`.
+pub(crate) fn batch_command<'a>(
+    script: &LuaScript,
+    decisions: impl Iterator<Item = &'a Cmd> + Clone,
+) -> Cmd {
+    let shape = script.shape;
+    let mut command = redis::cmd("EVALSHA");
+    command
+        .arg(script.batch.get_hash())
+        .arg(decisions.clone().count() * shape.keys);
+    // A decision's `EVALSHA` is: the command, the SHA1, the number of keys, the keys, its
+    // time and cost, the limits' arguments, the rest (its lease).
+    let args = |decision: &'a Cmd| {
+        decision.args_iter().skip(3).filter_map(|arg| match arg {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        })
+    };
+    let mut seen = HashSet::new();
+    let mut again = String::new();
+    for (position, key) in (1..).zip(decisions.clone().flat_map(|d| args(d).take(shape.keys))) {
+        command.arg(key);
+        if shape.mget && !seen.insert(key) {
+            if !again.is_empty() {
+                again.push(' ');
+            }
+            again.push_str(&position.to_string());
         }
+    }
+    // Runs of decisions that share a time, a cost and the limits' arguments.
+    let mut runs: Vec<(usize, Vec<&[u8]>)> = Vec::new();
+    let mut owns = Vec::new();
+    for decision in decisions {
+        let mut args = args(decision).skip(shape.keys);
+        let shared: Vec<&[u8]> = args.by_ref().take(2 + shape.params).collect();
+        owns.extend(args);
+        match runs.last_mut() {
+            Some((length, last)) if *last == shared => *length += 1,
+            _ => runs.push((1, shared)),
+        }
+    }
+    for (length, shared) in runs {
+        let (time_and_cost, params) = shared.split_at(2);
+        command.arg(time_and_cost).arg(length).arg(params);
+    }
+    command.arg(owns);
+    if shape.mget {
+        command.arg(again);
     }
     command
 }
 
-fn push(command: &mut Cmd, arg: Arg<&[u8]>) {
-    if let Arg::Simple(bytes) = arg {
-        command.arg(bytes);
-    }
-}
-
-/// Splits a batch reply into one result per decision: `decisions` of `limits` limits each.
-/// A reply of the wrong shape fails every decision it cannot answer.
+/// Splits a batch reply into one result per decision: `decisions` of `limits` limits each,
+/// each as its own call's reply. A reply of the wrong shape fails every decision it cannot
+/// answer.
 pub(crate) fn split(
     reply: Vec<Value>,
     decisions: usize,
     limits: usize,
 ) -> Vec<RedisResult<Vec<i64>>> {
+    let int = |v: &Value| match v {
+        Value::Int(n) => Ok(*n),
+        other => Err(malformed(&format!("{other:?} in a decision's reply"))),
+    };
+    let Some(Ok(batch_now)) = reply.first().map(int) else {
+        let what = format!("{:?} for the batch's time", reply.first());
+        return (0..decisions).map(|_| Err(malformed(&what))).collect();
+    };
     let mut results = Vec::with_capacity(decisions);
-    let mut at = 0;
+    let mut at = 1;
     while results.len() < decisions {
         let rest = reply.get(at..).unwrap_or_default();
+        let short = || malformed("a batch reply shorter than its decisions");
         let result = match rest.first() {
-            Some(Value::Int(_)) => {
-                // An admission (its second value 1) answers two values per limit, else four.
+            // An admission at the batch's time: its limits' values alone.
+            Some(Value::Int(first)) if *first >= 0 => {
+                at += 2 * limits;
+                rest.get(..2 * limits).ok_or_else(short).and_then(|values| {
+                    [Ok(batch_now), Ok(1)]
+                        .into_iter()
+                        .chain(values.iter().map(int))
+                        .collect()
+                })
+            }
+            // A single call's reply, its time written `-1 - t`. An admission (its second
+            // value 1) answers two values per limit, else four.
+            Some(Value::Int(time)) => {
                 let width = match rest.get(1) {
                     Some(Value::Int(1)) => 2 + 2 * limits,
                     _ => 2 + 4 * limits,
                 };
                 at += width;
-                match rest.get(..width) {
-                    Some(values) => values
-                        .iter()
-                        .map(|v| match v {
-                            Value::Int(n) => Ok(*n),
-                            other => Err(malformed(&format!("{other:?} in a decision's reply"))),
-                        })
-                        .collect::<RedisResult<Vec<i64>>>(),
-                    None => Err(malformed("a batch reply shorter than its decisions")),
-                }
+                rest.get(1..width).ok_or_else(short).and_then(|values| {
+                    std::iter::once(Ok(-1 - time))
+                        .chain(values.iter().map(int))
+                        .collect()
+                })
             }
             Some(value) => {
                 at += 1;
@@ -83,7 +166,7 @@ pub(crate) fn split(
                     other => Err(malformed(&format!("{other:?} for a decision"))),
                 }
             }
-            None => Err(malformed("a batch reply shorter than its decisions")),
+            None => Err(short()),
         };
         results.push(result);
     }
@@ -133,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_then_arguments_of_each_decision_in_turn() {
+    fn keys_then_runs_of_shared_arguments_then_the_keys_met_again() {
         let policy = Policy::new(
             "p",
             [
@@ -143,31 +226,73 @@ mod tests {
         )
         .unwrap();
         let a = script_command("rl", &policy, &Key::new("a"), 1, None);
-        let b = script_command("rl", &policy, &Key::new("b"), 3, Some(7));
+        let b = script_command("rl", &policy, &Key::new("b"), 1, None);
+        let again = script_command("rl", &policy, &Key::new("a"), 3, Some(7));
         let script = script_for(policy.limits());
-        let batch = batch_command(script, [(&a, 2), (&b, 2)].into_iter());
+        let batch = batch_command(script, [&a, &b, &again].into_iter());
         assert_eq!(
             texts(&batch),
             [
                 "EVALSHA",
                 script.batch.get_hash(),
-                "4",
+                "6",
                 "rl:p:{a}:gc0",
                 "rl:p:{a}:fw1",
                 "rl:p:{b}:gc0",
                 "rl:p:{b}:fw1",
+                "rl:p:{a}:gc0",
+                "rl:p:{a}:fw1",
+                // Two decisions at Redis time, cost 1, these limits;
                 "",
+                "1",
+                "2",
+                "5",
+                "1000000",
+                "9",
+                "2000000",
+                // then one at 7 µs, cost 3, the same limits;
+                "7",
+                "3",
                 "1",
                 "5",
                 "1000000",
                 "9",
                 "2000000",
-                "7",
-                "3",
-                "5",
-                "1000000",
-                "9",
-                "2000000",
+                // then the positions of the keys met earlier in the batch.
+                "5 6",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lease_is_a_decision_s_own_argument() {
+        let policy = Policy::new(
+            "p",
+            [Limit::new(crate::Algorithm::Concurrency, 2, Duration::from_secs(5)).unwrap()],
+        )
+        .unwrap();
+        let lease = |key: &str, id: &str| {
+            let mut command = script_command("rl", &policy, &Key::new(key), 1, None);
+            command.arg(id);
+            command
+        };
+        let (a, b) = (lease("a", "l1"), lease("a", "l2"));
+        let script = script_for(policy.limits());
+        let batch = batch_command(script, [&a, &b].into_iter());
+        // No MGET of sorted sets: no positions to read again.
+        assert_eq!(
+            texts(&batch)[2..],
+            [
+                "2",
+                "rl:p:{a}:cc",
+                "rl:p:{a}:cc",
+                "",
+                "1",
+                "2",
+                "2",
+                "5000000",
+                "l1",
+                "l2"
             ]
         );
     }
@@ -175,17 +300,19 @@ mod tests {
     #[test]
     fn an_error_fails_its_own_decision_only() {
         let ints = |v: &[i64]| v.iter().map(|&n| Value::Int(n)).collect::<Vec<_>>();
-        let mut reply = ints(&[1, 1, 4, 0]);
+        // The batch's time, then an admission at it: its limit's two values.
+        let mut reply = ints(&[9, 1, 4]);
         reply.push(Value::BulkString(
             b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec(),
         ));
         reply.push(Value::BulkString(
             b"user_script:9: attempt to compare".to_vec(),
         ));
-        reply.extend(ints(&[2, 0, 0, 0, 5, 7, 3, 1, 2, 9]));
+        // A denial at 2 µs, then an admission at 3 µs: a single call's replies, the time
+        // written -1 - t.
+        reply.extend(ints(&[-3, 0, 0, 0, 5, 7, -4, 1, 2, 9]));
         let results = split(reply, 5, 1);
-        // An admission answers two values per limit, a denial four.
-        assert_eq!(results[0].as_ref().unwrap(), &[1, 1, 4, 0]);
+        assert_eq!(results[0].as_ref().unwrap(), &[9, 1, 1, 4]);
         assert_eq!(results[1].as_ref().unwrap_err().code(), Some("WRONGTYPE"));
         assert_eq!(results[2].as_ref().unwrap_err().code(), Some("ERR"));
         assert_eq!(results[3].as_ref().unwrap(), &[2, 0, 0, 0, 5, 7]);
@@ -194,10 +321,23 @@ mod tests {
 
     #[test]
     fn a_short_reply_fails_what_it_cannot_answer() {
-        let results = split(vec![Value::Int(1), Value::Int(1)], 2, 1);
-        assert_eq!(results.len(), 2);
-        assert!(results
-            .iter()
-            .all(|r| r.as_ref().unwrap_err().kind() == ErrorKind::Parse));
+        let ints = |v: &[i64]| v.iter().map(|&n| Value::Int(n)).collect::<Vec<_>>();
+        for (reply, answered) in [
+            (ints(&[]), 0),
+            (vec![Value::BulkString(b"9".to_vec()), Value::Int(1)], 0),
+            (ints(&[9, 1]), 0),
+            (ints(&[9, 1, 4, -3, 0]), 1),
+        ] {
+            let results = split(reply.clone(), 2, 1);
+            assert_eq!(results.len(), 2);
+            assert_eq!(results.iter().filter(|r| r.is_ok()).count(), answered);
+            assert!(
+                results
+                    .iter()
+                    .skip(answered)
+                    .all(|r| r.as_ref().unwrap_err().kind() == ErrorKind::Parse),
+                "{reply:?}"
+            );
+        }
     }
 }

@@ -36,17 +36,16 @@ pub(crate) fn beside(prefix: &str, policy: &Policy, key: &Key, suffix: &str) -> 
 }
 
 /// The Lua that answers at once for a boxed key: every limit denied with nothing remaining
-/// until the box ends. `boxed` is the box key's expression; `reply` writes a reply.
+/// until the box ends. `boxed` reads the box key's value: the statements, then the expression
+/// (`tail::Frame::value`); `reply` writes a reply.
 pub(super) fn open(
-    boxed: &str,
+    boxed: (String, String),
     limits: usize,
     reply: impl Fn(&str, &[String]) -> String,
 ) -> String {
-    let mut lua = String::new();
-    let _ = writeln!(
-        lua,
-        "local box_until = tonumber(redis.call('GET', {boxed}) or '0') or 0"
-    );
+    let (read, value) = boxed;
+    let mut lua = read;
+    let _ = writeln!(lua, "local box_until = tonumber({value} or '0') or 0");
     let _ = writeln!(lua, "if box_until > now then");
     let _ = writeln!(lua, "  local left = box_until - now");
     let mut items = vec!["now".to_owned(), "2".to_owned()];
@@ -111,15 +110,21 @@ mod tests {
         let read = lua
             .find("redis.call('GET', KEYS[3])")
             .expect("the box read");
-        assert!(read < lua.find("gcra(KEYS[1]").unwrap());
+        assert!(read < lua.find("gcra(redis.call('GET', KEYS[1])").unwrap());
         assert!(read < lua.find("local log_key = KEYS[2]").unwrap());
         // The penalty follows the logs' TTL: time, cost, two limits, TTL, penalty.
         assert!(lua.contains("local pen = tonumber(ARGV[8])"));
         assert!(lua.contains("(ok1 or retry1 >= 0) and (ok2 or retry2 >= 0)"));
         assert!(lua.contains("redis.call('SET', KEYS[3], now + pen, 'PX'"));
         let batch = super::super::source::batch_source(signature(&limits));
-        assert!(batch.contains("local keys_each, args_each = 3, 8\n"));
-        assert!(batch.contains("redis.call('GET', KEYS[o + 3])"));
+        assert!(batch.contains("local keys_each, args_each, params_each = 3, 0, 6\n"));
+        assert!(batch.contains("tonumber(redis.call('GET', KEYS[o + 3]) or '0')"));
+        assert!(batch.contains("local pen = tonumber(ARGV[q + 6])"));
+        // Every key a string: the box read with the batch's one MGET.
+        let strings = [Limit::gcra(5, Duration::from_secs(1)).unwrap()];
+        let batch = super::super::source::batch_source(signature(&strings));
+        assert!(batch.contains("local v2 = values[o + 2]\n"));
+        assert!(batch.contains("local box_until = tonumber(v2 or '0') or 0"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
+use super::batch::BatchShape;
 use super::signature::{position, Signature};
 use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};
@@ -16,6 +17,8 @@ use crate::policy::Policy;
 pub(crate) struct LuaScript {
     /// The number of limits a decision of it reports.
     pub(crate) limits: usize,
+    /// How its batch script lays out its call.
+    pub(crate) shape: BatchShape,
     pub(crate) source: String,
     pub(crate) script: redis::Script,
     pub(crate) batch: redis::Script,
@@ -29,6 +32,7 @@ impl LuaScript {
         // Kept for the process's life, so calls borrow it without counting references.
         Box::leak(Box::new(LuaScript {
             limits: signature.algorithms().count(),
+            shape: BatchShape::of(signature),
             source,
             script,
             batch,

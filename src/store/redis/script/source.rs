@@ -2,10 +2,10 @@
 //! the signature uses, once, in the order of the algorithms' table, then the tail written for
 //! the signature's limits.
 
+use super::batch::BatchShape;
 use super::signature::Signature;
 use super::tail::{tail, tail_in, Frame};
 use crate::algorithm::TABLE;
-use crate::limit::Algorithm;
 
 /// The head of every script: its contract, the time, the cost.
 pub(super) const PRELUDE: &str = include_str!("../../../../lua/prelude.lua");
@@ -21,45 +21,66 @@ pub(super) fn source(signature: Signature) -> String {
 /// and the loop that runs it for each decision of the batch (its contract heads
 /// `src/store/redis/script/batch.rs`).
 pub(super) fn batch_source(signature: Signature) -> String {
-    let limits = signature.algorithms().count();
-    let logs = signature.uses(Algorithm::SlidingLog);
-    let penalty = usize::from(signature.penalty());
-    let leases = signature.uses(Algorithm::Concurrency);
+    let shape = BatchShape::of(signature);
     let mut lua = head(signature);
-    lua.push_str("local function decide(out, len, o, a, now, cost, ttl_slack_ms)\n");
-    lua.push_str(&tail_in(signature, Frame::Batch));
+    lua.push_str("local batch_now, nums, pxs = now, {}, {}\n");
+    if shape.mget {
+        lua.push_str("local values, reread\n");
+    }
+    lua.push_str("local function decide(out, len, o, a, q, now, cost, ttl_slack_ms)\n");
+    lua.push_str(&tail_in(
+        signature,
+        Frame::Batch {
+            params: shape.params,
+            numbers: shape.numbers,
+            mget: shape.mget,
+        },
+    ));
     lua.push_str("end\n");
     lua.push_str(
         &BATCH_LOOP
-            .replace("{KEYS}", &(limits + penalty).to_string())
-            .replace(
-                "{ARGS}",
-                &(2 * limits + 2 + usize::from(logs) + penalty + usize::from(leases)).to_string(),
-            ),
+            .replace("{KEYS}", &shape.keys.to_string())
+            .replace("{ARGS}", &shape.own.to_string())
+            .replace("{AGAIN}", if shape.mget { " - 1" } else { "" })
+            .replace("{PARAMS}", &shape.params.to_string())
+            .replace("{NUMBERS}", &shape.numbers.to_string())
+            .replace("{READS}", if shape.mget { BATCH_READS } else { "" }),
     );
     lua
 }
 
-/// The loop of a batch script. Each decision reads the time it was given, or Redis `TIME`
-/// (read once per batch: the prelude read it if the first decision asked for it). A decision
-/// that raises an error (a key of the wrong type) answers with the error's text alone and
-/// leaves the others be, as if each had been its own call.
+/// The loop of a batch script. Each decision reads the time its run was given, or Redis `TIME`
+/// (read once per batch: the prelude read it if the first run asked for it). A decision that
+/// raises an error (a key of the wrong type) answers with the error's text alone and leaves
+/// the others be, as if each had been its own call.
 const BATCH_LOOP: &str = "-- The batch: each decision in turn, committed on its own.
-local keys_each, args_each = {KEYS}, {ARGS}
+local keys_each, args_each, params_each = {KEYS}, {ARGS}, {PARAMS}
+local decisions = #KEYS / keys_each
 local clock = ttl_slack_ms == 0 and now or nil
-local out, len = {}, 0
-for j = 0, #KEYS / keys_each - 1 do
-  local a = j * args_each
-  local at, slack = clock, 0
-  if ARGV[a + 1] ~= '' then
-    at, slack = tonumber(ARGV[a + 1]), 60000
-  elseif not clock then
-    local t = redis.call('TIME')
-    clock = t[1] * 1000000 + t[2]
-    at = clock
+{READS}local out, len = { batch_now }, 1
+-- The runs of decisions that share a time, a cost and the limits' arguments: each is its time,
+-- cost and length (in decisions), then the arguments (the counts and periods made numbers
+-- once). The decisions' own arguments follow the runs.
+local own = #ARGV - decisions * args_each{AGAIN}
+local q, run_end, at, slack = -params_each, 0, now, 0
+for j = 0, decisions - 1 do
+  if j == run_end then
+    q = q + params_each + 3
+    run_end = run_end + ARGV[q]
+    cost = ARGV[q - 1] + 0
+    if ARGV[q - 2] ~= '' then
+      at, slack = tonumber(ARGV[q - 2]), 60000
+    else
+      if not clock then
+        local t = redis.call('TIME')
+        clock = t[1] * 1000000 + t[2]
+      end
+      at, slack = clock, 0
+    end
+    for x = q + 1, q + {NUMBERS} do nums[x] = ARGV[x] + 0 end
   end
   -- What decide returns: the number of values it wrote, or the error it raised.
-  local ok, answer = pcall(decide, out, len, j * keys_each, a, at, ARGV[a + 2] + 0, slack)
+  local ok, answer = pcall(decide, out, len, j * keys_each, own + j * args_each, q, at, cost, slack)
   if ok then
     len = len + answer
   else
@@ -68,6 +89,40 @@ for j = 0, #KEYS / keys_each - 1 do
   end
 end
 return out
+";
+
+/// The reads of a batch whose keys all hold strings: every key with one `MGET` (in chunks
+/// that `unpack` can take), and the positions to read again with `GET` when their decision
+/// runs. Those are the keys met earlier in the batch (an earlier decision may have written
+/// them; the store lists them in the last argument), and, if some key exists that `MGET`
+/// did not find (it holds another type, which `MGET` reads as none), every key it did not
+/// find: their `GET` raises `WRONGTYPE` in that key's decision alone, as its own call would.
+const BATCH_READS: &str = "reread = {}
+for x in string.gmatch(ARGV[#ARGV], '%d+') do reread[x + 0] = true end
+if #KEYS <= 1000 then
+  values = redis.call('MGET', unpack(KEYS))
+else
+  values = {}
+  for s = 1, #KEYS, 1000 do
+    local part = redis.call('MGET', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+    for x = 1, #part do values[s + x - 1] = part[x] end
+  end
+end
+local found = 0
+for x = 1, #KEYS do
+  if values[x] then found = found + 1 end
+end
+if found < #KEYS then
+  local present = 0
+  for s = 1, #KEYS, 1000 do
+    present = present + redis.call('EXISTS', unpack(KEYS, s, math.min(s + 999, #KEYS)))
+  end
+  if present > found then
+    for x = 1, #KEYS do
+      if not values[x] then reread[x] = true end
+    end
+  end
+end
 ";
 
 /// The prelude and the file of each algorithm `signature` uses: the head of a check, a batch
@@ -87,6 +142,7 @@ pub(super) fn head(signature: Signature) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::Algorithm;
     use crate::limit::Limit;
     use std::time::Duration;
 
@@ -131,11 +187,18 @@ mod tests {
         let lua = batch_source(signature);
         assert!(lua.starts_with(PRELUDE));
         assert_eq!(lua.matches(algorithm_file(Algorithm::Gcra)).count(), 1);
-        assert!(lua.contains("local function decide(out, len, o, a, now, cost, ttl_slack_ms)"));
-        assert!(lua.contains("gcra(KEYS[o + 1], ARGV[a + 3] + 0, ARGV[a + 4] + 0"));
-        // Two keys and seven arguments (time, cost, two limits, the log's TTL) per decision;
-        // each reply is 2 + 2 * 2 integers when it admits, 2 + 4 * 2 otherwise.
-        assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
+        assert!(lua.contains("local function decide(out, len, o, a, q, now, cost, ttl_slack_ms)"));
+        // A sliding log keeps a sorted set: each decision reads its string keys itself.
+        assert!(
+            lua.contains("gcra(redis.call('GET', KEYS[o + 1]), nums[q + 1] + 0, nums[q + 2] + 0")
+        );
+        assert!(!lua.contains("'MGET'"));
+        // Two keys per decision and no argument of its own; five per run of limits (two
+        // counts and periods, the log's TTL); a reply of 2 * 2 integers when it admits at the
+        // batch's time, else 2 + 2 * 2 when it admits, 2 + 4 * 2 otherwise.
+        assert!(lua.contains("local keys_each, args_each, params_each = 2, 0, 5\n"));
+        assert!(lua.contains("redis.call('PEXPIRE', KEYS[o + 2], ARGV[q + 5])"));
+        assert!(lua.contains("    return 4\n"));
         assert!(lua.contains("  return 6\n"));
         assert!(lua.contains("return 10\n"));
         assert!(lua.contains("pcall(decide, "));
@@ -143,11 +206,25 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_string_keys_reads_them_with_one_mget() {
+        let lua = batch_source(signature(&[Algorithm::TokenBucket, Algorithm::FixedWindow]));
+        assert_eq!(lua.matches("redis.call('MGET', unpack(KEYS))").count(), 1);
+        assert!(lua.contains("local v2 = values[o + 2]\nif reread[o + 2] then v2 = redis.call('GET', KEYS[o + 2]) end\n"));
+        assert!(lua.contains("fixed_window(v2, nums[q + 3] + 0, nums[q + 4] + 0, cost, now)"));
+        // The positions to read again: the last argument.
+        assert!(lua.contains("string.gmatch(ARGV[#ARGV], '%d+')"));
+        assert!(lua.contains("local own = #ARGV - decisions * args_each - 1\n"));
+        // Its TTL as text, made once per batch.
+        assert!(lua.contains("redis.call('SET', KEYS[o + 1], state1, 'PX', px)"));
+    }
+
+    #[test]
     fn a_batch_passes_each_decision_its_lease() {
         let lua = batch_source(signature(&[Algorithm::Concurrency, Algorithm::Gcra]));
         assert!(lua.contains(algorithm_file(Algorithm::Concurrency)));
-        // Time, cost, two limits and the lease id per decision; the lease is the last.
-        assert!(lua.contains("local keys_each, args_each = 2, 7\n"));
-        assert!(lua.contains("redis.call('ZADD', KEYS[o + 1], now, ARGV[a + 7])"));
+        // The lease id is a decision's own argument; two counts and periods per run.
+        assert!(lua.contains("local keys_each, args_each, params_each = 2, 1, 4\n"));
+        assert!(lua.contains("redis.call('ZADD', KEYS[o + 1], now, ARGV[a + 1])"));
+        assert!(lua.contains("local own = #ARGV - decisions * args_each\n"));
     }
 }

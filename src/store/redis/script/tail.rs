@@ -7,8 +7,8 @@
 //! For `gcra` then `fixed_window`, it reads:
 //!
 //! ```lua
-//! local ok1, rb1, ra1, sb1, sa1, retry1, state1, ttl1 = gcra(KEYS[1], ARGV[3] + 0, ARGV[4] + 0, cost, now)
-//! local ok2, rb2, ra2, sb2, sa2, retry2, state2, ttl2 = fixed_window(KEYS[2], ARGV[5] + 0, ARGV[6] + 0, cost, now)
+//! local ok1, rb1, ra1, sb1, sa1, retry1, state1, ttl1 = gcra(redis.call('GET', KEYS[1]), ARGV[3] + 0, ARGV[4] + 0, cost, now)
+//! local ok2, rb2, ra2, sb2, sa2, retry2, state2, ttl2 = fixed_window(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, cost, now)
 //! if ok1 and ok2 then
 //!   if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
 //!   if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
@@ -30,43 +30,117 @@ use crate::limit::Algorithm;
 
 /// Where a tail finds its limits and puts its reply: a script of one decision reads
 /// `KEYS[i]` and `ARGV[n]` and returns its reply; a batch's decision function
-/// (`batch.rs`) reads them at its offsets `o` and `a` and writes its reply into `out`.
+/// (`batch.rs`) reads them at its offsets and writes its reply into `out`.
 #[derive(Clone, Copy)]
 pub(super) enum Frame {
     /// The whole script decides once.
     Single,
-    /// The tail is the body of `decide(out, len, o, a, now, cost, ttl_slack_ms)`, which
-    /// returns the number of values it wrote.
-    Batch,
+    /// The tail is the body of `decide(out, len, o, a, q, now, cost, ttl_slack_ms)`, which
+    /// returns the number of values it wrote: its keys from `KEYS[o + 1]`, its lease from
+    /// `ARGV[a + 1]`, its limits' arguments (`params` of them: counts, periods, the logs' TTL,
+    /// the penalty) from `ARGV[q + 1]`, the counts and periods also as numbers from
+    /// `nums[q + 1]`.
+    Batch {
+        /// The number of the limits' arguments.
+        params: usize,
+        /// The number of the limits' counts and periods (the first of them), which the batch
+        /// has made numbers in `nums` (same indices).
+        numbers: usize,
+        /// Every key holds a string, read by the batch with one `MGET` into `values`; a
+        /// key marked in `reread` is read again with `GET` (see `source.rs`).
+        mget: bool,
+    },
 }
 
 impl Frame {
     fn key(self, i: usize) -> String {
         match self {
             Frame::Single => format!("KEYS[{i}]"),
-            Frame::Batch => format!("KEYS[o + {i}]"),
+            Frame::Batch { .. } => format!("KEYS[o + {i}]"),
         }
     }
 
     fn arg(self, n: usize) -> String {
         match self {
             Frame::Single => format!("ARGV[{n}]"),
-            Frame::Batch => format!("ARGV[a + {n}]"),
+            Frame::Batch {
+                params, numbers, ..
+            } => {
+                if n <= 2 {
+                    format!("ARGV[q + {}]", n as isize - 3)
+                } else if n <= numbers + 2 {
+                    format!("nums[q + {}]", n - 2)
+                } else if n <= params + 2 {
+                    format!("ARGV[q + {}]", n - 2)
+                } else {
+                    format!("ARGV[a + {}]", n - params - 2)
+                }
+            }
         }
     }
 
-    /// `indent` then the statement(s) that answer `items`.
+    /// The string key `i` holds (as `GET` answers it): the statements that read it, then the
+    /// expression that names it.
+    pub(super) fn value(self, i: usize) -> (String, String) {
+        match self {
+            Frame::Batch { mget: true, .. } => (
+                format!("local v{i} = values[o + {i}]\nif reread[o + {i}] then v{i} = redis.call('GET', KEYS[o + {i}]) end\n"),
+                format!("v{i}"),
+            ),
+            _ => (String::new(), format!("redis.call('GET', {})", self.key(i))),
+        }
+    }
+
+    /// A TTL in ms for `PX` or `PEXPIRE`, given its expression (a number): the statements
+    /// that make it, then the expression to pass. A single call passes the number (Redis writes
+    /// it as text); a batch passes text, made once per batch for each TTL, in `pxs`: its
+    /// decisions share their time, so fresh keys of one limit share their TTL.
+    fn ttl_ms(self, ms: &str) -> (String, String) {
+        match self {
+            Frame::Single => (String::new(), ms.to_owned()),
+            Frame::Batch { .. } => (
+                format!("local ms = {ms} local px = pxs[ms] if not px then px = tostring(ms) pxs[ms] = px end "),
+                "px".to_owned(),
+            ),
+        }
+    }
+
+    /// `indent` then the statement(s) that answer `items` (`now` first).
     fn reply(self, indent: &str, items: &[String]) -> String {
         match self {
             Frame::Single => format!("{indent}return {{ {} }}\n", items.join(", ")),
+            // The time negative (`-1 - now`): a long answer, not an admission's short one.
             // One assignment per value: a multiple assignment of 66 values would need more
             // registers than a Lua function has.
-            Frame::Batch => {
+            Frame::Batch { .. } => {
                 let mut lua = String::new();
                 for (x, item) in (1..).zip(items) {
-                    let _ = writeln!(lua, "{indent}out[len + {x}] = {item}");
+                    if x == 1 {
+                        let _ = writeln!(lua, "{indent}out[len + 1] = -1 - {item}");
+                    } else {
+                        let _ = writeln!(lua, "{indent}out[len + {x}] = {item}");
+                    }
                 }
                 let _ = writeln!(lua, "{indent}return {}", items.len());
+                lua
+            }
+        }
+    }
+
+    /// `indent` then the statement(s) that answer an admission's `items` (`now`, 1, then two
+    /// per limit). In a batch, a decision at the batch's time answers the limits' values
+    /// alone: the batch reply holds the time once.
+    fn admission(self, indent: &str, items: &[String]) -> String {
+        match self {
+            Frame::Single => self.reply(indent, items),
+            Frame::Batch { .. } => {
+                let mut lua = format!("{indent}if now == batch_now then\n");
+                for (x, item) in (1..).zip(&items[2..]) {
+                    let _ = writeln!(lua, "{indent}  out[len + {x}] = {item}");
+                }
+                let _ = writeln!(lua, "{indent}  return {}", items.len() - 2);
+                let _ = writeln!(lua, "{indent}end");
+                lua.push_str(&self.reply(indent, items));
                 lua
             }
         }
@@ -95,7 +169,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     let boxed = key(k + 1);
     let reply = |indent: &str, items: &[String]| frame.reply(indent, items);
     if signature.penalty() {
-        w.push_str(&super::penalty::open(&boxed, k, reply));
+        w.push_str(&super::penalty::open(frame.value(k + 1), k, reply));
     }
     if let Some(&log) = logs.first() {
         for i in &logs {
@@ -136,11 +210,12 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
                 key(i)
             );
         } else {
+            let (read, value) = frame.value(i);
+            w.push_str(&read);
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({}, {count}, {} + 0, cost, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({value}, {count}, {} + 0, cost, now)",
                 algorithm.descriptor().lua_fn,
-                key(i),
                 arg(2 * i + 2)
             );
         }
@@ -155,16 +230,18 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
                 + 3
                 + usize::from(!logs.is_empty())
                 + usize::from(signature.penalty()));
+            let (make, ms) = frame.ttl_ms(&format!("math.ceil(p{i} / 1000) + ttl_slack_ms"));
             let _ = writeln!(
                 w,
-                "  if cost > 0 then redis.call('ZADD', {k}, now, {lease}) redis.call('PEXPIRE', {k}, math.ceil(p{i} / 1000) + ttl_slack_ms) end",
+                "  if cost > 0 then redis.call('ZADD', {k}, now, {lease}) {make}redis.call('PEXPIRE', {k}, {ms}) end",
                 k = key(i)
             );
         } else if algorithm != Algorithm::SlidingLog {
             let k = key(i);
+            let (make, ms) = frame.ttl_ms(&format!("math.ceil(ttl{i} / 1000) + ttl_slack_ms"));
             let _ = writeln!(
                 w,
-                "  if ttl{i} > 0 then redis.call('SET', {k}, state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', {k}, state{i}, 'KEEPTTL') else redis.call('DEL', {k}) end"
+                "  if ttl{i} > 0 then {make}redis.call('SET', {k}, state{i}, 'PX', {ms}) elseif ttl{i} < 0 then redis.call('SET', {k}, state{i}, 'KEEPTTL') else redis.call('DEL', {k}) end"
             );
         }
     }
@@ -196,7 +273,7 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             allowed.extend([format!("ra{i}"), format!("sa{i}")]);
         }
     }
-    w.push_str(&frame.reply("  ", &allowed));
+    w.push_str(&frame.admission("  ", &allowed));
     let _ = writeln!(w, "end");
     for i in &logs {
         let _ = writeln!(
