@@ -26,7 +26,8 @@
 -- Batches: several decisions of one signature in one call run a batch variant of the script
 -- (the same prelude and algorithms, the tail as a function called once per decision; its
 -- contract heads src/store/redis/script/batch.rs). The prelude's `now` and `cost` are then the
--- first decision's; each decision is passed its own.
+-- first decision's; each decision is passed its own (its run's: decisions that share a time, a
+-- cost and their limits' arguments are passed them once).
 --
 -- The algorithms whose state is one string (fixed and sliding window, token bucket, GCRA)
 -- define NAME(v, n, p, cost, now), given the limit's state as GET answers it (false for none:

@@ -195,8 +195,8 @@ impl RedisStoreBuilder {
     /// go out as one call that evaluates and commits each on its own, in order; while two
     /// such calls are in flight to one server, the next goes out when the first returns
     /// (Redis answers a connection's calls in order, so it would have waited behind them
-    /// there). At 64 concurrent requests that costs Redis about a third less CPU per GCRA
-    /// decision (`benches/README.md`). Each decision's answer, error and failure handling are
+    /// there). At 64 concurrent requests that costs Redis about half the CPU per GCRA decision
+    /// (`benches/README.md`). Each decision's answer, error and failure handling are
     /// those of its own call: a key of the wrong type fails its own decision only; a lost call
     /// fails each decision in it and is never sent again.
     ///

@@ -65,7 +65,7 @@ pub use self::builder::RedisStoreBuilder;
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs
-/// Redis about a third less CPU per GCRA decision (`benches/README.md`). Test-time checks
+/// Redis about half the CPU per GCRA decision (`benches/README.md`). Test-time checks
 /// (`check_at`) are batched too, each with its own time. `.batch(1)` turns batching off.
 ///
 /// Deployments, all behind the same [`Store`](crate::store::Store) interface:

@@ -98,7 +98,9 @@ return out
 /// did not find (it holds another type, which `MGET` reads as none), every key it did not
 /// find: their `GET` raises `WRONGTYPE` in that key's decision alone, as its own call would.
 const BATCH_READS: &str = "reread = {}
-for x in string.gmatch(ARGV[#ARGV], '%d+') do reread[x + 0] = true end
+if ARGV[#ARGV] ~= '' then
+  for x in string.gmatch(ARGV[#ARGV], '%d+') do reread[x + 0] = true end
+end
 if #KEYS <= 1000 then
   values = redis.call('MGET', unpack(KEYS))
 else
@@ -212,7 +214,9 @@ mod tests {
         assert!(lua.contains("local v2 = values[o + 2]\nif reread[o + 2] then v2 = redis.call('GET', KEYS[o + 2]) end\n"));
         assert!(lua.contains("fixed_window(v2, nums[q + 3] + 0, nums[q + 4] + 0, cost, now)"));
         // The positions to read again: the last argument.
-        assert!(lua.contains("string.gmatch(ARGV[#ARGV], '%d+')"));
+        assert!(
+            lua.contains("if ARGV[#ARGV] ~= '' then\n  for x in string.gmatch(ARGV[#ARGV], '%d+')")
+        );
         assert!(lua.contains("local own = #ARGV - decisions * args_each - 1\n"));
         // Its TTL as text, made once per batch.
         assert!(lua.contains("redis.call('SET', KEYS[o + 1], state1, 'PX', px)"));

@@ -66,8 +66,9 @@ impl Frame {
             Frame::Batch {
                 params, numbers, ..
             } => {
+                // A run's time and cost precede its length, at `q`.
                 if n <= 2 {
-                    format!("ARGV[q + {}]", n as isize - 3)
+                    format!("ARGV[q - {}]", 3 - n)
                 } else if n <= numbers + 2 {
                     format!("nums[q + {}]", n - 2)
                 } else if n <= params + 2 {
