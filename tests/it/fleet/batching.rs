@@ -337,15 +337,17 @@ async fn batches_mixing_limits_decide_as_their_own_calls_in_order() {
     ]);
     let t0: u64 = 1_700_000_000_000_000;
     for mix in mixes {
-        let policy = |count: u64, secs: u64| {
+        let policy = |name: &str, count: u64, secs: u64| {
             let limits = mix
                 .iter()
                 .enumerate()
                 .map(|(i, a)| Limit::new(*a, count + i as u64, Duration::from_secs(secs)).unwrap());
-            Policy::new("p", limits).unwrap()
+            Policy::new(name, limits).unwrap()
         };
-        let boxed = policy(4, 1).penalty(Duration::from_secs(2)).unwrap();
-        let variants = [policy(4, 1), policy(6, 3), boxed];
+        // A policy with a penalty box runs another script, so its batches are others: its
+        // keys are its own (the store orders decisions within one script's batches).
+        let boxed = policy("q", 4, 1).penalty(Duration::from_secs(2)).unwrap();
+        let variants = [policy("p", 4, 1), policy("p", 6, 3), boxed];
         // The scripts loaded, so every call runs the first time it arrives, in order.
         for policy in [&variants[0], &variants[2]] {
             for store in [&batched, &alone] {
@@ -469,6 +471,65 @@ async fn a_key_of_the_wrong_type_among_fresh_ones_fails_alone_and_is_left_be() {
                 .query(&mut conn)
                 .unwrap();
             assert_eq!((kind.as_str(), &items[..]), ("list", &["x".to_owned()][..]));
+        }
+    }
+}
+
+/// A batch of more keys than Lua's `unpack` takes at once (the script reads them in chunks of
+/// 1 000): every decision its own, a key of another type failing alone.
+#[tokio::test]
+async fn a_batch_of_more_keys_than_unpack_takes_reads_them_in_chunks() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("chunks");
+    let store = RedisStore::builder(server.url())
+        .prefix(prefix.clone())
+        .batch(1_500)
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 2, DAY);
+    // The scripts loaded, so every call runs the first time it arrives, in order.
+    let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
+    assert!(decide(&store, &policy, &warm, 1)
+        .await
+        .iter()
+        .all(Result::is_ok));
+    // Two keys whose TAT is far ahead (a backlog clamped to full: nothing left), one in each
+    // chunk.
+    for full in ["k7", "k1107"] {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}:p:{{{full}}}:gc0"))
+            .arg(format!("{} 43200000000", u64::MAX / 2))
+            .query(&mut server.connection())
+            .unwrap();
+    }
+    let _: () = redis::cmd("RPUSH")
+        .arg(format!("{prefix}:p:{{k1234}}:gc0"))
+        .arg("x")
+        .query(&mut server.connection())
+        .unwrap();
+    // 1 300 keys, then the first 100 again (a second decision each).
+    let keys: Vec<Key> = (0..1_400)
+        .map(|i| Key::new(format!("k{}", i % 1_300)))
+        .collect();
+    let before = evalsha_calls(&server);
+    let results = decide(&store, &policy, &keys, 1).await;
+    let calls = evalsha_calls(&server) - before;
+    assert!(calls <= 2, "{calls} calls");
+    for (i, (key, result)) in keys.iter().zip(&results).enumerate() {
+        match key.as_str() {
+            "k1234" => {
+                let err = result.as_ref().unwrap_err();
+                let source = std::error::Error::source(err).expect("the redis error");
+                let redis = source.downcast_ref::<redis::RedisError>().unwrap();
+                assert_eq!(redis.code(), Some("WRONGTYPE"), "{redis}");
+            }
+            name => {
+                let d = result.as_ref().unwrap_or_else(|e| panic!("{name}: {e:?}"));
+                let full = name == "k7" || name == "k1107";
+                let left = if full || i >= 1_300 { 0 } else { 1 };
+                assert_eq!(d.remaining(), Some(left), "decision {i}, {name}");
+            }
         }
     }
 }
