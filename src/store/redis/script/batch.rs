@@ -5,12 +5,14 @@
 //! decision, in order, each committed on its own, as if each were its own call. Its contract:
 //!
 //! - `KEYS`: the keys of each decision in turn (one per limit, as in a single call);
-//! - `ARGV`: the arguments of each decision in turn that are its own (its time or `''` for
-//!   Redis `TIME`, its cost, its lease id if any); then the limits' arguments (counts and
-//!   periods, the logs' TTL, the penalty), once per run of consecutive decisions that share
-//!   them, each run its length in decisions first; then, when every key holds a string (no
-//!   sliding log, no concurrency limit: the script reads them all with one `MGET`), the
-//!   positions in `KEYS` of the keys met earlier in the batch, which it reads again;
+//! - `ARGV`: one run per stretch of consecutive decisions that share a time (`''` for Redis
+//!   `TIME`), a cost and the limits' arguments (counts and periods, the logs' TTL, the
+//!   penalty): the time, the cost, the run's length in decisions, then those arguments (so
+//!   `ARGV[1]` and `ARGV[2]` are the first decision's time and cost, as the prelude reads
+//!   them); then each decision's own argument in turn (its lease id, with a concurrency
+//!   limit); then, when every key holds a string (no sliding log, no concurrency limit: the
+//!   script reads them all with one `MGET`), the positions in `KEYS` of the keys met earlier
+//!   in the batch, space-separated, which it reads again;
 //! - reply: the time of the first decision, then for each decision in turn its reply: an
 //!   admission at that time answers its limits' `2k` integers alone (the first of them, a
 //!   remaining count, is never negative); any other answer is a single call's (`2 + 2k`
