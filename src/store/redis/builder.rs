@@ -192,11 +192,11 @@ impl RedisStoreBuilder {
     /// Batching never waits to fill a batch (no timer): a decision made while none of the
     /// store's calls is in flight is sent at once, alone. Under load, the decisions that are
     /// waiting at the same moment for the same script (and, in a Cluster, the same hash slot)
-    /// go out as one call that evaluates and commits each on its own, in order; while two
-    /// such calls are in flight to one server, the next goes out when the first returns
-    /// (Redis answers a connection's calls in order, so it would have waited behind them
-    /// there). At 64 concurrent requests that costs Redis about half the CPU per GCRA decision
-    /// (`benches/README.md`). Each decision's answer, error and failure handling are
+    /// go out as one call that evaluates and commits each on its own, in order. A batch goes
+    /// out as soon as it is taken, whatever is in flight (the connection pipelines; holding it
+    /// back would cost a round trip when Redis is a network away). At 64 concurrent requests
+    /// that costs Redis about half the CPU per GCRA decision (`benches/README.md`). Each
+    /// decision's answer, error and failure handling are
     /// those of its own call: a key of the wrong type fails its own decision only; a lost call
     /// fails each decision in it and is never sent again.
     ///

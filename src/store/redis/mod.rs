@@ -60,8 +60,8 @@ pub use self::builder::RedisStoreBuilder;
 /// waiting at the same moment for the same script (in a Cluster, the same hash slot) go out
 /// as one call of the script's batch variant, which evaluates and commits each decision on its
 /// own, in order (at most 32 per call: [`RedisStoreBuilder::batch`]). It never waits to fill a
-/// batch (while two batch calls are in flight to one server, the next goes out when the first
-/// returns), and a decision made while nothing is in flight is its own `EVALSHA`, as before. Each
+/// batch nor for a reply (the connection pipelines), and a decision made while nothing is in
+/// flight is its own `EVALSHA`, as before. Each
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs
