@@ -24,6 +24,19 @@ fn exact(clock: &ManualClock, id: &str, instances: u32) -> Instance {
     tuned(clock, id, instances, (1.0, 1.0))
 }
 
+/// An instance with the default hot-key rule and `marks`.
+fn ruled(clock: &ManualClock, id: &str, instances: u32, marks: (f64, f64)) -> Instance {
+    Instance::new(
+        Duration::from_millis(100),
+        marks,
+        instances,
+        clock.clone(),
+        id,
+        7,
+    )
+    .unwrap()
+}
+
 fn tuned(clock: &ManualClock, id: &str, instances: u32, marks: (f64, f64)) -> Instance {
     Instance::tuned(
         Duration::from_millis(100),
@@ -270,17 +283,7 @@ fn a_steady_overload_converges_on_the_limit() {
     let key = Key::new("k");
     // The default rule: each instance turns the key hot within its second interval.
     let fleet_of: Vec<Instance> = (0..4)
-        .map(|i| {
-            Instance::new(
-                Duration::from_millis(100),
-                (0.9, 1.0),
-                4,
-                clock.clone(),
-                &format!("i{i}"),
-                7,
-            )
-            .unwrap()
-        })
+        .map(|i| ruled(&clock, &format!("i{i}"), 4, (0.9, 1.0)))
         .collect();
     // 150/s each: three requests every 20 ms, staggered.
     let offered = |ms: u64, n: usize| u32::from((ms + 5 * n as u64) % 20 < 3);
@@ -303,18 +306,7 @@ fn a_hot_key_far_over_its_limit_admits_the_limit() {
     let policy = Policy::new("p", [Limit::gcra(200, Duration::from_secs(1)).unwrap()]).unwrap();
     let key = Key::new("k");
     let fleet_of: Vec<Instance> = (0..3)
-        .map(|i| {
-            let marks = crate::store::DEFAULT_MARKS;
-            Instance::new(
-                Duration::from_millis(100),
-                marks,
-                3,
-                clock.clone(),
-                &format!("i{i}"),
-                7,
-            )
-            .unwrap()
-        })
+        .map(|i| ruled(&clock, &format!("i{i}"), 3, crate::store::DEFAULT_MARKS))
         .collect();
     let offered = |_: u64, n: usize| if n == 0 { 4 } else { 3 };
     let admitted = admitted_after_two_seconds(&fleet_of, &clock, &policy, &key, offered, 33);
@@ -671,17 +663,7 @@ fn a_switch_neither_gains_nor_loses_units() {
     )
     .unwrap();
     let key = Key::new("k");
-    let new = |id: &str| {
-        Instance::new(
-            Duration::from_millis(100),
-            (0.9, 1.0),
-            2,
-            clock.clone(),
-            id,
-            7,
-        )
-        .unwrap()
-    };
+    let new = |id: &str| ruled(&clock, id, 2, (0.9, 1.0));
     let (a, b) = (new("a"), new("b"));
     let mut fleet = Fleet::default();
     let mut admitted = 0;

@@ -95,13 +95,13 @@ pub(crate) fn batch_command<'a>(
     let mut runs: Vec<(usize, Vec<&[u8]>)> = Vec::new();
     let mut owns = Vec::new();
     for decision in decisions {
-        let mut args = args(decision).skip(shape.keys);
-        let shared: Vec<&[u8]> = args.by_ref().take(2 + shape.params).collect();
-        owns.extend(args);
+        let shared = || args(decision).skip(shape.keys).take(2 + shape.params);
+        // Only a decision that starts a run has its shared arguments collected.
         match runs.last_mut() {
-            Some((length, last)) if *last == shared => *length += 1,
-            _ => runs.push((1, shared)),
+            Some((length, last)) if last.iter().copied().eq(shared()) => *length += 1,
+            _ => runs.push((1, shared().collect())),
         }
+        owns.extend(args(decision).skip(shape.keys + 2 + shape.params));
     }
     for (length, shared) in runs {
         let (time_and_cost, params) = shared.split_at(2);
