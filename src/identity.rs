@@ -44,6 +44,19 @@ impl Ticket {
     }
 }
 
+/// 64 random bits naming one store of one process among every replica's (a reset it told
+/// the fleet of is its own, a lease id its own).
+pub(crate) fn instance() -> u64 {
+    // The standard library's randomly keyed hasher: random bits without a dependency.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
 /// Makes a store's lease ids: this instance's random 64 bits above a counter, so two
 /// replicas (or two stores of one process) never make the same id.
 #[derive(Debug)]
@@ -54,15 +67,8 @@ pub(crate) struct LeaseIds {
 
 impl LeaseIds {
     pub(crate) fn new() -> Self {
-        // The standard library's randomly keyed hasher: random bits without a dependency.
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u32(std::process::id());
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        hasher.write_u128(nanos);
         LeaseIds {
-            instance: hasher.finish(),
+            instance: instance(),
             next: AtomicU64::new(0),
         }
     }

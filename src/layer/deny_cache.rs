@@ -25,8 +25,12 @@
 //! per retry period per instance (the admission, then the next denial), not one per waiting
 //! client.
 //!
-//! Only a change of the limits themselves (an override, a reset) would break the argument:
-//! whatever makes such changes must drop the key's entries.
+//! Only a change of the limits themselves (an override, a reset) would break the argument.
+//! Each entry is stamped with the store's overrides and resets versions when it was asked
+//! ([`Stamp`]); a lookup after either moved asks whether the denial still stands: not after
+//! any override changed, nor after a reset of the key (or one sharing a state key with it),
+//! made here or, for a Redis store, through another replica and read by its poller. Such an
+//! entry is dropped, and the store asked again.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,11 +59,21 @@ struct Entry {
     /// When the store was asked (never after it evaluated).
     asked: Instant,
     until: Instant,
-    /// The store's overrides version when it was asked: after an override changed anywhere
-    /// (on another replica, seen by the store's poller), the denial may no longer stand.
-    overrides: u64,
+    /// The store's versions when it was asked (or when the denial was last found to stand).
+    stamp: Stamp,
     /// Who asks the store for this key once the denial has expired: one at a time.
     gate: Arc<Semaphore>,
+}
+
+/// The store's overrides and resets versions ([`Overrides::overrides_version`],
+/// [`Admin::resets_version`]) a denial was asked under.
+///
+/// [`Overrides::overrides_version`]: crate::store::Overrides::overrides_version
+/// [`Admin::resets_version`]: crate::store::Admin::resets_version
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) overrides: u64,
+    pub(crate) resets: u64,
 }
 
 /// What the cache says about a request.
@@ -137,15 +151,15 @@ impl DenyCache {
 
     /// What the cache knows of `cost` for `key` under rule `rule`. `gated`: the caller has
     /// already waited its turn at the key's gate (or given up waiting), so an expired denial
-    /// sends it to the store. `overrides` reads the store's overrides version: a denial
-    /// cached under another is a miss.
+    /// sends it to the store. `stands` answers, for the stamp a denial was cached under, the
+    /// store's stamp now if the denial still stands, else `None`: it is dropped, a miss.
     pub(crate) fn lookup(
         &self,
         rule: usize,
         key: &Key,
         cost: u64,
         gated: bool,
-        overrides: impl FnOnce() -> u64,
+        stands: impl FnOnce(Stamp) -> Option<Stamp>,
     ) -> Lookup {
         if self.len.load(Ordering::Relaxed) == 0 {
             return Lookup::Miss;
@@ -154,12 +168,20 @@ impl DenyCache {
             return Lookup::Miss;
         };
         let now = Instant::now();
-        let map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(entry) = map.get(&hash) else {
+        let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = map.get_mut(&hash) else {
             return Lookup::Miss;
         };
-        if entry.rule != rule || entry.key != *key || entry.overrides != overrides() {
+        if entry.rule != rule || entry.key != *key {
             return Lookup::Miss;
+        }
+        match stands(entry.stamp) {
+            Some(stamp) => entry.stamp = stamp,
+            None => {
+                map.remove(&hash);
+                self.changed(0, 1);
+                return Lookup::Miss;
+            }
         }
         if now >= entry.until {
             if gated {
@@ -182,13 +204,13 @@ impl DenyCache {
     }
 
     /// Remembers the store's `decision` for `cost`, asked at `asked` under the store's
-    /// overrides version `overrides`, if it is a denial that can be cached.
+    /// versions `stamp`, if it is a denial that can be cached.
     pub(crate) fn insert(
         &self,
         rule: usize,
         key: &Key,
         cost: u64,
-        (asked, overrides): (Instant, u64),
+        (asked, stamp): (Instant, Stamp),
         decision: &Decision,
     ) {
         let Some(retry) = cacheable_retry(decision) else {
@@ -206,7 +228,7 @@ impl DenyCache {
                 entry.cost = cost;
                 entry.asked = asked;
                 entry.until = until;
-                entry.overrides = overrides;
+                entry.stamp = stamp;
                 return;
             }
         }
@@ -217,7 +239,7 @@ impl DenyCache {
             cost,
             asked,
             until,
-            overrides,
+            stamp,
             gate: Arc::new(Semaphore::new(1)),
         };
         if map.insert(hash, entry).is_some() {
@@ -326,42 +348,48 @@ mod tests {
         let d = denial(&store, &policy, &key, 1);
         let cache = DenyCache::new(100);
         let asked = Instant::now();
-        cache.insert(0, &key, 2, (asked, 0), &d);
-        let Lookup::Hit(hit) = cache.lookup(0, &key, 2, false, || 0) else {
+        cache.insert(0, &key, 2, (asked, Stamp::default()), &d);
+        let Lookup::Hit(hit) = cache.lookup(0, &key, 2, false, Some) else {
             panic!("not cached")
         };
         assert_eq!(hit.source(), DecisionSource::DenyCache);
         assert!(!hit.is_allowed());
         assert!(hit.retry_after().unwrap() <= d.retry_after().unwrap());
         let miss = |rule, key: &Key, cost| {
-            matches!(cache.lookup(rule, key, cost, false, || 0), Lookup::Miss)
+            matches!(cache.lookup(rule, key, cost, false, Some), Lookup::Miss)
         };
         assert!(miss(0, &key, 1), "a smaller cost asks the store");
         assert!(miss(1, &key, 2), "another rule");
         assert!(miss(0, &Key::new("other"), 2));
         // Expired (asked long enough ago): one request asks the store, the others wait.
         let long_ago = Instant::now() - d.retry_after().unwrap() - Duration::from_millis(1);
-        cache.insert(0, &key, 2, (long_ago, 0), &d);
-        let Lookup::Refresh(turn) = cache.lookup(0, &key, 2, false, || 0) else {
+        cache.insert(0, &key, 2, (long_ago, Stamp::default()), &d);
+        let Lookup::Refresh(turn) = cache.lookup(0, &key, 2, false, Some) else {
             panic!("no refresh")
         };
-        let Lookup::Wait(gate) = cache.lookup(0, &key, 2, false, || 0) else {
+        let Lookup::Wait(gate) = cache.lookup(0, &key, 2, false, Some) else {
             panic!("no wait")
         };
         assert!(miss_gated(&cache, &key), "its turn: ask the store");
         // A fresh denial on the same gate: the waiters find it once the turn is over.
-        cache.insert(0, &key, 2, (Instant::now(), 0), &d);
+        cache.insert(0, &key, 2, (Instant::now(), Stamp::default()), &d);
         drop(turn);
         assert!(gate.try_acquire().is_ok());
         assert!(matches!(
-            cache.lookup(0, &key, 2, false, || 0),
+            cache.lookup(0, &key, 2, false, Some),
             Lookup::Hit(_)
         ));
         assert_eq!(cache.len(), 1);
+        // The store says the denial no longer stands (the key was reset): dropped.
+        assert!(matches!(
+            cache.lookup(0, &key, 2, false, |_| None),
+            Lookup::Miss
+        ));
+        assert_eq!(cache.len(), 0);
     }
 
     fn miss_gated(cache: &DenyCache, key: &Key) -> bool {
-        matches!(cache.lookup(0, key, 2, true, || 0), Lookup::Miss)
+        matches!(cache.lookup(0, key, 2, true, Some), Lookup::Miss)
     }
 
     #[test]
@@ -371,12 +399,12 @@ mod tests {
         let key = Key::new("k");
         let cache = DenyCache::new(100);
         let allowed = store.check_now(&policy, &key, 1);
-        cache.insert(0, &key, 1, (Instant::now(), 0), &allowed);
+        cache.insert(0, &key, 1, (Instant::now(), Stamp::default()), &allowed);
         let never = store.check_now(&policy, &key, 3);
         assert!(never.exceeds_capacity());
-        cache.insert(0, &key, 3, (Instant::now(), 0), &never);
+        cache.insert(0, &key, 3, (Instant::now(), Stamp::default()), &never);
         let local = denial(&store, &policy, &key, 1).with_source(DecisionSource::Local);
-        cache.insert(0, &key, 1, (Instant::now(), 0), &local);
+        cache.insert(0, &key, 1, (Instant::now(), Stamp::default()), &local);
         assert_eq!(cache.len(), 0);
     }
 
@@ -399,9 +427,9 @@ mod tests {
             for i in 0..200 {
                 let key = Key::new(format!("k{i}"));
                 let d = denial(&store, &policy, &key, 1);
-                a.insert(0, &key, 1, (Instant::now(), 0), &d);
-                a.insert(0, &key, 1, (Instant::now(), 0), &d);
-                b.insert(1, &key, 1, (Instant::now(), 0), &d);
+                a.insert(0, &key, 1, (Instant::now(), Stamp::default()), &d);
+                a.insert(0, &key, 1, (Instant::now(), Stamp::default()), &d);
+                b.insert(1, &key, 1, (Instant::now(), Stamp::default()), &d);
             }
             assert_eq!(
                 gauge(),
@@ -410,7 +438,7 @@ mod tests {
             );
             let kept = (0..200)
                 .map(|i| Key::new(format!("k{i}")))
-                .find(|key| matches!(a.lookup(0, key, 1, false, || 0), Lookup::Hit(_)))
+                .find(|key| matches!(a.lookup(0, key, 1, false, Some), Lookup::Hit(_)))
                 .expect("a cached key");
             a.remove(0, &kept);
             assert_eq!(gauge(), Some((a.len() + b.len()) as f64));
@@ -430,7 +458,7 @@ mod tests {
         for i in 0..1000 {
             let key = Key::new(format!("k{i}"));
             let d = denial(&store, &policy, &key, 1);
-            cache.insert(0, &key, 1, (Instant::now(), 0), &d);
+            cache.insert(0, &key, 1, (Instant::now(), Stamp::default()), &d);
         }
         assert!(cache.len() <= 32 + SHARDS, "{}", cache.len());
         let off = DenyCache::new(0);
@@ -439,9 +467,9 @@ mod tests {
             0,
             &key,
             1,
-            (Instant::now(), 0),
+            (Instant::now(), Stamp::default()),
             &denial(&store, &policy, &key, 1),
         );
-        assert!(matches!(off.lookup(0, &key, 1, false, || 0), Lookup::Miss));
+        assert!(matches!(off.lookup(0, &key, 1, false, Some), Lookup::Miss));
     }
 }

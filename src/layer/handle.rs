@@ -126,12 +126,12 @@ impl Handle {
     /// Resets `key` under `policy`: deletes its state in the store
     /// ([`Admin::reset`](crate::store::Admin::reset)), then drops what this layer remembers of
     /// it (denials in its deny cache, state in its local fallback), so a denied client gets
-    /// through at once. Other replicas' deny caches keep a denial until its retry time (at
-    /// most the policy's longest period); reset through each replica's layer to clear them
-    /// too.
-    ///
-    /// This layer, its clones and the services made from them forget the key; other layers
-    /// (and other replicas) do not.
+    /// through at once. Other layers over a store that tells of resets
+    /// ([`Admin::resets_version`](crate::store::Admin::resets_version)) drop their denials of
+    /// the key at its next request: a Redis store tells every replica, which reads the reset
+    /// at its next poll ([`override_poll`](crate::store::RedisStoreBuilder::override_poll),
+    /// 250 ms by default), so the client gets through on every replica within about that
+    /// long. Their local fallbacks (used only while the store fails) keep the key's state.
     ///
     /// ```
     /// # use std::time::Duration;

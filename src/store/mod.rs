@@ -38,6 +38,7 @@ mod overrides;
 #[cfg(feature = "redis")]
 mod redis;
 mod refund;
+mod reset_log;
 mod shard;
 #[cfg(all(feature = "redis", test))]
 pub(crate) use self::redis::state_key;
@@ -244,6 +245,11 @@ pub trait Store: Send + Sync + 'static {
 /// without overrides, whose version never changes.
 pub(crate) fn overrides_version(store: &dyn Store) -> u64 {
     store.overrides().map_or(0, Overrides::overrides_version)
+}
+
+/// The resets version of `store` ([`Admin::resets_version`]); 0 for a store without admin.
+pub(crate) fn resets_version(store: &dyn Store) -> u64 {
+    store.admin().map_or(0, Admin::resets_version)
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {

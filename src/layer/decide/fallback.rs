@@ -158,7 +158,7 @@ mod tests {
             permit: None,
             _gate: None,
             asked: None,
-            overrides: 0,
+            stamp: Default::default(),
         };
         let timeout = StoreError::Timeout(std::time::Duration::from_millis(100));
         match d.store_failed(&timeout, &pending) {

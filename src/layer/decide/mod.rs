@@ -24,7 +24,7 @@ use crate::error::StoreError;
 use crate::key::{Key, KeyExtractor};
 use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::config::Config;
-use crate::layer::deny_cache::{DenyCache, Lookup};
+use crate::layer::deny_cache::{DenyCache, Lookup, Stamp};
 use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::held_lease::HeldLease;
@@ -35,7 +35,7 @@ use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::layer::throttle::Throttle;
 use crate::policy::Policy;
-use crate::store::{Check, CheckFuture};
+use crate::store::{Check, CheckFuture, Store};
 
 /// How long a store call that missed the request's deadline may still answer before the
 /// breaker counts it as lost (at least ten deadlines).
@@ -75,8 +75,8 @@ pub(crate) struct Pending {
     /// When the store call was made, before it was sent (a store future does nothing until
     /// polled): the deny cache counts from here. Only for calls that wait.
     asked: Option<Instant>,
-    /// The store's overrides version when the call was made: a denial is cached under it.
-    overrides: u64,
+    /// The store's versions when the call was made: a denial is cached under them.
+    stamp: Stamp,
 }
 
 /// A request waiting for another to refresh its key's expired denial.
@@ -187,10 +187,12 @@ impl Decider {
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        let store = &self.config.store;
-        let gate = match self.deny_cache.lookup(rule_id, &key, cost, false, || {
-            crate::store::overrides_version(store.as_ref())
-        }) {
+        let store = self.config.store.as_ref();
+        let gate = match self
+            .deny_cache
+            .lookup(rule_id, &key, cost, false, |cached| {
+                still_stands(store, &rule.policy, &key, cached)
+            }) {
             Lookup::Miss => None,
             Lookup::Hit(denial) => {
                 return Start::Decided(self.decided(rule_id, &key, denial, grpc, None))
@@ -217,16 +219,16 @@ impl Decider {
             key,
             cost,
         } = queued;
-        let store = &self.config.store;
-        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true, || {
-            crate::store::overrides_version(store.as_ref())
-        }) {
-            return Start::Decided(self.decided(rule, &key, denial, grpc, None));
-        }
         // The id comes from this decider's own (immutable) rules: always there.
         let Some(policy) = self.config.rule(rule).map(|r| &r.policy) else {
             return Start::Decided(Verdict::Respond(self.unavailable(grpc)));
         };
+        let store = self.config.store.as_ref();
+        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true, |cached| {
+            still_stands(store, policy, &key, cached)
+        }) {
+            return Start::Decided(self.decided(rule, &key, denial, grpc, None));
+        }
         self.ask(rule, policy, grpc, key, cost, turn)
     }
 
@@ -253,7 +255,7 @@ impl Decider {
             permit: None,
             _gate: gate,
             asked: None,
-            overrides: crate::store::overrides_version(self.config.store.as_ref()),
+            stamp: stamp(self.config.store.as_ref()),
         };
         if admission == Admission::Skip || (admission == Admission::Probe && self.probe(domain)) {
             return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
@@ -309,6 +311,28 @@ impl Decider {
         });
         true
     }
+}
+
+/// The store's versions now.
+fn stamp(store: &dyn Store) -> Stamp {
+    Stamp {
+        overrides: crate::store::overrides_version(store),
+        resets: crate::store::resets_version(store),
+    }
+}
+
+/// The store's versions now, if a denial of `key` under `policy` cached under `cached` still
+/// stands: no override changed since, and the key was not reset.
+fn still_stands(store: &dyn Store, policy: &Policy, key: &Key, cached: Stamp) -> Option<Stamp> {
+    let now = stamp(store);
+    if now.overrides != cached.overrides {
+        return None;
+    }
+    let reset = now.resets != cached.resets
+        && store
+            .admin()
+            .is_none_or(|admin| admin.reset_since(policy, key, cached.resets));
+    (!reset).then_some(now)
 }
 
 #[cfg(test)]

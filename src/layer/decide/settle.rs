@@ -69,7 +69,7 @@ impl Decider {
                 pending.rule,
                 &pending.key,
                 pending.cost,
-                (asked, pending.overrides),
+                (asked, pending.stamp),
                 decision,
             );
         }

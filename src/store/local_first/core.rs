@@ -367,6 +367,27 @@ impl Core {
         self.entries.shard(place.hash).remove(place);
     }
 
+    /// Decides each key of `resets` (reset in Redis through another instance) exactly until
+    /// its next sync, which this round sends.
+    pub(crate) fn rejoin(&self, resets: &[(Arc<str>, Key)]) {
+        let now = self.now();
+        for (policy, key) in resets {
+            let place = self.entries.lookup(policy, key.as_str());
+            let mut shard = self.entries.shard(place.hash);
+            let Some(entry) = shard.get_mut(place) else {
+                continue;
+            };
+            entry.rejoin(now);
+            let generation = entry.generation;
+            if !std::mem::replace(&mut entry.touched, true) {
+                shard
+                    .side
+                    .touched
+                    .push((Arc::clone(policy), key.clone(), generation));
+            }
+        }
+    }
+
     /// Drops the entries that are moot: idle, out of the syncs, their counts acknowledged.
     /// Requests sweep a few entries each; this reaches the keys no request comes near.
     pub(crate) fn sweep(&self) {

@@ -270,6 +270,18 @@ impl Entry {
         self.rate = 0.0;
     }
 
+    /// The key's state was reset in Redis through another instance: a hot key is decided
+    /// exactly again until a sync brings the fresh state (it keeps what it counted).
+    pub(crate) fn rejoin(&mut self, now: u64) {
+        if self.mode == Mode::Local {
+            self.mode = Mode::Joining;
+            self.synced = false;
+            self.share = None;
+            self.joined_at = now;
+            self.joined_offered = self.offered;
+        }
+    }
+
     /// Decides `cost` at `now`; commits it to the view if admitted. Returns each limit's state
     /// and whether the request was admitted.
     pub(crate) fn decide(&mut self, cost: u64, now: u64, ctx: &Context) -> (LimitStates, bool) {

@@ -119,7 +119,8 @@ use crate::policy::Policy;
 ///   call each; boxing in memory and telling the fleet at the next sync would let the other
 ///   instances admit the flood for up to an interval, which is what the box is for.
 /// - **Admin.** [`Admin::inspect`] and [`Admin::reset`] act on the state in Redis, which
-///   every decision counts into (see there for how fresh). **Overrides** ([`Overrides`]) are
+///   every decision counts into (see there for how fresh); a reset reaches every instance
+///   within a poll of the overrides and a sync. **Overrides** ([`Overrides`]) are
 ///   the Redis store's: kept in Redis and polled by every instance, they apply to cold keys in
 ///   Redis's checks and to hot keys in memory, keeping the units used.
 /// - **Refunds** ([`Refunds`]) of any decision, local ones included, are given back in
@@ -294,7 +295,8 @@ fn exact(policy: &Policy, key: &Key) -> bool {
 
 impl Store for LocalFirstStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        if exact(policy, key) {
+        // Before the overrides were read, exact: the Redis store reads them first.
+        if exact(policy, key) || !self.shared.redis.overrides_loaded() {
             return self.shared.redis.check(policy, key, cost);
         }
         // A hot key is decided under the limits Redis would apply to it: its override's, if it
@@ -419,9 +421,11 @@ impl Admin for LocalFirstStore {
         self.shared.redis.inspect(policy, key)
     }
 
-    /// Deletes the key's state in Redis and this instance's view of it. Other instances
-    /// where the key is hot see the reset at their next sync (one interval); the units they
-    /// counted in that interval, before it, still count after it.
+    /// Deletes the key's state in Redis and this instance's view of it, and tells the other
+    /// instances as the Redis store does (they read it at their next poll of the overrides).
+    /// An instance where the key is hot then decides it exactly until its next sync, at once,
+    /// brings the fresh state; the units it counted before that sync (some before the reset)
+    /// still count after it, so the fleet never admits more for the reset.
     fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         let shared = Arc::clone(&self.shared);
         let (policy, key) = (policy.clone(), key.clone());
@@ -430,5 +434,13 @@ impl Admin for LocalFirstStore {
             shared.core.forget(policy.name(), &key);
             Ok(())
         })
+    }
+
+    fn resets_version(&self) -> u64 {
+        self.shared.redis.resets_version()
+    }
+
+    fn reset_since(&self, policy: &Policy, key: &Key, since: u64) -> bool {
+        self.shared.redis.reset_since(policy, key, since)
     }
 }

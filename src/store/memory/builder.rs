@@ -73,6 +73,7 @@ impl MemoryStoreBuilder {
                 overrides: OverrideTable::new(),
                 refunds: refund::Tokens::default(),
                 leases: LeaseIds::new(),
+                resets: Default::default(),
             }),
         }
     }

@@ -65,6 +65,8 @@ struct Inner {
     overrides: OverrideTable,
     refunds: refund::Tokens,
     leases: LeaseIds,
+    /// The resets made through [`Admin::reset`], for the layers in front of this store.
+    resets: super::reset_log::ResetLog,
 }
 
 impl MemoryStore {
@@ -344,7 +346,16 @@ impl Admin for MemoryStore {
 
     fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         self.reset_now(policy, key);
+        self.inner.resets.record(policy.name(), key);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn resets_version(&self) -> u64 {
+        self.inner.resets.version()
+    }
+
+    fn reset_since(&self, policy: &Policy, key: &Key, since: u64) -> bool {
+        self.inner.resets.reset_since(since, policy.name(), key)
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::error::store_error;
+use super::resets::publish_command;
 use super::script::decode;
 use super::script::peek::{peek_command, reset_command};
 use super::script::refund_command;
@@ -22,12 +23,14 @@ impl RedisStore {
         key: &Key,
         now_us: Option<u64>,
     ) -> StoreFuture<KeyState> {
-        let overridden = self.inner.overrides.effective(policy, key);
-        let policy = overridden.as_ref().unwrap_or(policy);
-        let command = peek_command(&self.inner.prefix, policy, key, now_us);
         let inner = Arc::clone(&self.inner);
-        let policy = policy.clone();
+        let (policy, key) = (policy.clone(), key.clone());
         Box::pin(async move {
+            // Under the overrides in Redis, as a check would be.
+            super::poll::first_read(&inner).await?;
+            let overridden = inner.overrides.effective(&policy, &key);
+            let policy = overridden.unwrap_or(policy);
+            let command = peek_command(&inner.prefix, &policy, &key, now_us);
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
             decode(&policy, &reply).map(KeyState::from_uncommitted)
         })
@@ -44,17 +47,24 @@ impl RedisStore {
         self.peek(policy, key, Some(now_us))
     }
 
-    /// What [`Admin::reset`](crate::store::Admin::reset) runs: one `DEL` of every state key.
+    /// What [`Admin::reset`](crate::store::Admin::reset) runs: one `DEL` of every state key,
+    /// then the reset told to the other replicas (`resets.rs`), after the `DEL` so that a
+    /// replica that reads it and asks again finds the state gone. A failure to tell them is
+    /// the reset's error (reset again: it is idempotent), though the state is gone.
     pub(super) fn delete(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         let command = reset_command(&self.inner.prefix, policy, key);
+        let tell = publish_command(&self.inner.prefix, self.inner.origin, policy.name(), key);
         let inner = Arc::clone(&self.inner);
+        let (name, key) = (policy.name_arc(), key.clone());
         Box::pin(async move {
             // The reset script answers `{ deleted }`.
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
-            match reply[..] {
-                [deleted] if deleted >= 0 => Ok(()),
-                _ => Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL"))),
+            if !matches!(reply[..], [deleted] if deleted >= 0) {
+                return Err(StoreError::UnexpectedReply(format!("{reply:?} to DEL")));
             }
+            inner.resets.record(&name, &key);
+            let _n: i64 = inner.backend.run(&tell).await.map_err(store_error)?;
+            Ok(())
         })
     }
 }

@@ -21,6 +21,7 @@ use super::sentinel::SentinelBackend;
 use super::tcp;
 use crate::error::ConfigError;
 use crate::store::override_table::OverrideTable;
+use crate::store::reset_log::ResetLog;
 
 /// How long a Cluster call may wait for its node's answer, queueing in the client included:
 /// a frozen node then fails calls (and the client's own slot-map queries) instead of hanging
@@ -68,6 +69,11 @@ pub(super) struct Deployment {
     /// The overrides in Redis, as last read (`overrides.rs`).
     pub(super) overrides: OverrideTable,
     pub(super) override_poll: Duration,
+    /// The poll of the overrides and resets (`poll.rs`), and the resets it read or this
+    /// store made (`resets.rs`), told apart from other stores' by `origin`.
+    pub(super) poll: super::poll::PollState,
+    pub(super) resets: ResetLog,
+    pub(super) origin: u64,
     /// The ids of this store's leases (concurrency limits).
     pub(super) leases: crate::identity::LeaseIds,
     /// The scripts loaded ahead ([`Store::prepare`](crate::store::Store::prepare)).
@@ -146,11 +152,14 @@ impl RedisStoreBuilder {
         }
     }
 
-    /// How often the store reads the overrides' version from Redis (default 250 ms; at least
-    /// 10 ms), and when it changed, every override: an override set through any replica
-    /// applies on this one within about this long. Each poll is one `GET` (one `HGETALL`
-    /// more after a change); the decisions themselves look overrides up in memory and cost
-    /// Redis nothing more (`benches/README.md`).
+    /// How often the store polls Redis for what other replicas changed (default 250 ms; at
+    /// least 10 ms): the overrides' version and, when it moved, every override; and the
+    /// resets made since the last poll. An override set or a key reset through any replica
+    /// applies on this one within about this long (a reset drops the cached denials of the
+    /// key in every layer in front of this store). Each poll is one script call, which reads
+    /// the hash of overrides only after a change; the decisions themselves look overrides up
+    /// in memory and cost Redis nothing more (`benches/README.md`). The first poll is made
+    /// at once, and checks wait for it (`connect` makes it before it returns).
     ///
     /// ```
     /// use std::time::Duration;
@@ -352,6 +361,9 @@ impl RedisStoreBuilder {
             topology: self.topology,
             overrides: OverrideTable::new(),
             override_poll: self.override_poll,
+            poll: Default::default(),
+            resets: ResetLog::default(),
+            origin: crate::identity::instance(),
             leases: crate::identity::LeaseIds::new(),
             prepared: super::script::Prepared::default(),
         })

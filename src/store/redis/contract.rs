@@ -92,6 +92,16 @@ impl Admin for RedisStore {
     fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
         self.delete(policy, key)
     }
+
+    /// Moves with each reset made through this store and each one made through another
+    /// replica, read at this store's next poll.
+    fn resets_version(&self) -> u64 {
+        self.inner.resets.version()
+    }
+
+    fn reset_since(&self, policy: &Policy, key: &Key, since: u64) -> bool {
+        self.inner.resets.reset_since(since, policy.name(), key)
+    }
 }
 
 impl Overrides for RedisStore {

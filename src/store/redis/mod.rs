@@ -19,7 +19,9 @@ mod error;
 mod heal;
 mod health;
 mod overrides;
+mod poll;
 mod redact;
+mod resets;
 mod script;
 mod sentinel;
 mod slot;
@@ -246,6 +248,12 @@ impl RedisStore {
         self.inner.overrides.effective(policy, key)
     }
 
+    /// Each key reset (here or through another replica) after the store's resets version
+    /// was `since`, with its policy; `None` if that is not known (resets were missed).
+    pub(crate) fn resets_after(&self, since: u64) -> Option<Vec<(Arc<str>, Key)>> {
+        self.inner.resets.resets_after(since)
+    }
+
     /// TEST ONLY (`redlimit::__private::check_at`): the script uses `now_us` instead of
     /// Redis `TIME`.
     pub(crate) fn check_at(&self, policy: &Policy, key: &Key, cost: u64, now_us: u64) -> Check {
@@ -253,6 +261,15 @@ impl RedisStore {
     }
 
     fn invoke(&self, policy: &Policy, key: &Key, cost: u64, now_us: Option<u64>) -> Check {
+        if !self.inner.poll.loaded() {
+            // Decided under the overrides in Redis, which are read first (`poll.rs`).
+            let store = self.clone();
+            let (policy, key) = (policy.clone(), key.clone());
+            return Check::pending(async move {
+                poll::first_read(&store.inner).await?;
+                store.invoke(&policy, &key, cost, now_us).await
+            });
+        }
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let mut command = script_command(&self.inner.prefix, policy, key, cost, now_us);
@@ -352,16 +369,21 @@ impl RedisStoreBuilder {
         let store = RedisStore {
             inner: Arc::new(deployment),
         };
-        // The overrides in force from the first decision on (a restarted service keeps them).
+        // The overrides in force from the first decision on (a restarted service keeps them);
+        // if they cannot be read now, the first checks wait for them.
         if let Err(err) = store.load_overrides().await {
             tracing::warn!(error = %err, "reading the overrides failed; polling them");
-            store.spawn_poller(None);
         }
         Ok(store)
     }
 
     /// Returns at once and connects on first use, so a service can start while Redis is down
     /// (its requests then follow the layer's failure policy). Fails only on a bad URL or prefix.
+    ///
+    /// The overrides are read at once in the background; checks made before that read has
+    /// succeeded wait for it, so the first decision applies them as with
+    /// [`connect`](Self::connect). While Redis cannot be read, those checks fail as any
+    /// check would.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {
@@ -372,7 +394,7 @@ impl RedisStoreBuilder {
         let store = RedisStore {
             inner: Arc::new(self.build()?),
         };
-        store.spawn_poller(None);
+        store.spawn_poller(true);
         Ok(store)
     }
 }

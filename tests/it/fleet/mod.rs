@@ -1,5 +1,6 @@
 //! Many instances, one limit: exactness under concurrency and at a network's distance,
-//! batching, and every deployment (standalone, Cluster, Sentinel).
+//! batching, every deployment (standalone, Cluster, Sentinel), and resets reaching every
+//! replica.
 
 #[cfg(feature = "redis")]
 mod batching;
@@ -11,3 +12,5 @@ mod deployments;
 mod distance;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod exact_under_load;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod resets;

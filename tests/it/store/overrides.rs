@@ -5,6 +5,7 @@
 
 use crate::support;
 
+use std::future::IntoFuture;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -222,4 +223,92 @@ async fn overrides_work_across_a_redis_cluster() {
         a.inspect(&policy, &keys[0]).await.unwrap().limits()[0].remaining() == 6
     })
     .await;
+}
+
+/// A restart under load with a lazily connected store (as `examples/server` makes it):
+/// requests from its first instant on are decided under the override stored in Redis (2 an
+/// hour), not the policy's own limit (10): exactly 2 of 20 concurrent requests pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazily_connected_store_applies_the_stored_overrides_from_its_first_decision() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-lazy");
+    let (store, layer, _) = replica(&server, &prefix).await;
+    layer
+        .set_override(
+            &policy(),
+            &key(),
+            Override::parse(&policy(), "2/1h").unwrap(),
+        )
+        .await
+        .unwrap();
+    drop((store, layer));
+    // The restarted service: a store connected on first use, and requests at once.
+    let store = RedisStore::builder(server.url())
+        .prefix(&prefix)
+        .connect_lazy()
+        .unwrap();
+    let app = app(RateLimitLayer::builder(store, policy())
+        .key(PeerIp)
+        .build()
+        .expect("valid layer"));
+    let requests = (0..20).map(|_| {
+        let app = app.clone();
+        tokio::spawn(async move { status_of(&app, IP).await })
+    });
+    let mut admitted = 0;
+    for request in requests.collect::<Vec<_>>() {
+        admitted += u32::from(request.await.unwrap() == StatusCode::OK);
+    }
+    assert_eq!(
+        admitted, 2,
+        "decided under the stored override from the first request"
+    );
+}
+
+/// A lazily connected store whose Redis does not answer at start (frozen) never decides
+/// under the policy's own limits: its checks wait for the overrides (the layer's deadline and
+/// failure mode bound them), and a check made while Redis was silent is decided, once it
+/// answers, under the override stored there.
+#[tokio::test]
+async fn a_lazy_store_started_while_redis_is_silent_decides_under_the_stored_override() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-lazy-down");
+    let (store, layer, _) = replica(&server, &prefix).await;
+    layer
+        .set_override(
+            &policy(),
+            &key(),
+            Override::parse(&policy(), "2/1h").unwrap(),
+        )
+        .await
+        .unwrap();
+    drop((store, layer));
+    server.freeze();
+    let store = RedisStore::builder(server.url())
+        .prefix(&prefix)
+        .override_poll(POLL)
+        .connect_timeout(Duration::from_secs(10))
+        .connect_lazy()
+        .unwrap();
+    let made_while_silent = store.check(&policy(), &key(), 1);
+    for _ in 0..3 {
+        let check = tokio::time::timeout(
+            Duration::from_millis(100),
+            store.check(&policy(), &key(), 1).into_future(),
+        );
+        assert!(check.await.is_err(), "decided while Redis is silent");
+    }
+    server.thaw();
+    let decision = made_while_silent.await.unwrap();
+    assert_eq!(decision.remaining(), Some(1), "under the stored override");
+    assert!(store
+        .check(&policy(), &key(), 1)
+        .await
+        .unwrap()
+        .is_allowed());
+    assert!(!store
+        .check(&policy(), &key(), 1)
+        .await
+        .unwrap()
+        .is_allowed());
 }
