@@ -62,6 +62,8 @@ pub(crate) struct Core {
     synced_at: AtomicU64,
     instances: AtomicU32,
     rounds: AtomicU64,
+    /// The Redis store's resets version whose resets were last taken ([`Core::rejoin`]).
+    resets_seen: AtomicU64,
     pub(crate) wake: tokio::sync::Notify,
     /// A refund waits for this instance's units to reach Redis: sync now, not at the interval.
     pub(crate) urgent: tokio::sync::Notify,
@@ -102,6 +104,7 @@ impl Core {
             synced_at: AtomicU64::new(created),
             instances: AtomicU32::new(instances),
             rounds: AtomicU64::new(0),
+            resets_seen: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
             urgent: tokio::sync::Notify::new(),
             synced: tokio::sync::Notify::new(),
@@ -367,8 +370,32 @@ impl Core {
         self.entries.shard(place.hash).remove(place);
     }
 
+    /// Takes the resets of the Redis store's version `now` (its resets version), if not taken
+    /// yet: the keys reset since the last taken version, read by `after`, are decided exactly
+    /// until their next sync, asked for at once. Resets the store cannot name (missed) rejoin
+    /// nothing: every hot key's next sync brings its state anyway.
+    pub(crate) fn take_resets(
+        &self,
+        now: u64,
+        after: impl FnOnce(u64) -> Option<Vec<(Arc<str>, Key)>>,
+    ) {
+        let seen = self.resets_seen.load(Ordering::Acquire);
+        if seen == now
+            || self
+                .resets_seen
+                .compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        {
+            return;
+        }
+        if let Some(resets) = after(seen) {
+            self.rejoin(&resets);
+            self.urgent.notify_one();
+        }
+    }
+
     /// Decides each key of `resets` (reset in Redis through another instance) exactly until
-    /// its next sync, which this round sends.
+    /// its next sync, which the next round sends.
     pub(crate) fn rejoin(&self, resets: &[(Arc<str>, Key)]) {
         let now = self.now();
         for (policy, key) in resets {

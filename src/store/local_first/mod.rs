@@ -299,6 +299,12 @@ impl Store for LocalFirstStore {
         if exact(policy, key) || !self.shared.redis.overrides_loaded() {
             return self.shared.redis.check(policy, key, cost);
         }
+        // Keys reset through other instances (read by the Redis store's poll): exact until
+        // their next sync brings the fresh state.
+        let redis = &self.shared.redis;
+        self.shared
+            .core
+            .take_resets(redis.resets_version(), |since| redis.resets_after(since));
         // A hot key is decided under the limits Redis would apply to it: its override's, if it
         // has one (the Redis store polls them, so every instance follows a change).
         let overridden = self.shared.redis.effective_policy(policy, key);

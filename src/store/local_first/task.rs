@@ -15,7 +15,7 @@ use super::core::{Core, SyncItem};
 use super::entry::FleetReply;
 use crate::key::Key;
 use crate::limit::Limit;
-use crate::store::{Admin as _, RedisStore};
+use crate::store::RedisStore;
 
 /// Keys per sync call: a call's Lua runs alone on its server, so keep each one short.
 const KEYS_PER_CALL: usize = 64;
@@ -78,10 +78,8 @@ async fn heartbeats(core: &Core, redis: &RedisStore) {
 async fn syncs(core: &Arc<Core>, redis: &RedisStore) {
     let interval = core.settings.interval;
     let mut last_sweep = tokio::time::Instant::now();
-    let mut resets = redis.resets_version();
     loop {
         let started = tokio::time::Instant::now();
-        resets = rejoin_reset_keys(core, redis, resets);
         sync_round(core, redis).await;
         crate::telemetry::local_first_health(core.is_isolated(), core.sync_age());
         if last_sweep.elapsed() >= Duration::from_secs(10) {
@@ -99,19 +97,6 @@ async fn syncs(core: &Arc<Core>, redis: &RedisStore) {
             () = core.urgent.notified() => tokio::time::sleep_until(soonest).await,
         }
     }
-}
-
-/// Sends the keys reset since the store's resets version was `seen` back to exact decisions
-/// until this round's sync answers; returns the version now. Resets the store cannot name
-/// (missed) rejoin nothing: every hot key's next sync brings its state anyway.
-fn rejoin_reset_keys(core: &Core, redis: &RedisStore, seen: u64) -> u64 {
-    let now = redis.resets_version();
-    if now != seen {
-        if let Some(resets) = redis.resets_after(seen) {
-            core.rejoin(&resets);
-        }
-    }
-    now
 }
 
 /// One round: every touched key, in calls sent at once.

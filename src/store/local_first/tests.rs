@@ -722,3 +722,54 @@ fn a_hot_key_whose_rate_falls_is_decided_exactly_again() {
     let d = fleet.check("t", &policy, &key, 0, clock.now_us_for_tests());
     assert_eq!(d.remaining(), Some(10_000 - 1));
 }
+
+/// A key reset through another instance (the Redis store's poll read it) is decided exactly
+/// until the next sync, which it joins at once, brings the fresh state; the units counted
+/// before are kept (sent with that sync), and another key stays local.
+#[test]
+fn a_hot_key_reset_elsewhere_is_decided_exactly_until_its_next_sync() {
+    use std::sync::Arc;
+    let clock = ManualClock::new(T0);
+    let settings = Settings {
+        local_after: 4,
+        ..Settings::default()
+    };
+    let core = core(&clock, settings);
+    let mut fleet = Keyspace::default();
+    let policy = Policy::new("p", [Limit::gcra(1000, Duration::from_secs(1)).unwrap()]).unwrap();
+    let (key, other) = (Key::new("k"), Key::new("o"));
+    for k in [&key, &other] {
+        assert!(core.check(&policy, k, 1).is_none());
+    }
+    clock.advance(Duration::from_millis(100));
+    for k in [&key, &other] {
+        for _ in 0..4 {
+            assert!(core.check(&policy, k, 1).is_none());
+        }
+    }
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    for k in [&key, &other] {
+        assert!(core.check(&policy, k, 1).unwrap().is_allowed());
+    }
+    let reset = vec![(Arc::<str>::from("p"), key.clone())];
+    core.take_resets(1, |since| {
+        assert_eq!(since, 0);
+        Some(reset)
+    });
+    core.take_resets(1, |_| panic!("taken once"));
+    assert!(
+        core.check(&policy, &key, 1).is_none(),
+        "exact after the reset"
+    );
+    assert!(
+        core.check(&policy, &other, 1).is_some(),
+        "another key stays local"
+    );
+    let items = sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    let synced = items.iter().find(|i| i.key == key).expect("synced");
+    assert_eq!(
+        synced.counted, 1,
+        "the unit counted before the reset is kept"
+    );
+    assert!(core.check(&policy, &key, 1).is_some(), "local again");
+}
