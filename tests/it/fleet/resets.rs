@@ -3,7 +3,8 @@
 //! through one of them; the other two admit it within the poll interval, not at the denial's
 //! retry time (12 minutes for 5 an hour), and the three together admit the limit once more,
 //! no more. In exact and in local-first mode (a limit this low stays exact there, its denials
-//! the deny cache's).
+//! the deny cache's). Only the reset key's denials go; on a Cluster the log has a slot of its
+//! own; a replica that missed resets counts every key as reset.
 
 use crate::support;
 
@@ -177,4 +178,72 @@ async fn a_reset_drops_the_reset_key_s_denials_only() {
     let (ok, source) = ask(&b.0).await;
     assert!(ok, "{source}");
     assert_eq!(source, "Store");
+}
+
+/// On a Cluster the resets log lives in a slot of its own, the state in each key's: resets of
+/// keys on every shard reach the other replica, and no other key counts as reset.
+#[tokio::test]
+async fn resets_reach_the_other_replica_across_a_redis_cluster() {
+    use redlimit::store::Admin;
+
+    let cluster = support::RedisCluster::start();
+    let prefix = unique_prefix("reset-cluster");
+    let connect = || async {
+        RedisStore::cluster(cluster.urls())
+            .prefix(prefix.clone())
+            .override_poll(Duration::from_millis(50))
+            .connect()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (connect().await, connect().await);
+    let policy = policy();
+    let keys: Vec<Key> = (0..8).map(|i| Key::new(format!("ip:10.0.0.{i}"))).collect();
+    for key in &keys {
+        assert!(b.check(&policy, key, 1).await.unwrap().is_allowed());
+    }
+    let before = b.resets_version();
+    for key in &keys {
+        a.reset(&policy, key).await.unwrap();
+    }
+    let told = eventually(Duration::from_secs(10), async || {
+        keys.iter().all(|key| b.reset_since(&policy, key, before))
+    })
+    .await;
+    assert!(told, "every reset reached the other replica");
+    assert!(!b.reset_since(&policy, &Key::new("ip:10.9.9.9"), before));
+    for key in &keys {
+        let state = b.inspect(&policy, key).await.unwrap();
+        assert_eq!(state.limits()[0].remaining(), LIMIT);
+    }
+}
+
+/// A replica that finds resets it cannot read (the log lost entries: trimmed, expired, or a
+/// Redis that lost writes) counts every key as reset: its denials are asked again, once.
+#[tokio::test]
+async fn missed_resets_count_every_key_as_reset() {
+    use redlimit::store::Admin;
+
+    let server = RedisServer::start();
+    let prefix = unique_prefix("reset-missed");
+    let store = RedisStore::builder(server.url())
+        .prefix(&prefix)
+        .override_poll(Duration::from_millis(20))
+        .connect()
+        .await
+        .unwrap();
+    let before = store.resets_version();
+    let any = Key::new("ip:10.7.7.7");
+    assert!(!store.reset_since(&policy(), &any, before));
+    // Three resets counted, none in the log.
+    let _: i64 = redis::cmd("INCRBY")
+        .arg(format!("{prefix}:{{overrides}}:resets:n"))
+        .arg(3)
+        .query(&mut server.connection())
+        .unwrap();
+    let missed = eventually(Duration::from_secs(10), async || {
+        store.reset_since(&policy(), &any, before)
+    })
+    .await;
+    assert!(missed, "every key counts as reset");
 }
