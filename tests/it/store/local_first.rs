@@ -352,8 +352,8 @@ async fn four_instances_hold_a_fleet_limit_at_three_times_its_rate() {
 }
 
 /// The runs of decisions Redis made on one instance: where each began, the longest pause of
-/// the load in the three intervals before it (`MAX` at the load's start, where none was made
-/// before), and how many decisions it lasted.
+/// the load in the three intervals before it (`MAX` near the load's start, after the pause
+/// before it), and how many decisions it lasted.
 fn exact_runs(seen: &[Seen]) -> Vec<(usize, Duration, u64)> {
     let mut runs = Vec::new();
     let mut k = 0;
@@ -366,7 +366,9 @@ fn exact_runs(seen: &[Seen]) -> Vec<(usize, Duration, u64)> {
         while k < seen.len() && seen[k].exact {
             k += 1;
         }
-        let gap = if start == 0 {
+        // Within three intervals of the load's start the pause before it counts: the key
+        // was idle on this instance while the others turned hot.
+        let gap = if seen[start].asked < seen[0].asked + 3 * INTERVAL {
             Duration::MAX
         } else {
             let from = seen[..start]
