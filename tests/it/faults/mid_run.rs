@@ -207,7 +207,7 @@ async fn local_fallback_limits_in_memory_while_redis_is_down() {
 }
 
 #[tokio::test]
-async fn an_open_breaker_adds_well_under_a_millisecond() {
+async fn an_open_breaker_answers_without_waiting_for_the_store() {
     let server = RedisServer::start();
     let store = redis_store(&server, "breaker").await;
     let app = app(
@@ -242,9 +242,12 @@ async fn an_open_breaker_adds_well_under_a_millisecond() {
     }
     took.sort();
     let median = took[took.len() / 2];
-    // An upper bound, not a benchmark: the whole request, router included, in a debug build.
+    // Not a benchmark (`benches/failure_latency.rs` measures it: microseconds): a request that
+    // waited for the frozen store would take the whole deadline. A tenth of it is fifty times
+    // what the whole request takes in a debug build, so a busy machine passes and a request
+    // that still waits on the store (or sleeps a few ms) fails.
     assert!(
-        median < Duration::from_millis(1),
+        median < DEADLINE / 10,
         "median {median:?} with the breaker open"
     );
     assert!(took[took.len() - 1] < ANSWERED_WITHIN);

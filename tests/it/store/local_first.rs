@@ -7,7 +7,7 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,11 +18,15 @@ use redlimit::store::{LocalFirstStore, RedisStore};
 use redlimit::{DecisionSource, Limit, Policy, RateLimitLayer};
 use support::{app, eventually, request, send, source_app, unique_prefix, RedisServer};
 
-/// 1000/s with a burst of 1000: GCRA 1000 per second.
-const RATE: f64 = 1000.0;
-const BURST: f64 = 1000.0;
+/// 200/s with a burst of 200: GCRA 200 per second. (1000 per second before, offered 3000
+/// requests a second: a shared 2-core machine with CPU hogs and a build beside them offered
+/// 1000 through the layers in a debug build, no more than the limit.)
+const RATE: f64 = 200.0;
+const BURST: f64 = 200.0;
 /// Requests per second offered to each of the four instances: three times the limit in all.
-const OFFERED: u64 = 750;
+const OFFERED: u64 = 150;
+/// The load tests' sync interval.
+const INTERVAL: Duration = Duration::from_millis(100);
 
 /// The two load tests run one after the other: each needs the machine's cores to offer its
 /// load.
@@ -39,14 +43,9 @@ const LOCAL_ALGORITHMS: [redlimit::Algorithm; 4] = [
 fn policy() -> Policy {
     Policy::new(
         "fleet",
-        [Limit::gcra(1000, Duration::from_secs(1)).unwrap()],
+        [Limit::gcra(RATE as u64, Duration::from_secs(1)).unwrap()],
     )
     .unwrap()
-}
-
-/// What exact mode admits in `elapsed` under overload: the burst, then the rate.
-fn exact(elapsed: Duration, burst: f64) -> f64 {
-    RATE * elapsed.as_secs_f64() + burst
 }
 
 async fn instances(server: &RedisServer, prefix: &str) -> Vec<LocalFirstStore> {
@@ -60,7 +59,7 @@ async fn instances(server: &RedisServer, prefix: &str) -> Vec<LocalFirstStore> {
             .connect()
             .await
             .expect("connect to the test redis");
-        stores.push(redis.local_first(Duration::from_millis(100)).unwrap());
+        stores.push(redis.local_first(INTERVAL).unwrap());
     }
     // Every instance has heard every other's heartbeat.
     let all = eventually(Duration::from_secs(10), async || {
@@ -78,43 +77,102 @@ async fn instances(server: &RedisServer, prefix: &str) -> Vec<LocalFirstStore> {
     stores
 }
 
-/// Offers `per_instance` requests per second to each app for `span`; answers (admitted,
-/// offered, elapsed).
-async fn load(apps: &[Router], per_instance: u64, span: Duration) -> (u64, u64, Duration) {
-    let admitted = Arc::new(AtomicU64::new(0));
-    let offered = Arc::new(AtomicU64::new(0));
+/// One request of a load: when it was asked, whether it was admitted, and whether Redis
+/// decided it (the key cold or joining on that instance) rather than memory.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    asked: Instant,
+    admitted: bool,
+    exact: bool,
+}
+
+/// What a load saw, per instance, and how long it ran.
+struct Run {
+    seen: Vec<Vec<Seen>>,
+    elapsed: Duration,
+}
+
+impl Run {
+    fn all(&self) -> impl Iterator<Item = &Seen> {
+        self.seen.iter().flatten()
+    }
+
+    fn offered(&self) -> u64 {
+        self.all().count() as u64
+    }
+
+    /// Requests Redis decided (each one at most one `EVALSHA`: a batch holds several).
+    fn exact(&self) -> u64 {
+        self.all().filter(|s| s.exact).count() as u64
+    }
+
+    /// Times an instance went from memory back to Redis (the key cooled there): each costs
+    /// Redis a join, the exact decisions until its first sync, and one early sync round.
+    fn cooled(&self) -> u64 {
+        self.seen
+            .iter()
+            .map(|one| one.windows(2).filter(|w| !w[0].exact && w[1].exact).count() as u64)
+            .sum()
+    }
+
+    /// What exact mode admits of the same requests and those made `before` (which used
+    /// units of the burst), and the longest pause between two of them (see
+    /// [`exact_admits`]); and what the limiter admitted of them all.
+    fn exact_mode(&self, before: &[Seen]) -> (f64, Duration, u64) {
+        let all = || self.all().chain(before);
+        let checks: Checks = all().map(|s| (s.asked, Some(s.admitted))).collect();
+        let (exact, pause) = exact_admits(&checks, RATE, BURST);
+        (exact, pause, all().filter(|s| s.admitted).count() as u64)
+    }
+}
+
+/// Offers `per_instance` requests per second to each app (a [`source_apps`] app) for `span`.
+async fn load(apps: &[Router], per_instance: u64, span: Duration) -> Run {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for app in apps {
-        let (app, admitted, offered) = (app.clone(), Arc::clone(&admitted), Arc::clone(&offered));
+        let app = app.clone();
         tasks.push(tokio::spawn(async move {
-            // Three requests every tick, ticks spaced for the rate asked.
+            // Three requests every tick, ticks spaced for the rate asked. A load held up (the
+            // machine busy) resumes at its rate: a catch-up flood would meet each instance's
+            // view before the next sync, and each admit the burst its view has refilled (see
+            // `offer`). Exact mode is reckoned over the requests actually made.
             let mut ticks = tokio::time::interval(Duration::from_micros(3_000_000 / per_instance));
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut seen = Vec::new();
             while started.elapsed() < span {
                 ticks.tick().await;
                 for _ in 0..3 {
-                    offered.fetch_add(1, Ordering::Relaxed);
-                    let status = send(&app, request("/", "10.0.0.1", &[])).await.status();
-                    match status {
-                        StatusCode::OK => {
-                            admitted.fetch_add(1, Ordering::Relaxed);
+                    let asked = Instant::now();
+                    let res = send(&app, request("/", "10.0.0.1", &[])).await;
+                    let (admitted, source) = match res.status() {
+                        StatusCode::OK => (true, support::body_text(res).await),
+                        StatusCode::TOO_MANY_REQUESTS => {
+                            let decision = res.extensions().get::<redlimit::Decision>();
+                            let source = decision.expect("a rejection carries its decision");
+                            (false, format!("{:?}", source.source()))
                         }
-                        StatusCode::TOO_MANY_REQUESTS => {}
                         other => panic!("unexpected status {other}"),
-                    }
+                    };
+                    let exact = source == format!("{:?}", DecisionSource::Store);
+                    seen.push(Seen {
+                        asked,
+                        admitted,
+                        exact,
+                    });
                 }
             }
+            seen
         }));
     }
+    let mut seen = Vec::new();
     for task in tasks {
-        task.await.unwrap();
+        seen.push(task.await.unwrap());
     }
-    (
-        admitted.load(Ordering::Relaxed),
-        offered.load(Ordering::Relaxed),
-        started.elapsed(),
-    )
+    Run {
+        seen,
+        elapsed: started.elapsed(),
+    }
 }
 
 /// Commands the server ran, by name (`INFO commandstats`).
@@ -165,14 +223,44 @@ fn client_commands(before: &HashMap<String, u64>, after: &HashMap<String, u64>) 
     (clients, all)
 }
 
-fn apps(stores: &[LocalFirstStore]) -> Vec<Router> {
+/// Sends requests through each app until it decides in memory: the key is hot on every
+/// instance (hot after a few decisions within one sync interval, local from its first sync).
+/// Answers the requests made: their units count against the load that follows.
+async fn hot_everywhere(apps: &[Router]) -> Vec<Seen> {
+    let local = format!("{:?}", DecisionSource::LocalFirst);
+    let mut seen = Vec::new();
+    for (i, app) in apps.iter().enumerate() {
+        // Back to back, not polled: a key turns hot on decisions close together.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut answer = String::new();
+        while answer != local && Instant::now() < deadline {
+            let asked = Instant::now();
+            let res = send(app, request("/", "10.0.0.1", &[])).await;
+            let admitted = res.status() == StatusCode::OK;
+            answer = support::body_text(res).await;
+            let exact = answer == format!("{:?}", DecisionSource::Store);
+            seen.push(Seen {
+                asked,
+                admitted,
+                exact,
+            });
+        }
+        assert_eq!(answer, local, "the key turned hot on instance {i}");
+    }
+    seen
+}
+
+/// One app per store, answering with its decision's source.
+fn source_apps(stores: &[LocalFirstStore]) -> Vec<Router> {
     stores
         .iter()
         .map(|s| {
-            app(RateLimitLayer::builder(s.clone(), policy())
-                .key(Global)
-                .build()
-                .expect("valid layer"))
+            source_app(
+                RateLimitLayer::builder(s.clone(), policy())
+                    .key(Global)
+                    .build()
+                    .expect("valid layer"),
+            )
         })
         .collect()
 }
@@ -182,63 +270,138 @@ async fn four_instances_hold_a_fleet_limit_at_three_times_its_rate() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let server = RedisServer::start();
     let stores = instances(&server, &unique_prefix("lf")).await;
-    let apps = apps(&stores);
+    let apps = source_apps(&stores);
     // Decisions say where they came from: exactly, by Redis, while the key is cold on an
     // instance; in memory once it is hot there.
-    for store in &stores {
-        let source = source_app(
-            RateLimitLayer::builder(store.clone(), policy())
-                .key(Global)
-                .build()
-                .expect("valid layer"),
-        );
-        let answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
+    for source in &apps {
+        let answer = support::body_text(send(source, request("/", "10.0.0.1", &[])).await).await;
         assert_eq!(answer, format!("{:?}", DecisionSource::Store));
-        // Hot after a few decisions within one sync interval, local from its first sync.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut answer = String::new();
-        while answer != format!("{:?}", DecisionSource::LocalFirst) && Instant::now() < deadline {
-            answer = support::body_text(send(&source, request("/", "10.0.0.1", &[])).await).await;
-        }
-        assert_eq!(answer, format!("{:?}", DecisionSource::LocalFirst));
     }
+    let warm = hot_everywhere(&apps).await;
 
     let before = commands(&server);
-    let (admitted, offered, elapsed) = load(&apps, OFFERED, Duration::from_secs(10)).await;
+    let rounds_before: Vec<u64> = stores.iter().map(LocalFirstStore::syncs).collect();
+    let run = load(&apps, OFFERED, Duration::from_secs(10)).await;
     let after = commands(&server);
-    let expected = exact(elapsed, BURST);
+    let rounds: u64 = stores
+        .iter()
+        .zip(rounds_before)
+        .map(|(s, before)| s.syncs() - before)
+        .sum();
+    let (offered, elapsed) = (run.offered(), run.elapsed);
+    let (expected, pause, admitted) = run.exact_mode(&warm);
     let ratio = admitted as f64 / expected;
     let (clients, all) = client_commands(&before, &after);
-    let syncs = after["evalsha"] - before.get("evalsha").copied().unwrap_or(0);
+    let (exact, cooled) = (run.exact(), run.cooled());
+    let n = stores.len() as u64;
+    let intervals = elapsed.as_secs_f64() / INTERVAL.as_secs_f64();
     eprintln!(
-        "offered {offered} in {elapsed:?}; admitted {admitted}, exact would admit {expected:.0}: \
-         {ratio:.3}; Redis commands from clients {clients} ({:.4}/request; {syncs} EVALSHA), \
-         with those the scripts ran {all} ({:.4}/request)",
+        "offered {offered} in {elapsed:?} (longest pause {pause:?}); admitted {admitted}, \
+         exact mode {expected:.0}: {ratio:.3}; Redis commands from clients {clients} \
+         ({:.4}/request; {:.2}/instance/interval), with those the scripts ran {all}; \
+         {rounds} sync calls ({:.2}/instance/interval), {exact} decided by Redis, \
+         the key cooled {cooled} times",
         clients as f64 / offered as f64,
-        all as f64 / offered as f64,
+        clients as f64 / n as f64 / intervals,
+        rounds as f64 / n as f64 / intervals,
     );
+    // Measured against exact mode over the requests actually made: a busy machine that
+    // offers less (or pauses) is held to what exact mode would have admitted of it. Half as
+    // much again as exact mode admits, so that admitting everything fails the ratio's 1.1
+    // (twice, before: a shared 2-core machine with two CPU hogs offered 1.85 of it).
     assert!(
-        offered as f64 >= 2.0 * expected,
-        "the load must be well over the limit"
+        offered as f64 >= 1.5 * expected,
+        "the load must be well over the limit: {offered} offered, exact mode admits {expected:.0}"
     );
     assert!(
         (0.9..=1.1).contains(&ratio),
         "admitted {admitted} against {expected:.0}"
     );
+    // Redis's cost is per interval, not per request. Each instance syncs its one hot key
+    // once an interval; a wake (the key joining again after it cooled) adds a round; early
+    // syncs need half the limit unsent (100 units; an instance counts ~5 an interval). A
+    // quarter more, and a round in flight at each end: syncing twice an interval, or early
+    // at every round (four an interval), fails.
+    let rounds_bound = (n as f64 * (1.25 * intervals + 2.0)) as u64 + cooled;
     assert!(
-        clients as f64 / offered as f64 <= 0.02,
-        "{clients} commands for {offered} requests"
+        rounds <= rounds_bound,
+        "{rounds} sync calls in {intervals:.0} intervals of {n} instances (bound {rounds_bound})"
     );
+    // Nothing else costs Redis per request: the commands are the syncs, a heartbeat a
+    // second per instance, and the decisions Redis made (each at most one EVALSHA).
+    let heartbeats = n * (elapsed.as_secs() + 2);
+    assert!(
+        clients <= rounds + heartbeats + exact + 2 * n,
+        "{clients} commands: {rounds} syncs, {exact} exact decisions, {heartbeats} heartbeats"
+    );
+    // The key stays hot. It cools on an instance only after a quiet interval there (a
+    // machine that held the load up), and turns hot again within a few intervals: a key
+    // that never turns hot again, or cools under a steady load, fails.
+    for (i, one) in run.seen.iter().enumerate() {
+        for (at, gap, decided) in exact_runs(one) {
+            assert!(
+                gap >= INTERVAL / 2,
+                "instance {i}: the key cooled at request {at} after a pause of only {gap:?}"
+            );
+            assert!(
+                decided <= 10 * OFFERED * INTERVAL.as_millis() as u64 / 1000,
+                "instance {i}: {decided} decisions by Redis from request {at} on"
+            );
+        }
+    }
+}
+
+/// The runs of decisions Redis made on one instance: where each began, the longest pause of
+/// the load in the three intervals before it (`MAX` near the load's start, after the pause
+/// before it), and how many decisions it lasted.
+fn exact_runs(seen: &[Seen]) -> Vec<(usize, Duration, u64)> {
+    let mut runs = Vec::new();
+    let mut k = 0;
+    while k < seen.len() {
+        if !seen[k].exact {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < seen.len() && seen[k].exact {
+            k += 1;
+        }
+        // Within three intervals of the load's start the pause before it counts: the key
+        // was idle on this instance while the others turned hot.
+        let gap = if seen[start].asked < seen[0].asked + 3 * INTERVAL {
+            Duration::MAX
+        } else {
+            let from = seen[..start]
+                .iter()
+                .rposition(|s| s.asked + 3 * INTERVAL < seen[start].asked)
+                .unwrap_or(0);
+            seen[from..=start]
+                .windows(2)
+                .map(|w| w[1].asked - w[0].asked)
+                .max()
+                .unwrap_or_default()
+        };
+        runs.push((start, gap, (k - start) as u64));
+    }
+    runs
 }
 
 /// Runs a load of three times the limit for `span`; answers admitted ÷ what exact mode would
-/// admit.
-async fn phase(apps: &[Router], span: Duration) -> f64 {
-    let (admitted, offered, elapsed) = load(apps, OFFERED, span).await;
-    let expected = exact(elapsed, BURST);
+/// admit of the requests actually made (from a full burst).
+async fn phase(apps: &[Router], span: Duration, before: &[Seen]) -> f64 {
+    let run = load(apps, OFFERED, span).await;
+    let (expected, _, admitted) = run.exact_mode(before);
+    eprintln!(
+        "phase: offered {} in {:?}, admitted {admitted}, exact mode {expected:.0}",
+        run.offered(),
+        run.elapsed,
+    );
+    // Over the limit by more than the ratio's tolerance (1.15): admitting everything fails.
+    // (1.5 before: a shared 2-core machine with two CPU hogs offered 1.49 of it.)
     assert!(
-        offered as f64 >= 1.5 * expected,
-        "offered {offered}: the load must be over the limit"
+        run.offered() as f64 >= 1.3 * expected,
+        "offered {}: the load must be over the limit (exact mode admits {expected:.0})",
+        run.offered()
     );
     admitted as f64 / expected
 }
@@ -248,18 +411,26 @@ async fn instances_keep_their_share_while_redis_is_dead_and_count_nothing_twice_
     let _alone = ONE_AT_A_TIME.lock().await;
     let mut server = RedisServer::start();
     let stores = instances(&server, &unique_prefix("lf-dead")).await;
-    let apps = apps(&stores);
+    let apps = source_apps(&stores);
     let span = Duration::from_secs(3);
-    let connected = phase(&apps, span).await;
+    // Hot first, as in `four_instances_hold_a_fleet_limit_at_three_times_its_rate`: a busy
+    // machine deciding a cold key through Redis offered less than the limit (1176/s).
+    let warm = hot_everywhere(&apps).await;
+    let connected = phase(&apps, span, &warm).await;
 
+    // A key still cold (or joining) on an instance when Redis dies is decided as in exact
+    // mode: failing, the layer's fallback decides, with a budget of its own. A busy machine
+    // that paused the load for two intervals near the phase's end cooled the key there (seen:
+    // 1.25 and 1.6 of the limit alone): the test is of hot keys, so they are hot first.
+    hot_everywhere(&apps).await;
     server.kill();
     let isolated = within(Duration::from_secs(10), async || {
         stores.iter().all(LocalFirstStore::is_isolated)
     })
     .await;
     assert!(isolated, "every instance noticed");
-    // Alone, each takes a quarter: a burst of 250, then 250/s.
-    let alone = phase(&apps, span).await;
+    // Alone, each takes a quarter: a burst of 50, then 50/s.
+    let alone = phase(&apps, span, &[]).await;
 
     server.restart();
     let back = within(Duration::from_secs(10), async || {
@@ -269,7 +440,7 @@ async fn instances_keep_their_share_while_redis_is_dead_and_count_nothing_twice_
     assert!(back, "every instance synced again");
     // What was admitted alone is not replayed: the fleet admits its rate at once (the
     // restarted Redis is empty: a fresh burst), not after a backlog of seconds.
-    let resumed = phase(&apps, span).await;
+    let resumed = phase(&apps, span, &[]).await;
     eprintln!("admitted ÷ exact: connected {connected:.3}, alone {alone:.3}, resumed {resumed:.3}");
     for (name, ratio) in [
         ("connected", connected),
@@ -450,9 +621,12 @@ async fn syncs_group_keys_by_cluster_slot() {
             .connect()
             .await
             .unwrap();
+        // A key cools on an instance after an interval without a decision there: a sweep of
+        // the 40 keys must take less. At 50 ms a busy machine took longer, and the keys were
+        // decided exactly again at every sweep.
         stores.push(
             LocalFirstStore::builder(redis)
-                .interval(Duration::from_millis(50))
+                .interval(Duration::from_millis(500))
                 .local_after(1)
                 .build()
                 .unwrap(),
@@ -544,6 +718,9 @@ fn per_key_apps(stores: &[LocalFirstStore], policy: &Policy) -> Vec<Router> {
         .map(|s| {
             app(RateLimitLayer::builder(s.clone(), policy.clone())
                 .key(support::api_key())
+                // Exactness is tested, not speed: a busy machine may take longer than the
+                // default 100 ms, and a request past its deadline is decided in memory.
+                .store_deadline(Duration::from_secs(2))
                 .build()
                 .expect("valid layer"))
         })
@@ -887,8 +1064,10 @@ async fn a_hot_key_s_local_decisions_are_refunded_and_both_instances_see_it() {
         })
         .await;
         assert!(counted, "{algorithm:?}: `b` sees the {COST} units");
-        let before = used_in_redis(&b, &policy, &key).await;
+        // From before the first read is sent: a busy machine may deliver its answer late, and
+        // the drain runs on Redis's clock from when it read.
         let measured = Instant::now();
+        let before = used_in_redis(&b, &policy, &key).await;
         assert!(
             a.refund(&policy, &key, refund).await.unwrap(),
             "{algorithm:?}"
@@ -932,7 +1111,8 @@ async fn a_key_boxed_on_one_instance_is_denied_on_the_other_for_the_box_s_durati
     use redlimit::store::Store;
 
     let server = RedisServer::start();
-    let [a, b] = pair(&server, &unique_prefix("lf-box"), Duration::from_millis(50)).await;
+    let interval = Duration::from_millis(50);
+    let [a, b] = pair(&server, &unique_prefix("lf-box"), interval).await;
     // 100 per 500 ms admits 10 per interval at its rate: without the box, hot within one.
     let window = Duration::from_millis(500);
     let penalty = Duration::from_secs(30);
@@ -941,10 +1121,17 @@ async fn a_key_boxed_on_one_instance_is_denied_on_the_other_for_the_box_s_durati
         .penalty(penalty)
         .unwrap();
     let key = redlimit::Key::new("flooder");
+    // Looks for three intervals: without the box, enough decisions to turn the key hot.
     let started = Instant::now();
+    while started.elapsed() < 3 * interval {
+        let d = a.check(&policy, &key, 0).await.unwrap();
+        assert_eq!(d.source(), DecisionSource::Store, "decided exactly");
+    }
+    // Then 5 units a check: 21 checks within one window deny (at 1 a check it took 101,
+    // more round trips to Redis than a busy machine makes in 500 ms).
     let (mut admitted, mut denied) = (0, 0);
     while denied == 0 && started.elapsed() < Duration::from_secs(10) {
-        let d = a.check(&policy, &key, 1).await.unwrap();
+        let d = a.check(&policy, &key, 5).await.unwrap();
         assert_eq!(d.source(), DecisionSource::Store, "decided exactly");
         if d.is_allowed() {
             admitted += 1;
@@ -954,7 +1141,7 @@ async fn a_key_boxed_on_one_instance_is_denied_on_the_other_for_the_box_s_durati
     }
     let boxed_at = Instant::now();
     assert_eq!(denied, 1, "the limit denied");
-    assert!(admitted >= 100, "{admitted} admitted");
+    assert!(admitted >= 20, "{admitted} admitted");
     // Past the window that denied: only the box denies now, on either instance.
     tokio::time::sleep_until((boxed_at + window + Duration::from_millis(100)).into()).await;
     for store in [&b, &a, &b] {

@@ -152,9 +152,13 @@ async fn the_box_holds_across_instances_and_ends_on_time() {
     let through_b = get(&b).await;
     assert_eq!(through_b.status(), StatusCode::TOO_MANY_REQUESTS);
     let retry: u64 = header(&through_b, "retry-after").parse().unwrap();
+    // GCRA's wait rounds up to 1 s; the box's is 2 or 3 until 2 s have passed since the
+    // denial (a machine that slow cannot tell them apart).
     assert!(
-        (2..=3).contains(&retry),
-        "the box's time left, not GCRA's: {retry}"
+        (2..=3).contains(&retry)
+            || (retry == 1 && before_denial.elapsed() >= Duration::from_secs(2)),
+        "the box's time left, not GCRA's: {retry} after {:?}",
+        before_denial.elapsed()
     );
     let decision = through_b.extensions().get::<Decision>().unwrap();
     assert!(decision.is_penalized() && decision.source() == DecisionSource::Store);
