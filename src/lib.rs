@@ -166,6 +166,9 @@ mod error;
 mod identity;
 pub mod key;
 pub mod layer;
+#[cfg(feature = "rls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
+pub mod rls;
 mod lease;
 mod limit;
 mod policy;

@@ -185,12 +185,21 @@ impl MemoryStore {
                     Some(position) => SmallVec::from_slice(&[position]),
                     None => (0..limits.len()).filter(|&p| is_log(&limits[p])).collect(),
                 };
-                let key = key.limit_key(positions.first().copied().unwrap_or(0));
+                let own = key.limit_key(positions.first().copied().unwrap_or(0));
+                // A limit key that names its state alone: the entry is the key's and the
+                // algorithm's (the key's text, with a `%` or `#`, is no policy's name).
+                let at = match part.limits().first() {
+                    Some(limit) if key.names_limit_states() => self
+                        .inner
+                        .entries
+                        .lookup(own.as_str(), limit.algorithm().descriptor().code),
+                    _ => self.inner.entries.lookup(part.name(), own.as_str()),
+                };
                 Part {
                     positions,
                     policy: part,
-                    key,
-                    at: self.inner.entries.lookup(part.name(), key.as_str()),
+                    key: own,
+                    at,
                 }
             })
             .collect()
