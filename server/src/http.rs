@@ -7,7 +7,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService as _;
 use redlimit::rls::RateLimitService;
 
 use crate::health::Health;
@@ -45,8 +44,8 @@ async fn json_call(State(service): State<RateLimitService>, body: Bytes) -> Resp
         Ok(request) => request,
         Err(why) => return bad_request(&why),
     };
-    let response = match service.should_rate_limit(tonic::Request::new(request)).await {
-        Ok(response) => response.into_inner(),
+    let response = match service.should_rate_limit(request).await {
+        Ok(response) => response,
         Err(status) => return bad_request(status.message()),
     };
     let body = json::response(&response).to_string();

@@ -56,7 +56,9 @@ fn descriptor(value: &Value, index: usize) -> Result<RateLimitDescriptor, JsonEr
                         match name.as_str() {
                             "key" => e.key = string(value, "key")?,
                             "value" => e.value = string(value, "value")?,
-                            other => return Err(format!("unknown field `{other}` in {at}.entries")),
+                            other => {
+                                return Err(format!("unknown field `{other}` in {at}.entries"))
+                            }
                         }
                     }
                     descriptor.entries.push(e);
@@ -135,7 +137,10 @@ fn integer(value: &Value, what: &str) -> Result<u64, JsonError> {
 pub(crate) fn response(response: &RateLimitResponse) -> Value {
     let mut out = Map::new();
     if response.overall_code != 0 {
-        out.insert("overallCode".into(), json!(code_name(response.overall_code)));
+        out.insert(
+            "overallCode".into(),
+            json!(code_name(response.overall_code)),
+        );
     }
     if !response.statuses.is_empty() {
         let statuses = response.statuses.iter().map(status).collect::<Vec<_>>();
@@ -182,7 +187,8 @@ fn current_limit(limit: &RateLimit) -> Value {
         out.insert("requestsPerUnit".into(), json!(limit.requests_per_unit));
     }
     if limit.unit != 0 {
-        let name = Unit::try_from(limit.unit).map_or_else(|_| json!(limit.unit), |u| json!(u.as_str_name()));
+        let name = Unit::try_from(limit.unit)
+            .map_or_else(|_| json!(limit.unit), |u| json!(u.as_str_name()));
         out.insert("unit".into(), name);
     }
     Value::Object(out)
@@ -229,10 +235,16 @@ mod tests {
         assert_eq!(r.domain, "d");
         assert_eq!(r.hits_addend, 3);
         let d = &r.descriptors[0];
-        assert_eq!((d.entries[0].key.as_str(), d.entries[0].value.as_str()), ("k", "v"));
+        assert_eq!(
+            (d.entries[0].key.as_str(), d.entries[0].value.as_str()),
+            ("k", "v")
+        );
         assert_eq!(d.hits_addend, Some(0));
         let limit = d.limit.as_ref().unwrap();
-        assert_eq!((limit.requests_per_unit, limit.unit), (5, RateLimitUnit::Minute as i32));
+        assert_eq!(
+            (limit.requests_per_unit, limit.unit),
+            (5, RateLimitUnit::Minute as i32)
+        );
     }
 
     #[test]
@@ -240,10 +252,16 @@ mod tests {
         for (body, says) in [
             (&b"{"[..], "not JSON"),
             (br#"{"domain":"d","bogus":1}"#, "unknown field `bogus`"),
-            (br#"{"descriptors":[{"entries":[{"key":1}]}]}"#, "key: a string"),
+            (
+                br#"{"descriptors":[{"entries":[{"key":1}]}]}"#,
+                "key: a string",
+            ),
             (br#"{"hitsAddend":-1}"#, "hitsAddend"),
             (br#"{"hitsAddend":4294967296}"#, "out of range"),
-            (br#"{"descriptors":[{"limit":{"unit":"FORTNIGHT"}}]}"#, "no unit `FORTNIGHT`"),
+            (
+                br#"{"descriptors":[{"limit":{"unit":"FORTNIGHT"}}]}"#,
+                "no unit `FORTNIGHT`",
+            ),
             (br#"[]"#, "an object was expected"),
         ] {
             let error = request(body).unwrap_err();
@@ -264,7 +282,10 @@ mod tests {
                         unit: Unit::Second as i32,
                     }),
                     limit_remaining: 0,
-                    duration_until_reset: Some(Duration { seconds: 1, nanos: 500_000_000 }),
+                    duration_until_reset: Some(Duration {
+                        seconds: 1,
+                        nanos: 500_000_000,
+                    }),
                     ..Default::default()
                 },
                 DescriptorStatus {

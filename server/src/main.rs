@@ -32,6 +32,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use redlimit::layer::HeaderStyle;
 use redlimit::rls::config::RlsConfig;
 use redlimit::rls::RateLimitService;
 use tokio::net::TcpListener;
@@ -96,17 +97,12 @@ async fn run(settings: Settings) -> Result<(), String> {
         .config(config)
         .store_deadline(settings.store_deadline)
         .shadow_mode(settings.shadow_mode)
-        .near_limit_ratio(settings.near_limit_ratio)
-        .deny_cache_bytes(settings.local_cache_size_in_bytes)
-        .response_headers(settings.limit_response_headers_enabled.then(|| {
-            redlimit::rls::ResponseHeaders::new(
-                &settings.limit_limit_header,
-                &settings.limit_remaining_header,
-                &settings.limit_reset_header,
-            )
-        }))
-        .build()
-        .map_err(|e| format!("the service: {e}"))?;
+        .response_headers(if settings.limit_response_headers_enabled {
+            HeaderStyle::XRateLimit
+        } else {
+            HeaderStyle::None
+        })
+        .build();
 
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = health::Health::new(
@@ -117,7 +113,11 @@ async fn run(settings: Settings) -> Result<(), String> {
     let _watch = reload::watch(dir, service.clone(), health.clone());
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.
-    let grpc = bind("grpc", SocketAddr::new(settings.grpc_host, settings.grpc_port)).await?;
+    let grpc = bind(
+        "grpc",
+        SocketAddr::new(settings.grpc_host, settings.grpc_port),
+    )
+    .await?;
     let http = bind("http", SocketAddr::new(settings.host, settings.port)).await?;
     let debug = bind(
         "debug",
@@ -159,13 +159,12 @@ async fn run(settings: Settings) -> Result<(), String> {
         .with_graceful_shutdown(stopped(stopping.clone()));
     let metrics_server = async {
         match (metrics_listener, prometheus) {
-            (Some(listener), Some(handle)) => axum::serve(
-                listener,
-                metrics::router(handle, &settings.prometheus_path),
-            )
-            .with_graceful_shutdown(stopped(stopping.clone()))
-            .await
-            .map_err(|e| e.to_string()),
+            (Some(listener), Some(handle)) => {
+                axum::serve(listener, metrics::router(handle, &settings.prometheus_path))
+                    .with_graceful_shutdown(stopped(stopping.clone()))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
             _ => Ok(()),
         }
     };
@@ -202,6 +201,7 @@ fn logging(settings: &Settings) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match settings.log_format {
         LogFormat::Text => builder.init(),

@@ -20,7 +20,10 @@ impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
             .field("auth", &self.auth.as_ref().map(|_| "<redacted>"))
-            .field("sentinel_auth", &self.sentinel_auth.as_ref().map(|_| "<redacted>"))
+            .field(
+                "sentinel_auth",
+                &self.sentinel_auth.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -42,9 +45,11 @@ pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn St
     if settings.backend_type == Backend::Memory {
         return Ok(Arc::new(MemoryStore::new()));
     }
-    let mut builder = builder(settings, secrets)?
-        .prefix(settings.cache_key_prefix.clone())
-        .connect_timeout(settings.redis_timeout);
+    let mut builder = builder(settings, secrets)?.connect_timeout(settings.redis_timeout);
+    // Empty, as the Go service's default: redlimit's own prefix.
+    if !settings.cache_key_prefix.is_empty() {
+        builder = builder.prefix(settings.cache_key_prefix.clone());
+    }
     if let Some(path) = &settings.redis_tls_cacert {
         let pem = std::fs::read(path)
             .map_err(|e| format!("REDIS_TLS_CACERT: cannot read {}: {e}", path.display()))?;
@@ -52,7 +57,7 @@ pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn St
     }
     let store = builder
         .connect_lazy()
-        .map_err(|e| format!("REDIS_URL: {e}"))?;
+        .map_err(|e| format!("REDIS_URL or CACHE_KEY_PREFIX: {e}"))?;
     Ok(Arc::new(store))
 }
 
@@ -73,9 +78,11 @@ fn builder(settings: &Settings, secrets: &Secrets) -> Result<RedisStoreBuilder, 
                 "REDIS_URL: a Sentinel URL is `master,host:port[,host:port...]`".to_owned(),
             )?;
             if secrets.auth.is_some() {
-                return Err("REDIS_AUTH with REDIS_TYPE=sentinel: a password for the master \
+                return Err(
+                    "REDIS_AUTH with REDIS_TYPE=sentinel: a password for the master \
                             is not supported yet (REDIS_SENTINEL_AUTH is the Sentinels')"
-                    .to_owned());
+                        .to_owned(),
+                );
             }
             let sentinels = parts
                 .map(|node| tcp_url(node, settings.redis_tls, secrets.sentinel_auth.as_deref()))
@@ -176,7 +183,10 @@ mod tests {
             auth: Some("secret".into()),
             sentinel_auth: None,
         };
-        assert_eq!(single_url(&s, &plain).unwrap(), "redis://:secret@10.0.0.1:6379");
+        assert_eq!(
+            single_url(&s, &plain).unwrap(),
+            "redis://:secret@10.0.0.1:6379"
+        );
     }
 
     #[test]
@@ -187,15 +197,22 @@ mod tests {
             "redis+unix:///run/redis.sock"
         );
         let s = settings(&["--redis-url", "rediss://h:6380/2"]);
-        assert_eq!(single_url(&s, &Secrets::default()).unwrap(), "rediss://h:6380/2");
+        assert_eq!(
+            single_url(&s, &Secrets::default()).unwrap(),
+            "rediss://h:6380/2"
+        );
     }
 
     #[test]
     fn malformed_urls_are_refused_with_the_variable_named() {
         let s = settings(&["--redis-socket-type", "tcp", "--redis-url", "nohostport"]);
-        assert!(single_url(&s, &Secrets::default()).unwrap_err().starts_with("REDIS_URL"));
+        assert!(single_url(&s, &Secrets::default())
+            .unwrap_err()
+            .starts_with("REDIS_URL"));
         let s = settings(&["--redis-type", "sentinel", "--redis-url", "mymaster"]);
-        assert!(builder(&s, &Secrets::default()).unwrap_err().contains("no Sentinel"));
+        assert!(builder(&s, &Secrets::default())
+            .unwrap_err()
+            .contains("no Sentinel"));
         let s = settings(&["--redis-type", "cluster", "--redis-url", "a:1,,b:2"]);
         assert!(builder(&s, &Secrets::default()).is_err());
     }

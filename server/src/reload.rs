@@ -73,7 +73,10 @@ pub(crate) fn record(dir: &Path, outcome: &Result<RlsConfig, RlsConfigError>) {
         }
         Err(e) => {
             metrics::counter!("ratelimit_service_config_load_error").increment(1);
-            tracing::error!("config from {} not loaded, the one in force stays: {e}", dir.display());
+            tracing::error!(
+                "config from {} not loaded, the one in force stays: {e}",
+                dir.display()
+            );
         }
     }
 }
@@ -105,7 +108,7 @@ pub(crate) fn watch(
                 if config.domains().next().is_some() {
                     health.config_loaded();
                 }
-                service.set_config(config);
+                service.reload(config);
             }
         }
     })

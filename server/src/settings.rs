@@ -48,7 +48,13 @@ pub(crate) struct Settings {
     #[arg(long, env = "LOG_LEVEL", default_value = "WARN", value_parser = log_level)]
     pub(crate) log_level: tracing::Level,
     /// Log format: text or json.
-    #[arg(long, env = "LOG_FORMAT", default_value = "text", value_enum, ignore_case = true)]
+    #[arg(
+        long,
+        env = "LOG_FORMAT",
+        default_value = "text",
+        value_enum,
+        ignore_case = true
+    )]
     pub(crate) log_format: LogFormat,
 
     /// Where the config comes from: FILE (GRPC_XDS_SOTW is not supported).
@@ -59,11 +65,15 @@ pub(crate) struct Settings {
     #[arg(long, env = "FORCE_START_WITHOUT_INITIAL_CONFIG", default_value = "false", value_parser = go_bool)]
     pub(crate) force_start_without_initial_config: bool,
     /// The runtime root: the config is read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
-    #[arg(long, env = "RUNTIME_ROOT", default_value = "/srv/runtime_data/current")]
+    #[arg(
+        long,
+        env = "RUNTIME_ROOT",
+        default_value = "/srv/runtime_data/current"
+    )]
     pub(crate) runtime_root: PathBuf,
     /// See RUNTIME_ROOT.
     #[arg(long, env = "RUNTIME_SUBDIRECTORY", default_value = "")]
-    pub(crate) runtime_subdirectory: PathBuf,
+    pub(crate) runtime_subdirectory: String,
     /// See RUNTIME_ROOT.
     #[arg(long, env = "RUNTIME_APPDIRECTORY", default_value = "config")]
     pub(crate) runtime_appdirectory: PathBuf,
@@ -81,17 +91,39 @@ pub(crate) struct Settings {
     pub(crate) healthy_with_at_least_one_config_loaded: bool,
 
     /// Where counters live: redis, or memory (this process alone).
-    #[arg(long, env = "BACKEND_TYPE", default_value = "redis", value_enum, ignore_case = true)]
+    #[arg(
+        long,
+        env = "BACKEND_TYPE",
+        default_value = "redis",
+        value_enum,
+        ignore_case = true
+    )]
     pub(crate) backend_type: Backend,
     /// How to reach Redis: tcp or unix.
-    #[arg(long, env = "REDIS_SOCKET_TYPE", default_value = "unix", value_enum, ignore_case = true)]
+    #[arg(
+        long,
+        env = "REDIS_SOCKET_TYPE",
+        default_value = "unix",
+        value_enum,
+        ignore_case = true
+    )]
     pub(crate) redis_socket_type: SocketType,
     /// The Redis deployment: single, sentinel or cluster.
-    #[arg(long, env = "REDIS_TYPE", default_value = "single", value_enum, ignore_case = true)]
+    #[arg(
+        long,
+        env = "REDIS_TYPE",
+        default_value = "single",
+        value_enum,
+        ignore_case = true
+    )]
     pub(crate) redis_type: RedisType,
     /// single: host:port (tcp) or a path (unix), or a redis:// / rediss:// URL; sentinel:
     /// `master,host:port,host:port`; cluster: `host:port,host:port`.
-    #[arg(long, env = "REDIS_URL", default_value = "/var/run/nutcracker/ratelimit.sock")]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "/var/run/nutcracker/ratelimit.sock"
+    )]
     pub(crate) redis_url: String,
     /// Connect to Redis over TLS.
     #[arg(long, env = "REDIS_TLS", default_value = "false", value_parser = go_bool)]
@@ -126,7 +158,11 @@ pub(crate) struct Settings {
     #[arg(long, env = "LIMIT_LIMIT_HEADER", default_value = "RateLimit-Limit")]
     pub(crate) limit_limit_header: String,
     /// The remaining header's name.
-    #[arg(long, env = "LIMIT_REMAINING_HEADER", default_value = "RateLimit-Remaining")]
+    #[arg(
+        long,
+        env = "LIMIT_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
     pub(crate) limit_remaining_header: String,
     /// The reset header's name.
     #[arg(long, env = "LIMIT_RESET_HEADER", default_value = "RateLimit-Reset")]
@@ -272,16 +308,18 @@ fn log_level(text: &str) -> Result<tracing::Level, String> {
         "info" => Ok(tracing::Level::INFO),
         "warn" | "warning" => Ok(tracing::Level::WARN),
         "error" | "fatal" | "panic" => Ok(tracing::Level::ERROR),
-        _ => Err(format!("`{text}` is not a log level (debug, info, warn, error)")),
+        _ => Err(format!(
+            "`{text}` is not a log level (debug, info, warn, error)"
+        )),
     }
 }
 
 fn config_type(text: &str) -> Result<String, String> {
     match text {
         "FILE" => Ok(text.to_owned()),
-        "GRPC_XDS_SOTW" => Err(
-            "GRPC_XDS_SOTW (config from an xDS server) is not supported: use FILE".to_owned(),
-        ),
+        "GRPC_XDS_SOTW" => {
+            Err("GRPC_XDS_SOTW (config from an xDS server) is not supported: use FILE".to_owned())
+        }
         _ => Err(format!("`{text}` is not a config type (FILE)")),
     }
 }
@@ -308,15 +346,28 @@ mod tests {
         assert_eq!(go_bool("0"), Ok(false));
         assert!(go_bool("yes").is_err());
         assert_eq!(listen_addr(":9090"), Ok("0.0.0.0:9090".parse().unwrap()));
-        assert_eq!(listen_addr("127.0.0.1:1"), Ok("127.0.0.1:1".parse().unwrap()));
+        assert_eq!(
+            listen_addr("127.0.0.1:1"),
+            Ok("127.0.0.1:1".parse().unwrap())
+        );
         assert!(listen_addr("nowhere").is_err());
     }
 
     #[test]
     fn defaults_are_the_go_services() {
         // clap reads the environment too: a variable set around the test would win.
-        let read = ["PORT", "GRPC_PORT", "DEBUG_PORT", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY"];
-        let read = read.iter().chain(&["RUNTIME_APPDIRECTORY", "REDLIMIT_STORE_DEADLINE", "REDIS_TYPE"]);
+        let read = [
+            "PORT",
+            "GRPC_PORT",
+            "DEBUG_PORT",
+            "RUNTIME_ROOT",
+            "RUNTIME_SUBDIRECTORY",
+        ];
+        let read = read.iter().chain(&[
+            "RUNTIME_APPDIRECTORY",
+            "REDLIMIT_STORE_DEADLINE",
+            "REDIS_TYPE",
+        ]);
         if let Some(set) = read.into_iter().find(|v| std::env::var_os(v).is_some()) {
             eprintln!("{set} is set: the defaults cannot be seen");
             return;

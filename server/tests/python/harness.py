@@ -112,6 +112,8 @@ class Server:
         while not wanted <= self.addresses.keys():
             line = self.process.stdout.readline()
             if not line:
+                self.process.stdout.close()
+                shutil.rmtree(self.root, ignore_errors=True)
                 raise AssertionError(
                     f"redlimit-server exited ({self.process.wait()}) before listening:\n"
                     + "".join(self.stderr_lines))
@@ -195,6 +197,7 @@ class Server:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.process.stdout.close()
         self.channel.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
