@@ -215,3 +215,153 @@ def descriptor(entries, hits_addend=None, limit=None):
 
 OK = rls_pb2.RateLimitResponse.OK
 OVER_LIMIT = rls_pb2.RateLimitResponse.OVER_LIMIT
+
+
+class RedisCluster:
+    """Three redis-server masters in cluster mode on free ports, joined with
+    `redis-cli --cluster create`, healthy before use."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="rls-cluster-")
+        self.ports = [free_port() for _ in range(3)]
+        self.processes = [
+            subprocess.Popen(
+                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir, "--cluster-enabled", "yes",
+                 "--cluster-config-file", f"nodes-{p}.conf", "--cluster-node-timeout", "2000"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for p in self.ports]
+        for p in self.ports:
+            wait_for(f"node {p}", lambda p=p: _pong(p), START_DEADLINE)
+        subprocess.run(
+            ["redis-cli", "--cluster", "create", *[f"127.0.0.1:{p}" for p in self.ports],
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        wait_for("the cluster to be healthy", lambda: all(
+            b"cluster_state:ok" in _command(p, "CLUSTER", "INFO") for p in self.ports),
+            START_DEADLINE)
+
+    def url(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def stop(self):
+        for process in self.processes:
+            process.kill()
+            process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Sentinel:
+    """A master and one Sentinel watching it as `mymaster`."""
+
+    def __init__(self):
+        self.master = Redis()
+        self.dir = tempfile.mkdtemp(prefix="rls-sentinel-")
+        self.port = free_port()
+        config = os.path.join(self.dir, "sentinel.conf")
+        with open(config, "w") as f:
+            f.write(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+                    f"sentinel monitor mymaster 127.0.0.1 {self.master.port} 1\n")
+        self.process = subprocess.Popen(["redis-server", config, "--sentinel"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for("the Sentinel to know the master", lambda: str(self.master.port).encode() in
+                 _command(self.port, "SENTINEL", "get-master-addr-by-name", "mymaster"),
+                 START_DEADLINE)
+
+    def url(self):
+        return f"mymaster,127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait()
+        self.master.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class DelayProxy:
+    """A TCP proxy in front of `port` that holds each chunk `delay` seconds in each direction
+    (so a round trip costs twice that), and can freeze: hold everything until thawed."""
+
+    def __init__(self, port, delay):
+        import asyncio
+        self.asyncio = asyncio
+        self.target, self.delay = port, delay
+        self.port = free_port()
+        self.thawed = None
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=10)
+
+    async def _start(self):
+        self.thawed = self.asyncio.Event()
+        self.thawed.set()
+        self.server = await self.asyncio.start_server(self._connection, "127.0.0.1", self.port)
+
+    async def _connection(self, reader, writer):
+        try:
+            up_reader, up_writer = await self.asyncio.open_connection("127.0.0.1", self.target)
+        except OSError:
+            writer.close()
+            return
+        await self.asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer),
+                                  return_exceptions=True)
+
+    async def _pipe(self, reader, writer):
+        queue = self.asyncio.Queue()
+
+        async def send():
+            while True:
+                due, data = await queue.get()
+                await self.asyncio.sleep(max(0.0, due - self.loop.time()))
+                await self.thawed.wait()
+                if not data:
+                    writer.close()
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        sender = self.asyncio.ensure_future(send())
+        try:
+            while True:
+                data = await reader.read(65536)
+                queue.put_nowait((self.loop.time() + self.delay, data))
+                if not data:
+                    break
+            await sender
+        finally:
+            sender.cancel()
+
+    def freeze(self):
+        self.loop.call_soon_threadsafe(self.thawed.clear)
+
+    def thaw(self):
+        self.loop.call_soon_threadsafe(self.thawed.set)
+
+    def stop(self):
+        self.asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(timeout=10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def _stop(self):
+        self.server.close()
+        current = self.asyncio.current_task()
+        tasks = [t for t in self.asyncio.all_tasks() if t is not current]
+        for task in tasks:
+            task.cancel()
+        await self.asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _command(port, *args):
+    payload = f"*{len(args)}\r\n".encode()
+    for a in args:
+        a = a.encode()
+        payload += f"${len(a)}\r\n".encode() + a + b"\r\n"
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(payload)
+            return s.recv(65536)
+    except OSError:
+        return b""
+
+
+def _pong(port):
+    return _command(port, "PING").startswith(b"+PONG")
