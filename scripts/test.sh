@@ -100,6 +100,10 @@ docker_build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' Dockerfile)
 [ -n "$docker_build" ] || { echo "no RUN cargo build line in Dockerfile" >&2; exit 1; }
 ${docker_build/ --release/}
 echo "Dockerfile's build command: ok"
+server_build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' server/Dockerfile)
+[ -n "$server_build" ] || { echo "no RUN cargo build line in server/Dockerfile" >&2; exit 1; }
+${server_build/ --release/}
+echo "server/Dockerfile's build command: ok"
 
 cargo test --workspace --all-features --all-targets
 cargo test --workspace --all-features --doc

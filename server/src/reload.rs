@@ -113,3 +113,22 @@ pub(crate) fn watch(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config `deploy/compose.yaml` mounts loads, and answers what its Envoy asks.
+    #[test]
+    fn the_deployment_example_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config");
+        let config = RlsConfig::load_dir(&dir, false, false).expect("deploy/config loads");
+        let domain = config.domain("rl").expect("domain rl");
+        let every = domain
+            .find(&[("generic_key", "everything")])
+            .expect("generic_key");
+        assert_eq!(every.limits().len(), 1);
+        let per_key = domain.find(&[("api_key", "k1")]).expect("api_key");
+        assert_eq!(per_key.limits().len(), 2);
+    }
+}
