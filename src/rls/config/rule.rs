@@ -274,9 +274,8 @@ impl RlsRule {
                 } else {
                     v
                 }
-            } else if composite_is(&level.composite, k, v) {
-                v
-            } else if level.value_to_metric {
+            } else if composite_is(&level.composite, k, v) || level.value_to_metric {
+                // An exact `key_value` level, or a key-only level that asks for the value.
                 v
             } else {
                 ""
