@@ -352,3 +352,23 @@ async fn exact_under_concurrency() {
         assert_eq!(ok, 20, "{kind}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_hits_are_refunded_when_a_later_check_refuses() {
+    let (_server, stores) = stores("rls-refund").await;
+    for (kind, store) in stores {
+        let mut client = serve(RateLimitService::builder(store)).await;
+        let hits = |entries: &[(&str, &str)], n| RateLimitDescriptor { hits_addend: Some(n), ..d(entries) };
+        call(&mut client, req(vec![hits(&[("path", "/r")], 4)], 1)).await;
+        // ip (cost 1) is one check, admitted; path (cost 2, 1 left) the next, refused.
+        let r = call(&mut client, req(vec![hits(&[("ip", "r")], 1), hits(&[("path", "/r")], 2)], 1)).await;
+        assert_eq!(r.overall_code(), Code::OverLimit, "{kind}");
+        assert_eq!(r.statuses[0].code(), Code::Ok, "{kind}");
+        let refunded = crate::support::eventually(Duration::from_secs(10), async || {
+            let peek = call(&mut client, req(vec![hits(&[("ip", "r")], 0)], 1)).await;
+            peek.statuses[0].limit_remaining == 3
+        })
+        .await;
+        assert!(refunded, "{kind}: the refused request's charge on ip was not given back");
+    }
+}
