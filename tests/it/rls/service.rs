@@ -358,10 +358,17 @@ async fn different_hits_are_refunded_when_a_later_check_refuses() {
     let (_server, stores) = stores("rls-refund").await;
     for (kind, store) in stores {
         let mut client = serve(RateLimitService::builder(store)).await;
-        let hits = |entries: &[(&str, &str)], n| RateLimitDescriptor { hits_addend: Some(n), ..d(entries) };
+        let hits = |entries: &[(&str, &str)], n| RateLimitDescriptor {
+            hits_addend: Some(n),
+            ..d(entries)
+        };
         call(&mut client, req(vec![hits(&[("path", "/r")], 4)], 1)).await;
         // ip (cost 1) is one check, admitted; path (cost 2, 1 left) the next, refused.
-        let r = call(&mut client, req(vec![hits(&[("ip", "r")], 1), hits(&[("path", "/r")], 2)], 1)).await;
+        let r = call(
+            &mut client,
+            req(vec![hits(&[("ip", "r")], 1), hits(&[("path", "/r")], 2)], 1),
+        )
+        .await;
         assert_eq!(r.overall_code(), Code::OverLimit, "{kind}");
         assert_eq!(r.statuses[0].code(), Code::Ok, "{kind}");
         let refunded = crate::support::eventually(Duration::from_secs(10), async || {
@@ -369,6 +376,9 @@ async fn different_hits_are_refunded_when_a_later_check_refuses() {
             peek.statuses[0].limit_remaining == 3
         })
         .await;
-        assert!(refunded, "{kind}: the refused request's charge on ip was not given back");
+        assert!(
+            refunded,
+            "{kind}: the refused request's charge on ip was not given back"
+        );
     }
 }
