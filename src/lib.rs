@@ -166,12 +166,12 @@ mod error;
 mod identity;
 pub mod key;
 pub mod layer;
-#[cfg(feature = "rls")]
-#[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
-pub mod rls;
 mod lease;
 mod limit;
 mod policy;
+#[cfg(feature = "rls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
+pub mod rls;
 pub mod store;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

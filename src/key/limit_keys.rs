@@ -78,8 +78,7 @@ impl Key {
     ///
     /// The caller keeps each check to distinct limit keys and at most one limit of a per-key
     /// algorithm (a sliding log, a concurrency limit): such limits of one policy share one
-    /// state. Each limit key's text holds a `%` or a `#` (a byte [`Key::new`] encodes, or a
-    /// digest), so that no policy's name is one: the memory store files the state under it.
+    /// state.
     #[cfg_attr(not(feature = "rls"), allow(dead_code))]
     pub(crate) fn with_named_limit_keys(mut self, keys: impl IntoIterator<Item = Key>) -> Key {
         let by_position: Box<[Option<Key>]> = keys

@@ -36,14 +36,15 @@ pub(super) fn render(
             let Resolved::Limited { first, len, .. } = *resolved else {
                 continue;
             };
-            for c in first..first + len {
-                let Some(evaluated) = &results[c] else {
+            let counters = plan.counters[first..first + len].iter();
+            for (i, (counter, evaluated)) in counters.zip(&results[first..first + len]).enumerate()
+            {
+                let Some(evaluated) = evaluated else {
                     continue;
                 };
-                let counter = &plan.counters[c];
                 let name = match (&*counter.shown.name, len) {
                     ("", 1) => format!("{}", d + 1),
-                    ("", _) => format!("{}-{}", d + 1, c - first + 1),
+                    ("", _) => format!("{}-{}", d + 1, i + 1),
                     (name, _) => name.to_owned(),
                 };
                 fields.push(&name, &evaluated.state);

@@ -220,6 +220,7 @@ fn read_rule(
     let mut replaces = Vec::new();
     let mut unlimited = false;
     let mut unlimited_name = None;
+    let mut unlimited_requests_per_unit = 0;
     if let (Some(fields), Some(node)) = (single, rate_limit) {
         unlimited = ctx.boolean(
             get(fields, "unlimited"),
@@ -234,6 +235,10 @@ fn read_rule(
             &mut replaces,
         )?;
         if unlimited {
+            unlimited_requests_per_unit = ctx.uint32(
+                get(fields, "requests_per_unit"),
+                &join(&rate_limit_path, "requests_per_unit"),
+            )?;
             unlimited_name =
                 Some(ctx.string(get(fields, "name"), &join(&rate_limit_path, "name"))?)
                     .filter(|n| !n.is_empty());
@@ -282,6 +287,7 @@ fn read_rule(
         limits,
         unlimited,
         unlimited_name,
+        unlimited_requests_per_unit,
         shadow_mode,
         quota_mode,
         detailed_metric,

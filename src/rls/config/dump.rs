@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use super::RlsConfig;
 
 /// One line per rule: `<full key>: unit=<UNIT> requests_per_unit=<n>, shadow_mode: <bool>,
-/// quota_mode: <bool>`; an unlimited rule shows `unit=UNKNOWN requests_per_unit=0`. Rules
+/// quota_mode: <bool>`; an unlimited rule shows `unit=UNKNOWN` and the `requests_per_unit`
+/// written beside it (0 when none). Rules
 /// with several limits (ours) get a line per limit, and our extensions follow when they are
 /// not the defaults (` algorithm=gcra unit_multiplier=5`).
 pub(crate) fn dump(config: &RlsConfig) -> String {
@@ -22,7 +23,7 @@ pub(crate) fn dump(config: &RlsConfig) -> String {
                 );
             };
             if rule.limits().is_empty() {
-                head(&mut out, "UNKNOWN", 0);
+                head(&mut out, "UNKNOWN", rule.unlimited_requests_per_unit);
                 out.push('\n');
             }
             for limit in rule.limits() {

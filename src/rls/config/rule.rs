@@ -40,6 +40,8 @@ pub struct RlsRule {
     pub(crate) unlimited: bool,
     /// The `name` of an unlimited `rate_limit` (it has no [`RlsLimit`] to carry it).
     pub(crate) unlimited_name: Option<String>,
+    /// The `requests_per_unit` written beside `unlimited: true` (shown by `/rlconfig` only).
+    pub(crate) unlimited_requests_per_unit: u32,
     pub(crate) shadow_mode: bool,
     pub(crate) quota_mode: bool,
     pub(crate) detailed_metric: bool,
@@ -274,9 +276,8 @@ impl RlsRule {
                 } else {
                     v
                 }
-            } else if composite_is(&level.composite, k, v) {
-                v
-            } else if level.value_to_metric {
+            } else if composite_is(&level.composite, k, v) || level.value_to_metric {
+                // An exact `key_value` level, or a key-only level that asks for the value.
                 v
             } else {
                 ""

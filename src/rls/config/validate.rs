@@ -37,9 +37,23 @@ pub(crate) const LIMIT_EXTENSIONS: [&str; 2] = ["algorithm", "unit_multiplier"];
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Context {
     Descriptor,
+    /// The Go service's `rate_limit`: any of its keys passes, as there.
     Limit,
+    /// An entry of our `rate_limits`: only the keys of a limit.
+    OurLimit,
     Other,
 }
+
+/// The keys of a `rate_limits` entry.
+const OUR_LIMIT_KEYS: [&str; 7] = [
+    "unit",
+    "requests_per_unit",
+    "unlimited",
+    "name",
+    "replaces",
+    "algorithm",
+    "unit_multiplier",
+];
 
 /// Checks a document's keys as the Go service does.
 pub(crate) fn check(file: &str, root: &Node) -> Result<(), RlsConfigError> {
@@ -108,9 +122,12 @@ fn walk_map(
                 })
             }
         };
-        let known = GO_KEYS.contains(&name)
-            || (context == Context::Descriptor && DESCRIPTOR_EXTENSIONS.contains(&name))
-            || (context == Context::Limit && LIMIT_EXTENSIONS.contains(&name));
+        let known = match context {
+            Context::OurLimit => OUR_LIMIT_KEYS.contains(&name),
+            Context::Descriptor => GO_KEYS.contains(&name) || DESCRIPTOR_EXTENSIONS.contains(&name),
+            Context::Limit => GO_KEYS.contains(&name) || LIMIT_EXTENSIONS.contains(&name),
+            Context::Other => GO_KEYS.contains(&name),
+        };
         let here = join(path, name);
         if !known {
             return Err(RlsConfigError::UnknownKey {
@@ -124,7 +141,8 @@ fn walk_map(
         }
         let inner = match (context, name) {
             (_, "descriptors") => Context::Descriptor,
-            (Context::Descriptor, "rate_limit" | "rate_limits") => Context::Limit,
+            (Context::Descriptor, "rate_limit") => Context::Limit,
+            (Context::Descriptor, "rate_limits") => Context::OurLimit,
             _ => Context::Other,
         };
         walk_value(file, value, inner, &here)?;

@@ -344,7 +344,7 @@ fn yaml_style_float(s: &str) -> bool {
     };
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     let mantissa_ok = match mantissa.split_once('.') {
-        Some((int, frac)) if int.is_empty() => !frac.is_empty() && digits(frac),
+        Some(("", frac)) => !frac.is_empty() && digits(frac),
         Some((int, frac)) => digits(int) && digits(frac),
         None => !mantissa.is_empty() && digits(mantissa),
     };

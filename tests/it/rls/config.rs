@@ -142,6 +142,16 @@ fn go_basic_config() {
         stats(&c, &[("key7", "another_value")]),
         "test-domain.key7_another_value"
     );
+    // /rlconfig: one line per rule, in Go's format.
+    let dump = c.dump();
+    assert_eq!(dump.lines().count(), 10, "{dump}");
+    for line in [
+        "test-domain.key1_value1.subkey1: unit=SECOND requests_per_unit=5, shadow_mode: false, quota_mode: false",
+        "test-domain.key5_value5.subkey5_subvalue5: unit=DAY requests_per_unit=25, shadow_mode: false, quota_mode: false",
+        "test-domain.key6: unit=UNKNOWN requests_per_unit=0, shadow_mode: false, quota_mode: false",
+    ] {
+        assert!(dump.lines().any(|l| l == line), "{line} not in\n{dump}");
+    }
 }
 
 #[test]

@@ -68,7 +68,10 @@ fn checked_in_code_is_current() {
         .filter(|n| !GENERATED.contains(&n.as_str()))
         .collect();
     let _ = std::fs::remove_dir_all(&scratch);
-    assert!(extra.is_empty(), "the generator wrote files not in GENERATED: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "the generator wrote files not in GENERATED: {extra:?}"
+    );
     assert!(
         stale.is_empty(),
         "src/rls/proto/ is stale for {stale:?}: run \

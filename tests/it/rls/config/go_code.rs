@@ -66,6 +66,9 @@ fn go_code_acceptances() {
         ["free"],
         "an unlimited limit can be replaced by name"
     );
+    assert!(c.dump().contains(
+        "d.u: unit=UNKNOWN requests_per_unit=3, shadow_mode: false, quota_mode: false\n"
+    ));
     assert!(
         d.find(&[("z", "")]).is_none(),
         "an empty rate_limit is no limit"

@@ -53,6 +53,7 @@ fn extensions_are_checked() {
         ("rate_limits: []", "at least one limit"),
         ("rate_limits: [{requests_per_unit: 1}]", "invalid rate limit unit ''"),
         ("rate_limits: [{unit: second, requests_per_unit: 1, rate_limits: []}]", "unknown key 'rate_limits'"),
+        ("rate_limits: [{unit: second, requests_per_unit: 1, key: k}]", "unknown key 'key'"),
         ("rate_limits: [{unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}]", "replaces should not contain"),
     ];
     for (limit, message) in refused {

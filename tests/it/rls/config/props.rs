@@ -87,3 +87,21 @@ proptest! {
         let _ = config.dump();
     }
 }
+
+#[test]
+fn hostile_documents_are_refused_without_a_crash() {
+    let deep_flow = "[".repeat(100_000);
+    let deep_map = format!("domain: d\ndescriptors: {}", "{a: ".repeat(50_000));
+    let deep_block: String = (0..2_000)
+        .map(|i| format!("{}- descriptors:\n", "  ".repeat(i)))
+        .collect();
+    let long_value = format!(
+        "domain: d\ndescriptors:\n  - key: k\n    value: {}\n",
+        "v".repeat(1 << 20)
+    );
+    for text in [deep_flow.as_str(), &deep_map, &deep_block] {
+        assert!(parse(text).is_err());
+    }
+    let c = parse(&long_value).unwrap();
+    assert!(c.domain("d").unwrap().find(&[("k", "v")]).is_none());
+}
