@@ -32,8 +32,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use redlimit::layer::HeaderStyle;
 use redlimit::rls::config::RlsConfig;
+use redlimit::rls::LimitHeaders;
 use redlimit::rls::RateLimitService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -97,12 +97,19 @@ async fn run(settings: Settings) -> Result<(), String> {
         .config(config)
         .store_deadline(settings.store_deadline)
         .shadow_mode(settings.shadow_mode)
-        .response_headers(if settings.limit_response_headers_enabled {
-            HeaderStyle::XRateLimit
-        } else {
-            HeaderStyle::None
-        })
-        .build();
+        .near_limit_ratio(settings.near_limit_ratio);
+    let service = if settings.limit_response_headers_enabled {
+        let names = LimitHeaders::new(
+            &settings.limit_limit_header,
+            &settings.limit_remaining_header,
+            &settings.limit_reset_header,
+        )
+        .map_err(|e| format!("LIMIT_*_HEADER: {e}"))?;
+        service.limit_headers(names)
+    } else {
+        service
+    }
+    .build();
 
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = health::Health::new(

@@ -7,6 +7,7 @@ use arc_swap::ArcSwap;
 
 use super::config::RlsConfig;
 use super::service::{Inner, RateLimitService};
+use super::LimitHeaders;
 use crate::layer::breakers::Breakers;
 use crate::layer::{CircuitBreaker, HeaderStyle};
 use crate::store::Store;
@@ -17,6 +18,10 @@ pub const DEFAULT_RLS_DEADLINE: Duration = Duration::from_millis(15);
 
 /// The default most descriptors a request may carry.
 pub const DEFAULT_MAX_DESCRIPTORS: usize = 64;
+
+/// The default share of a limit past which hits count as near it (envoyproxy/ratelimit's
+/// `NEAR_LIMIT_RATIO` default).
+pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 
 /// Builds a [`RateLimitService`]: `RateLimitService::builder(store)`.
 ///
@@ -39,6 +44,8 @@ pub struct RateLimitServiceBuilder {
     headers: HeaderStyle,
     global_shadow: bool,
     max_descriptors: usize,
+    near_limit_ratio: f64,
+    limit_headers: Option<LimitHeaders>,
 }
 
 impl std::fmt::Debug for RateLimitServiceBuilder {
@@ -60,6 +67,8 @@ impl RateLimitServiceBuilder {
             headers: HeaderStyle::None,
             global_shadow: false,
             max_descriptors: DEFAULT_MAX_DESCRIPTORS,
+            near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
+            limit_headers: None,
         }
     }
 
@@ -142,6 +151,39 @@ impl RateLimitServiceBuilder {
         self
     }
 
+    /// The share of a limit past which hits count as near it, in the
+    /// `ratelimit_service_rate_limit_near_limit` metric (default 0.8, as envoyproxy/ratelimit's
+    /// `NEAR_LIMIT_RATIO`); clamped to 0..=1.
+    ///
+    /// ```
+    /// let service = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .near_limit_ratio(0.9)
+    ///     .build();
+    /// ```
+    pub fn near_limit_ratio(mut self, ratio: f64) -> Self {
+        self.near_limit_ratio = if ratio.is_nan() {
+            DEFAULT_NEAR_LIMIT_RATIO
+        } else {
+            ratio.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// envoyproxy/ratelimit's own three headers (`LIMIT_RESPONSE_HEADERS_ENABLED`), added to
+    /// `response_headers_to_add` beside [`response_headers`](Self::response_headers)'s: see
+    /// [`LimitHeaders`]. Off by default.
+    ///
+    /// ```
+    /// use redlimit::rls::{LimitHeaders, RateLimitService};
+    /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .limit_headers(LimitHeaders::default())
+    ///     .build();
+    /// ```
+    pub fn limit_headers(mut self, headers: LimitHeaders) -> Self {
+        self.limit_headers = Some(headers);
+        self
+    }
+
     /// The service.
     ///
     /// ```
@@ -157,6 +199,8 @@ impl RateLimitServiceBuilder {
             headers: self.headers,
             global_shadow: self.global_shadow,
             max_descriptors: self.max_descriptors,
+            near_limit_ratio: self.near_limit_ratio,
+            limit_headers: self.limit_headers,
         })
     }
 }

@@ -25,6 +25,9 @@
 //!   or every quota-mode descriptor is; global shadow mode answers OK;
 //! - a refused request charges nothing: the descriptors are checked and charged in one atomic
 //!   store call when they charge the same hits (see the `run` notes below);
+//! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
+//!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
+//!   by `domain`, `key1`, `key2`; `ratelimit_service_should_rate_limit_error` by `err_type`);
 //! - errors: an empty domain, no descriptors, more than
 //!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
 //!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's
@@ -74,11 +77,17 @@
 mod builder;
 pub mod config;
 mod headers;
+mod limit_headers;
 mod plan;
 pub mod proto;
 mod respond;
 mod run;
 mod service;
+mod stats;
 
-pub use builder::{RateLimitServiceBuilder, DEFAULT_MAX_DESCRIPTORS, DEFAULT_RLS_DEADLINE};
+pub use builder::{
+    RateLimitServiceBuilder, DEFAULT_MAX_DESCRIPTORS, DEFAULT_NEAR_LIMIT_RATIO,
+    DEFAULT_RLS_DEADLINE,
+};
+pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;

@@ -68,6 +68,9 @@ pub(super) struct Plan {
     /// The key every counter of the request shares as its hash tag (one Cluster slot per
     /// domain).
     pub(super) domain_key: Key,
+    /// Each descriptor's stats key as envoyproxy/ratelimit names it (`domain.key_value...`),
+    /// for the metrics; empty for a descriptor without counters.
+    pub(super) stats: Vec<String>,
 }
 
 /// The most a request's hits may charge: past any limit's count (2^45), and exact in Lua.
@@ -104,6 +107,7 @@ pub(super) fn plan(
         descriptors: Vec::with_capacity(request.descriptors.len()),
         counters: Vec::new(),
         domain_key: Key::new(format!("rls\0{}", request.domain)),
+        stats: vec![String::new(); request.descriptors.len()],
     };
     // Names replaced by any matched rule (envoyproxy/ratelimit's `replaces`).
     let mut replaced: Vec<&str> = Vec::new();
@@ -163,6 +167,9 @@ pub(super) fn plan(
             });
         }
         let len = plan.counters.len() - first;
+        if cfg!(feature = "metrics") && len > 0 {
+            plan.stats[i] = rule.stats_key(domain.name(), &entries);
+        }
         plan.descriptors[i] = if len == 0 {
             Resolved::Unmatched
         } else {
@@ -201,6 +208,9 @@ fn override_counter(
         ),
     };
     let first = plan.counters.len();
+    if cfg!(feature = "metrics") {
+        plan.stats[i] = super::config::override_stats_key(domain_name, entries);
+    }
     plan.counters.push(Counter {
         descriptor: i,
         limit: counted,

@@ -10,6 +10,7 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use super::proto::envoy::service::ratelimit::v3::RateLimitResponse;
 use super::run::{is_over, Evaluated};
+use super::stats;
 use crate::layer::HeaderStyle;
 
 /// The answer for a request whose domain is not configured: every descriptor OK, no
@@ -86,10 +87,11 @@ pub(super) fn respond(
     results: &[Option<Evaluated>],
     global_shadow: bool,
     headers: HeaderStyle,
+    near_ratio: f64,
 ) -> RateLimitResponse {
     let mut statuses = Vec::with_capacity(plan.descriptors.len());
     let (mut enforced_over, mut quota, mut quota_over) = (false, 0usize, 0usize);
-    for resolved in &plan.descriptors {
+    for (d, resolved) in plan.descriptors.iter().enumerate() {
         let (mode, first, len) = match *resolved {
             Resolved::Unmatched => {
                 statuses.push(ok_without_limit(0));
@@ -114,6 +116,24 @@ pub(super) fn respond(
         let evaluated = results[c].as_ref();
         let remaining = evaluated.map_or(0, |e| e.state.remaining());
         let wait = wait(counter, evaluated, over);
+        let count = counter.limit.map_or(0, |l| l.count());
+        // Admitted, `remaining` is after this request's hits; refused, nothing was charged.
+        let used_after = count.saturating_sub(remaining);
+        stats::record(
+            &plan.stats[d],
+            stats::Outcome {
+                hits: counter.cost,
+                limit: count,
+                used_before: if over {
+                    used_after
+                } else {
+                    used_after.saturating_sub(counter.cost)
+                },
+                over,
+                shadow: mode == Mode::Shadow,
+            },
+            near_ratio,
+        );
         statuses.push(DescriptorStatus {
             code: if over && mode != Mode::Shadow {
                 Code::OverLimit

@@ -15,6 +15,8 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
+use super::stats;
+use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use crate::layer::breakers::Breakers;
 use crate::layer::HeaderStyle;
@@ -55,6 +57,8 @@ pub(super) struct Inner {
     pub(super) headers: HeaderStyle,
     pub(super) global_shadow: bool,
     pub(super) max_descriptors: usize,
+    pub(super) near_limit_ratio: f64,
+    pub(super) limit_headers: Option<LimitHeaders>,
 }
 
 impl fmt::Debug for RateLimitService {
@@ -141,7 +145,10 @@ impl RateLimitService {
     ) -> Result<RateLimitResponse, Status> {
         let inner = &*self.inner;
         let config = inner.config.load();
-        let Some(plan) = plan(&config, &request, inner.max_descriptors)? else {
+        let planned = plan(&config, &request, inner.max_descriptors).inspect_err(|_| {
+            stats::error("service_error");
+        })?;
+        let Some(plan) = planned else {
             return Ok(unknown_domain(request.descriptors.len()));
         };
         drop(config);
@@ -151,11 +158,23 @@ impl RateLimitService {
             deadline: inner.deadline,
             until: tokio::time::Instant::now() + inner.deadline,
         };
-        let results = runner
-            .run(&plan)
-            .await
-            .map_err(|error| Status::unavailable(format!("rate limit store: {error}")))?;
-        Ok(respond(&plan, &results, inner.global_shadow, inner.headers))
+        let results = runner.run(&plan).await.map_err(|error| {
+            stats::error("redis_error");
+            Status::unavailable(format!("rate limit store: {error}"))
+        })?;
+        let mut response = respond(
+            &plan,
+            &results,
+            inner.global_shadow,
+            inner.headers,
+            inner.near_limit_ratio,
+        );
+        if let Some(names) = &inner.limit_headers {
+            response
+                .response_headers_to_add
+                .extend(names.render(&response.statuses));
+        }
+        Ok(response)
     }
 }
 

@@ -325,3 +325,36 @@ class Lifecycle(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GoCompatibleOutputs(unittest.TestCase):
+    def test_limit_headers_and_prometheus_names_as_the_go_service(self):
+        server = Server({"config.yaml": CONFIG}, redis=REDIS, env={
+            "REDLIMIT_STORE_DEADLINE": "10s", "USE_PROMETHEUS": "true",
+            "PROMETHEUS_ADDR": "127.0.0.1:0", "LIMIT_RESPONSE_HEADERS_ENABLED": "true",
+            "LIMIT_REMAINING_HEADER": "X-Left"})
+        try:
+            first = server.call("basic", [("three_per_hour", "go-names")])
+            headers = {h.key.lower(): h.value for h in first.response_headers_to_add}
+            self.assertEqual(headers["ratelimit-limit"], "3")
+            self.assertEqual(headers["x-left"], "2")
+            self.assertTrue(0 < int(headers["ratelimit-reset"]) <= 3600)
+            for _ in range(3):
+                server.call("basic", [("three_per_hour", "go-names")])
+            server.call("basic", [("nested", "outer"), ("inner", "go-names")])
+            metrics = server.get("metrics", "/metrics")[1]
+            for line in [
+                'ratelimit_service_rate_limit_total_hits{domain="basic",key1="three_per_hour"} 4',
+                'ratelimit_service_rate_limit_within_limit{domain="basic",key1="three_per_hour"} 3',
+                'ratelimit_service_rate_limit_over_limit{domain="basic",key1="three_per_hour"} 1',
+                'ratelimit_service_rate_limit_near_limit{domain="basic",key1="three_per_hour"} 1',
+                'ratelimit_service_rate_limit_total_hits{domain="basic",key1="nested_outer",key2="inner"} 1',
+                "ratelimit_service_config_load_success 1",
+            ]:
+                self.assertIn(line, metrics)
+            with self.assertRaises(grpc.RpcError):
+                server.call("", [("x", "y")])
+            wait_for("the error counted", lambda: 'ratelimit_service_should_rate_limit_error{err_type="service_error"} 1'
+                     in server.get("metrics", "/metrics")[1])
+        finally:
+            server.stop()
