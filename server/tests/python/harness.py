@@ -29,6 +29,20 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cluster_port():
+    """A free port whose cluster bus port (10 000 above it) is free too and exists."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+
+
 def wait_for(what, condition, deadline=CONDITION_DEADLINE, every=0.05):
     """Polls `condition` until it returns a true value, which it returns; fails after `deadline`."""
     end = time.monotonic() + deadline
@@ -223,7 +237,7 @@ class RedisCluster:
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="rls-cluster-")
-        self.ports = [free_port() for _ in range(3)]
+        self.ports = [cluster_port() for _ in range(3)]
         self.processes = [
             subprocess.Popen(
                 ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
