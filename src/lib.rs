@@ -169,6 +169,9 @@ pub mod layer;
 mod lease;
 mod limit;
 mod policy;
+#[cfg(feature = "rls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
+pub mod rls;
 pub mod store;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

@@ -12,6 +12,8 @@ use crate::policy::MAX_LIMITS;
 pub(super) struct LimitKeys {
     primary: Key,
     by_position: Box<[Option<Key>]>,
+    /// Each limit's own key names its state alone ([`Key::with_named_limit_keys`]).
+    named: bool,
 }
 
 impl Key {
@@ -62,8 +64,39 @@ impl Key {
         self.limits = Some(Arc::new(LimitKeys {
             primary: self.primary(),
             by_position: by_position.into_boxed_slice(),
+            named: false,
         }));
         self
+    }
+
+    /// This key with a key of its own for every limit of a policy (`keys[i]` for the limit at
+    /// position `i`, at most [`MAX_LIMITS`]), each naming its limit's state alone: the store
+    /// keeps that state under the limit key and the limit's algorithm, not under the policy's
+    /// name or the limit's position, so one counter is the same state whichever check it is
+    /// part of and at whatever position (Envoy RLS: the descriptors of one request, each in
+    /// any number of requests). This key is the check's [`hash_tag`](Self::hash_tag).
+    ///
+    /// The caller keeps each check to distinct limit keys and at most one limit of a per-key
+    /// algorithm (a sliding log, a concurrency limit): such limits of one policy share one
+    /// state.
+    #[cfg_attr(not(feature = "rls"), allow(dead_code))]
+    pub(crate) fn with_named_limit_keys(mut self, keys: impl IntoIterator<Item = Key>) -> Key {
+        let by_position: Box<[Option<Key>]> = keys
+            .into_iter()
+            .take(MAX_LIMITS)
+            .map(|key| Some(Key::from_text(key.text)))
+            .collect();
+        self.limits = Some(Arc::new(LimitKeys {
+            primary: self.primary(),
+            by_position,
+            named: true,
+        }));
+        self
+    }
+
+    /// Whether each limit key names its limit's state alone ([`Key::with_named_limit_keys`]).
+    pub(crate) fn names_limit_states(&self) -> bool {
+        self.limits.as_deref().is_some_and(|l| l.named)
     }
 
     /// The key the limit at `position` counts under: its own, or this key without its limit
@@ -117,6 +150,8 @@ impl Key {
     /// The text every store key of a check shares as its Redis Cluster hash tag (so one check
     /// is one slot): the key of the highest-positioned limit with a key of its own, else this
     /// key's. A global limit given last therefore puts every check of its policy on one slot.
+    /// (Limit keys that name their states, as the `rls` service gives them, leave the tag to
+    /// this key.)
     ///
     /// ```
     /// use redlimit::Key;
@@ -125,6 +160,9 @@ impl Key {
     /// assert_eq!(key.hash_tag(), "tenant:t");
     /// ```
     pub fn hash_tag(&self) -> &str {
+        if self.names_limit_states() {
+            return self.as_str();
+        }
         self.limit_keys()
             .last()
             .map_or(self.as_str(), |(_, key)| key.as_str())

@@ -7,14 +7,14 @@ use bytes::{Bytes, BytesMut};
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use super::settings::HeaderStyle;
-use crate::decision::Decision;
+use crate::decision::{Decision, LimitState};
 use crate::limit::Algorithm;
 
-const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
-const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(crate) const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(crate) const X_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub(crate) const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The numbers below 1 000 written out one after the other ("0123...998999"): the value of a
 /// header that says one of them is a slice of this text, shared, with no allocation.
@@ -217,16 +217,40 @@ impl RateHeaders {
 /// `"{policy}-{i}"`, so a client can tell which quota ran out.
 fn ietf_fields(decision: &Decision) -> Option<Box<(HeaderValue, HeaderValue)>> {
     let states = decision.limits();
-    let mut policy = String::new();
-    let mut current = String::new();
+    let mut fields = IetfFields::default();
     for (i, state) in states.iter().enumerate() {
-        let separator = if i == 0 { "" } else { ", " };
         let name = decision.policy();
-        let suffix = if states.len() == 1 {
-            String::new()
+        if states.len() == 1 {
+            fields.push(name, state);
         } else {
-            format!("-{}", i + 1)
-        };
+            fields.push(&format!("{name}-{}", i + 1), state);
+        }
+    }
+    // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
+    fields.finish().map(Box::new)
+}
+
+/// The IETF draft's two fields, `RateLimit-Policy` and `RateLimit`, one item per limit.
+#[derive(Debug, Default)]
+pub(crate) struct IetfFields {
+    policy: String,
+    current: String,
+}
+
+impl IetfFields {
+    /// Adds the item of `state`'s limit, named `name` (written as a structured-field string:
+    /// `"` and `\` escaped, other bytes outside printable ASCII dropped).
+    pub(crate) fn push(&mut self, name: &str, state: &LimitState) {
+        let separator = if self.policy.is_empty() { "" } else { ", " };
+        let name: String = name
+            .chars()
+            .filter(|c| (' '..='~').contains(c))
+            .flat_map(|c| {
+                (matches!(c, '"' | '\\').then_some('\\'))
+                    .into_iter()
+                    .chain([c])
+            })
+            .collect();
         let (limit, window) = (state.limit().count(), ceil_secs(state.limit().period()));
         // draft-ietf-httpapi-ratelimit-headers-11 §6 (example B.1.4): with no quota left,
         // `t` is the wait until quota returns, as `Retry-After` says it, not the time until
@@ -239,24 +263,29 @@ fn ietf_fields(decision: &Decision) -> Option<Box<(HeaderValue, HeaderValue)>> {
         if state.limit().algorithm() == Algorithm::Concurrency {
             // The draft's quota unit for requests in flight; no window (a lease timeout is
             // not one), and no reset (a slot returns when a response ends).
-            policy.push_str(&format!(
-                "{separator}\"{name}{suffix}\";q={limit};qu=\"concurrent-requests\""
+            self.policy.push_str(&format!(
+                "{separator}\"{name}\";q={limit};qu=\"concurrent-requests\""
             ));
-            current.push_str(&format!("{separator}\"{name}{suffix}\";r={remaining}"));
-            continue;
+            self.current
+                .push_str(&format!("{separator}\"{name}\";r={remaining}"));
+            return;
         }
-        policy.push_str(&format!(
-            "{separator}\"{name}{suffix}\";q={limit};w={window}"
-        ));
-        current.push_str(&format!(
-            "{separator}\"{name}{suffix}\";r={remaining};t={reset}"
-        ));
+        self.policy
+            .push_str(&format!("{separator}\"{name}\";q={limit};w={window}"));
+        self.current
+            .push_str(&format!("{separator}\"{name}\";r={remaining};t={reset}"));
     }
-    // Policy names are validated to `A-Z a-z 0-9 . _ - /`, so these always parse.
-    Some(Box::new((
-        HeaderValue::try_from(policy).ok()?,
-        HeaderValue::try_from(current).ok()?,
-    )))
+
+    /// `RateLimit-Policy` and `RateLimit`; `None` if no item was added.
+    pub(crate) fn finish(self) -> Option<(HeaderValue, HeaderValue)> {
+        if self.policy.is_empty() {
+            return None;
+        }
+        Some((
+            HeaderValue::try_from(self.policy).ok()?,
+            HeaderValue::try_from(self.current).ok()?,
+        ))
+    }
 }
 
 /// The headers a decision renders to.

@@ -78,9 +78,9 @@
 //! ```
 
 mod body;
-mod breaker;
+pub(crate) mod breaker;
 mod breaker_meters;
-mod breakers;
+pub(crate) mod breakers;
 mod builder;
 mod config;
 mod decide;
@@ -90,7 +90,7 @@ mod extract;
 mod future;
 mod grpc;
 mod handle;
-mod headers;
+pub(crate) mod headers;
 mod held_lease;
 mod in_flight;
 mod key_missing;

@@ -54,7 +54,7 @@ impl Hash for Id {
 /// Where the entry of (policy, key) is or would be: its identity, borrowed, and its hash.
 #[derive(Clone, Copy)]
 pub(crate) struct Lookup<'a> {
-    policy: &'a str,
+    pub(crate) policy: &'a str,
     key: &'a str,
     pub(crate) hash: u64,
 }

@@ -11,4 +11,6 @@ mod faults;
 mod fleet;
 mod layer;
 mod props;
+#[cfg(feature = "rls")]
+mod rls;
 mod store;

@@ -186,7 +186,16 @@ pub(super) fn with_entry<T>(
         at,
         now,
         || Entry::new(policy),
-        || (policy.name_arc(), key.clone()),
+        // The entry's identity is the lookup's (a named limit key files it under its
+        // algorithm's space, not the policy's name).
+        || {
+            let name = if policy.name() == at.policy {
+                policy.name_arc()
+            } else {
+                std::sync::Arc::from(at.policy)
+            };
+            (name, key.clone())
+        },
         |entry| {
             entry.adopt(policy);
             f(entry)

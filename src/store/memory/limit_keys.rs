@@ -15,6 +15,19 @@ use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 use crate::store::shard::{Locked, Lookup};
 
+/// Where the memory store files the state of a limit key that names its state
+/// ([`Key::with_named_limit_keys`]): one space per algorithm, each a name no policy can have.
+fn named_space(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "#named:fw",
+        Algorithm::SlidingWindow => "#named:sw",
+        Algorithm::SlidingLog => "#named:sl",
+        Algorithm::TokenBucket => "#named:tb",
+        Algorithm::Gcra => "#named:gc",
+        Algorithm::Concurrency => "#named:cc",
+    }
+}
+
 /// The shards a check of several parts locked.
 type Shards<'a> = Locked<'a, Entry, ()>;
 
@@ -185,12 +198,21 @@ impl MemoryStore {
                     Some(position) => SmallVec::from_slice(&[position]),
                     None => (0..limits.len()).filter(|&p| is_log(&limits[p])).collect(),
                 };
-                let key = key.limit_key(positions.first().copied().unwrap_or(0));
+                let own = key.limit_key(positions.first().copied().unwrap_or(0));
+                // A limit key that names its state alone: the entry is filed under the
+                // algorithm's space (a name no policy can have), not the policy's part.
+                let at = match part.limits().first() {
+                    Some(limit) if key.names_limit_states() => self
+                        .inner
+                        .entries
+                        .lookup(named_space(limit.algorithm()), own.as_str()),
+                    _ => self.inner.entries.lookup(part.name(), own.as_str()),
+                };
                 Part {
                     positions,
                     policy: part,
-                    key,
-                    at: self.inner.entries.lookup(part.name(), key.as_str()),
+                    key: own,
+                    at,
                 }
             })
             .collect()

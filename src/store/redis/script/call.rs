@@ -23,6 +23,11 @@ use crate::policy::Policy;
 /// (`rl:api:{tenant:acme}:#1a2b:gc0`, `rl:api:{tenant:acme}:tenant:acme:fw1`), so a tenant's
 /// limit is one key whichever of its clients counts against it. Sliding logs share the key of
 /// the first one.
+///
+/// A key whose limit keys name their states ([`Key::with_named_limit_keys`]) names neither
+/// the policy's limits' positions nor the widest key: `{prefix}:{policy}:{{key}}:{limit
+/// key}:{code}` (`rl:rls:{rls:envoy}:envoy%00path%00%2Fa:fw`), one state whichever check
+/// and position the limit comes in.
 pub(in crate::store::redis) fn state_key(
     prefix: &str,
     policy: &Policy,
@@ -52,6 +57,10 @@ pub(in crate::store::redis) fn state_key(
         };
     }
     let tag = key.hash_tag();
+    if key.names_limit_states() {
+        let own = key.limit_key(position).as_str();
+        return format!("{prefix}:{name}:{{{tag}}}:{own}:{code}");
+    }
     if row.per_key {
         let first = limits
             .iter()

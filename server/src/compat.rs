@@ -1,0 +1,248 @@
+//! envoyproxy/ratelimit's environment, variable by variable: what each one does here.
+//!
+//! A platform team swaps the container image and keeps its environment. Every variable the Go
+//! service reads is listed in [`GO_VARIABLES`]: those this server honours are read by
+//! `settings.rs`; every other one, when it is set, is named in a warning at start, so no
+//! setting is silently ignored. The table in `docs/guide/migrating-from-envoy-ratelimit.md` is
+//! checked against this list by a test.
+
+/// What a variable of the Go service does in this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Support {
+    /// Read and honoured, with the same meaning.
+    Honoured,
+    /// Read, with a meaning that differs; the text says how.
+    Differs(&'static str),
+    /// Accepted but without effect here; the text says why. Set, it is named in a warning.
+    NoEffect(&'static str),
+    /// Not supported; the text says what to use instead. Set, it is named in a warning.
+    Unsupported(&'static str),
+}
+
+/// One variable of the Go service: its name, its default there, and what it does here.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GoVariable {
+    pub(crate) name: &'static str,
+    #[cfg_attr(not(test), allow(dead_code))] // read by the migration guide's table
+    pub(crate) default: &'static str,
+    pub(crate) support: Support,
+}
+
+const fn var(name: &'static str, default: &'static str, support: Support) -> GoVariable {
+    GoVariable {
+        name,
+        default,
+        support,
+    }
+}
+
+use Support::{Differs, Honoured, NoEffect, Unsupported};
+
+const ONE_CONNECTION: &str =
+    "one multiplexed connection per Redis node, pipelined: there is no pool to size";
+const NO_PER_SECOND: &str =
+    "a second Redis for per-second limits is not supported: every limit lives in REDIS_URL's Redis";
+const NO_XDS: &str = "config from an xDS server is not supported: use CONFIG_TYPE=FILE";
+const NO_STATSD: &str =
+    "statsd is not supported: set USE_PROMETHEUS=true for the same counters in Prometheus";
+const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
+const NO_TRACING: &str = "OpenTelemetry tracing is not supported: logs go to stderr";
+const NO_GRPC_TLS: &str =
+    "TLS on the gRPC listener is not supported yet: terminate TLS in a sidecar or use plaintext in the mesh";
+
+/// Every environment variable envoyproxy/ratelimit reads (its `src/settings/settings.go`), in
+/// its order.
+pub(crate) const GO_VARIABLES: &[GoVariable] = &[
+    var("HOST", "0.0.0.0", Honoured),
+    var("PORT", "8080", Honoured),
+    var("DEBUG_HOST", "0.0.0.0", Honoured),
+    var("DEBUG_PORT", "6070", Honoured),
+    var("GRPC_UDS", "", Unsupported("a Unix socket for the gRPC listener is not supported yet: use GRPC_HOST and GRPC_PORT")),
+    var("GRPC_HOST", "0.0.0.0", Honoured),
+    var("GRPC_PORT", "8081", Honoured),
+    var("GRPC_MAX_CONNECTION_AGE", "24h", NoEffect("connections are not aged out; Envoy balances over its own pool")),
+    var("GRPC_MAX_CONNECTION_AGE_GRACE", "1h", NoEffect("connections are not aged out")),
+    var("GRPC_SERVER_USE_TLS", "false", Unsupported(NO_GRPC_TLS)),
+    var("GRPC_SERVER_TLS_CERT", "", Unsupported(NO_GRPC_TLS)),
+    var("GRPC_SERVER_TLS_KEY", "", Unsupported(NO_GRPC_TLS)),
+    var("GRPC_CLIENT_TLS_CACERT", "", Unsupported(NO_GRPC_TLS)),
+    var("GRPC_CLIENT_TLS_SAN", "", Unsupported(NO_GRPC_TLS)),
+    var("LOG_LEVEL", "WARN", Honoured),
+    var("LOG_FORMAT", "text", Differs("text or json; the json lines are tracing's, not logrus's field names")),
+    var("CONFIG_TYPE", "FILE", Differs("FILE only: GRPC_XDS_SOTW stops the server at start")),
+    var("FORCE_START_WITHOUT_INITIAL_CONFIG", "false", Honoured),
+    var("CONFIG_GRPC_XDS_NODE_ID", "default", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_NODE_METADATA", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "10s", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_BACKOFF_JITTER", "true", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", Unsupported(NO_XDS)),
+    var("USE_DOG_STATSD", "false", Unsupported(NO_STATSD)),
+    var("USE_DOG_STATSD_MOGRIFIERS", "", Unsupported(NO_STATSD)),
+    var("USE_STATSD", "true", Unsupported(NO_STATSD)),
+    var("STATSD_HOST", "localhost", Unsupported(NO_STATSD)),
+    var("STATSD_PORT", "8125", Unsupported(NO_STATSD)),
+    var("EXTRA_TAGS", "", Unsupported("extra tags are statsd's: Prometheus labels come from the scrape config")),
+    var("STATS_FLUSH_INTERVAL", "10s", NoEffect("Prometheus is scraped, not flushed")),
+    var("DISABLE_STATS", "false", Differs("true: no metrics at all, whatever USE_PROMETHEUS says")),
+    var("USE_PROMETHEUS", "false", Honoured),
+    var("PROMETHEUS_ADDR", ":9090", Honoured),
+    var("PROMETHEUS_PATH", "/metrics", Honoured),
+    var("PROMETHEUS_MAPPER_YAML", "", Unsupported("custom statsd-to-Prometheus mappings are not supported: the default mapping's names are emitted")),
+    var("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", NoEffect("response times are in seconds, as Prometheus names them")),
+    var("RUNTIME_ROOT", "/srv/runtime_data/current", Honoured),
+    var("RUNTIME_SUBDIRECTORY", "", Honoured),
+    var("RUNTIME_APPDIRECTORY", "config", Honoured),
+    var("RUNTIME_IGNOREDOTFILES", "false", Honoured),
+    var("RUNTIME_WATCH_ROOT", "true", Differs("both ways watch the directory and the symlink swap of a Kubernetes ConfigMap: a reload never needs the root swapped")),
+    var("EXPIRATION_JITTER_MAX_SECONDS", "300", NoEffect("each key lives exactly as long as its state needs; no jitter is added")),
+    var("LOCAL_CACHE_SIZE_IN_BYTES", "0", Differs("0 turns the deny cache off; any other value turns it on, with room for about that many bytes of entries. It is exact: it answers only what Redis would")),
+    var("NEAR_LIMIT_RATIO", "0.8", Honoured),
+    var("CACHE_KEY_PREFIX", "", Differs("a prefix of every Redis key; the keys themselves differ from the Go service's")),
+    var("BACKEND_TYPE", "redis", Differs("redis, or memory (this process alone: for tests and trials); memcache is refused")),
+    var("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", Differs("always on: a rejected request charges nothing, in one atomic call")),
+    var("LIMIT_RESPONSE_HEADERS_ENABLED", "false", Honoured),
+    var("LIMIT_LIMIT_HEADER", "RateLimit-Limit", Honoured),
+    var("LIMIT_REMAINING_HEADER", "RateLimit-Remaining", Honoured),
+    var("LIMIT_RESET_HEADER", "RateLimit-Reset", Honoured),
+    var("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", Honoured),
+    var("REDIS_SOCKET_TYPE", "unix", Honoured),
+    var("REDIS_TYPE", "SINGLE", Honoured),
+    var("REDIS_URL", "/var/run/nutcracker/ratelimit.sock", Differs("also takes a redis:// or rediss:// URL")),
+    var("REDIS_POOL_SIZE", "10", NoEffect(ONE_CONNECTION)),
+    var("REDIS_AUTH", "", Honoured),
+    var("REDIS_TLS", "false", Honoured),
+    var("REDIS_TLS_CLIENT_CERT", "", Unsupported("client certificates for Redis are not supported")),
+    var("REDIS_TLS_CLIENT_KEY", "", Unsupported("client certificates for Redis are not supported")),
+    var("REDIS_TLS_CACERT", "", Honoured),
+    var("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", Unsupported("the Redis server's name is always verified")),
+    var("REDIS_PIPELINE_WINDOW", "0", NoEffect("calls are pipelined as they come, and what queues while one is written goes in one batch: no window to wait")),
+    var("REDIS_PIPELINE_LIMIT", "0", NoEffect("calls are pipelined as they come")),
+    var("REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", NoEffect("one call per request, on the slot of its keys: nothing to run in series")),
+    var("REDIS_PERSECOND", "false", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_SOCKET_TYPE", "unix", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_TYPE", "SINGLE", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_POOL_SIZE", "10", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_AUTH", "", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_TLS", "false", Unsupported(NO_PER_SECOND)),
+    var("REDIS_SENTINEL_AUTH", "", Honoured),
+    var("REDIS_PERSECOND_SENTINEL_AUTH", "", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_PIPELINE_WINDOW", "0", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_PIPELINE_LIMIT", "0", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM", "1", Unsupported(NO_PER_SECOND)),
+    var("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", NoEffect("Redis's health is always checked: a probe every second, and /healthcheck fails while it goes unanswered")),
+    var("REDIS_TIMEOUT", "10s", Differs("the time to connect; a decision's own deadline is REDLIMIT_STORE_DEADLINE (15ms), under Envoy's 20 ms")),
+    var("REDIS_PERSECOND_TIMEOUT", "10s", Unsupported(NO_PER_SECOND)),
+    var("REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", NoEffect(ONE_CONNECTION)),
+    var("REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "WAIT", Unsupported(NO_PER_SECOND)),
+    var("REDIS_STARTUP_INITIAL_INTERVAL", "1s", NoEffect("the server starts while Redis is down and connects when it answers")),
+    var("REDIS_STARTUP_MAX_INTERVAL", "30s", NoEffect("the server starts while Redis is down and connects when it answers")),
+    var("REDIS_STARTUP_MAX_ELAPSED_TIME", "0", NoEffect("the server starts while Redis is down and connects when it answers")),
+    var("MEMCACHE_HOST_PORT", "", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_MAX_IDLE_CONNS", "2", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_SRV", "", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_SRV_REFRESH", "0", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_TLS", "false", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_TLS_CLIENT_CERT", "", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_TLS_CLIENT_KEY", "", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_TLS_CACERT", "", Unsupported(NO_MEMCACHE)),
+    var("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", "false", Unsupported(NO_MEMCACHE)),
+    var("SHADOW_MODE", "false", Honoured),
+    var("QUOTA_MODE", "false", Unsupported("global quota mode is not supported: set quota_mode per descriptor in the config")),
+    var("RESPONSE_DYNAMIC_METADATA", "false", Unsupported("dynamic metadata in responses is not supported yet")),
+    var("MERGE_DOMAIN_CONFIG", "false", Honoured),
+    var("TRACING_ENABLED", "false", Unsupported(NO_TRACING)),
+    var("TRACING_SERVICE_NAME", "RateLimit", Unsupported(NO_TRACING)),
+    var("TRACING_SERVICE_NAMESPACE", "", Unsupported(NO_TRACING)),
+    var("TRACING_SERVICE_INSTANCE_ID", "", Unsupported(NO_TRACING)),
+    var("TRACING_EXPORTER_PROTOCOL", "http", Unsupported(NO_TRACING)),
+    var("TRACING_SAMPLING_RATE", "1", Unsupported(NO_TRACING)),
+];
+
+/// One warning per variable of the Go service that is set in `env` but has no effect here or
+/// is not supported: its name and why.
+pub(crate) fn warnings(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    GO_VARIABLES
+        .iter()
+        .filter(|v| env(v.name).is_some())
+        .filter_map(|v| match v.support {
+            NoEffect(why) => Some(format!("{} is set but has no effect here: {why}", v.name)),
+            Unsupported(why) => Some(format!("{} is set but not supported: {why}", v.name)),
+            Honoured | Differs(_) => None,
+        })
+        .collect()
+}
+
+/// The migration guide's table of variables, rendered from [`GO_VARIABLES`].
+#[cfg(test)]
+fn markdown_table() -> String {
+    let mut out = String::from("| variable | default there | here |\n|---|---|---|\n");
+    for v in GO_VARIABLES {
+        let here = match v.support {
+            Honoured => "honoured".to_owned(),
+            Differs(how) => format!("differs: {how}"),
+            NoEffect(why) => format!("no effect (warned): {why}"),
+            Unsupported(why) => format!("**not supported** (warned): {why}"),
+        };
+        let default = if v.default.is_empty() { "" } else { v.default };
+        out.push_str(&format!("| `{}` | `{default}` | {here} |\n", v.name).replace("``", ""));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GUIDE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/guide/migrating-from-envoy-ratelimit.md"
+    );
+    const BEGIN: &str = "<!-- variables: begin (generated from server/src/compat.rs) -->\n";
+    const END: &str = "<!-- variables: end -->";
+
+    /// The guide's table is this list: `REDLIMIT_WRITE_DOCS=1` rewrites it.
+    #[test]
+    fn the_migration_guide_lists_every_variable() {
+        let guide = std::fs::read_to_string(GUIDE).expect("the migration guide");
+        let start = guide.find(BEGIN).expect("the table's begin marker") + BEGIN.len();
+        let end = guide.find(END).expect("the table's end marker");
+        let table = markdown_table();
+        if guide[start..end] != table {
+            if std::env::var_os("REDLIMIT_WRITE_DOCS").is_some() {
+                let updated = format!("{}{table}{}", &guide[..start], &guide[end..]);
+                std::fs::write(GUIDE, updated).expect("the guide is writable");
+            } else {
+                panic!("the guide's table is stale: run with REDLIMIT_WRITE_DOCS=1");
+            }
+        }
+    }
+
+    #[test]
+    fn every_variable_is_listed_once() {
+        let mut names: Vec<_> = GO_VARIABLES.iter().map(|v| v.name).collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all, "a variable is listed twice");
+    }
+
+    #[test]
+    fn set_variables_without_effect_are_named_and_honoured_ones_are_not() {
+        let set = ["REDIS_POOL_SIZE", "USE_STATSD", "REDIS_URL", "PORT"];
+        let warnings = warnings(|name| set.contains(&name).then(|| "x".to_owned()));
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("USE_STATSD is set but not supported"));
+        assert!(warnings[1].starts_with("REDIS_POOL_SIZE is set but has no effect"));
+    }
+}

@@ -1,0 +1,128 @@
+//! Health as envoyproxy/ratelimit reports it: healthy while every component is; the
+//! components are Redis (answering a probe), the config (only with
+//! `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) and SIGTERM (unhealthy from the signal on, so a
+//! load balancer stops sending before the listeners drain). Served as `GET /healthcheck` and as
+//! the gRPC health service (`grpc.health.v1.Health`, service names `""` and `ratelimit`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlimit::store::Store;
+use redlimit::{Key, Limit, Policy};
+use tonic_health::server::HealthReporter;
+use tonic_health::ServingStatus;
+
+/// The gRPC health service name the Go service registers.
+const SERVICE_NAME: &str = "ratelimit";
+
+/// How often Redis is probed, and how long a probe may take before Redis counts as down.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The components' states and where to report them.
+#[derive(Clone)]
+pub(crate) struct Health {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store_ok: AtomicBool,
+    config_ok: AtomicBool,
+    terminating: AtomicBool,
+    reporter: HealthReporter,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Health")
+            .field("healthy", &self.is_healthy())
+            .finish()
+    }
+}
+
+impl Health {
+    /// Starts unhealthy until the store answers; `config_ok` is whether the config
+    /// component starts healthy (it does unless health waits for a loaded config).
+    pub(crate) fn new(reporter: HealthReporter, config_ok: bool) -> Self {
+        Health {
+            inner: Arc::new(Inner {
+                store_ok: AtomicBool::new(false),
+                config_ok: AtomicBool::new(config_ok),
+                terminating: AtomicBool::new(false),
+                reporter,
+            }),
+        }
+    }
+
+    /// Whether every component is healthy.
+    pub(crate) fn is_healthy(&self) -> bool {
+        let inner = &self.inner;
+        inner.store_ok.load(Ordering::Acquire)
+            && inner.config_ok.load(Ordering::Acquire)
+            && !inner.terminating.load(Ordering::Acquire)
+    }
+
+    /// A config with at least one domain has loaded.
+    pub(crate) fn config_loaded(&self) {
+        self.inner.config_ok.store(true, Ordering::Release);
+        self.publish();
+    }
+
+    /// SIGTERM: unhealthy from now on.
+    pub(crate) fn terminating(&self) {
+        self.inner.terminating.store(true, Ordering::Release);
+        self.publish();
+    }
+
+    fn set_store(&self, ok: bool) {
+        if self.inner.store_ok.swap(ok, Ordering::AcqRel) != ok {
+            if ok {
+                tracing::info!("the store answers: healthy");
+            } else {
+                tracing::warn!("the store does not answer: /healthcheck fails");
+            }
+        }
+        self.publish();
+    }
+
+    fn publish(&self) {
+        let status = if self.is_healthy() {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        let reporter = self.inner.reporter.clone();
+        tokio::spawn(async move {
+            for name in ["", SERVICE_NAME] {
+                reporter.set_service_status(name, status).await;
+            }
+        });
+    }
+
+    /// Probes the store every second, for ever: one decision on a key of its own (so the
+    /// probe takes the same road as a request: the topology, the scripts, the connection).
+    pub(crate) fn probe(&self, store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
+        let health = self.clone();
+        tokio::spawn(async move {
+            let policy = match Limit::fixed_window(1_000_000, Duration::from_secs(1))
+                .and_then(|limit| Policy::new("redlimit-server-health", [limit]))
+            {
+                Ok(policy) => policy,
+                Err(e) => {
+                    tracing::error!("the health probe's policy: {e}");
+                    return;
+                }
+            };
+            let key = Key::new("redlimit-server:health");
+            let mut every = tokio::time::interval(PROBE_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let answered =
+                    tokio::time::timeout(PROBE_TIMEOUT, store.check(&policy, &key, 1)).await;
+                health.set_store(matches!(answered, Ok(Ok(_))));
+            }
+        })
+    }
+}

@@ -1,0 +1,239 @@
+//! `redlimit-server`: an Envoy rate limit service (RLS v3) on redlimit, a drop-in for
+//! envoyproxy/ratelimit: the same config files, environment, ports and endpoints, with
+//! redlimit's exact, atomic limits behind them.
+//!
+//! ```text
+//! REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 RUNTIME_ROOT=/data RUNTIME_SUBDIRECTORY=ratelimit \
+//!   redlimit-server
+//! ```
+//!
+//! - gRPC (`GRPC_PORT`, 8081): `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`
+//!   and `grpc.health.v1.Health`;
+//! - HTTP (`PORT`, 8080): `GET /healthcheck`, `POST /json`;
+//! - debug (`DEBUG_PORT`, 6070): `GET /rlconfig`;
+//! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics).
+//!
+//! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
+//! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
+//! process exits.
+
+mod compat;
+mod debug;
+mod health;
+mod http;
+mod json;
+mod metrics;
+mod redis;
+mod reload;
+mod settings;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use redlimit::rls::config::RlsConfig;
+use redlimit::rls::LimitHeaders;
+use redlimit::rls::RateLimitService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use settings::{LogFormat, Settings};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let settings = match Settings::try_parse() {
+        Ok(settings) => settings,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    logging(&settings);
+    for warning in compat::warnings(|name| std::env::var(name).ok()) {
+        tracing::warn!("{warning}");
+        eprintln!("warning: {warning}");
+    }
+    match run(settings).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings) -> Result<(), String> {
+    let dir = reload::ConfigDir {
+        root: settings.runtime_root.clone(),
+        dir: settings.config_dir(),
+        ignore_dotfiles: settings.runtime_ignoredotfiles,
+        merge_domains: settings.merge_domain_config,
+    };
+    // Before the first request: the service takes its metric handles from the recorder then.
+    let prometheus = if settings.use_prometheus && !settings.disable_stats {
+        Some(metrics::install()?)
+    } else {
+        None
+    };
+    let first = dir.load();
+    reload::record(&dir.dir, &first);
+    let config = match first {
+        Ok(config) => config,
+        Err(e) if settings.force_start_without_initial_config => {
+            tracing::warn!("starting without a config: {e}");
+            RlsConfig::default()
+        }
+        Err(e) => return Err(format!("the config did not load: {e}")),
+    };
+    let has_domain = config.domains().next().is_some();
+
+    let store = redis::store(&settings, &redis::Secrets::from_env())?;
+    let service = RateLimitService::builder(Arc::clone(&store))
+        .config(config)
+        .store_deadline(settings.store_deadline)
+        .shadow_mode(settings.shadow_mode)
+        .near_limit_ratio(settings.near_limit_ratio);
+    let service = if settings.limit_response_headers_enabled {
+        let names = LimitHeaders::new(
+            &settings.limit_limit_header,
+            &settings.limit_remaining_header,
+            &settings.limit_reset_header,
+        )
+        .map_err(|e| format!("LIMIT_*_HEADER: {e}"))?;
+        service.limit_headers(names)
+    } else {
+        service
+    }
+    .build();
+
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let health = health::Health::new(
+        reporter,
+        has_domain || !settings.healthy_with_at_least_one_config_loaded,
+    );
+    let _probe = health.probe(store);
+    let _watch = reload::watch(dir, service.clone(), health.clone());
+
+    // Every listener bound before any serves: a port in use stops the start, not half of it.
+    let grpc = bind(
+        "grpc",
+        SocketAddr::new(settings.grpc_host, settings.grpc_port),
+    )
+    .await?;
+    let http = bind("http", SocketAddr::new(settings.host, settings.port)).await?;
+    let debug = bind(
+        "debug",
+        SocketAddr::new(settings.debug_host, settings.debug_port),
+    )
+    .await?;
+    let metrics_listener = match &prometheus {
+        Some(_) => Some(bind("metrics", settings.prometheus_addr).await?),
+        None => None,
+    };
+
+    let (stop, stopping) = watch::channel(false);
+    let signal = {
+        let health = health.clone();
+        let drain_delay = settings.drain_delay;
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            // Unhealthy first, so balancers stop sending before the listeners drain.
+            health.terminating();
+            tracing::warn!("terminating: health fails; the listeners drain in {drain_delay:?}");
+            tokio::time::sleep(drain_delay).await;
+            let _ = stop.send(true);
+        })
+    };
+    let stopped = |mut stopping: watch::Receiver<bool>| async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+    };
+
+    let grpc_server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(service.clone().into_server())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(grpc),
+            stopped(stopping.clone()),
+        );
+    let http_server = axum::serve(http, http::router(health.clone(), service.clone()))
+        .with_graceful_shutdown(stopped(stopping.clone()));
+    let debug_server = axum::serve(debug, debug::router(service.clone()))
+        .with_graceful_shutdown(stopped(stopping.clone()));
+    let metrics_server = async {
+        match (metrics_listener, prometheus) {
+            (Some(listener), Some(handle)) => {
+                axum::serve(listener, metrics::router(handle, &settings.prometheus_path))
+                    .with_graceful_shutdown(stopped(stopping.clone()))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            _ => Ok(()),
+        }
+    };
+    let (grpc, http, debug, metrics) = tokio::join!(
+        async { grpc_server.await.map_err(|e| e.to_string()) },
+        async { http_server.await.map_err(|e| e.to_string()) },
+        async { debug_server.await.map_err(|e| e.to_string()) },
+        metrics_server,
+    );
+    signal.abort();
+    grpc.map_err(|e| format!("gRPC listener: {e}"))?;
+    http.map_err(|e| format!("HTTP listener: {e}"))?;
+    debug.map_err(|e| format!("debug listener: {e}"))?;
+    metrics.map_err(|e| format!("metrics listener: {e}"))?;
+    Ok(())
+}
+
+/// Binds `addr` and prints `<name> on ADDR` with the port bound.
+async fn bind(name: &str, addr: SocketAddr) -> Result<TcpListener, String> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} ({name}): {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("{name} listener: {e}"))?;
+    println!("{name} on {bound}");
+    Ok(listener)
+}
+
+/// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.
+fn logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(settings.log_level.as_str().to_ascii_lowercase())
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGTERM or ctrl-c.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

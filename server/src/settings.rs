@@ -1,0 +1,384 @@
+//! The server's settings: envoyproxy/ratelimit's environment variables (and a flag for each,
+//! for trying things by hand), parsed and checked.
+//!
+//! Values are read as the Go service reads them: booleans as Go's `strconv.ParseBool`
+//! (`1 t T TRUE true True`, and the same for false), durations as Go's `time.ParseDuration`
+//! (`10s`, `1h30m`, `500ms`), addresses such as `PROMETHEUS_ADDR=:9090`. Secrets
+//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`) come from the environment only, never from flags, so
+//! they stay out of the process list.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// What the server listens on, where it reads its config, and how it reaches Redis.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlimit-server",
+    version,
+    about = "An Envoy rate limit service (RLS v3) on redlimit: a drop-in for envoyproxy/ratelimit.",
+    long_about = "An Envoy rate limit service (RLS v3) on redlimit: a drop-in for envoyproxy/ratelimit.\n\n\
+        Every setting is an environment variable of envoyproxy/ratelimit (or a flag of the same \
+        name). Variables of that service that have no meaning here are named in a warning at \
+        start. REDIS_AUTH and REDIS_SENTINEL_AUTH are read from the environment only."
+)]
+pub(crate) struct Settings {
+    /// Address of the HTTP listener (`/healthcheck`, `/json`).
+    #[arg(long, env = "HOST", default_value = "0.0.0.0")]
+    pub(crate) host: IpAddr,
+    /// Port of the HTTP listener.
+    #[arg(long, env = "PORT", default_value_t = 8080)]
+    pub(crate) port: u16,
+    /// Address of the debug listener (`/rlconfig`).
+    #[arg(long, env = "DEBUG_HOST", default_value = "0.0.0.0")]
+    pub(crate) debug_host: IpAddr,
+    /// Port of the debug listener.
+    #[arg(long, env = "DEBUG_PORT", default_value_t = 6070)]
+    pub(crate) debug_port: u16,
+    /// Address of the gRPC listener (`ShouldRateLimit`, `grpc.health.v1.Health`).
+    #[arg(long, env = "GRPC_HOST", default_value = "0.0.0.0")]
+    pub(crate) grpc_host: IpAddr,
+    /// Port of the gRPC listener.
+    #[arg(long, env = "GRPC_PORT", default_value_t = 8081)]
+    pub(crate) grpc_port: u16,
+
+    /// Log level: trace, debug, info, warn (or warning), error, fatal, panic.
+    #[arg(long, env = "LOG_LEVEL", default_value = "WARN", value_parser = log_level)]
+    pub(crate) log_level: tracing::Level,
+    /// Log format: text or json.
+    #[arg(
+        long,
+        env = "LOG_FORMAT",
+        default_value = "text",
+        value_enum,
+        ignore_case = true
+    )]
+    pub(crate) log_format: LogFormat,
+
+    /// Where the config comes from: FILE (GRPC_XDS_SOTW is not supported).
+    #[arg(long, env = "CONFIG_TYPE", default_value = "FILE", value_parser = config_type)]
+    pub(crate) config_type: String,
+    /// Start even when the first config does not load (then every domain is unknown until
+    /// one does).
+    #[arg(long, env = "FORCE_START_WITHOUT_INITIAL_CONFIG", default_value = "false", value_parser = go_bool)]
+    pub(crate) force_start_without_initial_config: bool,
+    /// The runtime root: the config is read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+    #[arg(
+        long,
+        env = "RUNTIME_ROOT",
+        default_value = "/srv/runtime_data/current"
+    )]
+    pub(crate) runtime_root: PathBuf,
+    /// See RUNTIME_ROOT.
+    #[arg(long, env = "RUNTIME_SUBDIRECTORY", default_value = "")]
+    pub(crate) runtime_subdirectory: String,
+    /// See RUNTIME_ROOT.
+    #[arg(long, env = "RUNTIME_APPDIRECTORY", default_value = "config")]
+    pub(crate) runtime_appdirectory: PathBuf,
+    /// Skip config files whose names start with a dot.
+    #[arg(long, env = "RUNTIME_IGNOREDOTFILES", default_value = "false", value_parser = go_bool)]
+    pub(crate) runtime_ignoredotfiles: bool,
+    /// Accepted for compatibility: the directory and the root's symlink swap are both watched.
+    #[arg(long, env = "RUNTIME_WATCH_ROOT", default_value = "true", value_parser = go_bool)]
+    pub(crate) runtime_watch_root: bool,
+    /// Let several files declare the same domain (their descriptors merged).
+    #[arg(long, env = "MERGE_DOMAIN_CONFIG", default_value = "false", value_parser = go_bool)]
+    pub(crate) merge_domain_config: bool,
+    /// /healthcheck fails until a config with at least one domain has loaded.
+    #[arg(long, env = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", default_value = "false", value_parser = go_bool)]
+    pub(crate) healthy_with_at_least_one_config_loaded: bool,
+
+    /// Where counters live: redis, or memory (this process alone).
+    #[arg(
+        long,
+        env = "BACKEND_TYPE",
+        default_value = "redis",
+        value_enum,
+        ignore_case = true
+    )]
+    pub(crate) backend_type: Backend,
+    /// How to reach Redis: tcp or unix.
+    #[arg(
+        long,
+        env = "REDIS_SOCKET_TYPE",
+        default_value = "unix",
+        value_enum,
+        ignore_case = true
+    )]
+    pub(crate) redis_socket_type: SocketType,
+    /// The Redis deployment: single, sentinel or cluster.
+    #[arg(
+        long,
+        env = "REDIS_TYPE",
+        default_value = "single",
+        value_enum,
+        ignore_case = true
+    )]
+    pub(crate) redis_type: RedisType,
+    /// single: host:port (tcp) or a path (unix), or a redis:// / rediss:// URL; sentinel:
+    /// `master,host:port,host:port`; cluster: `host:port,host:port`.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        default_value = "/var/run/nutcracker/ratelimit.sock"
+    )]
+    pub(crate) redis_url: String,
+    /// Connect to Redis over TLS.
+    #[arg(long, env = "REDIS_TLS", default_value = "false", value_parser = go_bool)]
+    pub(crate) redis_tls: bool,
+    /// A PEM file of the certificate authority that signed Redis's certificate.
+    #[arg(long, env = "REDIS_TLS_CACERT")]
+    pub(crate) redis_tls_cacert: Option<PathBuf>,
+    /// How long to wait for a connection to Redis.
+    #[arg(long, env = "REDIS_TIMEOUT", default_value = "10s", value_parser = go_duration)]
+    pub(crate) redis_timeout: Duration,
+    /// A prefix of every Redis key.
+    #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "")]
+    pub(crate) cache_key_prefix: String,
+
+    /// 0: no deny cache; otherwise a deny cache of about this many bytes.
+    #[arg(long, env = "LOCAL_CACHE_SIZE_IN_BYTES", default_value_t = 0)]
+    pub(crate) local_cache_size_in_bytes: u64,
+    /// A hit counts as near the limit once this share of the limit is used.
+    #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = ratio)]
+    pub(crate) near_limit_ratio: f64,
+    /// Accepted for compatibility: a rejected request never charges anything here.
+    #[arg(long, env = "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", default_value = "false", value_parser = go_bool)]
+    pub(crate) stop_cache_key_increment_when_overlimit: bool,
+    /// Answer OK to every request, still counting and reporting what would be over the limit.
+    #[arg(long, env = "SHADOW_MODE", default_value = "false", value_parser = go_bool)]
+    pub(crate) shadow_mode: bool,
+
+    /// Add RateLimit-Limit, -Remaining and -Reset headers to responses.
+    #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", default_value = "false", value_parser = go_bool)]
+    pub(crate) limit_response_headers_enabled: bool,
+    /// The limit header's name.
+    #[arg(long, env = "LIMIT_LIMIT_HEADER", default_value = "RateLimit-Limit")]
+    pub(crate) limit_limit_header: String,
+    /// The remaining header's name.
+    #[arg(
+        long,
+        env = "LIMIT_REMAINING_HEADER",
+        default_value = "RateLimit-Remaining"
+    )]
+    pub(crate) limit_remaining_header: String,
+    /// The reset header's name.
+    #[arg(long, env = "LIMIT_RESET_HEADER", default_value = "RateLimit-Reset")]
+    pub(crate) limit_reset_header: String,
+
+    /// Serve Prometheus metrics.
+    #[arg(long, env = "USE_PROMETHEUS", default_value = "false", value_parser = go_bool)]
+    pub(crate) use_prometheus: bool,
+    /// Where to serve them (`:9090` is every address, port 9090).
+    #[arg(long, env = "PROMETHEUS_ADDR", default_value = ":9090", value_parser = listen_addr)]
+    pub(crate) prometheus_addr: SocketAddr,
+    /// The path of the metrics.
+    #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
+    pub(crate) prometheus_path: String,
+    /// No metrics at all.
+    #[arg(long, env = "DISABLE_STATS", default_value = "false", value_parser = go_bool)]
+    pub(crate) disable_stats: bool,
+
+    /// redlimit: how long a decision may wait for Redis before the failure mode answers
+    /// (Envoy's own timeout is 20 ms by default).
+    #[arg(long, env = "REDLIMIT_STORE_DEADLINE", default_value = "15ms", value_parser = go_duration)]
+    pub(crate) store_deadline: Duration,
+    /// redlimit: after SIGTERM, how long health fails while the listeners still serve, before
+    /// they drain (0: drain at once, as envoyproxy/ratelimit does).
+    #[arg(long, env = "REDLIMIT_DRAIN_DELAY", default_value = "0s", value_parser = go_duration)]
+    pub(crate) drain_delay: Duration,
+}
+
+/// The log format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where counters live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Backend {
+    /// Redis (standalone, Sentinel or Cluster): limits shared by every replica.
+    Redis,
+    /// This process's memory: limits of this replica alone.
+    Memory,
+}
+
+/// How to reach a single Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SocketType {
+    /// `host:port`.
+    Tcp,
+    /// A Unix socket's path.
+    Unix,
+}
+
+/// The Redis deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RedisType {
+    /// One server.
+    Single,
+    /// A master found through Sentinels.
+    Sentinel,
+    /// A Redis Cluster.
+    Cluster,
+}
+
+impl Settings {
+    /// The directory the config files are read from.
+    pub(crate) fn config_dir(&self) -> PathBuf {
+        self.runtime_root
+            .join(&self.runtime_subdirectory)
+            .join(&self.runtime_appdirectory)
+    }
+}
+
+/// Go's `strconv.ParseBool`.
+fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("`{text}` is not a boolean (true or false)")),
+    }
+}
+
+/// Go's `time.ParseDuration` for non-negative durations: a sequence of numbers, each with a
+/// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), such as `1h30m` or `1.5s`; `0` alone too.
+pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration (such as 10s, 500ms or 1h30m)");
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = text;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * seconds;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+/// Go's `host:port` listen address, where an empty host means every address.
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    full.parse()
+        .map_err(|_| format!("`{text}` is not an address such as :9090 or 127.0.0.1:9090"))
+}
+
+fn ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("`{text}` is not a ratio between 0 and 1")),
+    }
+}
+
+/// logrus's level names, case-insensitive.
+fn log_level(text: &str) -> Result<tracing::Level, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "trace" => Ok(tracing::Level::TRACE),
+        "debug" => Ok(tracing::Level::DEBUG),
+        "info" => Ok(tracing::Level::INFO),
+        "warn" | "warning" => Ok(tracing::Level::WARN),
+        "error" | "fatal" | "panic" => Ok(tracing::Level::ERROR),
+        _ => Err(format!(
+            "`{text}` is not a log level (debug, info, warn, error)"
+        )),
+    }
+}
+
+fn config_type(text: &str) -> Result<String, String> {
+    match text {
+        "FILE" => Ok(text.to_owned()),
+        "GRPC_XDS_SOTW" => {
+            Err("GRPC_XDS_SOTW (config from an xDS server) is not supported: use FILE".to_owned())
+        }
+        _ => Err(format!("`{text}` is not a config type (FILE)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        assert_eq!(go_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(go_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(go_duration("15ms"), Ok(Duration::from_millis(15)));
+        assert_eq!(go_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(go_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "10", "s", "10x", "-1s", "1..5s"] {
+            assert!(go_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn go_booleans_and_addresses() {
+        assert_eq!(go_bool("True"), Ok(true));
+        assert_eq!(go_bool("0"), Ok(false));
+        assert!(go_bool("yes").is_err());
+        assert_eq!(listen_addr(":9090"), Ok("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(
+            listen_addr("127.0.0.1:1"),
+            Ok("127.0.0.1:1".parse().unwrap())
+        );
+        assert!(listen_addr("nowhere").is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_go_services() {
+        // clap reads the environment too: a variable set around the test would win.
+        let read = [
+            "PORT",
+            "GRPC_PORT",
+            "DEBUG_PORT",
+            "RUNTIME_ROOT",
+            "RUNTIME_SUBDIRECTORY",
+        ];
+        let read = read.iter().chain(&[
+            "RUNTIME_APPDIRECTORY",
+            "REDLIMIT_STORE_DEADLINE",
+            "REDIS_TYPE",
+        ]);
+        if let Some(set) = read.into_iter().find(|v| std::env::var_os(v).is_some()) {
+            eprintln!("{set} is set: the defaults cannot be seen");
+            return;
+        }
+        let s = Settings::try_parse_from(["redlimit-server"]).unwrap();
+        assert_eq!((s.port, s.grpc_port, s.debug_port), (8080, 8081, 6070));
+        assert_eq!(
+            s.config_dir(),
+            PathBuf::from("/srv/runtime_data/current/config")
+        );
+        assert_eq!(s.store_deadline, Duration::from_millis(15));
+        assert_eq!(s.redis_type, RedisType::Single);
+    }
+}

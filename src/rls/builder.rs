@@ -1,0 +1,206 @@
+//! [`RateLimitServiceBuilder`]: the settings of a [`RateLimitService`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+use super::config::RlsConfig;
+use super::service::{Inner, RateLimitService};
+use super::LimitHeaders;
+use crate::layer::breakers::Breakers;
+use crate::layer::{CircuitBreaker, HeaderStyle};
+use crate::store::Store;
+
+/// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
+/// store answers `UNAVAILABLE` (and Envoy's `failure_mode_deny` decides) before Envoy gives up.
+pub const DEFAULT_RLS_DEADLINE: Duration = Duration::from_millis(15);
+
+/// The default most descriptors a request may carry.
+pub const DEFAULT_MAX_DESCRIPTORS: usize = 64;
+
+/// The default share of a limit past which hits count as near it (envoyproxy/ratelimit's
+/// `NEAR_LIMIT_RATIO` default).
+pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
+
+/// Builds a [`RateLimitService`]: `RateLimitService::builder(store)`.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlimit::layer::HeaderStyle;
+/// use redlimit::rls::RateLimitService;
+///
+/// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
+///     .store_deadline(Duration::from_millis(10))
+///     .response_headers(HeaderStyle::Both)
+///     .build();
+/// ```
+#[must_use]
+pub struct RateLimitServiceBuilder {
+    store: Arc<dyn Store>,
+    config: RlsConfig,
+    deadline: Duration,
+    breaker: CircuitBreaker,
+    headers: HeaderStyle,
+    global_shadow: bool,
+    max_descriptors: usize,
+    near_limit_ratio: f64,
+    limit_headers: Option<LimitHeaders>,
+}
+
+impl std::fmt::Debug for RateLimitServiceBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitServiceBuilder")
+            .field("store", &self.store.kind())
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimitServiceBuilder {
+    pub(super) fn new(store: Arc<dyn Store>) -> Self {
+        RateLimitServiceBuilder {
+            store,
+            config: RlsConfig::default(),
+            deadline: DEFAULT_RLS_DEADLINE,
+            breaker: CircuitBreaker::new(),
+            headers: HeaderStyle::None,
+            global_shadow: false,
+            max_descriptors: DEFAULT_MAX_DESCRIPTORS,
+            near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
+            limit_headers: None,
+        }
+    }
+
+    /// The domains and their rules (default: none, so every request's domain is unknown and
+    /// every descriptor OK). [`RateLimitService::reload`] replaces it later.
+    ///
+    /// ```
+    /// use redlimit::rls::{config::RlsConfig, RateLimitService};
+    /// let config = RlsConfig::parse([("d.yaml", "domain: d\n")], false)?;
+    /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new()).config(config).build();
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn config(mut self, config: RlsConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// How long the store calls of one request may take in all ([`DEFAULT_RLS_DEADLINE`],
+    /// 15 ms; at least 1 ms); past it the answer is `UNAVAILABLE`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .store_deadline(Duration::from_millis(8));
+    /// ```
+    pub fn store_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The circuit breakers over the store's failure domains (the layer's default): while a
+    /// domain's circuit is open, requests answer `UNAVAILABLE` at once.
+    ///
+    /// ```
+    /// use redlimit::layer::CircuitBreaker;
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .circuit_breaker(CircuitBreaker::disabled());
+    /// ```
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
+    /// Rate-limit headers in `response_headers_to_add` (default [`HeaderStyle::None`]: Envoy
+    /// builds its own `X-RateLimit-*` from the statuses when asked to).
+    /// [`HeaderStyle::XRateLimit`] renders Envoy's draft-03 headers, [`HeaderStyle::Ietf`] the
+    /// IETF draft's `RateLimit-Policy` and `RateLimit` (one item per limit, named after the
+    /// limit's `name`, else the descriptor's position from 1).
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .response_headers(redlimit::layer::HeaderStyle::Ietf);
+    /// ```
+    pub fn response_headers(mut self, style: HeaderStyle) -> Self {
+        self.headers = style;
+        self
+    }
+
+    /// The Go service's `SHADOW_MODE`: every request is answered OK overall, its statuses
+    /// saying what would have been over (default off).
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .shadow_mode(true);
+    /// ```
+    pub fn shadow_mode(mut self, on: bool) -> Self {
+        self.global_shadow = on;
+        self
+    }
+
+    /// The most descriptors one request may carry ([`DEFAULT_MAX_DESCRIPTORS`], 64; at least
+    /// 1); more is `INVALID_ARGUMENT`.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .max_descriptors(16);
+    /// ```
+    pub fn max_descriptors(mut self, max: usize) -> Self {
+        self.max_descriptors = max.max(1);
+        self
+    }
+
+    /// The share of a limit past which hits count as near it, in the
+    /// `ratelimit_service_rate_limit_near_limit` metric (default 0.8, as envoyproxy/ratelimit's
+    /// `NEAR_LIMIT_RATIO`); clamped to 0..=1.
+    ///
+    /// ```
+    /// let service = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .near_limit_ratio(0.9)
+    ///     .build();
+    /// ```
+    pub fn near_limit_ratio(mut self, ratio: f64) -> Self {
+        self.near_limit_ratio = if ratio.is_nan() {
+            DEFAULT_NEAR_LIMIT_RATIO
+        } else {
+            ratio.clamp(0.0, 1.0)
+        };
+        self
+    }
+
+    /// envoyproxy/ratelimit's own three headers (`LIMIT_RESPONSE_HEADERS_ENABLED`), added to
+    /// `response_headers_to_add` beside [`response_headers`](Self::response_headers)'s: see
+    /// [`LimitHeaders`]. Off by default.
+    ///
+    /// ```
+    /// use redlimit::rls::{LimitHeaders, RateLimitService};
+    /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .limit_headers(LimitHeaders::default())
+    ///     .build();
+    /// ```
+    pub fn limit_headers(mut self, headers: LimitHeaders) -> Self {
+        self.limit_headers = Some(headers);
+        self
+    }
+
+    /// The service.
+    ///
+    /// ```
+    /// let service = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new()).build();
+    /// ```
+    pub fn build(self) -> RateLimitService {
+        let kind = self.store.kind();
+        RateLimitService::from_inner(Inner {
+            store: self.store,
+            config: ArcSwap::from_pointee(self.config),
+            breakers: Breakers::new(self.breaker, kind),
+            deadline: self.deadline,
+            headers: self.headers,
+            global_shadow: self.global_shadow,
+            max_descriptors: self.max_descriptors,
+            near_limit_ratio: self.near_limit_ratio,
+            limit_headers: self.limit_headers,
+        })
+    }
+}

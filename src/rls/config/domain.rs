@@ -1,0 +1,88 @@
+//! One domain: the descriptor tree of every file that names it.
+
+use super::matching::{Children, DescriptorNode};
+use super::rule::RlsRule;
+
+/// The descriptors of one `domain`, as a tree of `key` / `value` levels.
+///
+/// ```
+/// use redlimit::rls::config::RlsConfig;
+/// let config = RlsConfig::parse([("c.yaml", "
+/// domain: edge
+/// descriptors:
+///   - key: remote_address
+///     rate_limit: {unit: second, requests_per_unit: 10}
+/// ")], false)?;
+/// let domain = config.domain("edge").unwrap();
+/// assert_eq!(domain.name(), "edge");
+/// assert!(domain.find(&[("remote_address", "10.0.0.1")]).is_some());
+/// assert!(domain.find(&[("path", "/")]).is_none());
+/// assert_eq!(domain.rules().count(), 1);
+/// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RlsDomain {
+    pub(crate) name: String,
+    pub(crate) root: Children,
+}
+
+impl RlsDomain {
+    /// The domain's name.
+    ///
+    /// ```
+    /// # let c = redlimit::rls::config::RlsConfig::parse([("c.yaml", "domain: d")], false)?;
+    /// assert_eq!(c.domain("d").unwrap().name(), "d");
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The rule for one request descriptor's entries (key, value), by the Go service's rules:
+    /// per level the exact `key_value` first, then the wildcard values in file order, then the
+    /// key alone, never backtracking; a rule applies only if its depth equals `entries.len()`.
+    /// `None`: no rule, and the descriptor is OK without a `current_limit`.
+    ///
+    /// ```
+    /// use redlimit::rls::config::RlsConfig;
+    /// let c = RlsConfig::parse([("c.yaml", "
+    /// domain: d
+    /// descriptors:
+    ///   - key: client
+    ///     value: vip
+    ///     rate_limit: {unit: second, requests_per_unit: 1000}
+    ///   - key: client
+    ///     rate_limit: {unit: second, requests_per_unit: 10}
+    ///     descriptors:
+    ///       - {key: path, rate_limit: {unit: second, requests_per_unit: 1}}
+    /// ")], false)?;
+    /// let d = c.domain("d").unwrap();
+    /// let rpu = |e: &[(&str, &str)]| d.find(e).map(|r| r.limits()[0].requests_per_unit());
+    /// assert_eq!(rpu(&[("client", "vip")]), Some(1000));
+    /// assert_eq!(rpu(&[("client", "bob")]), Some(10));
+    /// assert_eq!(rpu(&[("client", "bob"), ("path", "/")]), Some(1));
+    /// assert_eq!(rpu(&[("client", "vip"), ("path", "/")]), None); // `client_vip` has no level below
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn find(&self, entries: &[(&str, &str)]) -> Option<&RlsRule> {
+        self.root.find(entries)
+    }
+
+    /// Every rule of the domain, depth first in file order.
+    ///
+    /// ```
+    /// # let c = redlimit::rls::config::RlsConfig::parse([("c.yaml", "domain: d\ndescriptors:\n  - {key: a, rate_limit: {unlimited: true}}\n")], false)?;
+    /// assert_eq!(c.domain("d").unwrap().rules().map(|r| r.full_key()).collect::<Vec<_>>(), ["d.a"]);
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn rules(&self) -> impl Iterator<Item = &RlsRule> {
+        let mut stack: Vec<&DescriptorNode> = self.root.nodes.values().rev().collect();
+        std::iter::from_fn(move || loop {
+            let node = stack.pop()?;
+            stack.extend(node.children.nodes.values().rev());
+            if let Some(rule) = &node.rule {
+                return Some(rule);
+            }
+        })
+    }
+}

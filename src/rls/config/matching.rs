@@ -1,0 +1,188 @@
+//! The Go service's matching (`GetLimit`): per entry, the exact `key_value` first, then the
+//! wildcard patterns of that level in file order, then the key alone; a rule applies only at
+//! the depth of the request's last entry, and there is no backtracking.
+
+use indexmap::IndexMap;
+
+use super::rule::RlsRule;
+
+/// The descriptors of one level.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Children {
+    /// By `key` or `key_value`, in file order.
+    pub(crate) nodes: IndexMap<String, DescriptorNode>,
+    /// The composite keys holding a `*`, in file order, split on `*`.
+    pub(crate) wildcards: Vec<(String, Vec<String>)>,
+}
+
+/// One configured descriptor: its rule (if it has a limit) and the level below it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DescriptorNode {
+    pub(crate) rule: Option<RlsRule>,
+    pub(crate) children: Children,
+}
+
+impl Children {
+    /// The rule for a request descriptor's entries, if any.
+    pub(crate) fn find(&self, entries: &[(&str, &str)]) -> Option<&RlsRule> {
+        let last = entries.len().checked_sub(1)?;
+        let mut level = self;
+        let mut composite = String::new();
+        for (i, (key, value)) in entries.iter().enumerate() {
+            composite.clear();
+            composite.push_str(key);
+            composite.push('_');
+            composite.push_str(value);
+            let node = level
+                .nodes
+                .get(composite.as_str())
+                .or_else(|| {
+                    level
+                        .wildcards
+                        .iter()
+                        .find(|(_, parts)| wildcard_match(parts, &composite))
+                        .and_then(|(pattern, _)| level.nodes.get(pattern.as_str()))
+                })
+                .or_else(|| level.nodes.get(*key))?;
+            if i == last {
+                return node.rule.as_ref();
+            }
+            if node.children.nodes.is_empty() {
+                return None;
+            }
+            level = &node.children;
+        }
+        None
+    }
+}
+
+/// Whether `value` matches a pattern split on `*` (each `*` matches any run of characters,
+/// the empty one too): Go's `wildcardMatch` from envoyproxy/ratelimit PR #1085.
+pub(crate) fn wildcard_match(parts: &[String], value: &str) -> bool {
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+        return false;
+    };
+    if parts.len() == 1 {
+        return first == value;
+    }
+    if !value.starts_with(first.as_str()) || !value.ends_with(last.as_str()) {
+        return false;
+    }
+    let fixed: usize = parts.iter().map(String::len).sum();
+    if value.len() < fixed {
+        return false;
+    }
+    let mut remaining = &value[first.len()..value.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match remaining.find(part.as_str()) {
+            Some(i) => remaining = &remaining[i + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RlsConfig;
+    use super::*;
+
+    fn parts(pattern: &str) -> Vec<String> {
+        pattern.split('*').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn wildcards_match_as_go() {
+        assert!(wildcard_match(&parts("wild_foo*"), "wild_foo"));
+        assert!(wildcard_match(&parts("wild_foo*"), "wild_foobar"));
+        assert!(!wildcard_match(&parts("wild_foo*"), "wild_fo"));
+        assert!(wildcard_match(&parts("k_bar*b"), "k_barb"));
+        assert!(wildcard_match(&parts("k_bar*b"), "k_bar_xyz_b"));
+        assert!(!wildcard_match(&parts("k_bar*b"), "k_bar_xyz_c"));
+        assert!(wildcard_match(&parts("k_foo*bar*baz"), "k_foo1bar2baz"));
+        assert!(wildcard_match(&parts("k_foo*bar*baz"), "k_foobarbaz"));
+        assert!(!wildcard_match(&parts("k_foo*bar*baz"), "k_foobaz"));
+        // The prefix and suffix may not overlap.
+        assert!(!wildcard_match(&parts("k_ab*ba"), "k_aba"));
+        assert!(wildcard_match(&parts("k_a**b"), "k_ab"));
+        assert!(wildcard_match(&parts("k_é*ü"), "k_éxü"));
+    }
+
+    const CONFIG: &str = "
+domain: d
+descriptors:
+  - key: k1
+    value: v1
+    descriptors:
+      - {key: sub, rate_limit: {unit: second, requests_per_unit: 5}}
+      - {key: sub, value: exact, rate_limit: {unit: second, requests_per_unit: 10}}
+  - {key: k2, rate_limit: {unit: minute, requests_per_unit: 20}}
+  - {key: k2, value: v2, rate_limit: {unit: minute, requests_per_unit: 30}}
+  - {key: k2, value: free}
+  - {key: k2, value: 'pre*', rate_limit: {unit: minute, requests_per_unit: 40}}
+  - {key: k2, value: 'p*', rate_limit: {unit: minute, requests_per_unit: 50}}
+  - key: k3
+    value: v3
+    rate_limit: {unit: day, requests_per_unit: 15}
+    descriptors:
+      - {key: sub, value: s, rate_limit: {unit: day, requests_per_unit: 25}}
+";
+
+    fn rpu(entries: &[(&str, &str)]) -> Option<u32> {
+        let config = RlsConfig::parse([("t.yaml", CONFIG)], false).unwrap();
+        let rule = config.domain("d").unwrap().find(entries)?;
+        Some(rule.limits()[0].requests_per_unit())
+    }
+
+    #[test]
+    fn exact_value_then_wildcard_then_key() {
+        assert_eq!(rpu(&[("k2", "v2")]), Some(30));
+        assert_eq!(
+            rpu(&[("k2", "prefix")]),
+            Some(40),
+            "the first pattern in file order"
+        );
+        assert_eq!(rpu(&[("k2", "px")]), Some(50));
+        assert_eq!(rpu(&[("k2", "other")]), Some(20));
+        assert_eq!(rpu(&[("k2", "")]), Some(20));
+        assert_eq!(
+            rpu(&[("k2", "free")]),
+            None,
+            "a value without a limit whitelists it"
+        );
+    }
+
+    #[test]
+    fn depth_must_equal_the_entries() {
+        assert_eq!(rpu(&[("k1", "v1")]), None);
+        assert_eq!(rpu(&[("k1", "v1"), ("sub", "x")]), Some(5));
+        assert_eq!(rpu(&[("k1", "v1"), ("sub", "exact")]), Some(10));
+        assert_eq!(rpu(&[("k1", "v1"), ("sub", "x"), ("more", "y")]), None);
+        assert_eq!(rpu(&[("k3", "v3")]), Some(15));
+        assert_eq!(rpu(&[("k3", "v3"), ("sub", "s")]), Some(25));
+        assert_eq!(rpu(&[("k3", "v3"), ("sub", "t")]), None);
+        assert_eq!(
+            rpu(&[("k2", "v2"), ("sub", "s")]),
+            None,
+            "a leaf has no level below"
+        );
+        assert_eq!(rpu(&[]), None);
+        assert_eq!(rpu(&[("nope", "x")]), None);
+    }
+
+    #[test]
+    fn no_backtracking_from_an_exact_match() {
+        // k1_v1 matches exactly; its level has no `other`, and the key-only `k1` is not tried.
+        let config = RlsConfig::parse(
+            [(
+                "t.yaml",
+                "domain: d\ndescriptors:\n  - {key: a, value: b, descriptors: [{key: x, rate_limit: {unit: second, requests_per_unit: 1}}]}\n  - {key: a, descriptors: [{key: y, rate_limit: {unit: second, requests_per_unit: 2}}]}\n",
+            )],
+            false,
+        )
+        .unwrap();
+        let d = config.domain("d").unwrap();
+        assert!(d.find(&[("a", "b"), ("y", "1")]).is_none());
+        assert!(d.find(&[("a", "c"), ("y", "1")]).is_some());
+    }
+}

@@ -1,0 +1,93 @@
+//! Envoy's rate limit service (RLS v3): `envoy.service.ratelimit.v3.RateLimitService`, whose
+//! one call `ShouldRateLimit` a gateway (Envoy, Istio, Envoy Gateway, Contour, ...) makes per
+//! request, answered from any [`Store`](crate::store::Store) with the rules of
+//! envoyproxy/ratelimit's YAML ([`config`]).
+//!
+//! What a request gets, descriptor by descriptor (as envoyproxy/ratelimit answers unless
+//! said otherwise):
+//!
+//! - a status per descriptor, in request order: `current_limit` (`requests_per_unit`, `unit`,
+//!   `name`), `limit_remaining` (units left: after this request if it was admitted, as they
+//!   stand otherwise, which may be more than 0 when the request's hits were more than what is
+//!   left), `duration_until_reset` (over the limit: the algorithm's real wait until this
+//!   request would pass; within it: until the limit is whole again; exact, not rounded to
+//!   seconds);
+//! - a descriptor no rule matches (or whose rule another's `replaces` names) is OK without
+//!   `current_limit`; an `unlimited` one is OK with `limit_remaining` `u32::MAX` and never
+//!   reaches the store; a request whose domain is not configured is OK on every descriptor;
+//! - a descriptor's own `limit` wins over the rules (shadow mode off), counted by the aligned
+//!   fixed window on counters of its own for each limit value (the Go service shares one
+//!   counter between values, its issue #1077); `requests_per_unit: 0` is always over;
+//! - hits: a descriptor's `hits_addend` wins, 0 checking without charging (over when one more
+//!   unit would be refused: refused hits are never counted, so a counter never goes past its
+//!   limit); else the request's, at least 1;
+//! - `overall_code`: OVER_LIMIT if a descriptor that is neither shadow nor quota mode is over,
+//!   or every quota-mode descriptor is; global shadow mode answers OK;
+//! - a refused request charges nothing: the descriptors are checked and charged in one atomic
+//!   store call when they charge the same hits (see the `run` notes below);
+//! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
+//!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
+//!   by `domain`, `key1`, `key2`; `ratelimit_service_should_rate_limit_error` by `err_type`);
+//! - errors: an empty domain, no descriptors, more than
+//!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
+//!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's
+//!   20 ms timeout) or an open circuit is `UNAVAILABLE`, which Envoy's `failure_mode_deny`
+//!   decides.
+//!
+//! Store calls: every counter of one cost goes into one atomic check (at most 16 limits, one
+//! sliding log, distinct counters); descriptors charging different hits, more than 16 limits,
+//! or a quota- or shadow-mode descriptor (checked on its own, after the enforced ones) make
+//! further checks, one after the other. The first refusal stops the charging and the checks
+//! already admitted are refunded in the background (stores with
+//! [`Refunds`](crate::store::Refunds): the memory and Redis stores): across several checks a
+//! refused request's charge is visible for about a round trip. On a Redis Cluster every
+//! counter of one domain shares one hash slot (the domain is the hash tag): exact and atomic,
+//! at one shard's throughput per domain.
+//!
+//! ```
+//! use redlimit::rls::{config::RlsConfig, RateLimitService};
+//! use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::{
+//!     rate_limit_descriptor::Entry, RateLimitDescriptor,
+//! };
+//! use redlimit::rls::proto::envoy::service::ratelimit::v3::{rate_limit_response::Code, RateLimitRequest};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let config = RlsConfig::parse([("envoy.yaml", "
+//! domain: envoy
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: {unit: minute, requests_per_unit: 1}
+//! ")], false).unwrap();
+//! let service = RateLimitService::builder(redlimit::store::MemoryStore::new()).config(config).build();
+//! let request = RateLimitRequest {
+//!     domain: "envoy".into(),
+//!     descriptors: vec![RateLimitDescriptor {
+//!         entries: vec![Entry { key: "remote_address".into(), value: "10.0.0.1".into() }],
+//!         ..Default::default()
+//!     }],
+//!     hits_addend: 0,
+//! };
+//! let first = service.should_rate_limit(request.clone()).await.unwrap();
+//! assert_eq!(first.overall_code(), Code::Ok);
+//! let second = service.should_rate_limit(request).await.unwrap();
+//! assert_eq!(second.overall_code(), Code::OverLimit);
+//! # });
+//! ```
+
+mod builder;
+pub mod config;
+mod headers;
+mod limit_headers;
+mod plan;
+pub mod proto;
+mod respond;
+mod run;
+mod service;
+mod stats;
+
+pub use builder::{
+    RateLimitServiceBuilder, DEFAULT_MAX_DESCRIPTORS, DEFAULT_NEAR_LIMIT_RATIO,
+    DEFAULT_RLS_DEADLINE,
+};
+pub use limit_headers::LimitHeaders;
+pub use service::RateLimitService;

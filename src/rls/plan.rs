@@ -1,0 +1,265 @@
+//! From a request and the configuration to the counters it touches: each descriptor's limits
+//! (its rule's, or the request's own `limit`), each under a key of its own, with its cost.
+
+use std::time::Duration;
+
+use tonic::Status;
+
+use super::config::{RlsConfig, RlsDomain, Unit};
+use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
+use crate::key::Key;
+use crate::limit::Limit;
+
+/// How a descriptor's verdict counts in the request's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// Over its limit makes the request over its limit.
+    Enforce,
+    /// `quota_mode`: the request is over only if every quota descriptor is.
+    Quota,
+    /// `shadow_mode`: counted and reported, always answered OK.
+    Shadow,
+}
+
+/// What the response's `current_limit` says of a counter's limit.
+#[derive(Debug, Clone)]
+pub(super) struct Shown {
+    pub(super) requests_per_unit: u32,
+    pub(super) unit: i32,
+    pub(super) name: String,
+}
+
+/// One limit of one descriptor.
+#[derive(Debug)]
+pub(super) struct Counter {
+    pub(super) descriptor: usize,
+    /// `None`: `requests_per_unit: 0`, over whatever the store holds (no store call).
+    pub(super) limit: Option<Limit>,
+    /// The key its state is kept under (domain, entries, which limit).
+    pub(super) own: Key,
+    /// Units a request charges; 0 checks without charging.
+    pub(super) cost: u64,
+    pub(super) shown: Shown,
+    /// The limit's period, for a zero limit's reset.
+    pub(super) period: Duration,
+}
+
+/// One descriptor of the request, resolved.
+#[derive(Debug)]
+pub(super) enum Resolved {
+    /// No rule (or its rule was replaced): OK, no `current_limit`.
+    Unmatched,
+    /// `unlimited: true`: OK, `limit_remaining` `u32::MAX`, never counted.
+    Unlimited,
+    /// Counters `first..first + len` of the plan.
+    Limited {
+        mode: Mode,
+        first: usize,
+        len: usize,
+    },
+}
+
+/// Every descriptor of a request, resolved, and the counters they touch.
+#[derive(Debug)]
+pub(super) struct Plan {
+    pub(super) descriptors: Vec<Resolved>,
+    pub(super) counters: Vec<Counter>,
+    /// The key every counter of the request shares as its hash tag (one Cluster slot per
+    /// domain).
+    pub(super) domain_key: Key,
+    /// Each descriptor's stats key as envoyproxy/ratelimit names it (`domain.key_value...`),
+    /// for the metrics; empty for a descriptor without counters.
+    pub(super) stats: Vec<String>,
+}
+
+/// The most a request's hits may charge: past any limit's count (2^45), and exact in Lua.
+const MAX_COST: u64 = 1 << 50;
+
+/// Resolves `request` against `config`; `Ok(None)` when its domain is not configured (every
+/// descriptor is then OK, as in envoyproxy/ratelimit).
+pub(super) fn plan(
+    config: &RlsConfig,
+    request: &RateLimitRequest,
+    max_descriptors: usize,
+) -> Result<Option<Plan>, Status> {
+    if request.domain.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit domain must not be empty",
+        ));
+    }
+    if request.descriptors.is_empty() {
+        return Err(Status::invalid_argument(
+            "rate limit descriptor list must not be empty",
+        ));
+    }
+    if request.descriptors.len() > max_descriptors {
+        return Err(Status::invalid_argument(format!(
+            "{} rate limit descriptors: at most {max_descriptors} per request",
+            request.descriptors.len()
+        )));
+    }
+    let Some(domain) = config.domain(&request.domain) else {
+        return Ok(None);
+    };
+    let request_hits = u64::from(request.hits_addend.max(1));
+    let mut plan = Plan {
+        descriptors: Vec::with_capacity(request.descriptors.len()),
+        counters: Vec::new(),
+        domain_key: Key::new(format!("rls\0{}", request.domain)),
+        stats: vec![String::new(); request.descriptors.len()],
+    };
+    // Names replaced by any matched rule (envoyproxy/ratelimit's `replaces`).
+    let mut replaced: Vec<&str> = Vec::new();
+    let mut matched = Vec::with_capacity(request.descriptors.len());
+    for (i, descriptor) in request.descriptors.iter().enumerate() {
+        let entries: Vec<(&str, &str)> = descriptor
+            .entries
+            .iter()
+            .map(|e| (e.key.as_str(), e.value.as_str()))
+            .collect();
+        let cost = descriptor
+            .hits_addend
+            .map_or(request_hits, |hits| hits.min(MAX_COST));
+        if descriptor.limit.is_some() {
+            matched.push(None);
+            override_counter(&mut plan, i, &request.domain, descriptor, &entries, cost)?;
+            continue;
+        }
+        let rule = domain.find(&entries);
+        if let Some(rule) = rule {
+            replaced.extend(rule.replaces().iter().map(String::as_str));
+        }
+        matched.push(rule.map(|r| (r, entries, cost)));
+        plan.descriptors.push(Resolved::Unmatched);
+    }
+    for (i, matched) in matched.into_iter().enumerate() {
+        let Some((rule, entries, cost)) = matched else {
+            continue;
+        };
+        if rule.names().any(|name| replaced.contains(&name)) {
+            continue;
+        }
+        if rule.is_unlimited() {
+            plan.descriptors[i] = Resolved::Unlimited;
+            continue;
+        }
+        let mode = if rule.shadow_mode() {
+            Mode::Shadow
+        } else if rule.quota_mode() {
+            Mode::Quota
+        } else {
+            Mode::Enforce
+        };
+        let first = plan.counters.len();
+        for (position, limit) in rule.limits().iter().enumerate() {
+            plan.counters.push(Counter {
+                descriptor: i,
+                limit: limit.limit().copied(),
+                own: own_key(domain, &entries, &format!("#{position}")),
+                cost,
+                shown: Shown {
+                    requests_per_unit: limit.requests_per_unit(),
+                    unit: limit.unit().proto_number(),
+                    name: limit.name().unwrap_or_default().to_owned(),
+                },
+                period: limit.unit().duration() * limit.unit_multiplier(),
+            });
+        }
+        let len = plan.counters.len() - first;
+        if cfg!(feature = "metrics") && len > 0 {
+            plan.stats[i] = rule.stats_key(domain.name(), &entries);
+        }
+        plan.descriptors[i] = if len == 0 {
+            Resolved::Unmatched
+        } else {
+            Resolved::Limited { mode, first, len }
+        };
+    }
+    Ok(Some(plan))
+}
+
+/// A descriptor's own `limit`: the Go service's rule (it wins over the configuration, shadow
+/// mode off), on counters of its own for each limit value (unlike the Go service, whose
+/// counter ignores the value), counted by the aligned fixed window.
+fn override_counter(
+    plan: &mut Plan,
+    i: usize,
+    domain_name: &str,
+    descriptor: &RateLimitDescriptor,
+    entries: &[(&str, &str)],
+    cost: u64,
+) -> Result<(), Status> {
+    let Some(limit) = &descriptor.limit else {
+        return Ok(());
+    };
+    let Some(unit) = Unit::from_proto_number(limit.unit).filter(|u| *u != Unit::Week) else {
+        return Err(Status::invalid_argument(format!(
+            "descriptor {i}: limit override with unit {} (expected SECOND, MINUTE, HOUR, DAY, MONTH or YEAR)",
+            limit.unit
+        )));
+    };
+    let rpu = limit.requests_per_unit;
+    let counted = match rpu {
+        0 => None,
+        n => Some(
+            Limit::fixed_window(u64::from(n), unit.duration())
+                .map_err(|e| Status::invalid_argument(format!("descriptor {i}: {e}")))?,
+        ),
+    };
+    let first = plan.counters.len();
+    if cfg!(feature = "metrics") {
+        plan.stats[i] = super::config::override_stats_key(domain_name, entries);
+    }
+    plan.counters.push(Counter {
+        descriptor: i,
+        limit: counted,
+        own: own_key_text(
+            domain_name,
+            entries,
+            &format!("={rpu}/{}", unit.proto_number()),
+        ),
+        cost,
+        shown: Shown {
+            requests_per_unit: rpu,
+            unit: unit.proto_number(),
+            name: String::new(),
+        },
+        period: unit.duration(),
+    });
+    plan.descriptors.push(Resolved::Limited {
+        mode: Mode::Enforce,
+        first,
+        len: 1,
+    });
+    Ok(())
+}
+
+fn own_key(domain: &RlsDomain, entries: &[(&str, &str)], which: &str) -> Key {
+    own_key_text(domain.name(), entries, which)
+}
+
+/// The counter's key: the domain, every entry's key and value, and which limit, separated by
+/// NUL bytes (encoded `%00`, so no two requests' texts run together, and the text is no
+/// policy name: see `Key::with_named_limit_keys`).
+fn own_key_text(domain: &str, entries: &[(&str, &str)], which: &str) -> Key {
+    let mut text = Vec::with_capacity(
+        domain.len()
+            + which.len()
+            + entries
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2)
+                .sum::<usize>()
+            + 1,
+    );
+    text.extend_from_slice(domain.as_bytes());
+    for (key, value) in entries {
+        text.push(0);
+        text.extend_from_slice(key.as_bytes());
+        text.push(0);
+        text.extend_from_slice(value.as_bytes());
+    }
+    text.push(0);
+    text.extend_from_slice(which.as_bytes());
+    Key::new(text)
+}

@@ -1,0 +1,170 @@
+//! The response: one status per descriptor in request order, the overall code (as
+//! envoyproxy/ratelimit decides it), and the optional rate-limit headers.
+
+use std::time::Duration;
+
+use super::headers::render;
+use super::plan::{Counter, Mode, Plan, Resolved};
+use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code, DescriptorStatus, RateLimit,
+};
+use super::proto::envoy::service::ratelimit::v3::RateLimitResponse;
+use super::run::{is_over, Evaluated};
+use super::stats;
+use crate::layer::HeaderStyle;
+
+/// The answer for a request whose domain is not configured: every descriptor OK, no
+/// `current_limit` (envoyproxy/ratelimit's answer).
+pub(super) fn unknown_domain(descriptors: usize) -> RateLimitResponse {
+    RateLimitResponse {
+        overall_code: Code::Ok.into(),
+        statuses: (0..descriptors).map(|_| ok_without_limit(0)).collect(),
+        ..Default::default()
+    }
+}
+
+fn ok_without_limit(remaining: u32) -> DescriptorStatus {
+    DescriptorStatus {
+        code: Code::Ok.into(),
+        limit_remaining: remaining,
+        ..Default::default()
+    }
+}
+
+/// The counter that speaks for a descriptor: the over one with the longest wait, else the one
+/// with the fewest units left.
+fn governing(
+    plan: &Plan,
+    results: &[Option<Evaluated>],
+    first: usize,
+    len: usize,
+) -> (usize, bool) {
+    let over: Vec<usize> = (first..first + len)
+        .filter(|&c| is_over(&plan.counters[c], results[c].as_ref()))
+        .collect();
+    if let Some(&c) = over
+        .iter()
+        .max_by_key(|&&c| wait(&plan.counters[c], results[c].as_ref(), true))
+    {
+        return (c, true);
+    }
+    let fewest = (first..first + len)
+        .min_by_key(|&c| {
+            results[c]
+                .as_ref()
+                .map_or(u64::MAX, |e| e.state.remaining())
+        })
+        .unwrap_or(first);
+    (fewest, false)
+}
+
+/// `duration_until_reset`: over its limit, the wait until this request's cost would pass (the
+/// algorithm's retry time; for a check of nothing, until the limit is whole again, an upper
+/// bound); within it, until the limit is whole again.
+fn wait(counter: &Counter, evaluated: Option<&Evaluated>, over: bool) -> Duration {
+    let Some(e) = evaluated else {
+        // A zero limit: until its aligned window ends, as the Go service says.
+        return window_left(counter.period);
+    };
+    match (over, e.state.retry_after()) {
+        (true, Some(retry)) => retry,
+        _ => e.state.reset_after(),
+    }
+}
+
+fn window_left(period: Duration) -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let period_us = period.as_micros().max(1);
+    let into = now.as_micros() % period_us;
+    Duration::from_micros(u64::try_from(period_us - into).unwrap_or(u64::MAX))
+}
+
+/// The response for `plan`, from the store's `results`.
+pub(super) fn respond(
+    plan: &Plan,
+    results: &[Option<Evaluated>],
+    global_shadow: bool,
+    headers: HeaderStyle,
+    near_ratio: f64,
+) -> RateLimitResponse {
+    let mut statuses = Vec::with_capacity(plan.descriptors.len());
+    let (mut enforced_over, mut quota, mut quota_over) = (false, 0usize, 0usize);
+    for (d, resolved) in plan.descriptors.iter().enumerate() {
+        let (mode, first, len) = match *resolved {
+            Resolved::Unmatched => {
+                statuses.push(ok_without_limit(0));
+                continue;
+            }
+            Resolved::Unlimited => {
+                statuses.push(ok_without_limit(u32::MAX));
+                continue;
+            }
+            Resolved::Limited { mode, first, len } => (mode, first, len),
+        };
+        let (c, over) = governing(plan, results, first, len);
+        let counter = &plan.counters[c];
+        match mode {
+            Mode::Enforce => enforced_over |= over,
+            Mode::Quota => {
+                quota += 1;
+                quota_over += usize::from(over);
+            }
+            Mode::Shadow => {}
+        }
+        let evaluated = results[c].as_ref();
+        let remaining = evaluated.map_or(0, |e| e.state.remaining());
+        let wait = wait(counter, evaluated, over);
+        let count = counter.limit.map_or(0, |l| l.count());
+        // Admitted, `remaining` is after this request's hits; refused, nothing was charged.
+        let used_after = count.saturating_sub(remaining);
+        stats::record(
+            &plan.stats[d],
+            stats::Outcome {
+                hits: counter.cost,
+                limit: count,
+                used_before: if over {
+                    used_after
+                } else {
+                    used_after.saturating_sub(counter.cost)
+                },
+                over,
+                shadow: mode == Mode::Shadow,
+            },
+            near_ratio,
+        );
+        statuses.push(DescriptorStatus {
+            code: if over && mode != Mode::Shadow {
+                Code::OverLimit
+            } else {
+                Code::Ok
+            }
+            .into(),
+            current_limit: Some(RateLimit {
+                name: counter.shown.name.clone(),
+                requests_per_unit: counter.shown.requests_per_unit,
+                unit: counter.shown.unit,
+            }),
+            limit_remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+            duration_until_reset: Some(prost_types::Duration {
+                seconds: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
+                nanos: i32::try_from(wait.subsec_nanos()).unwrap_or(0),
+            }),
+            quota: None,
+        });
+    }
+    let over = enforced_over || (quota > 0 && quota == quota_over);
+    let response_headers_to_add = render(plan, results, &statuses, headers);
+    RateLimitResponse {
+        overall_code: if over && !global_shadow {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        }
+        .into(),
+        statuses,
+        response_headers_to_add,
+        ..Default::default()
+    }
+}

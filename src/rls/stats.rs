@@ -1,0 +1,148 @@
+//! envoyproxy/ratelimit's statistics, under the names its default Prometheus mapping gives
+//! them, so dashboards and alerts built on the Go service keep working:
+//! `ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
+//! labelled `domain`, `key1` and, for a deeper rule, `key2` (the rule's stats key split at its
+//! first two dots, `key2` holding the rest), and
+//! `ratelimit_service_should_rate_limit_error{err_type}`.
+//!
+//! Counters count hits (the units a request asks for), not calls, as the Go service's do. The
+//! labels are the rule's stats key: values appear only where the rule names one, or where the
+//! rule asks for them (`detailed_metric`, `value_to_metric`), or for a request's own `limit`
+//! (as in the Go service): those are the rules to keep label sets bounded.
+
+/// Hits of every limited descriptor.
+pub(super) const TOTAL_HITS: &str = "ratelimit_service_rate_limit_total_hits";
+/// Hits past the limit.
+pub(super) const OVER_LIMIT: &str = "ratelimit_service_rate_limit_over_limit";
+/// Hits past the near-limit share of the limit, but within it.
+pub(super) const NEAR_LIMIT: &str = "ratelimit_service_rate_limit_near_limit";
+/// Hits within the limit.
+pub(super) const WITHIN_LIMIT: &str = "ratelimit_service_rate_limit_within_limit";
+/// Hits over the limit of a shadow-mode rule (answered OK).
+pub(super) const SHADOW_MODE: &str = "ratelimit_service_rate_limit_shadow_mode";
+/// Calls that failed: `err_type` `redis_error` (the store) or `service_error` (the request).
+pub(super) const SHOULD_RATE_LIMIT_ERROR: &str = "ratelimit_service_should_rate_limit_error";
+
+/// How one descriptor of one request came out.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Outcome {
+    /// The hits it asked for.
+    pub(super) hits: u64,
+    /// Its limit's count (`requests_per_unit` × `unit_multiplier` is not it: the count).
+    pub(super) limit: u64,
+    /// The units used before this request.
+    pub(super) used_before: u64,
+    /// Over the limit.
+    pub(super) over: bool,
+    /// A shadow-mode rule.
+    pub(super) shadow: bool,
+}
+
+impl Outcome {
+    /// The Go service's split of the hits (`base_limiter.go`): over the limit, the hits past
+    /// it are over and those between the near-limit mark and the limit are near; within it,
+    /// the hits past the mark are near, and all of them within.
+    fn split(self, near_ratio: f64) -> Split {
+        let near_mark = (self.limit as f64 * near_ratio).floor() as u64;
+        let after = self.used_before.saturating_add(self.hits);
+        if self.over {
+            let over = if self.used_before >= self.limit {
+                self.hits
+            } else {
+                after - self.limit
+            };
+            Split {
+                over,
+                near: self.limit.saturating_sub(near_mark.max(self.used_before)),
+                within: 0,
+            }
+        } else {
+            let near = if after <= near_mark {
+                0
+            } else if self.used_before >= near_mark {
+                self.hits
+            } else {
+                after - near_mark
+            };
+            Split {
+                over: 0,
+                near,
+                within: self.hits,
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Split {
+    over: u64,
+    near: u64,
+    within: u64,
+}
+
+/// Records one descriptor's outcome under `stats_key` (`domain.key...`).
+#[cfg(feature = "metrics")]
+pub(super) fn record(stats_key: &str, outcome: Outcome, near_ratio: f64) {
+    let (domain, rest) = stats_key.split_once('.').unwrap_or((stats_key, ""));
+    let (key1, key2) = rest.split_once('.').unwrap_or((rest, ""));
+    let mut labels = vec![("domain", domain.to_owned()), ("key1", key1.to_owned())];
+    if !key2.is_empty() {
+        labels.push(("key2", key2.to_owned()));
+    }
+    let split = outcome.split(near_ratio);
+    metrics::counter!(TOTAL_HITS, &labels).increment(outcome.hits);
+    for (name, value) in [
+        (OVER_LIMIT, split.over),
+        (NEAR_LIMIT, split.near),
+        (WITHIN_LIMIT, split.within),
+    ] {
+        if value > 0 {
+            metrics::counter!(name, &labels).increment(value);
+        }
+    }
+    if outcome.shadow && outcome.over {
+        metrics::counter!(SHADOW_MODE, &labels).increment(outcome.hits);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+pub(super) fn record(_stats_key: &str, _outcome: Outcome, _near_ratio: f64) {}
+
+/// Counts a failed call, by kind.
+pub(super) fn error(err_type: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(SHOULD_RATE_LIMIT_ERROR, "err_type" => err_type).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = err_type;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(hits: u64, used_before: u64, over: bool) -> Split {
+        Outcome {
+            hits,
+            limit: 10,
+            used_before,
+            over,
+            shadow: false,
+        }
+        .split(0.8)
+    }
+
+    #[test]
+    fn hits_split_as_the_go_service_splits_them() {
+        let s = |over, near, within| Split { over, near, within };
+        // Within, below the mark (8 of 10).
+        assert_eq!(split(2, 3, false), s(0, 0, 2));
+        // Crossing the mark: the hits past it are near.
+        assert_eq!(split(3, 6, false), s(0, 1, 3));
+        // Already past it.
+        assert_eq!(split(1, 8, false), s(0, 1, 1));
+        // Over, from within: past the limit over, from the mark to the limit near.
+        assert_eq!(split(5, 7, true), s(2, 2, 0));
+        // Over, from past the limit: all over, none near.
+        assert_eq!(split(3, 10, true), s(3, 0, 0));
+    }
+}
