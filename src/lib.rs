@@ -137,6 +137,7 @@
 //! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
 //! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |
+//! | `rls` | no | `rls`: Envoy's rate limit service (RLS v3 `ShouldRateLimit`) over any store, with envoyproxy/ratelimit's YAML config |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
