@@ -8,6 +8,8 @@ mod api;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod compose;
 #[cfg(all(feature = "axum", feature = "config", feature = "redis"))]
+mod config_empty;
+#[cfg(all(feature = "axum", feature = "config", feature = "redis"))]
 mod config_file;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod deny_cache;
