@@ -4,6 +4,8 @@
 
 #[cfg(all(feature = "admin", feature = "redis"))]
 mod admin_api;
+#[cfg(all(feature = "admin", feature = "redis"))]
+mod admin_clients;
 mod api;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod compose;
