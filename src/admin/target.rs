@@ -37,13 +37,16 @@ impl Target {
         let (Some(key), Some(policy)) = (segments.next(), segments.next()) else {
             return Err(AdminError::NotFound);
         };
-        let policy = decode_utf8(policy).ok_or_else(|| {
-            AdminError::BadRequest(StatusCode::BAD_REQUEST, "bad path: policy".into())
-        })?;
+        let not_utf8 = |what: &str| {
+            let why = format!("bad path: the {what} is not UTF-8 once percent-decoded");
+            AdminError::BadRequest(StatusCode::BAD_REQUEST, why)
+        };
+        let policy = decode_utf8(policy).ok_or_else(|| not_utf8("policy"))?;
         let policy = handle
             .policy_named(&policy)
             .ok_or(AdminError::NoSuchPolicy(policy))?;
-        if let Some(stored) = decode_utf8(key).and_then(|text| Key::from_encoded(&text)) {
+        let text = decode_utf8(key);
+        if let Some(stored) = text.as_deref().and_then(Key::from_encoded) {
             return Ok(Target {
                 policy,
                 key: stored,
@@ -53,7 +56,10 @@ impl Target {
         // A stored key never holds `=` before its first `;`: a name does.
         let named = key.split(';').next().is_some_and(|head| head.contains('='));
         if !named {
-            return Err(AdminError::BadKey);
+            return Err(match text {
+                Some(_) => AdminError::BadKey,
+                None => not_utf8("key"),
+            });
         }
         let client = ClientName::parse(key).map_err(|e| AdminError::BadClient(e.to_string()))?;
         let key = handle
@@ -80,21 +86,27 @@ impl Target {
     }
 }
 
-/// A path segment percent-decoded, if the result is UTF-8 and every `%` starts an escape.
+/// A path segment percent-decoded as axum decodes its captures (a `%` that starts no escape
+/// stays as it is), if the result is UTF-8.
 fn decode_utf8(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .filter(|h| h.iter().all(u8::is_ascii_hexdigit))?;
-            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
+        let escape = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escape {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
         }
     }
     String::from_utf8(out).ok()
@@ -108,7 +120,10 @@ mod tests {
     fn segments_decode_or_say_no() {
         assert_eq!(decode_utf8("ip%3A1.2.3.4").as_deref(), Some("ip:1.2.3.4"));
         assert_eq!(decode_utf8("a+b").as_deref(), Some("a+b"));
-        for bad in ["%", "%4", "%G0", "%+1", "%FF", "%E2%82"] {
+        for kept in ["%", "%4", "%G0", "%+1"] {
+            assert_eq!(decode_utf8(kept).as_deref(), Some(kept));
+        }
+        for bad in ["%FF", "%E2%82", "a%FFb"] {
             assert_eq!(decode_utf8(bad), None, "{bad}");
         }
     }

@@ -13,6 +13,11 @@ const MAX_PARTS: usize = 16;
 
 /// A value longer than this (decoded) names no client: no header, parameter or claim the
 /// layer reads is that long.
+///
+/// ```
+/// use redlimit::key::{ClientName, MAX_VALUE};
+/// assert!(ClientName::new("header:x-api-key", vec![b'k'; MAX_VALUE + 1]).is_err());
+/// ```
 pub const MAX_VALUE: usize = 16 * 1024;
 
 /// A client named as an operator knows it: one `SPEC=VALUE` per part of the rule's key spec,
