@@ -140,10 +140,22 @@ fn the_server_example_refuses_to_start_on_an_empty_file() {
     let dir = dir("server-empty");
     let path = dir.join("redlimit.toml");
     std::fs::write(&path, "").unwrap();
-    let out = std::process::Command::new(example_binary("server"))
+    let mut child = std::process::Command::new(example_binary("server"))
         .args(["--config", path.to_str().unwrap(), "--bind", "127.0.0.1:0"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .expect("run the server example");
+    // A server that starts anyway serves until killed: fail instead of hanging.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > end {
+            child.kill().ok();
+            panic!("the server example started on an empty config file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("its output");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with("error: --config: "), "{stderr}");
