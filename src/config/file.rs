@@ -384,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_policy_may_have_a_penalty_box() {
-        let boxed = format!("{API}penalty = \"15m\"\n");
+        let boxed = format!("allow_no_rules = true\n{API}penalty = \"15m\"\n");
         let file = ConfigFile::parse(&boxed).unwrap();
         assert_eq!(
             file.policies()[0].penalty_box(),
