@@ -147,6 +147,16 @@ pub enum ConfigError {
         /// What is wrong, in one line.
         reason: String,
     },
+    /// A config file (feature `config`) with no rule: no `[[route]]` and no `[default]`, so a
+    /// layer built or reloaded from it would limit nothing. An empty or half-written file (a
+    /// deploy that truncates, then writes) reads this way; a file that means it says
+    /// `allow_no_rules = true`.
+    #[error(
+        "the file has no rules (no [[route]], no [default]) and would limit nothing: \
+             refused (a truncated or half-written file?); write `allow_no_rules = true` if \
+             that is meant"
+    )]
+    NoRules,
     /// An admin token (feature `admin`) that is empty or not printable ASCII without spaces.
     #[error("invalid admin token: {0}")]
     InvalidAdminToken(&'static str),

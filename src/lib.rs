@@ -98,7 +98,7 @@
 //!   `redlimit_breaker_state{store,domain,state}`,
 //!   `redlimit_breaker_transitions_total{store,domain,state}`,
 //!   `redlimit_local_first_isolated`, `redlimit_local_first_sync_age_seconds`,
-//!   `redlimit_config_reloads_total{result}`, `redlimit_deny_cache_entries`,
+//!   `redlimit_config_reloads_total{result,reason}`, `redlimit_deny_cache_entries`,
 //!   `redlimit_leases_in_flight{policy}`, `redlimit_memory_evictions_total`,
 //!   `redlimit_requests_undecided_total{policy,reason}` (requests let through, or answered
 //!   500, without the limiter's verdict: `no_key`, `store_unavailable`, `shadow`) (names in

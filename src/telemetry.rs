@@ -112,7 +112,9 @@ pub const DENY_CACHE_ENTRIES: &str = "redlimit_deny_cache_entries";
 #[cfg(feature = "metrics")]
 pub const LEASES_IN_FLIGHT: &str = "redlimit_leases_in_flight";
 /// Config file reloads, by `result`: `applied` (the file's rules are in force) or `refused`
-/// (it could not be read, parsed or validated; the previous rules stay).
+/// (the previous rules stay), a refusal with its `reason`: `unreadable`, `invalid` (it does
+/// not parse or validate) or `no_rules` (it has no rule and does not say
+/// `allow_no_rules = true`: an empty or half-written file).
 ///
 /// ```
 /// assert_eq!(redlimit::telemetry::CONFIG_RELOADS, "redlimit_config_reloads_total");
@@ -233,7 +235,7 @@ pub(crate) fn describe() {
     describe_counter!(
         CONFIG_RELOADS,
         Unit::Count,
-        "Rate-limit config reloads, by result (applied, refused)"
+        "Rate-limit config reloads, by result (applied, refused) and a refusal's reason (unreadable, invalid, no_rules)"
     );
     describe_gauge!(
         LOCAL_FIRST_ISOLATED,
@@ -257,14 +259,21 @@ pub(crate) fn memory_eviction() {
     metrics::counter!(MEMORY_EVICTIONS).increment(1);
 }
 
-/// A config file reload ended with `result` (`applied`, `refused`). Reloads are rare: the
-/// counter is looked up each time, from the recorder installed then.
+/// A config file put in force. Reloads are rare: the counter is looked up each time, from the
+/// recorder installed then.
 #[cfg(feature = "config")]
-pub(crate) fn config_reload(result: &'static str) {
+pub(crate) fn config_applied() {
     #[cfg(feature = "metrics")]
-    metrics::counter!(CONFIG_RELOADS, "result" => result).increment(1);
+    metrics::counter!(CONFIG_RELOADS, "result" => "applied").increment(1);
+}
+
+/// A refused config reload, with why: `unreadable`, `invalid` or `no_rules`.
+#[cfg(feature = "config")]
+pub(crate) fn config_refused(reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(CONFIG_RELOADS, "result" => "refused", "reason" => reason).increment(1);
     #[cfg(not(feature = "metrics"))]
-    let _ = result;
+    let _ = reason;
 }
 
 /// A local-first store's health after a sync round: whether it decides alone, and how long

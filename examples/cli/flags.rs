@@ -172,7 +172,10 @@ pub(crate) struct Cli {
     /// serve the admin endpoints on ADDR (with `--admin-token`): `GET /keys/POLICY/KEY` reads
     /// a key's state without consuming, `DELETE /keys/POLICY/KEY` resets it;
     /// `PUT`/`GET`/`DELETE /overrides/POLICY/KEY` sets (body: `{"limits": ["N/DUR", ...]}`),
-    /// reads and removes its override (the library's `redlimit::admin::router`, feature `admin`)
+    /// reads and removes its override; KEY is the client as SPEC=VALUE
+    /// (`header:x-api-key=sk_live_123`, `ip=203.0.113.7`, `jwt=user-42`,
+    /// `route=%2Fsearch&ip=203.0.113.7`) or the key's stored text, percent-encoded (the
+    /// library's `redlimit::admin::router`, feature `admin`)
     #[arg(long, value_name = "ADDR", value_parser = args::bind, allow_hyphen_values = true)]
     pub(crate) admin_bind: Option<SocketAddr>,
 

@@ -19,6 +19,7 @@ use crate::error::{ConfigError, StoreError};
 /// | [`InvalidToken`](Self::InvalidToken) | 401 | `invalid_token` |
 /// | [`BadRequest`](Self::BadRequest) | 400 (or the body's 413/415) | `bad_request` |
 /// | [`BadKey`](Self::BadKey) | 400 | `bad_key` |
+/// | [`BadClient`](Self::BadClient) | 400 | `bad_client` |
 /// | [`BadOverride`](Self::BadOverride) | 400 | `bad_override` |
 /// | [`NoSuchPolicy`](Self::NoSuchPolicy) | 404 | `no_such_policy` |
 /// | [`NoOverride`](Self::NoOverride) | 404 | `no_override` |
@@ -46,6 +47,9 @@ pub enum AdminError {
     BadRequest(StatusCode, String),
     /// A key no extractor makes (empty, too long, badly encoded).
     BadKey,
+    /// A client named by `SPEC=VALUE` that names no key of the policy: a bad spec or value,
+    /// or a spec no rule of the policy keys on. Why.
+    BadClient(String),
     /// An override that does not fit the policy: why.
     BadOverride(String),
     /// No rule in force has a policy of this name.
@@ -75,7 +79,9 @@ impl AdminError {
         match self {
             AdminError::Unauthorized | AdminError::InvalidToken => StatusCode::UNAUTHORIZED,
             AdminError::BadRequest(status, _) => *status,
-            AdminError::BadKey | AdminError::BadOverride(_) => StatusCode::BAD_REQUEST,
+            AdminError::BadKey | AdminError::BadClient(_) | AdminError::BadOverride(_) => {
+                StatusCode::BAD_REQUEST
+            }
             AdminError::NoSuchPolicy(_) | AdminError::NoOverride | AdminError::NotFound => {
                 StatusCode::NOT_FOUND
             }
@@ -96,6 +102,7 @@ impl AdminError {
             AdminError::InvalidToken => "invalid_token",
             AdminError::BadRequest(..) => "bad_request",
             AdminError::BadKey => "bad_key",
+            AdminError::BadClient(_) => "bad_client",
             AdminError::BadOverride(_) => "bad_override",
             AdminError::NoSuchPolicy(_) => "no_such_policy",
             AdminError::NoOverride => "no_override",
@@ -118,8 +125,10 @@ impl AdminError {
             AdminError::InvalidToken => "wrong bearer token".into(),
             AdminError::BadRequest(_, why) => one_line(why),
             AdminError::BadKey => "bad key: expected the key's text as the extractor makes it \
-                                   (e.g. ip:127.0.0.1), percent-encoded"
+                                   (e.g. ip:127.0.0.1), percent-encoded, or the client as \
+                                   SPEC=VALUE (e.g. header:x-api-key=sk_live_123)"
                 .into(),
+            AdminError::BadClient(why) => one_line(why),
             AdminError::BadOverride(why) => one_line(why),
             AdminError::NoSuchPolicy(policy) => format!("no policy named `{}`", name(policy)),
             AdminError::NoOverride => "no override for this key".into(),

@@ -3,18 +3,17 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::State;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
-use http::StatusCode;
+use http::Uri;
 use serde::Serialize;
 
 use super::error::AdminError;
+use super::target::Target;
 use crate::key::Key;
 use crate::layer::Handle;
-use crate::policy::Policy;
 use crate::store::KeyState;
 
 pub(super) fn routes() -> Router<Handle> {
@@ -42,36 +41,16 @@ struct LimitBody {
     retry_after: u64,
 }
 
-async fn inspect(
-    State(handle): State<Handle>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<KeyBody>, AdminError> {
-    let (policy, key) = target(&handle, path)?;
-    let state = handle.inspect(&policy, &key).await?;
-    Ok(Json(describe(&state, &key)))
+async fn inspect(State(handle): State<Handle>, uri: Uri) -> Result<Json<KeyBody>, AdminError> {
+    let target = Target::of(&handle, &uri)?;
+    let state = handle.inspect(&target.policy, &target.key).await?;
+    Ok(Json(describe(&state, &target.key)))
 }
 
-async fn reset(
-    State(handle): State<Handle>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Response, AdminError> {
-    let (policy, key) = target(&handle, path)?;
-    handle.reset(&policy, &key).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
-}
-
-/// The policy and key a path names, or why it names none.
-pub(super) fn target(
-    handle: &Handle,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(Policy, Key), AdminError> {
-    let Path((policy, key)) =
-        path.map_err(|e| AdminError::BadRequest(e.status(), format!("bad path: {e}")))?;
-    let policy = handle
-        .policy_named(&policy)
-        .ok_or(AdminError::NoSuchPolicy(policy))?;
-    let key = Key::from_encoded(&key).ok_or(AdminError::BadKey)?;
-    Ok((policy, key))
+async fn reset(State(handle): State<Handle>, uri: Uri) -> Result<Response, AdminError> {
+    let target = Target::of(&handle, &uri)?;
+    handle.reset(&target.policy, &target.key).await?;
+    Ok(target.done())
 }
 
 fn describe(state: &KeyState, key: &Key) -> KeyBody {

@@ -8,13 +8,35 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /keys/{policy}/{key}` | `200` `{"policy", "key", "allowed", "limits": [{"name", "limit", "remaining", "reset", "retry_after"}]}`, consuming nothing |
-//! | `DELETE /keys/{policy}/{key}` | `204`: the key's state is gone (store and deny cache) |
-//! | `PUT /overrides/{policy}/{key}` with `{"limits": ["1000/1m", ...]}` | `204`: one `N/DURATION` per limit of the policy, in its order |
+//! | `DELETE /keys/{policy}/{key}` | `204` (`200` `{"policy", "key"}` for a named client): the key's state is gone (store and deny cache) |
+//! | `PUT /overrides/{policy}/{key}` with `{"limits": ["1000/1m", ...]}` | `204` (`200` `{"policy", "key"}` for a named client): one `N/DURATION` per limit of the policy, in its order |
 //! | `GET /overrides/{policy}/{key}` | `200` `{"policy", "key", "limits": [...]}`, or `404` |
-//! | `DELETE /overrides/{policy}/{key}` | `204`, or `404` if there was none |
+//! | `DELETE /overrides/{policy}/{key}` | `204` (`200` `{"policy", "key"}` for a named client), or `404` if there was none |
 //!
-//! `{key}` is the key's text as the extractor makes it (`ip:203.0.113.7`, `api;1=tenant:acme`),
-//! percent-encoded; `reset` is Unix seconds and `retry_after` seconds (0 when a request would
+//! `{key}` names the client in one of two ways:
+//!
+//! * **As the operator knows it**: `SPEC=VALUE`, the key spec and the raw value, several
+//!   parts joined with `&` in the spec's order ([`ClientName`](crate::key::ClientName)). The
+//!   layer's extractor for the policy encodes it exactly as it encodes a request (hashed,
+//!   grouped, namespaced: [`Handle::client_key`]); every answer's `key` is the stored text.
+//!   Values are percent-decoded (`%26` for `&`, `%25` for `%`, `%2F` for `/`; `+` stays `+`).
+//!
+//!   | extractor | `{key}` | stored key |
+//!   |---|---|---|
+//!   | [`PeerIp`](crate::key::PeerIp), [`ClientIp`](crate::key::ClientIp) | `ip=203.0.113.7`, `ip=2001:db8::1` | `ip:203.0.113.7`, `ip:2001:db8::/64` |
+//!   | [`Header`](crate::key::Header) | `header:x-api-key=sk_live_123` | `header:x-api-key:#<sha-256>` |
+//!   | [`Query`](crate::key::Query) | `query:api_key=sk_live_123` | `query:api_key:#<sha-256>` |
+//!   | [`Route`](crate::key::Route) | `route=%2Fusers%2F%7Bid%7D` | `route:/users/{id}`, encoded |
+//!   | [`Global`](crate::key::Global) | `global` | `global` |
+//!   | [`Subject`](crate::key::Subject), `Jwt` | `sub=user-42`, `jwt=user-42`, `jwt:tenant=acme` | `sub:user-42`, `claim:tenant:acme` |
+//!   | [`Both`](crate::key::Both) | `route=%2Fsearch&header:x-api-key=sk_live_123` | `route:/search+header:x-api-key:#<sha-256>` |
+//!
+//!   A name no rule of the policy keys on answers `400` `bad_client`; so does a rule keyed
+//!   by a closure or a [`PerLimit`](crate::key::PerLimit): give those keys by their text.
+//! * **By the stored text**, as the extractor made it (`ip:203.0.113.7`, `api;1=tenant:acme`),
+//!   percent-encoded.
+//!
+//! `reset` is Unix seconds and `retry_after` seconds (0 when a request would
 //! pass now), counted as the `X-RateLimit-Reset` and `Retry-After` headers count them. Every
 //! request needs `Authorization: Bearer TOKEN` (checked before anything else, so the endpoints
 //! cannot be probed without it); every failure is an [`AdminError`]: a status and
@@ -44,14 +66,22 @@
 //! };
 //! let answer = admin.clone().oneshot(request("Bearer s3cret-token")).await.unwrap();
 //! assert_eq!(answer.status(), 200);
-//! let answer = admin.oneshot(request("Bearer guess")).await.unwrap();
+//! let answer = admin.clone().oneshot(request("Bearer guess")).await.unwrap();
 //! assert_eq!(answer.status(), 401);
+//! // The same client, named as the operator knows it.
+//! let named = Request::delete("/keys/api/ip=203.0.113.7")
+//!     .header("authorization", "Bearer s3cret-token")
+//!     .body(Body::empty())
+//!     .unwrap();
+//! let answer = admin.oneshot(named).await.unwrap();
+//! assert_eq!(answer.status(), 200); // {"policy":"api","key":"ip:203.0.113.7"}
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
 mod error;
 mod keys;
 mod overrides;
+mod target;
 mod token;
 
 pub use error::AdminError;

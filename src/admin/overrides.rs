@@ -2,16 +2,16 @@
 //! (`PUT` sets it, `GET` reads it, `DELETE` removes it), set through the layer's handle so its
 //! cached denials of the key go at once.
 
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
-use http::StatusCode;
+use http::{StatusCode, Uri};
 use serde::{Deserialize, Serialize};
 
 use super::error::AdminError;
-use super::keys::target;
+use super::target::Target;
 use crate::layer::Handle;
 use crate::limit::Limit;
 use crate::policy::Policy;
@@ -46,14 +46,16 @@ struct OverrideBody {
 
 async fn set(
     State(handle): State<Handle>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    uri: Uri,
     body: Result<Json<SetBody>, JsonRejection>,
 ) -> Result<Response, AdminError> {
-    let (policy, key) = target(&handle, path)?;
+    let target = Target::of(&handle, &uri)?;
     let Json(body) = body.map_err(bad_body)?;
-    let value = parse(&policy, &body.limits)?;
-    handle.set_override(&policy, &key, value).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let value = parse(&target.policy, &body.limits)?;
+    handle
+        .set_override(&target.policy, &target.key, value)
+        .await?;
+    Ok(target.done())
 }
 
 /// A body that is not `{"limits": [..]}`: 400, whether its JSON does not parse or does not
@@ -67,11 +69,8 @@ fn bad_body(rejection: JsonRejection) -> AdminError {
     AdminError::BadRequest(status, rejection.body_text())
 }
 
-async fn read(
-    State(handle): State<Handle>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<OverrideBody>, AdminError> {
-    let (policy, key) = target(&handle, path)?;
+async fn read(State(handle): State<Handle>, uri: Uri) -> Result<Json<OverrideBody>, AdminError> {
+    let Target { policy, key, .. } = Target::of(&handle, &uri)?;
     let value = handle
         .get_override(&policy, &key)
         .await?
@@ -83,13 +82,10 @@ async fn read(
     }))
 }
 
-async fn remove(
-    State(handle): State<Handle>,
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Response, AdminError> {
-    let (policy, key) = target(&handle, path)?;
-    match handle.remove_override(&policy, &key).await? {
-        true => Ok(StatusCode::NO_CONTENT.into_response()),
+async fn remove(State(handle): State<Handle>, uri: Uri) -> Result<Response, AdminError> {
+    let target = Target::of(&handle, &uri)?;
+    match handle.remove_override(&target.policy, &target.key).await? {
+        true => Ok(target.done()),
         false => Err(AdminError::NoOverride),
     }
 }

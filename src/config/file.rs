@@ -18,6 +18,8 @@ use crate::policy::Policy;
 /// The format (every field required unless marked optional; unknown fields are errors):
 ///
 /// ```toml
+/// allow_no_rules = false      # optional: a file without any [[route]] or [default] is an
+///                             # error (ConfigError::NoRules) unless this says true
 /// [client_ip]                 # optional: `ip` in key specs is the client behind these proxies
 /// trusted_proxies = ["10.0.0.0/8"]   # (redlimit::key::ClientIp), not the socket peer
 /// ipv6_prefix = 64            # optional: IPv6 clients grouped by this prefix (default 64)
@@ -71,6 +73,8 @@ pub struct ConfigFile {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    #[serde(default)]
+    allow_no_rules: bool,
     client_ip: Option<RawClientIp>,
     #[serde(default)]
     policy: Vec<RawPolicy>,
@@ -121,7 +125,8 @@ struct RawDefault {
 
 impl ConfigFile {
     /// Parses and validates TOML text; a [`ConfigError::InFile`] names the line and field at
-    /// fault.
+    /// fault. A file without any rule (no `[[route]]`, no `[default]`: an empty file, or one
+    /// cut short) is a [`ConfigError::NoRules`] unless it says `allow_no_rules = true`.
     ///
     /// ```
     /// use redlimit::config::ConfigFile;
@@ -273,6 +278,11 @@ impl ConfigFile {
             .as_ref()
             .map(|d| rule(None, &d.policy, &d.key, d.shadow.as_ref(), "default"))
             .transpose()?;
+        // Truncate-then-write leaves an empty file for a moment: applying it would open every
+        // route, so only a file that says so may limit nothing.
+        if routes.is_empty() && default.is_none() && !raw.allow_no_rules {
+            return Err(ConfigError::NoRules);
+        }
         Ok(ConfigFile {
             policies,
             routes,
@@ -303,8 +313,10 @@ impl ConfigFile {
     ///
     /// ```
     /// use redlimit::config::ConfigFile;
-    /// let file = ConfigFile::parse("")?;
-    /// assert!(file.policies().is_empty());
+    /// use redlimit::ConfigError;
+    /// assert_eq!(ConfigFile::parse("").unwrap_err(), ConfigError::NoRules);
+    /// let file = ConfigFile::parse("allow_no_rules = true")?;
+    /// assert!(file.policies().is_empty() && file.rules().is_empty());
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn policies(&self) -> &[Policy] {
@@ -372,7 +384,7 @@ mod tests {
 
     #[test]
     fn a_policy_may_have_a_penalty_box() {
-        let boxed = format!("{API}penalty = \"15m\"\n");
+        let boxed = format!("allow_no_rules = true\n{API}penalty = \"15m\"\n");
         let file = ConfigFile::parse(&boxed).unwrap();
         assert_eq!(
             file.policies()[0].penalty_box(),
@@ -426,6 +438,26 @@ mod tests {
         assert!(error(&bad_prefix).starts_with("line 3: client_ip.ipv6_prefix: "));
         let huge = API.replace("5/1s", "99999999999999999999999/1s");
         assert!(error(&huge).starts_with("line 3: policy.limits.rate:"));
+    }
+
+    #[test]
+    fn a_file_without_rules_must_say_so() {
+        let policies_only = API.to_owned();
+        for text in [
+            "",
+            "\n# nothing yet\n",
+            &policies_only,
+            "allow_no_rules = false\n",
+        ] {
+            assert_eq!(
+                ConfigFile::parse(text).unwrap_err(),
+                ConfigError::NoRules,
+                "{text:?}"
+            );
+        }
+        let meant = format!("allow_no_rules = true\n{API}");
+        assert!(ConfigFile::parse(&meant).unwrap().rules().is_empty());
+        assert!(error("allow_no_rules = \"yes\"\n").starts_with("line 1: toml:"));
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! file whenever it changes.
 //!
 //! A file that does not parse or does not validate is refused with an error (logged by the
-//! watcher with `tracing::error!`) and the configuration in force stays. State is kept across
+//! watcher with `tracing::error!`) and the configuration in force stays. So is a file without
+//! any rule ([`ConfigError::NoRules`](crate::ConfigError::NoRules)), at start as on a reload:
+//! an empty or half-written file (a deploy that truncates, then writes) would limit nothing.
+//! A file that means it says `allow_no_rules = true`. State is kept across
 //! a reload: state keys name a limit's policy, its position and its algorithm, not its `N` or
 //! period, so a limit that did not change keeps its counts, and a limit whose `N` changed keeps
 //! the units already used. The deny cache is emptied by a reload (its entries name rules by

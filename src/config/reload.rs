@@ -11,8 +11,8 @@ use crate::layer::Handle;
 
 /// Puts a config file's rules in force in a layer, its clones and every service made from
 /// them, at once, without a restart, through the layer's [`Handle`]; counts what it applied and
-/// refused (also in `redlimit_config_reloads_total{result}` with the `metrics` feature). Cheap
-/// to clone.
+/// refused (also in `redlimit_config_reloads_total{result}` with the `metrics` feature, a
+/// refusal with a `reason`: `unreadable`, `invalid` or `no_rules`). Cheap to clone.
 ///
 /// A reload keeps every other setting of the layer (store, key fallbacks, deadlines, ...), and
 /// the state of the limits (see [`Handle::replace_rules`]).
@@ -67,18 +67,21 @@ impl Reloader {
     /// # use redlimit::store::MemoryStore;
     /// # use redlimit::RateLimitLayer;
     /// # let layer = RateLimitLayer::builder_per_route(MemoryStore::new()).build()?;
-    /// Reloader::new(layer.handle()).apply(&ConfigFile::parse("")?);
+    /// Reloader::new(layer.handle()).apply(&ConfigFile::parse("allow_no_rules = true")?);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn apply(&self, file: &ConfigFile) {
         self.inner.handle.replace_rules(file.rules());
         self.inner.applied.fetch_add(1, Ordering::Relaxed);
-        crate::telemetry::config_reload("applied");
+        crate::telemetry::config_applied();
     }
 
     /// Loads the file at `path` and [`apply`](Self::apply)s it. A file that cannot be read,
     /// parsed or validated is refused: the error is logged (`tracing::error!`) and returned,
-    /// and the configuration in force stays.
+    /// and the configuration in force stays. So is a file without any rule
+    /// ([`ConfigError::NoRules`]: an empty file, as a deploy that truncates then writes leaves
+    /// it for a moment) unless it says `allow_no_rules = true`: the rules in force keep
+    /// limiting until the new text arrives.
     ///
     /// ```
     /// # use redlimit::config::Reloader;
@@ -99,9 +102,11 @@ impl Reloader {
             }
             Err(error) => {
                 self.inner.refused.fetch_add(1, Ordering::Relaxed);
-                crate::telemetry::config_reload("refused");
+                let reason = refusal(&error);
+                crate::telemetry::config_refused(reason);
                 tracing::error!(
                     path = %path.display(),
+                    reason,
                     %error,
                     "rate-limit config refused; the previous configuration stays in force"
                 );
@@ -155,7 +160,8 @@ impl Reloader {
         self.inner.applied.load(Ordering::Relaxed)
     }
 
-    /// How many reloads were refused (a file that could not be read, parsed or validated).
+    /// How many reloads were refused (a file that could not be read, parsed or validated, or
+    /// that had no rules without saying `allow_no_rules = true`).
     ///
     /// ```
     /// # use redlimit::config::Reloader;
@@ -167,6 +173,15 @@ impl Reloader {
     /// ```
     pub fn refused(&self) -> u64 {
         self.inner.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// The `reason` label of a refused reload: a word of a fixed few.
+fn refusal(error: &ConfigError) -> &'static str {
+    match error {
+        ConfigError::ReadFile { .. } => "unreadable",
+        ConfigError::NoRules => "no_rules",
+        _ => "invalid",
     }
 }
 

@@ -2,7 +2,7 @@
 
 use http::request::Parts;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, Key, KeyExtractor};
 
 /// Keys on two extractors at once (`route:/login+ip:203.0.113.7`). If either has no key, the
 /// request has none.
@@ -38,5 +38,17 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for Both<A, B> {
                 .extract(parts)?
                 .join(&self.second.extract(parts)?),
         )
+    }
+
+    /// Every split of the parts between the two, first that both take.
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        (1..client.len()).find_map(|at| {
+            let (first, second) = client.split_at(at);
+            Some(
+                self.first
+                    .client_key(first)?
+                    .join(&self.second.client_key(second)?),
+            )
+        })
     }
 }

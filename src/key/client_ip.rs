@@ -8,7 +8,7 @@ use http::request::Parts;
 
 use super::forwarded;
 use super::ip_net::{Grouping, IpRanges};
-use super::{Key, KeyExtractor, PeerIp};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor, PeerIp};
 use crate::error::ConfigError;
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -240,5 +240,11 @@ impl ClientIp {
 impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         self.client(parts).map(|ip| self.grouping.key(ip))
+    }
+
+    /// With this extractor's grouping: `ip=2001:db8::1` is `ip:2001:db8::/64` by default.
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        let ip = ClientPart::only(client, ClientSpec::Ip)?.ip()?;
+        Some(self.grouping.key(ip.to_canonical()))
     }
 }

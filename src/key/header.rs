@@ -3,7 +3,7 @@
 use http::header::HeaderName;
 use http::request::Parts;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 use crate::error::ConfigError;
 
 /// Keys on a header's value (e.g. `x-api-key`). The value is hashed: secrets never appear in
@@ -41,12 +41,24 @@ impl Header {
     }
 }
 
+impl Header {
+    /// The key of a header value: what a request and an operator's name share.
+    fn key_of(&self, value: &[u8]) -> Key {
+        Key::hashed(value).namespaced(&format!("header:{}", self.name))
+    }
+}
+
 impl KeyExtractor for Header {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         let value = parts.headers.get(&self.name)?;
         if value.is_empty() {
             return None;
         }
-        Some(Key::hashed(value.as_bytes()).namespaced(&format!("header:{}", self.name)))
+        Some(self.key_of(value.as_bytes()))
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Header(self.name.as_str()))
+            .map(|part| self.key_of(part.value()))
     }
 }

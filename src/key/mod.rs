@@ -37,6 +37,7 @@
 //! ```
 
 mod both;
+mod client;
 mod client_ip;
 #[allow(clippy::module_inception)]
 mod encoding;
@@ -56,6 +57,7 @@ mod spec;
 mod subject;
 
 pub use both::Both;
+pub use client::{ClientName, ClientPart, ClientSpec, MAX_VALUE};
 pub use client_ip::{ClientIp, ProxyHeader};
 pub use encoding::Key;
 pub use global::Global;
@@ -90,6 +92,31 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// The key of this request, or `None` if it has none.
     fn extract(&self, parts: &Parts) -> Option<Key>;
 
+    /// The key this extractor gives the client an operator names by its spec and raw values
+    /// (`header:x-api-key=sk_live_123`, see [`ClientName`]), made by the same encoding
+    /// [`extract`](Self::extract) uses; `None` if the name is not one this extractor keys on
+    /// (another header, another number of parts). The layer's
+    /// [`Handle::client_key`](crate::layer::Handle::client_key) and the admin API ask it.
+    ///
+    /// Every built-in extractor answers but [`PerLimit`] (its limit keys have no name here:
+    /// give such keys by their stored text); closures and extractors of your own answer
+    /// `None` unless they implement it.
+    ///
+    /// ```
+    /// use redlimit::key::{Both, ClientName, Header, Route};
+    /// use redlimit::KeyExtractor;
+    /// let key = Both::new(Route, Header::new("x-api-key")?);
+    /// let (parts, _) = http::Request::get("/search").header("x-api-key", "sk_123").body(()).unwrap().into_parts();
+    /// let named = ClientName::parse("route=/search&header:x-api-key=sk_123")?;
+    /// assert_eq!(key.client_key(named.parts()), key.extract(&parts));
+    /// assert_eq!(key.client_key(ClientName::parse("ip=10.0.0.1")?.parts()), None);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        let _ = client;
+        None
+    }
+
     /// This extractor's key, or, when it has none, `fallback`'s (see [`OrElse`]).
     ///
     /// ```
@@ -119,5 +146,9 @@ where
 impl<K: KeyExtractor + ?Sized> KeyExtractor for std::sync::Arc<K> {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         (**self).extract(parts)
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        (**self).client_key(client)
     }
 }

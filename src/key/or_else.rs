@@ -2,7 +2,7 @@
 
 use http::request::Parts;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, Key, KeyExtractor};
 
 /// The key of `primary`, or, when it has none, the key of `fallback`. Made by
 /// [`KeyExtractor::or_else`].
@@ -42,5 +42,11 @@ impl<A: KeyExtractor, B: KeyExtractor> KeyExtractor for OrElse<A, B> {
         self.primary
             .extract(parts)
             .or_else(|| self.fallback.extract(parts))
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        self.primary
+            .client_key(client)
+            .or_else(|| self.fallback.client_key(client))
     }
 }

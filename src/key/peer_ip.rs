@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use http::request::Parts;
 
 use super::ip_net::Grouping;
-use super::{Key, KeyExtractor};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 
 /// Keys on the IP address of the connection's peer (`ip:203.0.113.7`); IPv6 peers are grouped
 /// by their /64 (`ip:2001:db8:1:2::/64`), since whoever has one address of a /64 usually has
@@ -97,6 +97,12 @@ impl PeerIp {
 impl KeyExtractor for PeerIp {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         Self::addr(parts).map(Self::key_of)
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Ip)?
+            .ip()
+            .map(Self::key_of)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use http::request::Parts;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 
 /// At most this many bytes of a query string are read (the `http` crate caps a URI just
 /// below that anyway).
@@ -51,6 +51,13 @@ impl Query {
     }
 }
 
+impl Query {
+    /// The key of a decoded value: what a request and an operator's name share.
+    fn key_of(&self, value: &[u8]) -> Key {
+        Key::hashed(value).namespaced(&self.namespace)
+    }
+}
+
 impl KeyExtractor for Query {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         let query = parts.uri.query()?.as_bytes();
@@ -62,7 +69,12 @@ impl KeyExtractor for Query {
         if value.is_empty() {
             return None;
         }
-        Some(Key::hashed(value.as_bytes()).namespaced(&self.namespace))
+        Some(self.key_of(value.as_bytes()))
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Query(&self.name))
+            .map(|part| self.key_of(part.value()))
     }
 }
 

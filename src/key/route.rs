@@ -2,7 +2,7 @@
 
 use http::request::Parts;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 
 /// Keys on the route: axum's `MatchedPath` (`/users/{id}`) when the request went through an
 /// axum router, else the URI path. Combine it with a client key ([`Both`](super::Both)) for a
@@ -17,10 +17,21 @@ use super::{Key, KeyExtractor};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Route;
 
+impl Route {
+    /// The key of a route: what a request and an operator's name share.
+    fn key_of(route: &[u8]) -> Key {
+        Key::new(route).namespaced("route")
+    }
+}
+
 impl KeyExtractor for Route {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         let route = matched_route(parts).unwrap_or_else(|| parts.uri.path());
-        Some(Key::new(route).namespaced("route"))
+        Some(Route::key_of(route.as_bytes()))
+    }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Route).map(|part| Route::key_of(part.value()))
     }
 }
 

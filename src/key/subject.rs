@@ -3,7 +3,7 @@
 use http::request::Parts;
 use http::Extensions;
 
-use super::{Key, KeyExtractor};
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 
 /// A request extension naming the authenticated user. Implement it for the type your auth
 /// layer inserts after it has *verified* the credentials, or insert a [`VerifiedSubject`].
@@ -118,6 +118,17 @@ impl KeyExtractor for Subject {
         if subject.is_empty() {
             return None;
         }
-        Some(Key::new(subject).namespaced("sub"))
+        Some(claim_key("sub", subject.as_bytes()))
     }
+
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Claim("sub"))
+            .map(|part| claim_key("sub", part.value()))
+    }
+}
+
+/// The key of a verified claim's text under `namespace` (`sub`, `claim:tenant`): what
+/// [`Subject`], `Jwt` and an operator's name share.
+pub(crate) fn claim_key(namespace: &str, value: &[u8]) -> Key {
+    Key::new(value).namespaced(namespace)
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::decide::Decider;
 use super::layer::Shared;
 use super::rule::Rule;
-use crate::error::StoreError;
-use crate::key::Key;
+use super::MissingKey;
+use crate::error::{ConfigError, StoreError};
+use crate::key::{ClientName, Key, KeyExtractor, PeerIp};
 use crate::policy::Policy;
 use crate::store::{KeyState, Override, Store, StoreFuture};
 
@@ -103,6 +104,62 @@ impl Handle {
             .map(|rule| &rule.policy)
             .find(|policy| policy.name() == name)
             .cloned()
+    }
+
+    /// The stored key of the client an operator names by spec and raw value
+    /// (`header:x-api-key=sk_live_123`, `ip=203.0.113.7`, `route=/search&ip=203.0.113.7`): the
+    /// key the extractor of a rule of `policy` gives it, with that extractor's own encoding
+    /// (hashed, grouped, namespaced; see [`KeyExtractor::client_key`]). A lone `ip=` also
+    /// names the peer-IP key that requests without a key are counted under (the default
+    /// [`MissingKey`]). For [`inspect`](Self::inspect), [`reset`](Self::reset) and the
+    /// overrides.
+    ///
+    /// A [`ConfigError::InvalidKeySpec`] if no rule of `policy` keys on that name (another
+    /// spec, another header; or an extractor that cannot name clients: a closure, a
+    /// [`PerLimit`](crate::key::PerLimit), whose keys are given by their stored text).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::key::{ClientName, Header};
+    /// use redlimit::store::MemoryStore;
+    /// use redlimit::{Limit, Policy, RateLimitLayer};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let policy = Policy::new("api", [Limit::gcra(5, Duration::from_secs(1)).unwrap()]).unwrap();
+    /// let layer = RateLimitLayer::builder(MemoryStore::new(), policy.clone())
+    ///     .key(Header::new("x-api-key").unwrap())
+    ///     .build()
+    ///     .unwrap();
+    /// let handle = layer.handle();
+    /// let client = ClientName::parse("header:x-api-key=sk_live_123").unwrap();
+    /// let key = handle.client_key(&policy, &client).unwrap();
+    /// assert!(key.as_str().starts_with("header:x-api-key:#"));
+    /// handle.reset(&policy, &key).await.unwrap();
+    /// let other = ClientName::parse("header:x-other=1").unwrap();
+    /// assert!(handle.client_key(&policy, &other).is_err());
+    /// # });
+    /// ```
+    pub fn client_key(&self, policy: &Policy, client: &ClientName) -> Result<Key, ConfigError> {
+        let decider = self.decider();
+        let config = &decider.config;
+        let parts = client.parts();
+        let by_rule = config
+            .rules()
+            .filter(|rule| rule.policy.name() == policy.name())
+            .find_map(|rule| rule.key.client_key(parts));
+        let by_peer = || match config.missing_key {
+            MissingKey::PeerIp | MissingKey::PeerIpOrAllow => PeerIp.client_key(parts),
+            _ => None,
+        };
+        by_rule
+            .or_else(by_peer)
+            .ok_or_else(|| ConfigError::InvalidKeySpec {
+                spec: client.spec(),
+                reason: format!(
+                    "no rule of policy `{}` keys on it (a rule keyed by a closure or a \
+                     PerLimit: name the key by its stored text)",
+                    policy.name()
+                ),
+            })
     }
 
     /// Reads `key`'s state under `policy` in the layer's store without consuming anything

@@ -13,7 +13,8 @@ use http::header::AUTHORIZATION;
 use http::request::Parts;
 use serde_json::Value;
 
-use super::{Key, KeyExtractor};
+use super::subject::claim_key;
+use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 use crate::error::ConfigError;
 use claims::{Rules, MAX_LEEWAY};
 
@@ -209,12 +210,15 @@ impl Jwt {
     fn verify_at(&self, token: &str, now: u64) -> Result<Key, JwtError> {
         let claims = token::verified_claims(token, self.verifier.as_ref())?;
         self.rules.check(&claims, now)?;
-        let key = match claims.get(&self.claim) {
-            Some(Value::String(text)) if !text.is_empty() => Key::new(text),
-            Some(Value::Number(number)) => Key::new(number.to_string()),
-            _ => return Err(JwtError::KeyClaim),
-        };
-        Ok(key.namespaced(&self.namespace))
+        match claims.get(&self.claim) {
+            Some(Value::String(text)) if !text.is_empty() => {
+                Ok(claim_key(&self.namespace, text.as_bytes()))
+            }
+            Some(Value::Number(number)) => {
+                Ok(claim_key(&self.namespace, number.to_string().as_bytes()))
+            }
+            _ => Err(JwtError::KeyClaim),
+        }
     }
 }
 
@@ -232,6 +236,12 @@ fn bearer(parts: &Parts) -> Option<&str> {
 impl KeyExtractor for Jwt {
     fn extract(&self, parts: &Parts) -> Option<Key> {
         self.verify(bearer(parts)?).ok()
+    }
+
+    /// `jwt:CLAIM=VALUE` (`sub=`, `jwt=` for `sub`): a number claim as its JSON text.
+    fn client_key(&self, client: &[ClientPart]) -> Option<Key> {
+        ClientPart::only(client, ClientSpec::Claim(&self.claim))
+            .map(|part| claim_key(&self.namespace, part.value()))
     }
 }
 

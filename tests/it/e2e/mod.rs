@@ -11,6 +11,8 @@ mod grpc_example;
     feature = "redis"
 ))]
 mod production_example;
+#[cfg(all(feature = "admin", feature = "redis"))]
+mod server_admin_names;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
 mod server_example;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]

@@ -307,17 +307,27 @@ key = "ip"
     )
     .expect("write");
     std::fs::write(&broken, "[[policy]]\nname = 7\n").expect("write");
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").expect("write");
     let reloader = Reloader::new(exact.handle());
     reloader.reload_from(&good).expect("a valid file");
     assert!(reloader.reload_from(&broken).is_err());
+    assert!(reloader.reload_from(&empty).is_err());
+    assert!(reloader.reload_from(dir.join("missing.toml")).is_err());
     let text = metrics.render();
+    for reason in ["invalid", "no_rules", "unreadable"] {
+        assert_eq!(
+            value(
+                &text,
+                CONFIG_RELOADS,
+                &[("result", "refused"), ("reason", reason)]
+            ),
+            Some(1.0),
+            "{reason}: {text}"
+        );
+    }
     assert_eq!(
         value(&text, CONFIG_RELOADS, &[("result", "applied")]),
-        Some(1.0),
-        "{text}"
-    );
-    assert_eq!(
-        value(&text, CONFIG_RELOADS, &[("result", "refused")]),
         Some(1.0),
         "{text}"
     );

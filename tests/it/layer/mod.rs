@@ -4,9 +4,13 @@
 
 #[cfg(all(feature = "admin", feature = "redis"))]
 mod admin_api;
+#[cfg(all(feature = "admin", feature = "redis"))]
+mod admin_clients;
 mod api;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod compose;
+#[cfg(all(feature = "axum", feature = "config", feature = "redis"))]
+mod config_empty;
 #[cfg(all(feature = "axum", feature = "config", feature = "redis"))]
 mod config_file;
 #[cfg(all(feature = "axum", feature = "redis"))]
