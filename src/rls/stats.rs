@@ -10,6 +10,9 @@
 //! rule asks for them (`detailed_metric`, `value_to_metric`), or for a request's own `limit`
 //! (as in the Go service): those are the rules to keep label sets bounded.
 
+// Without `metrics` only the recording functions' empty twins are used.
+#![cfg_attr(not(feature = "metrics"), allow(dead_code))]
+
 /// Hits of every limited descriptor.
 pub(super) const TOTAL_HITS: &str = "ratelimit_service_rate_limit_total_hits";
 /// Hits past the limit.

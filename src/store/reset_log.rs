@@ -18,6 +18,7 @@ enum Target {
     /// One key (with its limit keys, if any) under one policy.
     Key(Arc<str>, Key),
     /// Unknown resets (the replica missed some): any key may have been reset.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Any,
 }
 
@@ -40,6 +41,7 @@ impl ResetLog {
     }
 
     /// Records that resets were missed: every key counts as reset.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn record_any(&self) {
         self.push(Target::Any);
     }
@@ -81,6 +83,7 @@ impl ResetLog {
 
     /// Each key reset after the log was at `since`, with its policy; `None` if that is not
     /// known (resets missed, or older than the log keeps).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn resets_after(&self, since: u64) -> Option<Vec<(Arc<str>, Key)>> {
         let recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
         let version = self.version();
