@@ -357,7 +357,7 @@ fn main() {
             "RTT ms",
             "burst",
             "admitted per burst (exact: 3)",
-            "failed calls",
+            "failed calls (with the follow-up)",
             "over-admitted bursts",
         ])
         .left(3);
@@ -365,7 +365,12 @@ fn main() {
         for cell in &cells[first..] {
             let admitted: Vec<String> =
                 cell.bursts.iter().map(|b| b.admitted.to_string()).collect();
-            let errors: u64 = cell.bursts.iter().map(|b| b.errors).sum();
+            // A failed follow-up call counts with the burst's failed calls.
+            let errors: u64 = cell
+                .bursts
+                .iter()
+                .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
+                .sum();
             let over = cell.bursts.iter().filter(|b| b.over_admitted()).count();
             report.line(exact_table.row([
                 cell.kind.name().to_owned(),
@@ -416,7 +421,11 @@ fn goals(report: &mut Report, cells: &[Cell]) {
         }
         let exact = cell.bursts.iter().all(load::Burst::exact);
         let _ = write!(line, " exact counts: {}", if exact { "yes" } else { "NO" });
-        let failed: u64 = cell.bursts.iter().map(|b| b.errors).sum();
+        let failed: u64 = cell
+            .bursts
+            .iter()
+            .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
+            .sum();
         if failed > 0 {
             let _ = write!(line, ", {failed} calls of the bursts failed");
         }

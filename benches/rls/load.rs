@@ -146,24 +146,22 @@ pub(crate) struct Burst {
     pub(crate) admitted: u64,
     /// Calls that failed (a gRPC status: Envoy's `failure_mode_deny` decides those).
     pub(crate) errors: u64,
-    /// Whether one more call after the burst was `OVER_LIMIT`, as it must be.
-    pub(crate) then_over: bool,
+    /// One more call after the burst: `Some(false)` if `OVER_LIMIT`, as it must be after 3
+    /// admitted, `Some(true)` if admitted, `None` if it failed.
+    pub(crate) then_admitted: Option<bool>,
 }
 
 impl Burst {
     /// More than the limit passed: over 3 admitted, or 3 and the next call still admitted.
     pub(crate) fn over_admitted(&self) -> bool {
-        self.admitted > 3 || (self.admitted == 3 && !self.then_over)
+        self.admitted > 3 || (self.admitted == 3 && self.then_admitted == Some(true))
     }
 
-    /// Exact: 3 admitted and the next call refused; or fewer where calls failed (each failed
-    /// call may have been the one to pass), and no more after them than the limit allows.
+    /// Exact: no more than the limit passed, and no fewer unless calls failed (each failed
+    /// call may have been one that would have passed).
     pub(crate) fn exact(&self) -> bool {
-        if self.errors == 0 {
-            self.admitted == 3 && self.then_over
-        } else {
-            !self.over_admitted()
-        }
+        let failed = self.errors > 0 || self.then_admitted.is_none();
+        !self.over_admitted() && (self.admitted == 3 || failed)
     }
 }
 
@@ -194,7 +192,11 @@ pub(crate) async fn burst(clients: &Clients, concurrency: usize, user: &str) -> 
     Burst {
         admitted,
         errors,
-        then_over: matches!(then, Ok(Code::OverLimit)),
+        then_admitted: match then {
+            Ok(Code::Ok) => Some(true),
+            Ok(Code::OverLimit) => Some(false),
+            _ => None,
+        },
     }
 }
 
