@@ -1,0 +1,468 @@
+//! Envoy's rate limit service side by side: our `redlimit-server` against Kuadrant's Limitador,
+//! both real processes on one `redis-server`, driven by the same gRPC client in the same run.
+//!
+//! ```text
+//! cargo bench --features rls,redis --bench rls     # ~3 minutes once built; writes docs/bench/rls.md and .svg
+//! REDLIMIT_BENCH_SECS=2 REDLIMIT_BENCH_ROUNDS=1 cargo bench --features rls,redis --bench rls
+//! ```
+//!
+//! The bench builds our server (`cargo build --release -p redlimit-server`, the same target
+//! directory) and runs Limitador's prebuilt `limitador-server` (`REDLIMIT_BENCH_LIMITADOR`, else
+//! `../shared/peers/limitador/limitador-server` from the repository root; without it, ours
+//! runs alone and the comparison is skipped with a message). Both get equivalent limits: domain
+//! `bench`, one counter per value of the descriptor entry `user`, 10^9 an hour (never reached);
+//! domain `small`, 3 per minute per `user` (ours in envoyproxy/ratelimit's YAML with its
+//! default fixed window; Limitador's `limits.yaml` beside its binary).
+//!
+//! For each round trip to Redis (`REDLIMIT_BENCH_RTTS`, ms: 0 is loopback, else the tests'
+//! delaying proxy, `tests/it/support/proxy.rs`, on a runtime of its own, with both servers
+//! pointed at it), both servers are started afresh, then:
+//!
+//! 1. **Exactness**: for each concurrency of `REDLIMIT_BENCH_CLIENTS`, `REDLIMIT_BENCH_BURSTS`
+//!    bursts of that many `ShouldRateLimit` calls at once on domain `small` for one fresh user
+//!    each; exact is 3 admitted per burst. Bursts keep clear of a minute's edge, where ours'
+//!    clock-aligned window would rightly admit 3 more.
+//! 2. **Load**: `REDLIMIT_BENCH_ROUNDS` rounds; in each, for each concurrency, each server in
+//!    turn (`FLUSHALL` first) gets that many calls in flight on domain `bench`, users cycling
+//!    over `REDLIMIT_BENCH_USERS`, for 1 s of warm-up and `REDLIMIT_BENCH_SECS` measured.
+//!    Reported, summed over rounds: decisions per second; the server's CPU per decision
+//!    (`utime + stime` from `/proc/PID/stat`); Redis's (`INFO cpu`); decisions per CPU-second
+//!    of server and Redis together; p50/p99 latency (hdrhistogram) and the share over Envoy's
+//!    20 ms default timeout; calls that failed.
+//!
+//! The client is ours: tonic on the generated stubs (`redlimit::rls::proto`), four HTTP/2
+//! connections per server, on a single-threaded runtime in this process; its CPU is counted
+//! for neither server. Everything shares the machine's cores: compare CPU per decision, which
+//! holds steady, more than decisions per second, which does not.
+
+mod support;
+
+#[path = "rls/load.rs"]
+mod load;
+#[path = "rls/plot.rs"]
+mod plot;
+#[path = "rls/servers.rs"]
+mod servers;
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use load::{Clients, Tally};
+use servers::{Kind, Server};
+use support::proxy::Proxy;
+use support::redis_server::RedisServer;
+use support::{command_stats, redis_cpu_secs, reset_redis_stats, Table};
+
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Envoy's default RLS timeout.
+const ENVOY_TIMEOUT_US: u64 = 20_000;
+
+/// One server at one round trip and concurrency, over all rounds.
+pub(crate) struct Cell {
+    pub(crate) kind: Kind,
+    pub(crate) rtt_ms: f64,
+    pub(crate) concurrency: usize,
+    pub(crate) tally: Tally,
+    pub(crate) secs: f64,
+    pub(crate) server_cpu_us: f64,
+    pub(crate) redis_cpu_us: f64,
+    /// Scripts (`EVALSHA`, `EVAL`, `FCALL`) Redis ran in the measured windows.
+    scripts: u64,
+    /// Every command Redis ran in them, those inside scripts included.
+    commands: u64,
+    /// The exactness bursts.
+    pub(crate) bursts: Vec<load::Burst>,
+}
+
+impl Cell {
+    pub(crate) fn per_cpu_sec(&self) -> f64 {
+        self.tally.decisions as f64 / ((self.server_cpu_us + self.redis_cpu_us) / 1e6)
+    }
+
+    pub(crate) fn p_ms(&self, q: f64) -> f64 {
+        self.tally.latency.value_at_quantile(q) as f64 / 1e3
+    }
+
+    fn row(&self, table: &Table) -> String {
+        let n = self.tally.decisions.max(1) as f64;
+        let late = self.tally.decisions - self.tally.latency.count_between(0, ENVOY_TIMEOUT_US);
+        table.row([
+            self.kind.name().to_owned(),
+            format!("{}", self.rtt_ms),
+            format!("{}", self.concurrency),
+            format!("{:.0}", self.tally.decisions as f64 / self.secs),
+            format!("{:.1}", self.server_cpu_us / n),
+            format!("{:.1}", self.redis_cpu_us / n),
+            format!("{:.2}", self.scripts as f64 / n),
+            format!("{:.2}", self.commands as f64 / n),
+            format!("{:.0}", self.per_cpu_sec()),
+            format!("{:.2}", self.p_ms(0.5)),
+            format!("{:.2}", self.p_ms(0.99)),
+            format!("{:.2}", 100.0 * late as f64 / n),
+            format!("{}", self.tally.errors),
+        ])
+    }
+}
+
+/// Prints and keeps what a run reports.
+#[derive(Default)]
+struct Report(String);
+
+impl Report {
+    fn line(&mut self, text: impl AsRef<str>) {
+        println!("{}", text.as_ref());
+        self.0.push_str(text.as_ref());
+        self.0.push('\n');
+    }
+}
+
+/// Sleeps past a minute's edge when one is under 3 s away: a clock-aligned window restarting
+/// mid-burst admits a second allowance, rightly.
+fn clear_of_minute_edge() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    let into = now % 60.0;
+    if into > 57.0 {
+        std::thread::sleep(Duration::from_secs_f64(60.5 - into));
+    }
+}
+
+/// The p50 of sequential `PING`s through `port`, ms: the round trip the proxy really gives.
+fn ping_ms(port: u16) -> f64 {
+    let mut con = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|c| c.get_connection())
+        .expect("connect through the proxy");
+    let took = (0..11)
+        .map(|_| {
+            let started = Instant::now();
+            let _: String = redis::cmd("PING").query(&mut con).expect("PING");
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    support::median(took)
+}
+
+fn flushall(con: &mut redis::Connection) {
+    redis::cmd("FLUSHALL").exec(con).expect("FLUSHALL");
+}
+
+/// One measured load: `concurrency` calls in flight on `server` for warm-up plus `secs`.
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    con: &mut redis::Connection,
+    server: &Server,
+    clients: &Clients,
+    cell: &mut Cell,
+    users: usize,
+    secs: f64,
+) {
+    flushall(con);
+    let measure_from = Instant::now() + WARM_UP;
+    let end = measure_from + Duration::from_secs_f64(secs);
+    let (tally, server_cpu, redis_cpu, stats) = runtime.block_on(async {
+        let load = {
+            let clients = clients.clone();
+            let concurrency = cell.concurrency;
+            tokio::spawn(
+                async move { load::run(&clients, concurrency, users, measure_from, end).await },
+            )
+        };
+        tokio::time::sleep_until(measure_from.into()).await;
+        reset_redis_stats(con);
+        let (cpu0, redis0) = (server.cpu_us(), redis_cpu_secs(con));
+        tokio::time::sleep_until(end.into()).await;
+        let (cpu1, redis1) = (server.cpu_us(), redis_cpu_secs(con));
+        let stats = command_stats(con);
+        let tally = load.await.expect("the load");
+        (tally, cpu1 - cpu0, (redis1 - redis0) * 1e6, stats)
+    });
+    let mut top: Vec<_> = stats.iter().map(|(n, s)| (s.calls, n.as_str())).collect();
+    top.sort_unstable_by(|a, b| b.cmp(a));
+    top.truncate(6);
+    eprintln!("  Redis commands: {top:?}");
+    for (name, stat) in stats {
+        if [
+            "evalsha",
+            "eval",
+            "fcall",
+            "evalsha_ro",
+            "eval_ro",
+            "fcall_ro",
+        ]
+        .contains(&name.as_str())
+        {
+            cell.scripts += stat.calls;
+        }
+        cell.commands += stat.calls;
+    }
+    cell.tally.merge(&tally);
+    cell.secs += secs;
+    cell.server_cpu_us += server_cpu;
+    cell.redis_cpu_us += redis_cpu;
+}
+
+fn main() {
+    if !support::bench_mode(
+        "rls benchmark: run with `cargo bench --features rls,redis --bench rls`",
+    ) {
+        return;
+    }
+    let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
+    let rounds = support::knob_where(
+        "REDLIMIT_BENCH_ROUNDS",
+        2,
+        "1 to 100 rounds",
+        |r: &usize| (1..=100).contains(r),
+    );
+    let rtts = support::list_knob(
+        "REDLIMIT_BENCH_RTTS",
+        &[0.0, 10.0],
+        "round trips in ms (0 to 1000)",
+        |ms: &f64| (0.0..=1000.0).contains(ms),
+    );
+    let concurrencies = support::list_knob(
+        "REDLIMIT_BENCH_CLIENTS",
+        &[16, 256],
+        "concurrencies (1 to 4096)",
+        |c: &usize| (1..=4096).contains(c),
+    );
+    let users = support::knob_where(
+        "REDLIMIT_BENCH_USERS",
+        1000,
+        "at least 1 user",
+        |&u: &usize| u > 0,
+    );
+    let bursts = support::knob_where(
+        "REDLIMIT_BENCH_BURSTS",
+        5,
+        "1 to 1000 bursts",
+        |b: &usize| (1..=1000).contains(b),
+    );
+
+    let limitador = servers::limitador_binary()
+        .map_err(|reason| println!("skipping Limitador: {reason}"))
+        .ok();
+    let ours = servers::build_ours();
+    let redis = RedisServer::start();
+    let mut con = redis.connection();
+    let proxies = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("proxy")
+        .enable_all()
+        .build()
+        .expect("the proxies' runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("the client runtime");
+    let started = Instant::now();
+    let load_table = Table::new(&[
+        "server",
+        "RTT ms",
+        "in flight",
+        "decisions/s",
+        "server CPU µs/dec",
+        "Redis CPU µs/dec",
+        "Redis scripts/dec",
+        "Redis commands/dec",
+        "decisions per CPU-s",
+        "p50 ms",
+        "p99 ms",
+        "> 20 ms %",
+        "errors",
+    ]);
+    let mut report = Report::default();
+    let mut cells: Vec<Cell> = Vec::new();
+    for &rtt_ms in &rtts {
+        let proxy = (rtt_ms > 0.0).then(|| {
+            proxies.block_on(Proxy::with_rtt(
+                redis.port(),
+                Duration::from_secs_f64(rtt_ms / 1e3),
+            ))
+        });
+        let port = proxy.as_ref().map_or(redis.port(), Proxy::port);
+        let measured_rtt = ping_ms(port);
+        let mut running = vec![servers::start_ours(&ours, port)];
+        if let Some(binary) = &limitador {
+            running.push(servers::start_limitador(binary, port));
+        }
+        let clients: Vec<Clients> = running
+            .iter()
+            .map(|server| {
+                runtime.block_on(async {
+                    let clients = Clients::connect(&server.grpc).await;
+                    load::ready(&clients).await;
+                    clients
+                })
+            })
+            .collect();
+        report.line(format!(
+            "\n### Redis {rtt_ms} ms away (PING p50 {measured_rtt:.2} ms)\n"
+        ));
+        let first = cells.len();
+        for &concurrency in &concurrencies {
+            for server in &running {
+                cells.push(Cell {
+                    kind: server.kind,
+                    rtt_ms,
+                    concurrency,
+                    tally: Tally::new(),
+                    secs: 0.0,
+                    server_cpu_us: 0.0,
+                    redis_cpu_us: 0.0,
+                    scripts: 0,
+                    commands: 0,
+                    bursts: Vec::new(),
+                });
+            }
+        }
+        let cell_of = |c: usize, s: usize| first + c * running.len() + s;
+
+        for (ci, &concurrency) in concurrencies.iter().enumerate() {
+            for (si, server) in running.iter().enumerate() {
+                flushall(&mut con);
+                let cell = &mut cells[cell_of(ci, si)];
+                for b in 0..bursts {
+                    clear_of_minute_edge();
+                    let user = format!("burst-{}-{concurrency}-{b}", server.kind.name());
+                    let burst = runtime.block_on(load::burst(&clients[si], concurrency, &user));
+                    cell.bursts.push(burst);
+                }
+            }
+        }
+        for _ in 0..rounds {
+            for (ci, _) in concurrencies.iter().enumerate() {
+                for (si, server) in running.iter().enumerate() {
+                    let cell = &mut cells[cell_of(ci, si)];
+                    measure(&runtime, &mut con, server, &clients[si], cell, users, secs);
+                    eprintln!(
+                        "  {} rtt {rtt_ms} ms, {} in flight: {} decisions so far",
+                        server.kind.name(),
+                        cell.concurrency,
+                        cell.tally.decisions
+                    );
+                }
+            }
+        }
+        report.line(load_table.header());
+        for cell in &cells[first..] {
+            report.line(cell.row(&load_table));
+        }
+        report.line("");
+        let exact_table = Table::new(&[
+            "server",
+            "RTT ms",
+            "burst",
+            "admitted per burst (exact: 3)",
+            "failed calls (with the follow-up)",
+            "over-admitted bursts",
+        ])
+        .left(3);
+        report.line(exact_table.header());
+        for cell in &cells[first..] {
+            let admitted: Vec<String> =
+                cell.bursts.iter().map(|b| b.admitted.to_string()).collect();
+            // A failed follow-up call counts with the burst's failed calls.
+            let errors: u64 = cell
+                .bursts
+                .iter()
+                .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
+                .sum();
+            let over = cell.bursts.iter().filter(|b| b.over_admitted()).count();
+            report.line(exact_table.row([
+                cell.kind.name().to_owned(),
+                format!("{rtt_ms}"),
+                format!("{}", cell.concurrency),
+                admitted.join(", "),
+                format!("{errors}"),
+                format!("{over} of {}", cell.bursts.len()),
+            ]));
+        }
+        drop(clients);
+        drop(running);
+        drop(proxy);
+    }
+    report.line("");
+    goals(&mut report, &cells);
+    report.line(format!(
+        "\nwall time {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    write_results(&redis, &report, secs, rounds, users, bursts);
+    plot::draw(&cells);
+}
+
+/// The goals, judged per cell: ≥ 2× Limitador's decisions per CPU-second; p99 under Envoy's
+/// 20 ms with Redis 10 ms away; exactly 3 admitted per burst.
+fn goals(report: &mut Report, cells: &[Cell]) {
+    let ours = cells.iter().filter(|c| c.kind == Kind::Ours);
+    for cell in ours {
+        let peer = cells.iter().find(|p| {
+            p.kind == Kind::Limitador
+                && p.rtt_ms == cell.rtt_ms
+                && p.concurrency == cell.concurrency
+        });
+        let mut line = format!("- RTT {} ms, {} in flight:", cell.rtt_ms, cell.concurrency);
+        if let Some(peer) = peer {
+            let ratio = cell.per_cpu_sec() / peer.per_cpu_sec();
+            let verdict = if ratio >= 2.0 { "met" } else { "missed" };
+            let _ = write!(
+                line,
+                " {ratio:.2}× Limitador's decisions per CPU-second ({verdict});"
+            );
+        }
+        if cell.rtt_ms >= 10.0 {
+            let p99 = cell.p_ms(0.99);
+            let verdict = if p99 < 20.0 { "met" } else { "missed" };
+            let _ = write!(line, " p99 {p99:.2} ms < 20 ms ({verdict});");
+        }
+        let exact = cell.bursts.iter().all(load::Burst::exact);
+        let _ = write!(line, " exact counts: {}", if exact { "yes" } else { "NO" });
+        let failed: u64 = cell
+            .bursts
+            .iter()
+            .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
+            .sum();
+        if failed > 0 {
+            let _ = write!(line, ", {failed} calls of the bursts failed");
+        }
+        if let Some(peer) = peer {
+            let over = peer.bursts.iter().filter(|b| b.over_admitted()).count();
+            let _ = write!(
+                line,
+                " (Limitador over-admitted in {over} of {} bursts)",
+                peer.bursts.len()
+            );
+        }
+        report.line(line);
+    }
+}
+
+/// Appends this run to `docs/bench/rls.md`.
+fn write_results(
+    redis: &RedisServer,
+    report: &Report,
+    secs: f64,
+    rounds: usize,
+    users: usize,
+    bursts: usize,
+) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bench/rls.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# RLS servers\n".into());
+    let server = support::redis_info(&mut redis.connection(), "server");
+    let _ = write!(
+        text,
+        "\n## {} (run)\n\n```sh\nREDLIMIT_BENCH_SECS={secs} REDLIMIT_BENCH_ROUNDS={rounds} \
+         REDLIMIT_BENCH_USERS={users} REDLIMIT_BENCH_BURSTS={bursts} \
+         cargo bench --features rls,redis --bench rls\n```\n\n{}; redis {}\n{}",
+        support::today(),
+        support::machine_line(),
+        server.get("redis_version").map_or("?", String::as_str),
+        report.0,
+    );
+    std::fs::write(&path, text).expect("write docs/bench/rls.md");
+    println!("\nwrote {}", path.display());
+}

@@ -1,0 +1,268 @@
+//! The RLS servers under test, as separate processes on free loopback ports: our
+//! `redlimit-server` (built in release by the bench) and Kuadrant's `limitador-server`
+//! (prebuilt), each given equivalent limits and the same Redis.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::cpu_us;
+
+/// envoyproxy/ratelimit's YAML for ours, equivalent to Limitador's file below: domain `bench`
+/// effectively unlimited (10^9 an hour per `user`), domain `small` 3 per minute per `user`.
+/// The default algorithm (their fixed window aligned to the clock), as a drop-in runs it.
+const OURS_BENCH: &str = "domain: bench\ndescriptors:\n  - key: user\n    rate_limit:\n      \
+                          unit: hour\n      requests_per_unit: 1000000000\n";
+const OURS_SMALL: &str = "domain: small\ndescriptors:\n  - key: user\n    rate_limit:\n      \
+                          unit: minute\n      requests_per_unit: 3\n";
+
+/// Limitador's limits when no `limits.yaml` sits beside its binary: the same two domains.
+const LIMITADOR_LIMITS: &str = "\
+- namespace: bench
+  name: bench_per_user
+  max_value: 1000000000
+  seconds: 3600
+  conditions: []
+  variables: [\"descriptors[0]['user']\"]
+- namespace: small
+  name: small_per_user
+  max_value: 3
+  seconds: 60
+  conditions: []
+  variables: [\"descriptors[0]['user']\"]
+";
+
+/// How long a server may take to start on a busy machine before the bench gives up.
+const START_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Which server a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Ours,
+    Limitador,
+}
+
+impl Kind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Ours => "redlimit-server",
+            Kind::Limitador => "Limitador",
+        }
+    }
+}
+
+/// A running server, killed on drop (its scratch directory removed).
+pub(crate) struct Server {
+    pub(crate) kind: Kind,
+    child: Child,
+    /// Its gRPC listener, `127.0.0.1:PORT`.
+    pub(crate) grpc: String,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// CPU time (user + system) the process has used so far, µs.
+    pub(crate) fn cpu_us(&self) -> f64 {
+        cpu_us(&Path::new("/proc").join(self.child.id().to_string()))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Builds `redlimit-server` in release mode (`cargo build --release -p redlimit-server`, the
+/// bench's own target directory) and returns its path.
+pub(crate) fn build_ours() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    // Variables cargo sets for this bench binary would look like a changed environment to
+    // build scripts that track them (ring's does), forcing a rebuild of half the tree.
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        let per_crate = [
+            "CARGO_PKG_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+            "CARGO_PRIMARY_",
+            "CARGO_BIN_",
+            "CARGO_TARGET_TMPDIR",
+        ];
+        if per_crate.iter().any(|p| var.starts_with(p)) {
+            command.env_remove(var.as_ref());
+        }
+    }
+    eprintln!("building redlimit-server (release) ...");
+    let out = command
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "redlimit-server",
+            "--message-format=json",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("run cargo build -p redlimit-server: {e}"));
+    assert!(out.status.success(), "building redlimit-server failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.contains("\"compiler-artifact\"") && l.contains("\"name\":\"redlimit-server\"")
+        })
+        .find_map(|l| {
+            let start = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + l[start..].find('"')?;
+            Some(PathBuf::from(&l[start..end]))
+        })
+        .expect("cargo reported no executable for redlimit-server")
+}
+
+/// Limitador's binary: `$REDLIMIT_BENCH_LIMITADOR`, else `../shared/peers/limitador/
+/// limitador-server` from the repository root; `None` (with the reason) when it is not there.
+pub(crate) fn limitador_binary() -> Result<PathBuf, String> {
+    let path = match std::env::var_os("REDLIMIT_BENCH_LIMITADOR") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/peers/limitador/limitador-server")
+        }
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "no Limitador binary at {} (set REDLIMIT_BENCH_LIMITADOR to a limitador-server \
+             built from Kuadrant/limitador: `cargo build --release -p limitador-server`)",
+            path.display()
+        ))
+    }
+}
+
+/// A scratch directory of its own under the system temp dir.
+fn scratch(name: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "redlimit-bench-rls-{}-{name}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
+}
+
+/// Starts our server on `redis_port` (Redis, or a proxy to it), with its config files written
+/// into a runtime directory of its own; returns once it has printed its gRPC address.
+pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
+    let dir = scratch("ours");
+    let config = dir.join("runtime/ratelimit/config");
+    std::fs::create_dir_all(&config).expect("create the runtime directory");
+    std::fs::write(config.join("bench.yaml"), OURS_BENCH).expect("write bench.yaml");
+    std::fs::write(config.join("small.yaml"), OURS_SMALL).expect("write small.yaml");
+    let mut child = Command::new(binary)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("REDIS_URL", format!("127.0.0.1:{redis_port}"))
+        .env("RUNTIME_ROOT", dir.join("runtime"))
+        .envs([
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("HOST", "127.0.0.1"),
+            ("PORT", "0"),
+            ("GRPC_HOST", "127.0.0.1"),
+            ("GRPC_PORT", "0"),
+            ("DEBUG_HOST", "127.0.0.1"),
+            ("DEBUG_PORT", "0"),
+            ("LOG_LEVEL", "warn"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let grpc = loop {
+        match lines.next() {
+            Some(Ok(line)) => {
+                if let Some(addr) = line.trim().strip_prefix("grpc on ") {
+                    break addr.to_owned();
+                }
+            }
+            _ => {
+                let _ = child.kill();
+                panic!(
+                    "redlimit-server exited before printing `grpc on ADDR`: {:?}",
+                    child.wait()
+                );
+            }
+        }
+    };
+    // Keep reading its stdout: a closed pipe would fail its later prints.
+    std::thread::spawn(move || lines.for_each(drop));
+    Server {
+        kind: Kind::Ours,
+        child,
+        grpc,
+        dir,
+    }
+}
+
+/// A free loopback port (bound, then released for the server to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
+/// Starts Limitador on `redis_port` with the `limits.yaml` beside its binary (else the same
+/// limits written here); returns once its gRPC port accepts connections. Its log goes to a
+/// file in its scratch directory, printed if it does not come up.
+pub(crate) fn start_limitador(binary: &Path, redis_port: u16) -> Server {
+    let dir = scratch("limitador");
+    let limits = match binary.parent().map(|d| d.join("limits.yaml")) {
+        Some(path) if path.is_file() => path,
+        _ => {
+            let path = dir.join("limits.yaml");
+            std::fs::write(&path, LIMITADOR_LIMITS).expect("write limits.yaml");
+            path
+        }
+    };
+    let (grpc_port, http_port) = (free_port(), free_port());
+    let log = std::fs::File::create(dir.join("limitador.log")).expect("create the log file");
+    let mut child = Command::new(binary)
+        .args(["-b", "127.0.0.1", "-p", &grpc_port.to_string()])
+        .args(["-B", "127.0.0.1", "-P", &http_port.to_string()])
+        .arg(&limits)
+        .args(["redis", &format!("redis://127.0.0.1:{redis_port}")])
+        .stdout(log.try_clone().expect("clone the log file"))
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+    let grpc = format!("127.0.0.1:{grpc_port}");
+    let started = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(&grpc).is_ok() {
+            break;
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || started.elapsed() > START_DEADLINE {
+            let _ = child.kill();
+            let text = std::fs::read_to_string(dir.join("limitador.log")).unwrap_or_default();
+            panic!("Limitador did not listen on {grpc} ({exited:?}):\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Server {
+        kind: Kind::Limitador,
+        child,
+        grpc,
+        dir,
+    }
+}
