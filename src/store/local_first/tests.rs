@@ -673,8 +673,10 @@ fn a_hot_key_that_cools_while_a_sync_fails_stays_hot() {
     assert!(!items.is_empty(), "warm: still synced");
     let now = clock.now_us_for_tests();
     core.finish_sync(items, Err(()), now, now);
-    // Two quiet intervals: cooled, settled, not isolated yet.
+    // Quiet for three intervals: cooled, settled, not isolated yet. The round leaves it out
+    // (it owes nothing), and its next request is still decided here.
     clock.advance(Duration::from_millis(250));
+    assert!(core.begin_sync().is_empty());
     assert!(!core.is_isolated());
     assert!(core.check(&policy, &key, 1).is_some(), "still decided here");
     // Once a sync succeeds, a key that cools is decided exactly again.
