@@ -132,13 +132,15 @@ impl Core {
         let limits = policy.limits_arc();
         let interval = self.settings.interval_us();
         let local_after = u64::from(self.settings.local_after);
+        let isolated = self.is_isolated();
         let rule = Rule {
             local_after,
             fits: limits.iter().all(|l| {
                 u128::from(l.count()) * u128::from(interval)
                     >= u128::from(local_after) * u128::from(l.period_us())
             }),
-            isolated: self.is_isolated(),
+            failing: self.is_failing(),
+            isolated,
         };
         let min_count = limits.iter().map(|l| l.count()).min().unwrap_or(1);
         let early = (min_count as f64 * self.settings.early_share)
@@ -152,7 +154,7 @@ impl Core {
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
         let ctx = Context {
-            isolated: rule.isolated,
+            isolated,
             instances: self.instances.load(Ordering::Relaxed),
             low: self.settings.low,
             high: self.settings.high,
@@ -205,6 +207,7 @@ impl Core {
         let now = self.now();
         let warm = self.settings.warm_us();
         let cool = 3 * self.settings.interval_us();
+        let failing = self.is_failing();
         let mut items = Vec::new();
         for mut shard in self.entries.shards() {
             let mut warm_keys = Vec::new();
@@ -216,10 +219,17 @@ impl Core {
                 };
                 // A hot key that went quiet for a few intervals with all it counted
                 // acknowledged is decided exactly again; one decided exactly needs no sync.
-                if entry.mode == Mode::Local
+                // While syncs fail it stays hot, out of the syncs (it owes nothing): decided
+                // exactly it would fail, and the layer's fallback would decide it on a budget
+                // of its own beside this instance's share.
+                let quiet = entry.mode == Mode::Local
                     && entry.settled()
-                    && entry.last_used.saturating_add(cool) <= now
-                {
+                    && entry.last_used.saturating_add(cool) <= now;
+                if quiet && failing {
+                    entry.touched = false;
+                    continue;
+                }
+                if quiet {
                     entry.demote();
                 }
                 if entry.mode == Mode::Exact {
@@ -275,13 +285,7 @@ impl Core {
                 Some((redis_now, replies))
             }
             _ => {
-                let _ = self.failing_since.compare_exchange(
-                    0,
-                    sent_at.max(1),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-                self.failed_at.fetch_max(received_at, Ordering::Relaxed);
+                self.failed(sent_at, received_at);
                 None
             }
         };
@@ -440,6 +444,13 @@ impl Core {
         since != 0 && self.clock.now_us().saturating_sub(since) >= 3 * self.settings.interval_us()
     }
 
+    /// Whether the last sync failed (isolated or not yet): no hot key turns exact until one
+    /// succeeds (or Redis answers a heartbeat with nothing to sync), since an exact decision
+    /// would fail.
+    pub(crate) fn is_failing(&self) -> bool {
+        self.failing_since.load(Ordering::Relaxed) != 0
+    }
+
     /// A sync round found nothing to send: the fleet is owed nothing, the view is current.
     /// If Redis answered a heartbeat since the last failed sync, the store is no longer
     /// isolated: no key waits for a sync that would say so (the one that failed was settled
@@ -452,10 +463,24 @@ impl Core {
         }
     }
 
-    /// Redis answered a heartbeat (now): it is reachable.
-    pub(crate) fn heard(&self) {
-        self.heard_at
-            .fetch_max(self.clock.now_us(), Ordering::Relaxed);
+    /// A call to Redis sent at local time `sent_at` failed (seen at `received_at`): a sync,
+    /// or a heartbeat (so an instance with nothing to sync, every key cold, also becomes
+    /// isolated and decides its keys on its share rather than through a Redis that is gone).
+    pub(crate) fn failed(&self, sent_at: u64, received_at: u64) {
+        let _ = self.failing_since.compare_exchange(
+            0,
+            sent_at.max(1),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        self.failed_at.fetch_max(received_at, Ordering::Relaxed);
+    }
+
+    /// Redis answered a heartbeat sent at local time `asked_at`: it was reachable then. The
+    /// time it was sent, not answered: a reply taken late (a busy runtime) to a heartbeat sent
+    /// before a sync failed says nothing about Redis since, and must not end the isolation.
+    pub(crate) fn heard(&self, asked_at: u64) {
+        self.heard_at.fetch_max(asked_at, Ordering::Relaxed);
     }
 
     /// How long ago this instance last synced (a call that succeeded, or a round with nothing

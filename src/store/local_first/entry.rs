@@ -59,7 +59,12 @@ pub(crate) struct Rule {
     /// Whether the policy's every limit admits at least `local_after` units per interval at
     /// its rate (if not, the key is decided exactly whatever its traffic).
     pub(crate) fits: bool,
-    /// Syncs are failing: a hot key stays hot (its share is all it can have).
+    /// Syncs are failing (isolated, or within the grace before): a hot key stays hot. An
+    /// exact decision would fail, and the layer's fallback decide on a budget of its own
+    /// beside this instance's share.
+    pub(crate) failing: bool,
+    /// Isolated: every key is decided here, a cold one too, on this instance's share (the
+    /// layer's fallback would decide it on a budget of its own).
     pub(crate) isolated: bool,
 }
 
@@ -230,6 +235,13 @@ impl Entry {
             self.window_count = 0;
         }
         self.window_count += 1;
+        if rule.isolated && self.mode != Mode::Local {
+            // Alone on its share, synced (its units merged once) when Redis answers again.
+            self.mode = Mode::Local;
+            self.synced = false;
+            self.share = None;
+            return Route::Local;
+        }
         match self.mode {
             // Warm in the span before too: one burst (a page load's calls, a retry storm of
             // one client) is over before local decisions could pay for the sync that joins.
@@ -252,7 +264,7 @@ impl Entry {
             }
             Mode::Local => {
                 let cooled = rolled && self.previous_count < (rule.local_after / 4).max(1);
-                if (cooled || !rule.fits) && self.settled() && !rule.isolated {
+                if (cooled || !rule.fits) && self.settled() && !rule.failing {
                     self.demote();
                     return Route::Exact { join: false };
                 }

@@ -53,7 +53,7 @@ use crate::policy::Policy;
 /// is hot: still decided exactly until its first sync brings the key's state, and in memory
 /// from then on. It cools back to exact decisions when a whole interval sees fewer than a
 /// quarter of `local_after` decisions (or none for three intervals) and Redis has
-/// acknowledged every unit the instance counted. A key whose policy has a limit admitting
+/// acknowledged every unit the instance counted (never while syncs fail). A key whose policy has a limit admitting
 /// fewer than `local_after` units per interval at its rate (100 a minute, 1000 a day: a
 /// per-API-key limit) stays exact whatever its traffic: its admissions cost Redis little
 /// and its denials are the deny cache's.
@@ -90,8 +90,12 @@ use crate::policy::Policy;
 ///   and 100 %), requests are denied with a probability rising linearly from 0 to 1: the fleet
 ///   eases into the limit instead of see-sawing a sync interval late.
 /// - **Redis death.** When syncs fail, each instance decides its hot keys alone with its
-///   share of each limit (`N / instances`, the instances counted by a heartbeat in Redis).
-///   Cold keys fail as exact mode's do (the layer's
+///   share of each limit (`N / instances`, the instances counted by a heartbeat in Redis);
+///   a hot key stays hot while syncs fail, quiet or not, and once isolated (syncs, or
+///   heartbeats, failing for three intervals) a cold key is decided alone on the share too
+///   (decided exactly, it would fall to the layer's fallback, whose budget would add to the
+///   share); its units are sent with the first sync after, and it cools back once settled.
+///   Until then (the grace), cold keys fail as exact mode's do (the layer's
 ///   [`OnStoreError`](crate::layer::OnStoreError) applies). What it admits alone is still
 ///   counted toward the fleet: when Redis answers again (a partition healed, a frozen server
 ///   thawed) the first sync merges those units into the key's state as any sync does, once
@@ -226,9 +230,10 @@ impl LocalFirstStore {
         self.shared.core.instances()
     }
 
-    /// Whether syncs have failed for three intervals: decisions are then made alone, with
-    /// this instance's share of each limit, until a sync succeeds (or, with nothing to sync,
-    /// Redis answers a heartbeat).
+    /// Whether syncs (or, with nothing to sync, heartbeats) have failed for three intervals:
+    /// decisions, cold keys' too, are then made alone, with this instance's share of each
+    /// limit, until a sync succeeds (or, with nothing to sync, Redis answers a heartbeat sent
+    /// after the failure).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::ConfigError> {

@@ -256,6 +256,7 @@ async fn heartbeat(core: &Core, redis: &RedisStore, ttl: Duration) {
             .arg(ttl.as_millis() as u64);
         cmd
     };
+    let asked_at = core.local_now();
     let outcome = tokio::time::timeout(
         ttl,
         run_script(
@@ -266,11 +267,16 @@ async fn heartbeat(core: &Core, redis: &RedisStore, ttl: Duration) {
         ),
     )
     .await;
-    if let Ok(Ok(value)) = outcome {
-        if let Ok(count) = redis::from_redis_value::<u32>(value) {
+    let count = match outcome {
+        Ok(Ok(value)) => redis::from_redis_value::<u32>(value).ok(),
+        _ => None,
+    };
+    match count {
+        Some(count) => {
             core.set_instances(count);
-            core.heard();
+            core.heard(asked_at);
         }
+        None => core.failed(asked_at, core.local_now()),
     }
 }
 
