@@ -19,8 +19,8 @@
 mod support;
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::{Request, Response, StatusCode};
@@ -28,7 +28,7 @@ use redlimit::key::Global;
 use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::{Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
-use support::{command_stats, cpu_us, median, reset_redis_stats, Table};
+use support::{Table, command_stats, cpu_us, median, reset_redis_stats};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 const TASKS: usize = 64;

@@ -78,7 +78,7 @@ use redlimit::store::{MemoryStore, RedisStore, Store};
 use redlimit::{Decision, DecisionSource, Limit, Policy, RateLimitLayer};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
-use support::{percentile, Table};
+use support::{Table, percentile};
 use tokio::runtime::Handle;
 use tower::ServiceExt;
 

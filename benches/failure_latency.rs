@@ -15,15 +15,15 @@ mod support;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
 use http::Request;
 use redlimit::layer::CircuitBreaker;
 use redlimit::store::RedisStore;
 use redlimit::{Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
-use support::{percentile, Table};
+use support::{Table, percentile};
 use tower::ServiceExt;
 
 const DEADLINE: Duration = Duration::from_millis(100);

@@ -25,16 +25,16 @@ mod support;
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 use hdrhistogram::Histogram;
 use http::StatusCode;
 use http_body_util::BodyExt;
@@ -44,7 +44,7 @@ use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::{Algorithm, Key, KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
 use support::{
-    command_stats, cpu_us, current_thread_proc, median, redis_cpu_secs, reset_redis_stats, Table,
+    Table, command_stats, cpu_us, current_thread_proc, median, redis_cpu_secs, reset_redis_stats,
 };
 
 const KEYS: u64 = 100_000;
@@ -470,7 +470,11 @@ fn main() {
                     sample.rps,
                     sample.p50_us,
                     sample.p99_us,
-                    if sample.errors > 0 { format!("  ERRORS {}", sample.errors) } else { String::new() }
+                    if sample.errors > 0 {
+                        format!("  ERRORS {}", sample.errors)
+                    } else {
+                        String::new()
+                    }
                 );
                 // Every decision runs at least one command inside its script (a batched call
                 // carries many decisions, so calls per request say nothing of it).
@@ -478,7 +482,10 @@ fn main() {
                 if sample.executed.is_some_and(|c| c < 0.95)
                     && !variant.name.contains("local-first")
                 {
-                    eprintln!("WARNING: {} ran fewer than one Redis command per request: it failed open, the numbers are not a measurement", variant.name);
+                    eprintln!(
+                        "WARNING: {} ran fewer than one Redis command per request: it failed open, the numbers are not a measurement",
+                        variant.name
+                    );
                 }
                 samples[vi][ci].push(sample);
             }

@@ -26,14 +26,14 @@
 //! ```
 
 use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
+use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
-use criterion::{criterion_group, Criterion};
+use criterion::{Criterion, criterion_group};
 use futures_util::FutureExt;
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -41,9 +41,9 @@ use redlimit::key::Global;
 use redlimit::store::MemoryStore;
 use redlimit::{Limit, Policy, RateLimitLayer};
 use tower::{Layer, Service, ServiceExt};
+use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfig;
 use tower_governor::governor::GovernorConfigBuilder;
-use tower_governor::GovernorLayer;
 
 /// The inner service: a response at once.
 #[derive(Clone)]

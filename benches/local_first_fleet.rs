@@ -55,7 +55,7 @@ use std::path::PathBuf;
 
 use fleet::Fleet;
 use support::redis_server::RedisServer;
-use support::{command_stats, redis_cpu_secs, reset_redis_stats, Table};
+use support::{Table, command_stats, redis_cpu_secs, reset_redis_stats};
 use wrk::{Answers, Load};
 
 const INSTANCES: usize = 3;

@@ -203,11 +203,11 @@ fn simulate(s: &Scenario, marks: (f64, f64), local_after: u32, seed: u64) -> Run
             .count()
             .max(1);
         for (i, instance) in instances.iter().enumerate() {
-            if let Some((due, ..)) = &in_flight[i] {
-                if *due <= ms {
-                    let (_, batch, reply, sent_at) = in_flight[i].take().unwrap();
-                    instance.finish_sync(batch, Some(reply), sent_at, now);
-                }
+            if let Some((due, ..)) = &in_flight[i]
+                && *due <= ms
+            {
+                let (_, batch, reply, sent_at) = in_flight[i].take().unwrap();
+                instance.finish_sync(batch, Some(reply), sent_at, now);
             }
             if !present(s, i, ms) {
                 continue;

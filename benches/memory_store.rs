@@ -10,7 +10,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
 use redlimit::store::MemoryStore;
 use redlimit::{Algorithm, Key, Limit, Policy};

@@ -24,7 +24,7 @@ use http::{Request, Response};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use redlimit::store::MemoryStore;
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
-use support::{cpu_us, current_thread_proc, median, Table};
+use support::{Table, cpu_us, current_thread_proc, median};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// Distinct clients, each far below its limits: every request is admitted, so each one costs

@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::routing::get;
-use axum::Router;
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use http::request::Parts;
 use redlimit::__private::{decode_reply, render_headers};
 use redlimit::key::{Both, ClientIp, Header, PeerIp, Route};
@@ -56,8 +56,8 @@ fn routed_parts() -> Parts {
         .unwrap();
     let response = runtime.block_on(app.oneshot(request)).unwrap();
     assert!(response.status().is_success());
-    let parts = slot.lock().unwrap().take().expect("the handler ran");
-    parts
+
+    slot.lock().unwrap().take().expect("the handler ran")
 }
 
 /// The same head without a router: no `MatchedPath`, so `Route` falls back to the URI path.

@@ -35,8 +35,8 @@ use redlimit::__private::script_call;
 use redlimit::store::RedisStore;
 use redlimit::{Algorithm, Limit, Policy};
 
-use support::redis_server::{redis_binary, RedisServer};
-use support::{client_key, command_stats, redis_cpu_secs, redis_info, reset_redis_stats, Table};
+use support::redis_server::{RedisServer, redis_binary};
+use support::{Table, client_key, command_stats, redis_cpu_secs, redis_info, reset_redis_stats};
 
 /// Distinct client keys the throughput workloads spread over.
 const CLIENT_KEYS: usize = 100_000;
@@ -422,7 +422,9 @@ fn main() {
             "batched" => batched::run(&server.url(), &mut con),
             "penalty-refund" => penalty_refund::run(&server.url(), &mut con),
             _ => {
-                eprintln!("error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call, batched or penalty-refund");
+                eprintln!(
+                    "error: REDLIMIT_BENCH_ONLY={only:?}: expected per-call, batched or penalty-refund"
+                );
                 std::process::exit(2);
             }
         };

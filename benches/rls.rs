@@ -52,7 +52,7 @@ use load::{Clients, Tally};
 use servers::{Kind, Server};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
-use support::{command_stats, redis_cpu_secs, reset_redis_stats, Table};
+use support::{Table, command_stats, redis_cpu_secs, reset_redis_stats};
 
 const WARM_UP: Duration = Duration::from_secs(1);
 /// Envoy's default RLS timeout.

@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let admitted: Vec<f64> = times
             .iter()
             .zip(&allowed)
-            .filter(|(_, &ok)| ok)
+            .filter(|&(_, &ok)| ok)
             .map(|(&t, _)| t)
             .collect();
         let last = i + 1 == Algorithm::ALL.len();

@@ -19,8 +19,8 @@ mod cli;
 use std::process::ExitCode;
 
 use cli::shutdown_signal;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 #[tokio::main]

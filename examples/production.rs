@@ -20,13 +20,13 @@
 
 use std::net::SocketAddr;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use redlimit::RateLimitLayer;
 use redlimit::admin::{self, AdminToken};
 use redlimit::config::{ConfigFile, Reloader};
 use redlimit::store::{MemoryStore, RedisStore};
-use redlimit::RateLimitLayer;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -145,7 +145,7 @@ fn secret(var: &str) -> Result<Option<String>, Error> {
 async fn shutdown_signal() {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{signal, SignalKind};
+        use tokio::signal::unix::{SignalKind, signal};
         let terminate = async {
             match signal(SignalKind::terminate()) {
                 Ok(mut terminate) => terminate.recv().await,

@@ -11,7 +11,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use axum::{routing::get, Router};
+use axum::{Router, routing::get};
 use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::{Decision, Limit, Policy, RateLimitLayer};
 

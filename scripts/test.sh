@@ -6,6 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's wall time, printed as the next one starts and summed up at the end, so that a
+# slow step shows in CI's log.
+step_name="" step_start=$SECONDS timings=""
+step() {
+  if [ -n "$step_name" ]; then
+    timings+="$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")"$'\n'
+  fi
+  step_name="$1" step_start=$SECONDS
+  echo "== $1" >&2
+}
+trap 'step ""; printf "\nstep times:\n%s%5d s  in all\n" "$timings" "$SECONDS" >&2' EXIT
+
+step "installing what the tests need"
 # redis-server for every store test; libfaketime to step a store's clock in the clock tests.
 faketime_lib=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 missing=()
@@ -47,8 +60,10 @@ if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grp
   python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio
 fi
 
+step "fmt"
 cargo fmt --all -- --check
 
+step "cargo deny"
 # Supply chain (deny.toml): no duplicate crate versions in what an adopter builds, permissive
 # licenses only, crates.io only. `advisories` is not run here: it needs the RustSec
 # advisory-db cloned from GitHub, which this network cannot reach (run
@@ -59,14 +74,17 @@ if ! command -v cargo-deny >/dev/null 2>&1; then
   cargo install --locked cargo-deny
 fi
 cargo deny check bans licenses sources
+step "clippy, every target"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
+step "each feature alone"
 # Each feature builds alone, and none: no feature may lean on another by accident.
 cargo clippy --lib --no-default-features -- -D warnings
 for feature in redis axum tls tls-ring grpc jwt metrics config admin rls; do
   cargo clippy --lib --no-default-features --features "$feature" -- -D warnings
 done
 
+step "MSRV"
 # The declared minimum Rust version builds the library with every feature.
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
@@ -76,6 +94,7 @@ fi
 CARGO_TARGET_DIR=target/msrv cargo "+$msrv" check --lib --all-features --quiet
 echo "MSRV $msrv: the library builds"
 
+step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
 # docs.rs builds with nightly and --cfg docsrs (feature badges); check that build too when a
 # nightly toolchain is at hand.
@@ -86,6 +105,7 @@ if rustup run nightly rustdoc --version >/dev/null 2>&1; then
 else
   echo "no nightly toolchain: skipping the docs.rs-style build" >&2
 fi
+step "package"
 # The crate as crates.io would get it: packaged from `include` alone and built from the package
 # (the tests, benches and scripts stay in the repository). --allow-dirty only lets a developer
 # run this with uncommitted edits; CI's clone is clean.
@@ -94,6 +114,7 @@ if ! package_log=$(cargo publish --dry-run --allow-dirty 2>&1); then
   exit 1
 fi
 grep -E "Packaged" <<<"$package_log"
+step "Dockerfile build commands"
 # The Dockerfile's build command (its features, --locked), in debug to spare CI a release
 # build: the image itself is not built here (no Docker).
 docker_build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' Dockerfile)
@@ -105,5 +126,7 @@ server_build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' server/Dockerfile)
 ${server_build/ --release/}
 echo "server/Dockerfile's build command: ok"
 
+step "tests"
 cargo test --workspace --all-features --all-targets
+step "doctests"
 cargo test --workspace --all-features --doc

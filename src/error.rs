@@ -49,7 +49,9 @@ pub enum ConfigError {
     InvalidPrefix(String),
     /// An algorithm name that is not one of `fixed-window`, `sliding-window`, `sliding-log`,
     /// `token-bucket`, `gcra`.
-    #[error("unknown algorithm `{0}`: expected fixed-window, sliding-window, sliding-log, token-bucket or gcra")]
+    #[error(
+        "unknown algorithm `{0}`: expected fixed-window, sliding-window, sliding-log, token-bucket or gcra"
+    )]
     UnknownAlgorithm(String),
     /// A duration not of the form `<integer><ms|s|m|h|d>`.
     #[error("invalid duration `{0}`: expected an integer followed by ms, s, m, h or d")]
@@ -117,7 +119,9 @@ pub enum ConfigError {
     /// crypto provider and redlimit compiled in none: install one with
     /// `rustls::crypto::CryptoProvider::install_default` before building the store, or enable
     /// the `tls-ring` feature.
-    #[error("rediss:// needs a rustls crypto provider: install one with CryptoProvider::install_default before building the store, or enable redlimit's `tls-ring` feature")]
+    #[error(
+        "rediss:// needs a rustls crypto provider: install one with CryptoProvider::install_default before building the store, or enable redlimit's `tls-ring` feature"
+    )]
     NoCryptoProvider,
     /// A Redis URL or connection setting the client rejected. The text never contains
     /// credentials.

@@ -223,4 +223,4 @@ pub use key::{Key, KeyExtractor};
 pub use layer::RateLimitLayer;
 pub use lease::Lease;
 pub use limit::Limit;
-pub use policy::{Policy, MAX_LIMITS};
+pub use policy::{MAX_LIMITS, Policy};

@@ -191,7 +191,7 @@ use crate::key::Key;
 /// layer takes a handle, once per label set: by then the application's recorder is installed.
 #[cfg(feature = "metrics")]
 pub(crate) fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         DECISIONS,
         Unit::Count,

@@ -14,15 +14,15 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redlimit::store::{RedisStore, Store};
 use redlimit::{Limit, Policy};
 
 use crate::support::{
-    self, client_key, command_stats, cpu_us, redis_cpu_secs, reset_redis_stats, Table,
+    self, Table, client_key, command_stats, cpu_us, redis_cpu_secs, reset_redis_stats,
 };
 
 /// What one round of one variant measured.

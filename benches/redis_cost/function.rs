@@ -3,8 +3,8 @@
 //! call. The store does not do this (yet); the row measures what it would gain.
 
 use redlimit::__private::script_call;
-use redlimit::store::RedisStore;
 use redlimit::Policy;
+use redlimit::store::RedisStore;
 
 /// The function's name, and its library's.
 const NAME: &str = "redlimit_bench_gcra";
@@ -15,7 +15,7 @@ const NAME: &str = "redlimit_bench_gcra";
 pub(crate) fn load(
     con: &mut redis::Connection,
     policy: &Policy,
-) -> Option<impl Fn(usize) -> redis::Cmd> {
+) -> Option<impl Fn(usize) -> redis::Cmd + use<>> {
     let script = RedisStore::script_source_for(policy);
     let prelude = include_str!("../../lua/prelude.lua");
     // The prelude's statements run per call; the algorithm's function is defined once.

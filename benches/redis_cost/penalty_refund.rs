@@ -20,7 +20,7 @@ use redlimit::__private::{decode_reply, refund_call, script_call};
 use redlimit::store::{RedisStore, Refund};
 use redlimit::{Algorithm, Limit, Policy};
 
-use crate::support::{self, client_key, command_stats, redis_cpu_secs, reset_redis_stats, Table};
+use crate::support::{self, Table, client_key, command_stats, redis_cpu_secs, reset_redis_stats};
 
 const PREFIX: &str = "redlimit";
 

@@ -20,15 +20,15 @@
 //! 5) of `REDLIMIT_BENCH_ROUND_SECS` per variant (default 1).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, Value};
 use redlimit::__private::script_call;
 use redlimit::{Algorithm, Limit, Policy};
 
-use crate::support::{self, client_key, command_stats, redis_cpu_secs, reset_redis_stats, Table};
+use crate::support::{self, Table, client_key, command_stats, redis_cpu_secs, reset_redis_stats};
 
 /// The store's default prefix, so key names are those of a default setup.
 const PREFIX: &str = "redlimit";

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
+    RateLimitDescriptor, rate_limit_descriptor::Entry,
 };
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{
-    rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient, RateLimitRequest,
+    RateLimitRequest, rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient,
 };
 use tonic::transport::Channel;
 

@@ -9,8 +9,8 @@ use redlimit::key::SpecPart;
 use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 use redlimit::{Algorithm, Limit};
 
-use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::Parser;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 
 use super::flags::Cli;
 use super::layer;
@@ -272,13 +272,13 @@ fn check_stores(args: &Args) -> Result<(), String> {
 /// What `args` allows but probably should not.
 fn warnings(args: &Args) -> Vec<String> {
     let mut warnings = Vec::new();
-    if let Some(secret) = &args.jwt_secret {
-        if secret.len() < MIN_JWT_SECRET_BYTES {
-            warnings.push(format!(
-                "--jwt-secret is {} bytes: HS256 wants at least {MIN_JWT_SECRET_BYTES} random bytes",
-                secret.len()
-            ));
-        }
+    if let Some(secret) = &args.jwt_secret
+        && secret.len() < MIN_JWT_SECRET_BYTES
+    {
+        warnings.push(format!(
+            "--jwt-secret is {} bytes: HS256 wants at least {MIN_JWT_SECRET_BYTES} random bytes",
+            secret.len()
+        ));
     }
     warnings
 }
@@ -595,8 +595,10 @@ pub(super) mod tests {
             Some("0123456789abcdef0123456789abcdef")
         );
         assert_eq!(args.redis.as_deref(), Some("redis://:pw@127.0.0.1:7000"));
-        assert!(error(&["--admin-token", "t", "--admin-token-file", &token])
-            .contains("give only one of --admin-token and --admin-token-file"));
+        assert!(
+            error(&["--admin-token", "t", "--admin-token-file", &token])
+                .contains("give only one of --admin-token and --admin-token-file")
+        );
         let spaced = file("spaced", "a b\n");
         let message = error(&["--admin-bind", "127.0.0.1:0", "--admin-token-file", &spaced]);
         assert!(message.starts_with("--admin-token-file:"), "{message}");
@@ -707,7 +709,7 @@ pub(super) mod tests {
         assert_eq!(args.limits.len(), 3);
         let positions: Vec<usize> = args.limit_keys.iter().map(|(p, _)| *p).collect();
         assert_eq!(positions, [0, 1]);
-        assert_eq!(args.limit_keys[1].1 .0.len(), 2);
+        assert_eq!(args.limit_keys[1].1.0.len(), 2);
     }
 
     #[test]
@@ -753,8 +755,10 @@ pub(super) mod tests {
 
     #[test]
     fn bad_on_store_error() {
-        assert!(error(&["--on-store-error", "maybe"])
-            .starts_with("--on-store-error: unknown store-error mode"));
+        assert!(
+            error(&["--on-store-error", "maybe"])
+                .starts_with("--on-store-error: unknown store-error mode")
+        );
         for bad in ["closed:2", "open:1", "locals:2", "Local:2"] {
             let message = error(&["--on-store-error", bad]);
             assert!(
@@ -830,8 +834,10 @@ pub(super) mod tests {
             error(&["--redis", "redis://a:1", "--redis-cluster", "redis://b:1"])
                 .contains("only one")
         );
-        assert!(error(&["--redis-cluster", "redis://a:1,,redis://b:1"])
-            .starts_with("--redis-cluster: "));
+        assert!(
+            error(&["--redis-cluster", "redis://a:1,,redis://b:1"])
+                .starts_with("--redis-cluster: ")
+        );
     }
 
     #[test]

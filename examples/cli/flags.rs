@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, CommandFactory, Parser};
-use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 use redlimit::Algorithm;
+use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 
 use super::args::{self, KeySpec, Urls};
 

@@ -259,13 +259,17 @@ mod tests {
         let bad_url = parse(&["--redis", "http://127.0.0.1:6379"]).unwrap();
         assert!(build_layer(&bad_url).unwrap_err().starts_with("--redis: "));
         let bad_prefix = parse(&["--redis", "redis://127.0.0.1:6379", "--prefix", "a b"]).unwrap();
-        assert!(build_layer(&bad_prefix)
-            .unwrap_err()
-            .contains("invalid key prefix"));
+        assert!(
+            build_layer(&bad_prefix)
+                .unwrap_err()
+                .contains("invalid key prefix")
+        );
         let seventeen: Vec<&str> = ["--limit", "1/1s"].repeat(17);
         let too_many = parse(&seventeen).unwrap();
-        assert!(build_layer(&too_many)
-            .unwrap_err()
-            .contains("more than 16 limits"));
+        assert!(
+            build_layer(&too_many)
+                .unwrap_err()
+                .contains("more than 16 limits")
+        );
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// Installs the Prometheus recorder as the process's recorder, with the library's histogram

@@ -1,9 +1,9 @@
 //! The debug listener (`DEBUG_PORT`, 6070): `GET /rlconfig`, the config as loaded, in the Go
 //! service's text form.
 
+use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use axum::Router;
 use redlimit::rls::RateLimitService;
 
 /// `/rlconfig`.

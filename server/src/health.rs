@@ -4,14 +4,14 @@
 //! load balancer stops sending before the listeners drain). Served as `GET /healthcheck` and as
 //! the gRPC health service (`grpc.health.v1.Health`, service names `""` and `ratelimit`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redlimit::store::Store;
 use redlimit::{Key, Limit, Policy};
-use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
 
 /// The gRPC health service name the Go service registers.
 const SERVICE_NAME: &str = "ratelimit";

@@ -1,12 +1,12 @@
 //! The HTTP listener (`PORT`, 8080): `GET /healthcheck` and `POST /json`, as
 //! envoyproxy/ratelimit serves them.
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use redlimit::rls::RateLimitService;
 
 use crate::health::Health;

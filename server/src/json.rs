@@ -8,15 +8,15 @@
 
 use prost_types::Duration;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::{Entry, RateLimitOverride},
     RateLimitDescriptor,
+    rate_limit_descriptor::{Entry, RateLimitOverride},
+};
+use redlimit::rls::proto::envoy::service::ratelimit::v3::{
+    RateLimitRequest, RateLimitResponse,
+    rate_limit_response::{Code, DescriptorStatus, RateLimit, rate_limit::Unit},
 };
 use redlimit::rls::proto::envoy::r#type::v3::RateLimitUnit;
-use redlimit::rls::proto::envoy::service::ratelimit::v3::{
-    rate_limit_response::{rate_limit::Unit, Code, DescriptorStatus, RateLimit},
-    RateLimitRequest, RateLimitResponse,
-};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Why a body is not a `RateLimitRequest`.
 pub(crate) type JsonError = String;
@@ -57,7 +57,7 @@ fn descriptor(value: &Value, index: usize) -> Result<RateLimitDescriptor, JsonEr
                             "key" => e.key = string(value, "key")?,
                             "value" => e.value = string(value, "value")?,
                             other => {
-                                return Err(format!("unknown field `{other}` in {at}.entries"))
+                                return Err(format!("unknown field `{other}` in {at}.entries"));
                             }
                         }
                     }

@@ -32,9 +32,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use redlimit::rls::config::RlsConfig;
 use redlimit::rls::LimitHeaders;
 use redlimit::rls::RateLimitService;
+use redlimit::rls::config::RlsConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

@@ -206,13 +206,17 @@ mod tests {
     #[test]
     fn malformed_urls_are_refused_with_the_variable_named() {
         let s = settings(&["--redis-socket-type", "tcp", "--redis-url", "nohostport"]);
-        assert!(single_url(&s, &Secrets::default())
-            .unwrap_err()
-            .starts_with("REDIS_URL"));
+        assert!(
+            single_url(&s, &Secrets::default())
+                .unwrap_err()
+                .starts_with("REDIS_URL")
+        );
         let s = settings(&["--redis-type", "sentinel", "--redis-url", "mymaster"]);
-        assert!(builder(&s, &Secrets::default())
-            .unwrap_err()
-            .contains("no Sentinel"));
+        assert!(
+            builder(&s, &Secrets::default())
+                .unwrap_err()
+                .contains("no Sentinel")
+        );
         let s = settings(&["--redis-type", "cluster", "--redis-url", "a:1,,b:2"]);
         assert!(builder(&s, &Secrets::default()).is_err());
     }

@@ -13,8 +13,8 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use redlimit::rls::config::{RlsConfig, RlsConfigError};
 use redlimit::rls::RateLimitService;
+use redlimit::rls::config::{RlsConfig, RlsConfigError};
 
 use crate::health::Health;
 
@@ -41,20 +41,23 @@ impl ConfigDir {
     fn fingerprint(&self) -> u64 {
         let mut hasher = DefaultHasher::new();
         std::fs::read_link(&self.root).ok().hash(&mut hasher);
-        if let Ok(entries) = std::fs::read_dir(&self.dir) {
-            let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-            entries.sort_by_key(std::fs::DirEntry::file_name);
-            for entry in entries {
-                let path = entry.path();
-                entry.file_name().hash(&mut hasher);
-                std::fs::read_link(&path).ok().hash(&mut hasher);
-                if let Ok(meta) = std::fs::metadata(&path) {
-                    meta.len().hash(&mut hasher);
-                    meta.modified().ok().hash(&mut hasher);
+        match std::fs::read_dir(&self.dir) {
+            Ok(entries) => {
+                let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+                entries.sort_by_key(std::fs::DirEntry::file_name);
+                for entry in entries {
+                    let path = entry.path();
+                    entry.file_name().hash(&mut hasher);
+                    std::fs::read_link(&path).ok().hash(&mut hasher);
+                    if let Ok(meta) = std::fs::metadata(&path) {
+                        meta.len().hash(&mut hasher);
+                        meta.modified().ok().hash(&mut hasher);
+                    }
                 }
             }
-        } else {
-            "no directory".hash(&mut hasher);
+            _ => {
+                "no directory".hash(&mut hasher);
+            }
         }
         hasher.finish()
     }

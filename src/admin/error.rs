@@ -1,10 +1,10 @@
 //! Every answer the admin endpoints give instead of a result: a status and a JSON body naming
 //! the error with a stable code.
 
-use axum::response::{IntoResponse, Response};
 use axum::Json;
-use http::header::{HeaderValue, WWW_AUTHENTICATE};
+use axum::response::{IntoResponse, Response};
 use http::StatusCode;
+use http::header::{HeaderValue, WWW_AUTHENTICATE};
 use serde::Serialize;
 
 use crate::error::{ConfigError, StoreError};

@@ -87,7 +87,7 @@ mod token;
 pub use error::AdminError;
 pub use token::AdminToken;
 
-use axum::{middleware, Router};
+use axum::{Router, middleware};
 
 use crate::layer::Handle;
 

@@ -1,8 +1,8 @@
 //! What an admin path names: a policy, and a key given by its stored text
 //! (`ip%3A203.0.113.7`) or as the operator knows the client (`header:x-api-key=sk_live_123`).
 
-use axum::response::{IntoResponse, Response};
 use axum::Json;
+use axum::response::{IntoResponse, Response};
 use http::{StatusCode, Uri};
 use serde::Serialize;
 

@@ -8,7 +8,7 @@
 //! store can foresee, so a client is told to try again within a second rather than wait out
 //! a lease timeout sized for the slowest request.
 
-use super::{span, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, span};
 
 /// The longest `retry` a denial reports (1 s, the least `Retry-After` can say).
 pub(crate) const RETRY_CAP_US: u64 = 1_000_000;

@@ -1,6 +1,6 @@
 //! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
 
-use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, span, window_end};
 
 /// The count of the window the key last saw, and when that window ends (Unix µs).
 ///

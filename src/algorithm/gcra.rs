@@ -9,7 +9,7 @@
 //! `T` (`ceil(backlog · T_new / T_old)`, in doubles as the Lua script computes it) and the
 //! units used are kept: 90 used of 100 leaves 910 of 1000.
 
-use super::{emission_interval, span, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, emission_interval, span};
 
 /// The stored TAT (µs) and the emission interval `T` it was computed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

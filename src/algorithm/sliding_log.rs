@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use super::{span, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, span};
 
 /// The sliding log in the table: a per-key algorithm, its state the key's [`Log`].
 pub(crate) struct SlidingLog;

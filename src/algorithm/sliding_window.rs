@@ -3,7 +3,7 @@
 //! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
-use super::{span, window_end, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, span, window_end};
 
 /// The counts of the key's last window and the one before it, and when that window ends
 /// (Unix µs).

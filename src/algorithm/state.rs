@@ -2,9 +2,9 @@
 //! store per key and policy, local-first mode as its view of the fleet. Generated from the
 //! table in `mod.rs`, so that no store names every algorithm.
 
+use super::State;
 use super::concurrency::Leases;
 use super::sliding_log::Log;
-use super::State;
 
 /// Writes the table (`TABLE`) and [`State`] from the rows `Variant => Type`: `Variant` of
 /// `Algorithm`, `Type` its [`RateAlgorithm`](super::RateAlgorithm).

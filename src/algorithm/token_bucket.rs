@@ -4,7 +4,7 @@
 //! the stored state is exact integers. A `last` in the future (the clock stepped back) is
 //! clamped to now, so refilling resumes at once.
 
-use super::{emission_interval, span, Eval, PerKey, RateAlgorithm, Step};
+use super::{Eval, PerKey, RateAlgorithm, Step, emission_interval, span};
 
 /// The tokens missing from the bucket (`used`) as of `last` (µs), when the latest token
 /// arrived or the bucket filled. Missing tokens, not tokens left, so that a changed limit

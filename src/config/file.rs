@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::ConfigError;
-use crate::key::{parse_spec_with, ClientIp, KeyExtractor, PeerIp, PerLimit};
+use crate::key::{ClientIp, KeyExtractor, PeerIp, PerLimit, parse_spec_with};
 use crate::layer::{Rule, Shadow};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
@@ -462,11 +462,15 @@ mod tests {
 
     #[test]
     fn a_valid_file() {
-        let text = format!("{API}[[route]]\nroute = \"POST /x\"\npolicy = \"api\"\nkey = \"route+ip\"\n[default]\npolicy = \"api\"\nkey = \"global\"\n");
+        let text = format!(
+            "{API}[[route]]\nroute = \"POST /x\"\npolicy = \"api\"\nkey = \"route+ip\"\n[default]\npolicy = \"api\"\nkey = \"global\"\n"
+        );
         let file = ConfigFile::parse(&text).unwrap();
         assert_eq!(file.routes.len(), 1);
         assert!(file.default.is_some());
-        let shadowed = format!("[client_ip]\ntrusted_proxies = [\"10.0.0.0/8\"]\nipv6_prefix = 56\n{API}[default]\npolicy = \"api\"\nkey = \"ip\"\nshadow = \"on-with-headers\"\n");
+        let shadowed = format!(
+            "[client_ip]\ntrusted_proxies = [\"10.0.0.0/8\"]\nipv6_prefix = 56\n{API}[default]\npolicy = \"api\"\nkey = \"ip\"\nshadow = \"on-with-headers\"\n"
+        );
         let file = ConfigFile::parse(&shadowed).unwrap();
         let debug = format!("{:?}", file.default.unwrap());
         assert!(debug.contains("shadow: Some(OnWithHeaders)"), "{debug}");

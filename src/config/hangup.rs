@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use super::reload::Reloader;

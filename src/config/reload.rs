@@ -1,8 +1,8 @@
 //! The reloader: puts a config file's rules in force through a layer's handle.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::file::ConfigFile;
 use super::watch::Watcher;

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use http::header::HeaderName;
 
-use super::spec::{spec_parts, SpecPart};
+use super::spec::{SpecPart, spec_parts};
 use crate::error::ConfigError;
 
 /// At most this many parts (`route=..&ip=..`) in one name.

@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use http::header::{HeaderName, FORWARDED};
+use http::header::{FORWARDED, HeaderName};
 use http::request::Parts;
 
 use super::forwarded;

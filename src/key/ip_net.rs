@@ -159,9 +159,11 @@ mod tests {
             assert!(IpRanges::parse([bad]).is_err(), "{bad}");
         }
         // Host bits are dropped rather than refused.
-        assert!(IpRanges::parse(["10.1.2.3/8"])
-            .unwrap()
-            .contains(ip("10.200.0.1")));
+        assert!(
+            IpRanges::parse(["10.1.2.3/8"])
+                .unwrap()
+                .contains(ip("10.200.0.1"))
+        );
     }
 
     #[test]

@@ -69,11 +69,11 @@ pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
 pub use per_limit::PerLimit;
 pub use query::Query;
-pub(crate) use route::matched_route;
 pub use route::Route;
+pub(crate) use route::matched_route;
 #[cfg(feature = "config")]
 pub(crate) use spec::parse_spec_with;
-pub use spec::{parse_spec, spec_parts, SpecPart};
+pub use spec::{SpecPart, parse_spec, spec_parts};
 pub use subject::{AuthenticatedSubject, Subject, VerifiedSubject};
 
 use http::request::Parts;

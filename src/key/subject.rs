@@ -1,7 +1,7 @@
 //! The authenticated user, as an upstream auth layer recorded it in the request's extensions.
 
-use http::request::Parts;
 use http::Extensions;
+use http::request::Parts;
 
 use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 

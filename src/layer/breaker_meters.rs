@@ -7,9 +7,9 @@
 //! from the recorder installed by that time); a breaker that never tripped adds nothing.
 
 #[cfg(feature = "metrics")]
-use std::sync::atomic::{AtomicU8, Ordering};
-#[cfg(feature = "metrics")]
 use std::sync::OnceLock;
+#[cfg(feature = "metrics")]
+use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(feature = "metrics")]
 use metrics::{Counter, Gauge};

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::Response;
+use http::request::Parts;
 
 use super::breakers::Breakers;
 use super::config::Config;

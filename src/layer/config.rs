@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::Response;
+use http::request::Parts;
 
 use super::breakers::Breakers;
 use super::deny_cache::DEFAULT_DENY_CACHE;
-use super::in_flight::{InFlight, DEFAULT_MAX_STORE_CALLS};
+use super::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use super::refund::RefundFn;
 use super::rule::Rule;
 use super::settings::CircuitBreaker;

@@ -221,16 +221,17 @@ impl DenyCache {
         };
         let until = asked + retry;
         let mut map = shard.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = map.get_mut(&hash) {
-            if entry.rule == rule && entry.key == *key {
-                // The same gate: requests waiting on it find this denial.
-                entry.decision = decision.clone();
-                entry.cost = cost;
-                entry.asked = asked;
-                entry.until = until;
-                entry.stamp = stamp;
-                return;
-            }
+        if let Some(entry) = map.get_mut(&hash)
+            && entry.rule == rule
+            && entry.key == *key
+        {
+            // The same gate: requests waiting on it find this denial.
+            entry.decision = decision.clone();
+            entry.cost = cost;
+            entry.asked = asked;
+            entry.until = until;
+            entry.stamp = stamp;
+            return;
         }
         let entry = Entry {
             rule,

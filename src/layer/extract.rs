@@ -3,8 +3,8 @@
 use std::convert::Infallible;
 
 use axum::extract::{FromRequestParts, OptionalFromRequestParts};
-use http::request::Parts;
 use http::StatusCode;
+use http::request::Parts;
 
 use crate::decision::Decision;
 

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -107,7 +107,7 @@ where
                 inner: Some(inner),
             },
             Start::Decided(verdict) => {
-                return ResponseFuture::decided(verdict, &mut inner, request)
+                return ResponseFuture::decided(verdict, &mut inner, request);
             }
             Start::Unlimited => return ResponseFuture::unlimited(&mut inner, request),
         };

@@ -5,7 +5,7 @@
 //! in `grpc-status-details-bin`.
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use http::request::Parts;
 use http::{Response, StatusCode};
 
@@ -47,11 +47,7 @@ impl Framing {
                     .split(|&b| b == b',')
                     .any(|range| family(essence_of(range), b"application/grpc-web-text"))
             });
-            if text {
-                Framing::WebText
-            } else {
-                Framing::Web
-            }
+            if text { Framing::WebText } else { Framing::Web }
         } else if family(content_type, b"application/grpc") {
             Framing::Grpc
         } else {

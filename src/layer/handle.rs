@@ -5,10 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use super::MissingKey;
 use super::decide::Decider;
 use super::layer::Shared;
 use super::rule::Rule;
-use super::MissingKey;
 use crate::error::{ConfigError, StoreError};
 use crate::key::{ClientName, Key, KeyExtractor, PeerIp};
 use crate::policy::Policy;
@@ -208,7 +208,7 @@ impl Handle {
         &self,
         policy: &Policy,
         key: &Key,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static + use<> {
         let decider = self.decider();
         let reset = powers::reset(&*decider.config.store, policy, key);
         let (name, key) = (policy.name_arc(), key.clone());
@@ -249,7 +249,7 @@ impl Handle {
         policy: &Policy,
         key: &Key,
         value: Override,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static + use<> {
         let decider = self.decider();
         let set = powers::set_override(&*decider.config.store, policy, key, value);
         let (name, key) = (policy.name_arc(), key.clone());
@@ -296,7 +296,7 @@ impl Handle {
         &self,
         policy: &Policy,
         key: &Key,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'static {
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'static + use<> {
         let decider = self.decider();
         let remove = powers::remove_override(&*decider.config.store, policy, key);
         let (name, key) = (policy.name_arc(), key.clone());
@@ -312,7 +312,7 @@ impl Handle {
 mod powers {
     use crate::key::Key;
     use crate::policy::Policy;
-    use crate::store::{unsupported, KeyState, Override, Store, StoreFuture};
+    use crate::store::{KeyState, Override, Store, StoreFuture, unsupported};
 
     pub(super) fn inspect(store: &dyn Store, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
         match store.admin() {

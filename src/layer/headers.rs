@@ -116,12 +116,11 @@ fn number(n: u64, slot: Slot) -> HeaderValue {
             100..=999 => (190 + 3 * (small as usize - 100), 3),
             _ => (0, 0),
         };
-        if len > 0 {
-            if let Ok(value) =
+        if len > 0
+            && let Ok(value) =
                 HeaderValue::from_maybe_shared(Bytes::from_static(&SMALL[start..start + len]))
-            {
-                return value;
-            }
+        {
+            return value;
         }
     }
     if matches!(slot, Slot::Other) {

@@ -1,8 +1,8 @@
 //! The bound on a layer's store calls in flight: past it, requests are decided in memory
 //! instead of queueing behind the store, so a flood cannot push every call past its deadline.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The default bound on store calls in flight per layer: far above what a healthy Redis
 /// needs (at 100 µs a call, 256 calls in flight carry 2.5 million decisions a second), far

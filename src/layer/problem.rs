@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 
 use crate::decision::Decision;
@@ -136,9 +136,11 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{text:?} wrote {written}: {e}"));
             assert_eq!(parsed, text);
             // One JSON value: an attempt to close the string and add members stays a string.
-            assert!(serde_json::from_str::<serde_json::Value>(&written)
-                .unwrap()
-                .is_string());
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&written)
+                    .unwrap()
+                    .is_string()
+            );
         }
         assert_eq!(string("a\"b\\c\n\u{1}"), r#""a\"b\\c\n\u0001""#);
     }

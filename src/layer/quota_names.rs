@@ -43,8 +43,8 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::layer::render_headers;
     use crate::layer::HeaderStyle;
+    use crate::layer::render_headers;
     use crate::{Limit, LimitState, Policy};
 
     fn names(decision: &Decision) -> Vec<String> {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::response::Parts;
 use http::Response;
+use http::response::Parts;
 
 use crate::decision::Decision;
 use crate::key::Key;

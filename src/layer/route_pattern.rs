@@ -1,7 +1,7 @@
 //! Which requests a route rule applies to: `[METHOD] PATH`.
 
-use http::request::Parts;
 use http::Method;
+use http::request::Parts;
 
 use crate::error::ConfigError;
 use crate::key::matched_route;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::LimitHeaders;
 use super::config::RlsConfig;
 use super::service::{Inner, RateLimitService};
-use super::LimitHeaders;
 use crate::layer::breakers::Breakers;
 use crate::layer::{CircuitBreaker, HeaderStyle};
 use crate::store::Store;

@@ -6,10 +6,10 @@ use super::plan::{Plan, Resolved};
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use super::run::Evaluated;
-use crate::layer::headers::{
-    ceil_secs, IetfFields, POLICY, RATELIMIT, X_LIMIT, X_REMAINING, X_RESET,
-};
 use crate::layer::HeaderStyle;
+use crate::layer::headers::{
+    IetfFields, POLICY, RATELIMIT, X_LIMIT, X_REMAINING, X_RESET, ceil_secs,
+};
 
 fn header(name: &http::HeaderName, value: String) -> HeaderValue {
     HeaderValue {

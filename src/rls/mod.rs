@@ -86,8 +86,8 @@ mod service;
 mod stats;
 
 pub use builder::{
-    RateLimitServiceBuilder, DEFAULT_MAX_DESCRIPTORS, DEFAULT_NEAR_LIMIT_RATIO,
-    DEFAULT_RLS_DEADLINE,
+    DEFAULT_MAX_DESCRIPTORS, DEFAULT_NEAR_LIMIT_RATIO, DEFAULT_RLS_DEADLINE,
+    RateLimitServiceBuilder,
 };
 pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;

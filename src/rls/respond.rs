@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use super::headers::render;
 use super::plan::{Counter, Mode, Plan, Resolved};
+use super::proto::envoy::service::ratelimit::v3::RateLimitResponse;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, RateLimit,
 };
-use super::proto::envoy::service::ratelimit::v3::RateLimitResponse;
-use super::run::{is_over, Evaluated};
+use super::run::{Evaluated, is_over};
 use super::stats;
 use crate::layer::HeaderStyle;
 

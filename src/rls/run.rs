@@ -25,7 +25,7 @@ use crate::key::Key;
 use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::breakers::Breakers;
 use crate::limit::Algorithm;
-use crate::policy::{Policy, MAX_LIMITS};
+use crate::policy::{MAX_LIMITS, Policy};
 use crate::store::{Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
@@ -241,17 +241,17 @@ impl Runner<'_> {
         };
         let store = Arc::clone(self.store);
         tokio::spawn(async move {
-            if let Some(refunds) = store.refunds() {
-                if let Err(error) = refunds.refund(&charge.policy, &charge.key, refund).await {
-                    tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
-                }
+            if let Some(refunds) = store.refunds()
+                && let Err(error) = refunds.refund(&charge.policy, &charge.key, refund).await
+            {
+                tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
             }
         });
     }
 }
 
 /// The counters of descriptor `d`.
-fn counters_of(plan: &Plan, d: usize) -> impl Iterator<Item = usize> {
+fn counters_of(plan: &Plan, d: usize) -> impl Iterator<Item = usize> + use<> {
     match plan.descriptors.get(d) {
         Some(Resolved::Limited { first, len, .. }) => *first..first + len,
         _ => 0..0,

@@ -7,6 +7,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tonic::{Request, Response, Status};
 
+use super::LimitHeaders;
+use super::RateLimitServiceBuilder;
 use super::config::RlsConfig;
 use super::plan::plan;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
@@ -16,10 +18,8 @@ use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitRes
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
 use super::stats;
-use super::LimitHeaders;
-use super::RateLimitServiceBuilder;
-use crate::layer::breakers::Breakers;
 use crate::layer::HeaderStyle;
+use crate::layer::breakers::Breakers;
 use crate::store::Store;
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a

@@ -47,16 +47,16 @@ pub(crate) use self::redis::{decode_reply, refund_call, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::local_first::{
-    LocalFirstStore, LocalFirstStoreBuilder, DEFAULT_LOCAL_AFTER, DEFAULT_MARKS,
-    DEFAULT_SYNC_INTERVAL,
+    DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL, LocalFirstStore,
+    LocalFirstStoreBuilder,
 };
 #[cfg(feature = "redis")]
 pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use admin::Admin;
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub(crate) use future::unsupported;
 pub use future::StoreFuture;
+pub(crate) use future::unsupported;
 pub use key_state::KeyState;
 pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder};

@@ -5,8 +5,8 @@
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use indexmap::IndexMap;
+use indexmap::map::raw_entry_v1::{RawEntryApiV1, RawEntryMut};
 use smallvec::SmallVec;
 
 use crate::key::Key;

@@ -49,10 +49,10 @@ impl Rules {
         if exp + leeway < now {
             return Err(JwtError::Expired);
         }
-        if let Some(nbf) = date(claims, "nbf")? {
-            if nbf - leeway > now {
-                return Err(JwtError::NotYetValid);
-            }
+        if let Some(nbf) = date(claims, "nbf")?
+            && nbf - leeway > now
+        {
+            return Err(JwtError::NotYetValid);
         }
         if !self.issuers.is_empty() {
             match claims.get("iss") {

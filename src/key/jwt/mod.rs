@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::subject::claim_key;
 use super::{ClientPart, ClientSpec, Key, KeyExtractor};
 use crate::error::ConfigError;
-use claims::{Rules, MAX_LEEWAY};
+use claims::{MAX_LEEWAY, Rules};
 
 pub use self::hmac::{HmacAlgorithm, HmacVerifier};
 pub use error::JwtError;

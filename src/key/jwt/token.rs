@@ -1,8 +1,8 @@
 //! A compact JWS (RFC 7515 §7.1) taken apart, bounded before any decoding: header, signing
 //! input, signature; the claims only once the signature is verified.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Map, Value};
 
 use super::{JwtError, JwtHeader, JwtVerifier};

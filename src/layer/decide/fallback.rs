@@ -88,10 +88,10 @@ impl Decider {
 mod tests {
     use http::StatusCode;
 
-    use super::super::testing::{
-        decider, keyed, parts, policy, proceeds, responds, with_key, TestStore,
-    };
     use super::super::Pending;
+    use super::super::testing::{
+        TestStore, decider, keyed, parts, policy, proceeds, responds, with_key,
+    };
     use crate::decision::DecisionSource;
     use crate::error::StoreError;
     use crate::layer::OnStoreError;

@@ -2,8 +2,8 @@
 //! through or answers it. A server that records no peer address is misconfigured, and by
 //! default says so: `500` (gRPC `INTERNAL`) with a [`KeyMissing`], an `error` log and a count.
 
-use http::request::Parts;
 use http::StatusCode;
+use http::request::Parts;
 
 use super::{Decider, Start, Verdict};
 use crate::key::{Key, KeyExtractor, PeerIp};
@@ -98,8 +98,8 @@ mod tests {
 
     use http::StatusCode;
 
-    use super::super::testing::{decider, keyed, name, parts, policy, proceeds, responds};
     use super::super::Start;
+    use super::super::testing::{decider, keyed, name, parts, policy, proceeds, responds};
     use crate::layer::{KeyMissing, MissingKey, RejectBody, Shadow};
     use crate::store::MemoryStore;
 

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::request::Parts;
 use http::Response;
+use http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decision::Decision;
@@ -195,7 +195,7 @@ impl Decider {
             }) {
             Lookup::Miss => None,
             Lookup::Hit(denial) => {
-                return Start::Decided(self.decided(rule_id, &key, denial, grpc, None))
+                return Start::Decided(self.decided(rule_id, &key, denial, grpc, None));
             }
             Lookup::Refresh(turn) => Some(turn),
             Lookup::Wait(gate) => {
@@ -339,8 +339,8 @@ fn still_stands(store: &dyn Store, policy: &Policy, key: &Key, cached: Stamp) ->
 mod tests {
     use http::request::Parts;
 
-    use super::testing::{decider, keyed, name, parts, policy, proceeds, with_key};
     use super::Start;
+    use super::testing::{decider, keyed, name, parts, policy, proceeds, with_key};
     use crate::key::Header;
     use crate::layer::{RateLimitLayer, Rule};
     use crate::store::MemoryStore;

@@ -2,7 +2,7 @@
 //! fail closed (503 or gRPC `UNAVAILABLE`, never 429).
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 
 use super::Decider;
@@ -96,11 +96,13 @@ mod tests {
         assert_eq!(response.headers()["x-ratelimit-limit"], "1");
         assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
         assert!(response.headers().contains_key("retry-after"));
-        assert!(!response
-            .extensions()
-            .get::<Decision>()
-            .unwrap()
-            .is_allowed());
+        assert!(
+            !response
+                .extensions()
+                .get::<Decision>()
+                .unwrap()
+                .is_allowed()
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Decider, Pending, Verdict, LOST_AFTER, PROBE_DEADLINES};
+use super::{Decider, LOST_AFTER, PROBE_DEADLINES, Pending, Verdict};
 use crate::decision::{Decision, DecisionSource};
 use crate::error::StoreError;
 use crate::key::Key;
@@ -59,10 +59,11 @@ impl Decider {
         }
         // Only a store that waits can be late: what it admits is mirrored into the fallback,
         // which then knows this instance's spending when a later call misses its deadline.
-        if let Ok(decision) = &outcome {
-            if decision.is_allowed() && decision.source() == DecisionSource::Store {
-                self.local.mirror(pending.rule, &pending.key, pending.cost);
-            }
+        if let Ok(decision) = &outcome
+            && decision.is_allowed()
+            && decision.source() == DecisionSource::Store
+        {
+            self.local.mirror(pending.rule, &pending.key, pending.cost);
         }
         if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
             self.deny_cache.insert(
@@ -105,16 +106,16 @@ impl Decider {
                     if let (Ok(_), Some(asked)) = (&outcome, asked) {
                         latency.record(asked.elapsed());
                     }
-                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of) {
-                        if let Some(lease) = decision.lease() {
-                            drop(HeldLease::new(
-                                LeaseStore::Shared(store),
-                                policy,
-                                key,
-                                lease,
-                                LeaseMeter::uncounted(),
-                            ));
-                        }
+                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of)
+                        && let Some(lease) = decision.lease()
+                    {
+                        drop(HeldLease::new(
+                            LeaseStore::Shared(store),
+                            policy,
+                            key,
+                            lease,
+                            LeaseMeter::uncounted(),
+                        ));
                     }
                     drop(permit);
                 });
@@ -264,7 +265,7 @@ mod tests {
 
     use http::StatusCode;
 
-    use super::super::testing::{decider, keyed, policy, proceeds, responds, with_key, TestStore};
+    use super::super::testing::{TestStore, decider, keyed, policy, proceeds, responds, with_key};
     use super::super::{Start, Verdict};
     use crate::decision::DecisionSource;
     use crate::layer::{OnStoreError, Shadow};

@@ -1,8 +1,8 @@
 //! What the decider's unit tests share: a memory store that can answer later or fail, layers
 //! over it, and requests.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::request::Parts;

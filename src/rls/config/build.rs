@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::error::{Place, RlsConfigError};
-use super::limit::{parse_algorithm, RlsLimit};
+use super::limit::{RlsLimit, parse_algorithm};
 use super::matching::{Children, DescriptorNode};
 use super::rule::{Level, RlsRule};
 use super::unit::Unit;
@@ -389,7 +389,7 @@ fn read_limit(
                     n,
                     &multiplier_path,
                     "unit_multiplier must be at least 1",
-                ))
+                ));
             }
             m => m,
         },

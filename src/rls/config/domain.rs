@@ -77,11 +77,13 @@ impl RlsDomain {
     /// ```
     pub fn rules(&self) -> impl Iterator<Item = &RlsRule> {
         let mut stack: Vec<&DescriptorNode> = self.root.nodes.values().rev().collect();
-        std::iter::from_fn(move || loop {
-            let node = stack.pop()?;
-            stack.extend(node.children.nodes.values().rev());
-            if let Some(rule) = &node.rule {
-                return Some(rule);
+        std::iter::from_fn(move || {
+            loop {
+                let node = stack.pop()?;
+                stack.extend(node.children.nodes.values().rev());
+                if let Some(rule) = &node.rule {
+                    return Some(rule);
+                }
             }
         })
     }

@@ -142,7 +142,9 @@ pub enum RlsConfigError {
         value: String,
     },
     /// A value of the wrong type for its key (Go: `cannot unmarshal !!str into uint32`).
-    #[error("{file}: {at}: error loading config file: cannot unmarshal {found} `{value}` into {expected}")]
+    #[error(
+        "{file}: {at}: error loading config file: cannot unmarshal {found} `{value}` into {expected}"
+    )]
     WrongType {
         /// The file.
         file: String,
@@ -222,7 +224,9 @@ pub enum RlsConfigError {
         at: Place,
     },
     /// `share_threshold: true` on a descriptor whose key and value have no `*`.
-    #[error("{file}: {at}: share_threshold can only be used with wildcard values (containing '*'), but found key '{key}'")]
+    #[error(
+        "{file}: {at}: share_threshold can only be used with wildcard values (containing '*'), but found key '{key}'"
+    )]
     ShareThresholdWithoutWildcard {
         /// The file.
         file: String,

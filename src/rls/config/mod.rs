@@ -52,10 +52,10 @@ use indexmap::IndexMap;
 pub use domain::RlsDomain;
 pub use error::{Place, RlsConfigError};
 pub use limit::RlsLimit;
-pub use rule::{override_stats_key, RlsRule};
+pub use rule::{RlsRule, override_stats_key};
 pub use unit::{Unit, UnknownUnit};
 
-use build::{get, load_descriptors, Ctx};
+use build::{Ctx, get, load_descriptors};
 use matching::Children;
 
 /// Every domain of a configuration, immutable once built; cloning is cheap (one `Arc`).

@@ -119,7 +119,7 @@ fn walk_map(
                     file: file.to_owned(),
                     at: Place::new(key.line, key.column, path),
                     key: go_display(key),
-                })
+                });
             }
         };
         let known = match context {

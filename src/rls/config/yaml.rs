@@ -203,7 +203,7 @@ impl<'a> Builder<'a> {
                     _ => {
                         return Err(
                             self.error("map merge requires map or sequence of maps as the value")
-                        )
+                        );
                     }
                 };
                 for source in sources {
@@ -252,14 +252,14 @@ pub(crate) fn resolve(text: &str) -> Scalar {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Scalar::Null,
         "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => {
-            return Scalar::Bool(true)
+            return Scalar::Bool(true);
         }
         "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False" | "FALSE" => {
-            return Scalar::Bool(false)
+            return Scalar::Bool(false);
         }
         ".nan" | ".NaN" | ".NAN" => return Scalar::Float(f64::NAN),
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
-            return Scalar::Float(f64::INFINITY)
+            return Scalar::Float(f64::INFINITY);
         }
         "-.inf" | "-.Inf" | "-.INF" => return Scalar::Float(f64::NEG_INFINITY),
         _ => {}
@@ -279,10 +279,10 @@ pub(crate) fn resolve(text: &str) -> Scalar {
                     return Scalar::Uint(u);
                 }
             }
-            if yaml_style_float(&plain) {
-                if let Ok(f) = plain.parse::<f64>() {
-                    return Scalar::Float(f);
-                }
+            if yaml_style_float(&plain)
+                && let Ok(f) = plain.parse::<f64>()
+            {
+                return Scalar::Float(f);
             }
             let (negative, digits) = match plain.strip_prefix("-0b") {
                 Some(d) => (true, Some(d)),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::settings::Settings;
-use super::{task, LocalFirstStore, Shared};
+use super::{LocalFirstStore, Shared, task};
 use crate::error::ConfigError;
 use crate::store::{Clock, RedisStore, SystemClock};
 

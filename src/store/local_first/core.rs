@@ -2,16 +2,16 @@
 //! and both ends of a sync (what to send, and how to take the answer). The background task
 //! (`task.rs`) and the simulation (`benches/local_first_sim.rs`) drive the same code.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::shard::ShardedMap;
 use crate::store::Clock;
+use crate::store::shard::ShardedMap;
 
 /// One key's part of a sync: who counted, how much in all, and the limits to answer for.
 #[derive(Debug, Clone)]

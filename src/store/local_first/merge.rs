@@ -12,7 +12,7 @@ use super::core::SyncItem;
 use super::entry::FleetReply;
 use super::view::{self, Fleet};
 use crate::algorithm::{
-    emission_interval, fixed_window, gcra, sliding_window, token_bucket, PerKey, State,
+    PerKey, State, emission_interval, fixed_window, gcra, sliding_window, token_bucket,
 };
 use crate::decision::{Decision, LimitState};
 use crate::key::Key;

@@ -71,7 +71,7 @@ impl Instance {
                 _ => {
                     return Err(ConfigError::InvalidLocalFirst(format!(
                         "no setting `{name}`"
-                    )))
+                    )));
                 }
             }
         }

@@ -555,9 +555,11 @@ fn a_quiet_hot_key_stays_hot_and_takes_its_share_while_syncs_fail() {
         .expect("a hot key is decided in memory while isolated");
     let admitted = decisions.iter().filter(|d| d.is_allowed()).count();
     assert!((200..=250).contains(&admitted), "admitted {admitted}");
-    assert!(decisions
-        .iter()
-        .all(|d| d.source() == DecisionSource::LocalFirst));
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d.source() == DecisionSource::LocalFirst)
+    );
     // Redis answers again: what was admitted alone is sent (once), and the key is synced.
     clock.advance(Duration::from_millis(100));
     let items = sync_core(&core, &mut fleet, clock.now_us_for_tests());
@@ -800,9 +802,11 @@ fn a_key_turns_hot_after_enough_decisions_in_one_interval() {
     for _ in 0..100 {
         assert!(core.check(&tight, &key, 1).is_none());
     }
-    assert!(sync_core(&core, &mut fleet, clock.now_us_for_tests())
-        .iter()
-        .all(|item| &*item.policy == "p"));
+    assert!(
+        sync_core(&core, &mut fleet, clock.now_us_for_tests())
+            .iter()
+            .all(|item| &*item.policy == "p")
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! units·T`, YARL's `level = max(level, floor) + delta`).
 
 use crate::algorithm::{
-    emission_interval, fixed_window, gcra, sliding_window, Eval, PerKey, State,
+    Eval, PerKey, State, emission_interval, fixed_window, gcra, sliding_window,
 };
 use crate::limit::{Algorithm, Limit};
 

@@ -1,14 +1,14 @@
 //! Settings for a [`MemoryStore`], and the store they build.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
-use super::{refund, Inner, MemoryStore};
+use super::{Inner, MemoryStore, refund};
 use crate::identity::LeaseIds;
 use crate::store::clock::{Clock, SystemClock};
 use crate::store::override_table::OverrideTable;
-use crate::store::shard::{ShardedMap, DEFAULT_MAX_KEYS};
+use crate::store::shard::{DEFAULT_MAX_KEYS, ShardedMap};
 
 /// Settings for a [`MemoryStore`].
 ///

@@ -5,9 +5,9 @@
 
 use smallvec::SmallVec;
 
-use super::entry::{with_entry, Entry};
+use super::entry::{Entry, with_entry};
 use super::penalty;
-use super::{holds_leases, MemoryStore};
+use super::{MemoryStore, holds_leases};
 use crate::decision::{LimitState, LimitStates};
 use crate::key::Key;
 use crate::lease::Lease;

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::entry::with_entry;
 use super::MemoryStore;
+use super::entry::with_entry;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::Refund;

@@ -63,13 +63,13 @@ impl Drop for Leased {
             return; // no runtime: a lease taken lapses after its timeout
         };
         runtime.spawn(async move {
-            if let Ok(decision) = call.await {
-                if let Some(lease) = decision.lease() {
-                    let command = release_command(&inner.prefix, &policy, &key, lease);
-                    let released: Result<i64, _> = inner.backend.run(&command).await;
-                    if let Err(error) = released {
-                        tracing::debug!(%error, "releasing an abandoned check's lease failed");
-                    }
+            if let Ok(decision) = call.await
+                && let Some(lease) = decision.lease()
+            {
+                let command = release_command(&inner.prefix, &policy, &key, lease);
+                let released: Result<i64, _> = inner.backend.run(&command).await;
+                if let Err(error) = released {
+                    tracing::debug!(%error, "releasing an abandoned check's lease failed");
                 }
             }
         });

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
+use super::RedisStore;
 use super::error::store_error;
 use super::resets::publish_command;
 use super::script::decode;
 use super::script::peek::{peek_command, reset_command};
 use super::script::refund_command;
-use super::RedisStore;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;

@@ -26,7 +26,7 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
 use super::backend::Backend;
-use super::script::{batch_command, split, LuaScript};
+use super::script::{LuaScript, batch_command, split};
 
 /// The decisions per call unless the builder says otherwise.
 pub(super) const DEFAULT_MAX: usize = 32;
@@ -78,10 +78,10 @@ impl Batcher {
 
     /// Runs `decision`, alone or in a batch; its reply (or error) as its own call gives it.
     pub(super) async fn run(self: &Arc<Self>, decision: Decision) -> RedisResult<Vec<i64>> {
-        if self.contended() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                return self.queue(decision, &runtime).await;
-            }
+        if self.contended()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            return self.queue(decision, &runtime).await;
         }
         let _flight = InFlight::start(&self.in_flight);
         self.backend.run(&decision.command).await
@@ -235,11 +235,7 @@ impl Future for AllClosed<'_> {
         for reply in self.0.iter_mut() {
             open |= reply.poll_closed(cx).is_pending();
         }
-        if open {
-            Poll::Pending
-        } else {
-            Poll::Ready(())
-        }
+        if open { Poll::Pending } else { Poll::Ready(()) }
     }
 }
 

@@ -12,7 +12,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo};
 
 use super::backend::{Backend, Standalone};
 use super::batcher::{Batcher, DEFAULT_MAX};
-use super::cluster::{ClusterDial, BUCKETS};
+use super::cluster::{BUCKETS, ClusterDial};
 use super::error::config_error;
 use super::heal::Healing;
 use super::overrides::DEFAULT_OVERRIDE_POLL;

@@ -17,7 +17,7 @@ use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisError, RedisResult, Server
 
 use super::heal::{Dial, Healing};
 use super::script::evalsha;
-use super::slot::{slot, RANGES, SLOTS_PER_RANGE};
+use super::slot::{RANGES, SLOTS_PER_RANGE, slot};
 
 /// How often a Cluster call is re-sent after a refusal that proves it did not run.
 const CLUSTER_ATTEMPTS: u32 = 3;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::script::release_command;
-use super::{backend, error::store_error, script, slot, RedisStore};
+use super::{RedisStore, backend, error::store_error, script, slot};
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;

@@ -3,7 +3,7 @@
 
 use redis::{ErrorKind, RedisError};
 
-use super::redact::{scrub, Redacted};
+use super::redact::{Redacted, scrub};
 use crate::error::{ConfigError, StoreError};
 
 /// A Redis error as a store error: failures to reach, authenticate to or find the server are

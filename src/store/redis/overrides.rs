@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::error::store_error;
 use super::RedisStore;
+use super::error::store_error;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;

@@ -9,17 +9,17 @@
 //! under the policy's own limits when an override may stand.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::RedisStore;
 use super::builder::Deployment;
 use super::error::store_error;
 use super::overrides::{hash_key, version_key};
 use super::resets::{counter_key, log_key, parse_entry};
-use super::RedisStore;
 use crate::error::StoreError;
-use crate::store::override_table::Overrides;
 use crate::store::Override;
+use crate::store::override_table::Overrides;
 
 const POLL: &str = include_str!("../../../lua/overrides_poll.lua");
 
@@ -64,7 +64,9 @@ impl RedisStore {
     /// overrides set and the resets made through it.
     pub(super) fn spawn_poller(&self, now: bool) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!("RedisStore made outside a Tokio runtime: overrides set and resets made through other replicas are not seen");
+            tracing::warn!(
+                "RedisStore made outside a Tokio runtime: overrides set and resets made through other replicas are not seen"
+            );
             return;
         };
         let weak = std::sync::Arc::downgrade(&self.inner);

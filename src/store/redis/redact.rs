@@ -59,11 +59,11 @@ fn parse(url: &str) -> Option<(&str, &str)> {
 fn secrets(url: &str) -> Vec<String> {
     let mut found = vec![url.to_owned()];
     if let Some((_, rest)) = url.split_once("://") {
-        if let Some((userinfo, _)) = rest.rsplit_once('@') {
-            if let Some((_, password)) = userinfo.split_once(':') {
-                found.push(password.to_owned());
-                found.push(percent_decoded(password));
-            }
+        if let Some((userinfo, _)) = rest.rsplit_once('@')
+            && let Some((_, password)) = userinfo.split_once(':')
+        {
+            found.push(password.to_owned());
+            found.push(percent_decoded(password));
         }
         if let Some((_, query)) = rest.split_once('?') {
             for pair in query.split('&') {

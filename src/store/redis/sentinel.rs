@@ -2,8 +2,8 @@
 //! reconnected (a fresh connection to the same master) when calls go unanswered or the master
 //! refuses the connection, even if the Sentinels name the same master.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use redis::io::tcp::{socket2::TcpKeepalive, TcpSettings};
+use redis::io::tcp::{TcpSettings, socket2::TcpKeepalive};
 
 /// Idle time before the first keepalive probe.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);

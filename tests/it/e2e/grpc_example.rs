@@ -4,11 +4,11 @@ use crate::support;
 
 use std::process::Command;
 
-use support::{example_binary, unique_prefix, RedisServer, RunningExample};
-use tonic::transport::Channel;
+use support::{RedisServer, RunningExample, example_binary, unique_prefix};
 use tonic::Code;
-use tonic_health::pb::health_client::HealthClient;
+use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 
 fn start(args: &[&str]) -> (RunningExample, String) {
@@ -54,10 +54,12 @@ async fn limits_calls_per_metadata_key_against_redis() {
     health.check(check("a")).await.unwrap();
     let status = health.check(check("a")).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted);
-    assert!(status
-        .get_details_retry_info()
-        .and_then(|r| r.retry_delay)
-        .is_some());
+    assert!(
+        status
+            .get_details_retry_info()
+            .and_then(|r| r.retry_delay)
+            .is_some()
+    );
     health.check(check("b")).await.unwrap();
 }
 

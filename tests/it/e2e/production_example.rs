@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{eventually, example_binary, unique_prefix, RedisServer, RunningExample};
+use support::{RedisServer, RunningExample, eventually, example_binary, unique_prefix};
 
 /// One HTTP/1.1 request; the status and the body.
 fn http(addr: &str, method: &str, path: &str, auth: Option<&str>) -> (u16, String) {

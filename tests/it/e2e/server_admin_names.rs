@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use support::{unique_prefix, RedisServer, RunningExample};
+use support::{RedisServer, RunningExample, unique_prefix};
 
 const TOKEN: &str = "s3cret-token";
 

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use support::{example_binary, unique_prefix, RedisServer, RunningExample};
+use support::{RedisServer, RunningExample, example_binary, unique_prefix};
 
 /// A running server example, killed on drop.
 struct Server(RunningExample);

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::{unique_prefix, RedisServer, RunningExample};
+use support::{RedisServer, RunningExample, unique_prefix};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -284,10 +284,12 @@ fn admin_flow(store_args: &[&str]) {
     for headers in [&[][..], &[("authorization", "Bearer wrong")][..]] {
         let reply = http(admin, "GET", key_path, headers);
         assert_eq!(reply.status, 401);
-        assert!(reply
-            .header("www-authenticate")
-            .unwrap()
-            .starts_with("Bearer"));
+        assert!(
+            reply
+                .header("www-authenticate")
+                .unwrap()
+                .starts_with("Bearer")
+        );
         assert!(reply.json()["error"].is_string());
         assert_eq!(http(admin, "DELETE", key_path, headers).status, 401);
     }
@@ -405,10 +407,12 @@ fn admin_answers_503_while_the_store_is_down() {
     };
     assert_eq!(reply.status, 503);
     assert_eq!(reply.json()["error"], "store_unavailable");
-    assert!(reply.json()["message"]
-        .as_str()
-        .unwrap()
-        .starts_with("store: "));
+    assert!(
+        reply.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("store: ")
+    );
 }
 
 /// Set, read and remove an override through the admin endpoints (`{"limits": [..]}`); bad

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::{unique_prefix, RedisServer, RunningExample};
+use support::{RedisServer, RunningExample, unique_prefix};
 
 /// One HTTP/1.1 GET with the API key `k`; returns the status and the raw response.
 fn get(server: &RunningExample, path: &str) -> (u16, String) {

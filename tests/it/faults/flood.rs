@@ -6,8 +6,8 @@
 
 use crate::support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty};

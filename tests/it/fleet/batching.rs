@@ -12,7 +12,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures_util::future::{join_all, maybe_done, MaybeDone};
+use futures_util::future::{MaybeDone, join_all, maybe_done};
 use redlimit::key::Key;
 use redlimit::store::{RedisStore, Store};
 use redlimit::{Algorithm, Decision, Limit, Policy, StoreError};
@@ -212,10 +212,12 @@ async fn a_batch_whose_answer_is_lost_fails_each_decision_and_counts_each_once()
     let keys: Vec<Key> = (0..40).map(|i| Key::new(format!("k{i}"))).collect();
     // The batch script loaded, so every call below runs the first time it arrives.
     let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
-    assert!(decide(&store, &policy, &warm, 1)
-        .await
-        .iter()
-        .all(Result::is_ok));
+    assert!(
+        decide(&store, &policy, &warm, 1)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
 
     proxy.withhold_replies();
     let before = evalsha_calls(&server);
@@ -352,10 +354,12 @@ async fn batches_mixing_limits_decide_as_their_own_calls_in_order() {
         for policy in [&variants[0], &variants[2]] {
             for store in [&batched, &alone] {
                 let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
-                assert!(decide(store, policy, &warm, 1)
-                    .await
-                    .iter()
-                    .all(Result::is_ok));
+                assert!(
+                    decide(store, policy, &warm, 1)
+                        .await
+                        .iter()
+                        .all(Result::is_ok)
+                );
             }
         }
         for round in 0..5u64 {
@@ -440,10 +444,12 @@ async fn a_key_of_the_wrong_type_among_fresh_ones_fails_alone_and_is_left_be() {
                 .collect();
             // The scripts loaded, so every call runs the first time it arrives.
             let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
-            assert!(decide(&store, &policy, &warm, 1)
-                .await
-                .iter()
-                .all(Result::is_ok));
+            assert!(
+                decide(&store, &policy, &warm, 1)
+                    .await
+                    .iter()
+                    .all(Result::is_ok)
+            );
             // Cost 0: a full token bucket would otherwise be deleted rather than written.
             for cost in [1, 0] {
                 let before = evalsha_calls(&server);
@@ -490,10 +496,12 @@ async fn a_batch_of_more_keys_than_unpack_takes_reads_them_in_chunks() {
     let policy = gcra_policy("p", 2, DAY);
     // The scripts loaded, so every call runs the first time it arrives, in order.
     let warm: Vec<Key> = (0..3).map(|i| Key::new(format!("warm{i}"))).collect();
-    assert!(decide(&store, &policy, &warm, 1)
-        .await
-        .iter()
-        .all(Result::is_ok));
+    assert!(
+        decide(&store, &policy, &warm, 1)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
     // Two keys whose TAT is far ahead (a backlog clamped to full: nothing left), one in each
     // chunk.
     for full in ["k7", "k1107"] {

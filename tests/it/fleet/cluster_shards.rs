@@ -11,7 +11,7 @@ use http::StatusCode;
 use redlimit::key::Header;
 use redlimit::store::RedisStore;
 use redlimit::{KeyExtractor, Limit, Policy, RateLimitLayer};
-use support::{body_text, request, send, source_app, unique_prefix, RedisCluster};
+use support::{RedisCluster, body_text, request, send, source_app, unique_prefix};
 
 const KEYS: usize = 300;
 const ROUNDS: usize = 6;

@@ -15,7 +15,7 @@ use redlimit::key::PeerIp;
 use redlimit::layer::Handle;
 use redlimit::store::{RedisStore, Store};
 use redlimit::{Decision, Key, Limit, Policy, RateLimitLayer};
-use support::{body_text, eventually, request, send, source_app, unique_prefix, RedisServer};
+use support::{RedisServer, body_text, eventually, request, send, source_app, unique_prefix};
 
 const IP: &str = "10.1.2.3";
 const LIMIT: u64 = 5;
@@ -156,10 +156,12 @@ async fn a_reset_drops_the_reset_key_s_denials_only() {
     let other = "10.1.2.4";
     for ip in [IP, other] {
         for _ in 0..LIMIT {
-            assert!(send(&b.0, request("/", ip, &[]))
-                .await
-                .status()
-                .is_success());
+            assert!(
+                send(&b.0, request("/", ip, &[]))
+                    .await
+                    .status()
+                    .is_success()
+            );
         }
         let denied = send(&b.0, request("/", ip, &[])).await;
         assert!(!denied.status().is_success());

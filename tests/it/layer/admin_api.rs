@@ -6,14 +6,14 @@ use crate::support;
 
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::Router;
+use axum::body::Body;
 use http::{Request, StatusCode};
 use redlimit::admin::{self, AdminToken};
 use redlimit::store::{Check, MemoryStore, Store};
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
-use serde_json::{json, Value};
-use support::{app, body_text, send, status_of, unique_prefix, RedisServer};
+use serde_json::{Value, json};
+use support::{RedisServer, app, body_text, send, status_of, unique_prefix};
 
 const TOKEN: &str = "s3cret-admin-token";
 
@@ -87,10 +87,12 @@ async fn round_trips(layer: RateLimitLayer) {
                 "unauthorized"
             };
             assert_eq!(body["error"], code, "{auth:?}: {body}");
-            assert!(headers["www-authenticate"]
-                .to_str()
-                .unwrap()
-                .starts_with("Bearer"));
+            assert!(
+                headers["www-authenticate"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("Bearer")
+            );
         }
     }
     let (status, _, _) = call(&admin, "DELETE", KEY_PATH, Some("Bearer x"), None).await;

@@ -8,16 +8,16 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
 use http::{Request, StatusCode};
 use redlimit::admin::{self, AdminToken};
 use redlimit::key::{Both, ClientIp, Header, PeerIp, Query, Route, Subject, VerifiedSubject};
 use redlimit::store::MemoryStore;
 use redlimit::{Key, KeyExtractor, Limit, Policy, RateLimitLayer};
 use serde_json::Value;
-use support::{body_text, redis_store, send, RedisServer};
+use support::{RedisServer, body_text, redis_store, send};
 
 const TOKEN: &str = "s3cret-admin-token";
 

@@ -7,9 +7,9 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
 use http::{HeaderValue, Response, StatusCode};
 use redlimit::key::Global;
 use redlimit::layer::{RateLimitBuilder, ResponseBody};
@@ -207,9 +207,11 @@ async fn handlers_take_the_decision_as_an_argument() {
     assert_eq!(body_text(res).await, "none");
     let res = send(&bare, request("/required", "10.0.0.1", &[])).await;
     assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    assert!(body_text(res)
-        .await
-        .contains("RateLimitLayer is not installed"));
+    assert!(
+        body_text(res)
+            .await
+            .contains("RateLimitLayer is not installed")
+    );
 }
 
 #[tokio::test]

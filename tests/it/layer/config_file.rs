@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::routing::{get, post};
 use axum::Router;
+use axum::routing::{get, post};
 use http::StatusCode;
+use redlimit::RateLimitLayer;
 use redlimit::config::{ConfigFile, Reloader};
 use redlimit::store::MemoryStore;
-use redlimit::RateLimitLayer;
 use support::*;
 
 const DEADLINE: Duration = Duration::from_secs(10);

@@ -16,9 +16,9 @@ use support::*;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Channel, Server};
 use tonic::{Code, Request};
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 
 /// Serves the standard health service behind `layer` on a free port.
@@ -201,12 +201,14 @@ async fn streaming_calls_are_limited_at_call_start() {
         .expect_err("second watch denied at call start");
     assert_eq!(status.code(), Code::ResourceExhausted);
     // The method is the route key: Check has its own quota.
-    assert!(health
-        .check(HealthCheckRequest {
-            service: String::new()
-        })
-        .await
-        .is_ok());
+    assert!(
+        health
+            .check(HealthCheckRequest {
+                service: String::new()
+            })
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]

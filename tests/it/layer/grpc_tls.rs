@@ -7,7 +7,7 @@
 //! SNI of its own) records only the latter, which `PeerIp` reads through tonic too (before,
 //! such a server had no peer address and every call went through unlimited).
 
-use crate::support::pki::{pki, Pki};
+use crate::support::pki::{Pki, pki};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,14 +19,14 @@ use redlimit::store::MemoryStore;
 use redlimit::{Key, Limit, Policy, RateLimitLayer};
 use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity, Server, ServerTlsConfig};
 use tonic::{Code, Request};
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 
 /// A layer admitting 3 calls per IP in 10 minutes, and its handle.
 fn layer() -> (RateLimitLayer, Handle, Policy) {
@@ -41,7 +41,7 @@ fn layer() -> (RateLimitLayer, Handle, Policy) {
 fn own_tls(
     listener: TcpListener,
     pki: &Pki,
-) -> impl Stream<Item = Result<TlsStream<TcpStream>, std::io::Error>> {
+) -> impl Stream<Item = Result<TlsStream<TcpStream>, std::io::Error>> + use<> {
     let key = PrivatePkcs8KeyDer::from(pki.key.serialize_der());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)

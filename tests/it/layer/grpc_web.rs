@@ -11,17 +11,17 @@ use std::time::Duration;
 
 use http::header::CONTENT_TYPE;
 use http_body_util::BodyExt;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use redlimit::RateLimitLayer;
 use support::*;
-use tonic::transport::server::TcpIncoming;
 use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
 use tonic::{Code, Request};
-use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 use tonic_web::{GrpcWebCall, GrpcWebClientLayer, GrpcWebClientService, GrpcWebLayer};
 use tower::Layer;
@@ -113,9 +113,11 @@ async fn a_grpc_web_client_sees_resource_exhausted_with_details() {
             Code::ResourceExhausted,
             "{order:?}: {status:?}"
         );
-        assert!(status
-            .message()
-            .starts_with("rate limit exceeded; retry in"));
+        assert!(
+            status
+                .message()
+                .starts_with("rate limit exceeded; retry in")
+        );
         let info = status.get_details_error_info().expect("ErrorInfo");
         assert_eq!(info.reason, "RATE_LIMIT_EXCEEDED");
         assert_eq!(info.metadata["violatedPolicies"], "web");

@@ -10,8 +10,8 @@ use crate::support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use http::StatusCode;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use redlimit::config::Reloader;

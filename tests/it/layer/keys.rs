@@ -522,8 +522,8 @@ async fn hostile_keys_in_redis_are_bounded_and_share_one_hash_tag() {
 #[cfg(feature = "jwt")]
 mod jwt {
     use super::*;
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use redlimit::key::Jwt;
     use serde_json::json;
     use support::jwt::{base64url, now, sign, sign_with};
@@ -832,8 +832,8 @@ mod jwt {
         use redlimit::key::{JwtHeader, JwtVerifier};
         use ring::rand::SystemRandom;
         use ring::signature::{
-            EcdsaKeyPair, KeyPair as _, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED,
-            ECDSA_P256_SHA256_FIXED_SIGNING,
+            ECDSA_P256_SHA256_FIXED, ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _,
+            UnparsedPublicKey,
         };
 
         struct Es256 {

@@ -9,13 +9,13 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use redlimit::key::{Header, PerLimit};
 use redlimit::layer::{HeaderStyle, OnStoreError, RejectBody};
 use redlimit::store::{MemoryStore, RedisStore, Store};
 use redlimit::{Limit, Policy, RateLimitLayer};
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -167,9 +167,11 @@ async fn names_every_violated_quota(store: impl Store) {
     // The tenant's next unit comes back in 20 minutes, long after the key's.
     assert!(wait > 1100, "the longer wait decides: {wait}");
     for name in problem["violated-policies"].as_array().unwrap() {
-        assert!(both_out
-            .policy_items()
-            .contains(&name.as_str().unwrap().to_owned()));
+        assert!(
+            both_out
+                .policy_items()
+                .contains(&name.as_str().unwrap().to_owned())
+        );
     }
 }
 

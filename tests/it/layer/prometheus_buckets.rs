@@ -9,7 +9,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use redlimit::telemetry::{HISTOGRAM_BUCKETS, STORE_DURATION};
 use redlimit::{Limit, Policy, RateLimitLayer};
-use support::{app, redis_store, status_of, RedisServer};
+use support::{RedisServer, app, redis_store, status_of};
 
 fn recorder(buckets: bool) -> PrometheusRecorder {
     let mut builder = PrometheusBuilder::new();

@@ -5,9 +5,9 @@ use crate::support;
 
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::{get, post};
-use axum::Router;
 use http::{Request, StatusCode};
 use redlimit::key::{IpRanges, PeerIp};
 use redlimit::layer::Rule;

@@ -7,14 +7,14 @@ use crate::support;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use redlimit::key::PeerIp;
 use redlimit::layer::{CircuitBreaker, OnStoreError, Rule, Shadow};
 use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::{Decision, Key, Limit, Policy, RateLimitLayer};
-use support::{header, request, send, unique_prefix, RedisServer};
+use support::{RedisServer, header, request, send, unique_prefix};
 
 /// The process's recorder: every test counts under policy names of its own.
 static METRICS: LazyLock<PrometheusHandle> = LazyLock::new(|| {
@@ -55,13 +55,7 @@ fn policy(name: &str, count: u64) -> Policy {
 
 /// An app whose handler answers whether its decision allowed the request.
 fn app(layer: RateLimitLayer) -> Router {
-    let verdict = |d: Decision| async move {
-        if d.is_allowed() {
-            "allowed"
-        } else {
-            "denied"
-        }
-    };
+    let verdict = |d: Decision| async move { if d.is_allowed() { "allowed" } else { "denied" } };
     Router::new()
         .route("/", get(verdict))
         .route("/{*rest}", get(verdict))

@@ -12,15 +12,15 @@ use crate::support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use http::{HeaderValue, Response, StatusCode};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use redlimit::layer::{KeyMissing, MissingKey, OnStoreError, RateLimitBuilder, Shadow};
 use redlimit::store::{MemoryStore, RedisStore};
 use redlimit::telemetry::REQUESTS_UNDECIDED;
 use redlimit::{Limit, Policy, RateLimitLayer};
-use support::{body_text, request, send, unique_prefix, RedisServer};
+use support::{RedisServer, body_text, request, send, unique_prefix};
 use tower::ServiceBuilder;
 
 /// The value of `redlimit_requests_undecided_total` for `policy` and `reason` (0 if never

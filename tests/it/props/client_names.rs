@@ -10,10 +10,10 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use proptest::collection::vec;
 use proptest::prelude::*;
+use redlimit::KeyExtractor;
 use redlimit::key::{
     Both, ClientIp, ClientName, Header, PeerIp, Query, Route, Subject, VerifiedSubject,
 };
-use redlimit::KeyExtractor;
 
 /// The typed name and its text form (every byte percent-encoded but unreserved ones) must
 /// give `extractor` the key it gives `parts`.

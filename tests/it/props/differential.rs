@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use redlimit::store::{ManualClock, MemoryStore, RedisStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
-use support::{unique_prefix, RedisServer};
+use support::{RedisServer, unique_prefix};
 
 /// Near 2023-11, off any round boundary so windows fall anywhere.
 const T0: u64 = 1_700_000_123_456_789;

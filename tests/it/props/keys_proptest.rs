@@ -245,10 +245,10 @@ proptest! {
 mod jwt {
     use super::*;
     use crate::support::jwt::{base64url, now, sign_with};
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
     use redlimit::key::Jwt;
-    use serde_json::{json, Value};
+    use serde_json::{Value, json};
 
     const SECRET: &[u8] = b"the property tests' secret, 32 B";
 

@@ -292,11 +292,12 @@ fn go_metadata() {
         sub.metadata().unwrap(),
         &serde_json::json!({"name": "service_1"})
     );
-    assert!(d
-        .find(&[("key1", "value1"), ("subkey1", "subvalue1")])
-        .unwrap()
-        .metadata()
-        .is_none());
+    assert!(
+        d.find(&[("key1", "value1"), ("subkey1", "subvalue1")])
+            .unwrap()
+            .metadata()
+            .is_none()
+    );
     let key2 = d.find(&[("key2", "x")]).unwrap();
     assert_eq!(
         key2.metadata().unwrap(),
@@ -452,14 +453,16 @@ fn go_examples_load() {
         "0 per unit: every hit is over"
     );
     assert_eq!(banned.names().collect::<Vec<_>>(), ["banned_limit"]);
-    assert!(rl
-        .find(&[("foo", "x"), ("baz", "shady")])
-        .unwrap()
-        .shadow_mode());
-    assert!(rl
-        .find(&[("foo", "x"), ("bay", "y")])
-        .unwrap()
-        .is_unlimited());
+    assert!(
+        rl.find(&[("foo", "x"), ("baz", "shady")])
+            .unwrap()
+            .shadow_mode()
+    );
+    assert!(
+        rl.find(&[("foo", "x"), ("bay", "y")])
+            .unwrap()
+            .is_unlimited()
+    );
     assert_eq!(
         rl.find(&[("unspec", "unspecified_value")])
             .unwrap()

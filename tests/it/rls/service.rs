@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redlimit::rls::config::RlsConfig;
+use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
-use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus,
 };

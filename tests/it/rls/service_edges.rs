@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 use redlimit::layer::HeaderStyle;
-use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
-use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use redlimit::rls::RateLimitService;
+use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
+use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use redlimit::store::{MemoryStore, RedisStore};
 
 use super::service::{call, d, req, serve, stores};
@@ -51,10 +51,12 @@ async fn headers_as_envoy_and_the_ietf_draft() {
     );
     // Off by default.
     let mut plain = serve(RateLimitService::builder(MemoryStore::new())).await;
-    assert!(call(&mut plain, req(vec![d(&[("ip", "h")])], 1))
-        .await
-        .response_headers_to_add
-        .is_empty());
+    assert!(
+        call(&mut plain, req(vec![d(&[("ip", "h")])], 1))
+            .await
+            .response_headers_to_add
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use redlimit::store::{ManualClock, MemoryStore, RedisStore};
 use redlimit::{Decision, Key, Limit, Policy};
-use support::{unique_prefix, RedisServer};
+use support::{RedisServer, unique_prefix};
 
 /// A whole hour in µs, so epoch-aligned windows start exactly at `T0`.
 const T0: u64 = 1_700_002_800_000_000;

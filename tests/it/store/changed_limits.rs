@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redlimit::store::{ManualClock, MemoryStore, RedisStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
-use support::{unique_prefix, RedisServer};
+use support::{RedisServer, unique_prefix};
 
 /// Off any round boundary, so windows fall anywhere.
 const T0: u64 = 1_700_000_123_456_789;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use redlimit::store::{ManualClock, MemoryStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
-use support::{redis_binary, unique_prefix, RedisServer};
+use support::{RedisServer, redis_binary, unique_prefix};
 
 const T0: u64 = 1_700_002_800_000_000;
 const S: u64 = 1_000_000;

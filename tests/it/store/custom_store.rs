@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use axum::{routing::get, Router};
+use axum::{Router, routing::get};
 use http::{Request, StatusCode};
 use redlimit::store::{Check, Store};
 use redlimit::{Decision, Key, Limit, LimitState, Policy, RateLimitLayer, StoreError};

@@ -94,7 +94,9 @@ fn assert_walk(steps: &[(bool, Option<usize>, Vec<u64>)]) {
     let allowed: Vec<bool> = steps.iter().map(|s| s.0).collect();
     assert_eq!(
         allowed,
-        [true, true, true, false, true, true, false, true, true, true, false]
+        [
+            true, true, true, false, true, true, false, true, true, true, false
+        ]
     );
     // Who denied: the client, then the tenant, then everyone.
     assert_eq!(steps[3].1, Some(0));
@@ -130,17 +132,21 @@ async fn inspect_and_reset_see_every_level() {
     let policy = three_levels();
     for store in stores {
         for _ in 0..2 {
-            assert!(store
-                .check(&policy, &key("a1", "t1"), 1)
+            assert!(
+                store
+                    .check(&policy, &key("a1", "t1"), 1)
+                    .await
+                    .unwrap()
+                    .is_allowed()
+            );
+        }
+        assert!(
+            store
+                .check(&policy, &key("a2", "t1"), 1)
                 .await
                 .unwrap()
-                .is_allowed());
-        }
-        assert!(store
-            .check(&policy, &key("a2", "t1"), 1)
-            .await
-            .unwrap()
-            .is_allowed());
+                .is_allowed()
+        );
         let state = store
             .admin()
             .unwrap()
@@ -281,11 +287,13 @@ async fn a_denial_names_the_level_and_its_key() {
     assert_eq!(decision.denied_by(), Some(1));
     let tenant = layer_key("a3", "t1");
     assert_eq!(decision.denied_key(), Some(tenant.limit_key(1)));
-    assert!(decision
-        .denied_key()
-        .unwrap()
-        .as_str()
-        .starts_with("header:x-tenant:"));
+    assert!(
+        decision
+            .denied_key()
+            .unwrap()
+            .as_str()
+            .starts_with("header:x-tenant:")
+    );
 }
 
 /// A request without one of the keys has none: the layer's missing-key setting decides (by
@@ -472,27 +480,33 @@ async fn a_refund_restores_every_level_once() {
                 .unwrap();
             state.limits().iter().map(|l| l.remaining()).collect()
         };
-        assert!(store
-            .check(&policy, &key("a1", "t1"), 1)
-            .await
-            .unwrap()
-            .is_allowed());
+        assert!(
+            store
+                .check(&policy, &key("a1", "t1"), 1)
+                .await
+                .unwrap()
+                .is_allowed()
+        );
         let d = store.check(&policy, &key("a2", "t1"), 1).await.unwrap();
         assert_eq!(remaining("a2").await, [2, 3, 6], "{}", store.kind());
         let refund = || redlimit::store::Refund::of(&d, 1).unwrap();
-        assert!(store
-            .refunds()
-            .unwrap()
-            .refund(&policy, &key("a2", "t1"), refund())
-            .await
-            .unwrap());
+        assert!(
+            store
+                .refunds()
+                .unwrap()
+                .refund(&policy, &key("a2", "t1"), refund())
+                .await
+                .unwrap()
+        );
         assert_eq!(remaining("a2").await, [3, 4, 7], "{}", store.kind());
-        assert!(!store
-            .refunds()
-            .unwrap()
-            .refund(&policy, &key("a2", "t1"), refund())
-            .await
-            .unwrap());
+        assert!(
+            !store
+                .refunds()
+                .unwrap()
+                .refund(&policy, &key("a2", "t1"), refund())
+                .await
+                .unwrap()
+        );
         assert_eq!(remaining("a2").await, [3, 4, 7], "{}: once", store.kind());
         // a1's own level was not touched.
         assert_eq!(remaining("a1").await, [2, 4, 7], "{}", store.kind());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use redlimit::store::{MemoryStore, RedisStore, Store};
 use redlimit::{Key, Limit, Policy};
-use support::{unique_prefix, RedisServer};
+use support::{RedisServer, unique_prefix};
 
 fn redis_usec_per_evalsha(server: &RedisServer) -> f64 {
     let info: String = redis::cmd("INFO")

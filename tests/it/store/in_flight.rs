@@ -4,12 +4,12 @@
 
 use crate::support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use futures_util::future::join_all;
 use http::StatusCode;
 use http_body_util::BodyExt;
@@ -18,7 +18,7 @@ use redlimit::layer::RateLimitBuilder;
 use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Key, Limit, Policy, RateLimitLayer};
 use support::*;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 
 const N: u64 = 5;
 const REQUESTS: usize = 200;
@@ -277,9 +277,11 @@ async fn a_request_abandoned_while_redis_is_slow_gives_its_lease_back() {
         async move { status_of(&app, "10.0.0.2").await }
     });
     // Time for the call to go out to the frozen server (had it not, it could take no lease).
-    assert!(tokio::time::timeout(Duration::from_millis(300), &mut call)
-        .await
-        .is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut call)
+            .await
+            .is_err()
+    );
     call.abort();
     server.thaw();
     // The script ran once Redis woke, for a client long gone: its lease is given back.

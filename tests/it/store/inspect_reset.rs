@@ -11,8 +11,8 @@ use redlimit::store::Admin;
 use redlimit::store::{Check, KeyState, ManualClock, MemoryStore, RedisStore, Store};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy, RateLimitLayer};
 use support::{
-    app, redis_store, request, send, unique_prefix, RedisCluster, RedisServer, SentinelSet,
-    MASTER_NAME,
+    MASTER_NAME, RedisCluster, RedisServer, SentinelSet, app, redis_store, request, send,
+    unique_prefix,
 };
 
 const T0: u64 = 1_700_000_000_000_000;

@@ -7,8 +7,8 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -16,7 +16,7 @@ use http::StatusCode;
 use redlimit::key::Global;
 use redlimit::store::{LocalFirstStore, RedisStore};
 use redlimit::{DecisionSource, Limit, Policy, RateLimitLayer};
-use support::{app, eventually, request, send, source_app, unique_prefix, RedisServer};
+use support::{RedisServer, app, eventually, request, send, source_app, unique_prefix};
 
 /// 200/s with a burst of 200: GCRA 200 per second. (1000 per second before, offered 3000
 /// requests a second: a shared 2-core machine with CPU hogs and a build beside them offered
@@ -802,9 +802,11 @@ async fn a_client_of_one_instance_of_an_idle_pair_gets_its_whole_limit() {
     }
     let admitted = statuses.iter().filter(|s| **s == StatusCode::OK).count();
     assert_eq!(admitted, 5, "{statuses:?}");
-    assert!(statuses[5..]
-        .iter()
-        .all(|s| *s == StatusCode::TOO_MANY_REQUESTS));
+    assert!(
+        statuses[5..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS)
+    );
     // The other instance, cold too, sees the same: nothing left.
     let req = request("/", "10.0.0.1", &[("x-api-key", "alone")]);
     assert_eq!(

@@ -301,14 +301,18 @@ async fn a_lazy_store_started_while_redis_is_silent_decides_under_the_stored_ove
     server.thaw();
     let decision = made_while_silent.await.unwrap();
     assert_eq!(decision.remaining(), Some(1), "under the stored override");
-    assert!(store
-        .check(&policy(), &key(), 1)
-        .await
-        .unwrap()
-        .is_allowed());
-    assert!(!store
-        .check(&policy(), &key(), 1)
-        .await
-        .unwrap()
-        .is_allowed());
+    assert!(
+        store
+            .check(&policy(), &key(), 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    assert!(
+        !store
+            .check(&policy(), &key(), 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
 }

@@ -96,12 +96,14 @@ async fn a_reset_empties_the_box() {
     let memory = MemoryStore::new();
     let key = Key::new("k");
     for store in [&redis as &dyn Store, &memory] {
-        assert!(store
-            .check(&policy, &key, 1)
-            .into_future()
-            .await
-            .unwrap()
-            .is_allowed());
+        assert!(
+            store
+                .check(&policy, &key, 1)
+                .into_future()
+                .await
+                .unwrap()
+                .is_allowed()
+        );
         let denied = store.check(&policy, &key, 1).into_future().await.unwrap();
         assert!(denied.is_penalized());
         store
@@ -143,11 +145,13 @@ async fn the_box_holds_across_instances_and_ends_on_time() {
     let denied = get(&a).await;
     assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&denied, "retry-after"), "3");
-    assert!(denied
-        .extensions()
-        .get::<Decision>()
-        .unwrap()
-        .is_penalized());
+    assert!(
+        denied
+            .extensions()
+            .get::<Decision>()
+            .unwrap()
+            .is_penalized()
+    );
 
     let through_b = get(&b).await;
     assert_eq!(through_b.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -185,10 +189,12 @@ async fn the_box_holds_across_instances_and_ends_on_time() {
 fn a_penalty_must_be_a_sane_duration() {
     let policy = gcra_policy("p", 1, Duration::from_secs(1));
     assert!(policy.clone().penalty(Duration::from_micros(999)).is_err());
-    assert!(policy
-        .clone()
-        .penalty(Duration::from_secs(400 * 86_400 * 365))
-        .is_err());
+    assert!(
+        policy
+            .clone()
+            .penalty(Duration::from_secs(400 * 86_400 * 365))
+            .is_err()
+    );
     assert!(policy.penalty(Duration::from_millis(1)).is_ok());
 }
 
@@ -258,12 +264,14 @@ async fn boxes_and_refunds_on_a_cluster() {
             "{key:?}"
         );
         for _ in 0..2 {
-            assert!(store
-                .check(&policy, &key, 1)
-                .into_future()
-                .await
-                .unwrap()
-                .is_allowed());
+            assert!(
+                store
+                    .check(&policy, &key, 1)
+                    .into_future()
+                    .await
+                    .unwrap()
+                    .is_allowed()
+            );
         }
         let denied = store.check(&policy, &key, 1).into_future().await.unwrap();
         assert!(denied.is_penalized(), "{key:?}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redis::Commands;
 use redlimit::store::{ManualClock, MemoryStore, RedisStore, Store};
-use redlimit::{Algorithm, ConfigError, Key, Limit, Policy, StoreError, MAX_LIMITS};
+use redlimit::{Algorithm, ConfigError, Key, Limit, MAX_LIMITS, Policy, StoreError};
 use support::*;
 
 async fn store(server: &RedisServer, prefix: &str) -> RedisStore {
@@ -430,9 +430,11 @@ async fn connect_failures_show_no_credentials() {
         .expect("the right password");
     assert_not_shown(&format!("{store:?}"));
     let policy = gcra_policy("p", 1, Duration::from_secs(60));
-    assert!(store
-        .check(&policy, &Key::new("k"), 1)
-        .await
-        .unwrap()
-        .is_allowed());
+    assert!(
+        store
+            .check(&policy, &Key::new("k"), 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
 }

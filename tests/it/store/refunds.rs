@@ -8,8 +8,8 @@ use crate::support;
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use axum::routing::get;
 use axum::Router;
+use axum::routing::get;
 use http::StatusCode;
 use redlimit::store::Refunds;
 use redlimit::store::{KeyState, ManualClock, MemoryStore, RedisStore, Refund, Store};
@@ -105,10 +105,12 @@ async fn refund_restores_exactly(
     let admitted = store.check(policy, &a, 2, T0 + extra).await;
     assert!(admitted.is_allowed(), "{policy:?}");
     for key in [&a, &b] {
-        assert!(store
-            .check(policy, key, 1, T0 + extra + MS)
-            .await
-            .is_allowed());
+        assert!(
+            store
+                .check(policy, key, 1, T0 + extra + MS)
+                .await
+                .is_allowed()
+        );
     }
     let refund = Refund::of(&admitted, 2).unwrap();
     let given = store.refund(policy, &a, refund, T0 + refund_at).await;

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlimit::store::{RedisStore, Store};
 use redlimit::Key;
+use redlimit::store::{RedisStore, Store};
 use rustls::crypto::CryptoProvider;
 use support::*;
 

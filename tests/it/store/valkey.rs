@@ -106,11 +106,13 @@ async fn recovers_after_script_flush() {
     };
     let store = redis_store(&server, "valkey-flush").await;
     let policy = gcra_policy("f", 2, Duration::from_secs(60));
-    assert!(store
-        .check(&policy, &Key::new("k"), 1)
-        .await
-        .unwrap()
-        .is_allowed());
+    assert!(
+        store
+            .check(&policy, &Key::new("k"), 1)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query(&mut server.connection())

@@ -3,9 +3,9 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
+use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
-use axum::Router;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use redlimit::RateLimitLayer;

@@ -1,8 +1,8 @@
 //! Signed test tokens, made with the `hmac` crate directly rather than by the verifier under
 //! test.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::{Sha256, Sha384, Sha512};
 

@@ -16,12 +16,12 @@ pub(crate) mod sentinel;
 
 pub(crate) use app::*;
 pub(crate) use cluster::RedisCluster;
-pub(crate) use example::{example_binary, RunningExample};
+pub(crate) use example::{RunningExample, example_binary};
 #[cfg(any(feature = "grpc", feature = "tls"))]
 pub(crate) use pki::pki;
 pub(crate) use proxy::Proxy;
-pub(crate) use redis_server::{redis_binary, RedisServer};
-pub(crate) use sentinel::{SentinelSet, MASTER_NAME};
+pub(crate) use redis_server::{RedisServer, redis_binary};
+pub(crate) use sentinel::{MASTER_NAME, SentinelSet};
 
 use std::time::{Duration, Instant};
 

@@ -31,7 +31,7 @@ pub(super) use self::call::{evalsha, script_command};
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};
-pub(super) use self::registry::{script_for, script_for_policy, LuaScript, Prepared};
+pub(super) use self::registry::{LuaScript, Prepared, script_for, script_for_policy};
 pub(super) use self::reply::decode;
 
 /// The script of a policy with one limit of each algorithm, in the order of

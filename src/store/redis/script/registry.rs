@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
 use super::batch::BatchShape;
-use super::signature::{position, Signature};
+use super::signature::{Signature, position};
 use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;

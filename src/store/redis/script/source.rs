@@ -4,7 +4,7 @@
 
 use super::batch::BatchShape;
 use super::signature::Signature;
-use super::tail::{tail, tail_in, Frame};
+use super::tail::{Frame, tail, tail_in};
 use crate::algorithm::TABLE;
 
 /// The head of every script: its contract, the time, the cost.

@@ -85,7 +85,9 @@ impl Frame {
     pub(super) fn value(self, i: usize) -> (String, String) {
         match self {
             Frame::Batch { mget: true, .. } => (
-                format!("local v{i} = values[o + {i}]\nif reread[o + {i}] then v{i} = redis.call('GET', KEYS[o + {i}]) end\n"),
+                format!(
+                    "local v{i} = values[o + {i}]\nif reread[o + {i}] then v{i} = redis.call('GET', KEYS[o + {i}]) end\n"
+                ),
                 format!("v{i}"),
             ),
             _ => (String::new(), format!("redis.call('GET', {})", self.key(i))),
@@ -100,7 +102,9 @@ impl Frame {
         match self {
             Frame::Single => (String::new(), ms.to_owned()),
             Frame::Batch { .. } => (
-                format!("local ms = {ms} local px = pxs[ms] if not px then px = tostring(ms) pxs[ms] = px end "),
+                format!(
+                    "local ms = {ms} local px = pxs[ms] if not px then px = tostring(ms) pxs[ms] = px end "
+                ),
                 "px".to_owned(),
             ),
         }

@@ -1,7 +1,7 @@
 //! Our extensions: `algorithm`, `unit_multiplier`, `rate_limits` (tests/fixtures/rls/ours).
 
-use redlimit::rls::config::RlsConfig;
 use redlimit::Algorithm;
+use redlimit::rls::config::RlsConfig;
 
 use super::{fixture, parse};
 
@@ -42,19 +42,55 @@ fn extensions_load() {
 #[test]
 fn extensions_are_checked() {
     let refused = [
-        ("rate_limit: {unit: second, requests_per_unit: 5, algorithm: leaky}", "unknown algorithm 'leaky'"),
-        ("rate_limit: {unit: second, requests_per_unit: 5, algorithm: concurrency}", "unknown algorithm"),
-        ("rate_limit: {unit: second, requests_per_unit: 5, unit_multiplier: 0}", "unit_multiplier must be at least 1"),
-        ("rate_limit: {unit: year, requests_per_unit: 5, unit_multiplier: 2}", "redlimit cannot enforce"),
-        ("rate_limit: {unit: second, requests_per_unit: 4000000000, algorithm: gcra}", "redlimit cannot enforce"),
-        ("rate_limit: {unlimited: true, algorithm: gcra}", "has no algorithm"),
-        ("rate_limit: {unlimited: true}\n    rate_limits: [{unit: second, requests_per_unit: 1}]", "unlimited rule"),
-        ("rate_limits: [{unit: second, requests_per_unit: 1, unlimited: true}]", "unlimited rule"),
+        (
+            "rate_limit: {unit: second, requests_per_unit: 5, algorithm: leaky}",
+            "unknown algorithm 'leaky'",
+        ),
+        (
+            "rate_limit: {unit: second, requests_per_unit: 5, algorithm: concurrency}",
+            "unknown algorithm",
+        ),
+        (
+            "rate_limit: {unit: second, requests_per_unit: 5, unit_multiplier: 0}",
+            "unit_multiplier must be at least 1",
+        ),
+        (
+            "rate_limit: {unit: year, requests_per_unit: 5, unit_multiplier: 2}",
+            "redlimit cannot enforce",
+        ),
+        (
+            "rate_limit: {unit: second, requests_per_unit: 4000000000, algorithm: gcra}",
+            "redlimit cannot enforce",
+        ),
+        (
+            "rate_limit: {unlimited: true, algorithm: gcra}",
+            "has no algorithm",
+        ),
+        (
+            "rate_limit: {unlimited: true}\n    rate_limits: [{unit: second, requests_per_unit: 1}]",
+            "unlimited rule",
+        ),
+        (
+            "rate_limits: [{unit: second, requests_per_unit: 1, unlimited: true}]",
+            "unlimited rule",
+        ),
         ("rate_limits: []", "at least one limit"),
-        ("rate_limits: [{requests_per_unit: 1}]", "invalid rate limit unit ''"),
-        ("rate_limits: [{unit: second, requests_per_unit: 1, rate_limits: []}]", "unknown key 'rate_limits'"),
-        ("rate_limits: [{unit: second, requests_per_unit: 1, key: k}]", "unknown key 'key'"),
-        ("rate_limits: [{unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}]", "replaces should not contain"),
+        (
+            "rate_limits: [{requests_per_unit: 1}]",
+            "invalid rate limit unit ''",
+        ),
+        (
+            "rate_limits: [{unit: second, requests_per_unit: 1, rate_limits: []}]",
+            "unknown key 'rate_limits'",
+        ),
+        (
+            "rate_limits: [{unit: second, requests_per_unit: 1, key: k}]",
+            "unknown key 'key'",
+        ),
+        (
+            "rate_limits: [{unit: second, requests_per_unit: 1, name: a, replaces: [{name: a}]}]",
+            "replaces should not contain",
+        ),
     ];
     for (limit, message) in refused {
         let text = format!("domain: d\ndescriptors:\n  - key: k\n    {limit}\n");
@@ -70,8 +106,10 @@ fn extensions_are_checked() {
         "domain: d\ndescriptors:\n  - key: k\n    rate_limits: [{}]\n",
         many.join(", ")
     );
-    assert!(parse(&text)
-        .unwrap_err()
-        .to_string()
-        .contains("at most 16 limits"));
+    assert!(
+        parse(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 16 limits")
+    );
 }
