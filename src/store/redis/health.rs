@@ -1,9 +1,16 @@
 //! How a connection is doing, judged by the calls made on it, and when it must be replaced.
 //!
 //! A call either got an answer (a decision, or an error reply such as `BUSY`: the connection
-//! works), or missed (dropped by the layer before completing, timed out, failed on I/O), or proved the connection broken (authentication or `SELECT` refused
-//! while connecting). A connection is replaced after [`HEAL_AFTER_MISSES`] missed calls in a
-//! row, or at once when broken, and never more often than every [`HEAL_INTERVAL`].
+//! works), or missed (dropped by the layer before completing, timed out, failed on I/O), or
+//! proved the connection broken (authentication or `SELECT` refused while connecting). A
+//! connection is replaced after [`HEAL_AFTER_MISSES`] missed calls in a row spanning at least
+//! [`HEAL_AFTER_SILENCE`] without an answer, or at once when broken, and never more often than
+//! every [`HEAL_INTERVAL`].
+//!
+//! Silence is judged by time, not by the number of misses alone: a caller with a short
+//! deadline (the RLS server's 15 ms, under Envoy's 20 ms timeout) misses three calls in a row
+//! whenever a loaded server or a distant one leaves a 15 ms gap between answers, and replacing
+//! a working connection then loses every call on it.
 //!
 //! A miss counts only if no call on the same bucket got an answer while it was pending: under
 //! load, calls past the deadline while others succeed mean a slow server, and a new connection
@@ -17,9 +24,14 @@ use std::time::{Duration, Instant};
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
 /// Missed calls in a row (in one bucket, with no answer in between) after which the
-/// connection is replaced. One miss may be a slow moment; three at the layer's default 100 ms
-/// deadline are 300 ms of silence.
+/// connection may be replaced. One miss may be a slow moment; three at the layer's default
+/// 100 ms deadline are 300 ms of silence.
 pub(super) const HEAL_AFTER_MISSES: u32 = 3;
+
+/// How long a bucket must have gone without an answer (since its last answer, or since the
+/// connection was put in place) before its misses replace the connection: three of the layer's
+/// default deadlines, whatever the caller's own deadline.
+pub(super) const HEAL_AFTER_SILENCE: Duration = Duration::from_millis(300);
 
 /// The least time between two replacements: a server that is down for long costs one
 /// connection attempt a second, not one per request.
@@ -147,17 +159,23 @@ impl Health {
                     return false;
                 }
                 let misses = bucket.misses.fetch_add(1, Ordering::Relaxed) + 1;
-                misses >= HEAL_AFTER_MISSES && self.take_turn(now)
+                let silent = now.saturating_sub(bucket.last_answer.load(Ordering::Relaxed));
+                misses >= HEAL_AFTER_MISSES
+                    && silent >= HEAL_AFTER_SILENCE.as_micros() as u64
+                    && self.take_turn(now)
             }
             Outcome::Broken => self.take_turn(now),
         }
     }
 
-    /// Forgets the misses: a new connection starts afresh. Returns how many replacements in a
-    /// row (without an answered call in between) this one makes.
+    /// Forgets the misses: a new connection starts afresh, its silence counted from now.
+    /// Returns how many replacements in a row (without an answered call in between) this one
+    /// makes.
     pub(super) fn replaced(&self) -> u32 {
+        let now = self.now();
         for bucket in self.buckets.iter() {
             bucket.misses.store(0, Ordering::Relaxed);
+            bucket.last_answer.fetch_max(now, Ordering::Relaxed);
         }
         self.streak.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -197,6 +215,27 @@ mod tests {
         assert!(!health.record(0, 0, Outcome::Missed, 100 * MS));
         assert!(!health.record(0, 100 * MS, Outcome::Missed, 200 * MS));
         assert!(health.record(0, 200 * MS, Outcome::Missed, 300 * MS));
+    }
+
+    #[test]
+    fn misses_replace_nothing_before_the_silence_is_long_enough() {
+        // A 15 ms deadline: three misses in a 20 ms gap between answers are a slow moment.
+        let health = Health::new(1);
+        health.record(0, 0, Outcome::Answered, 1_000 * MS);
+        for i in 0..10 {
+            let start = 1_001 * MS + i * MS;
+            assert!(!health.record(0, start, Outcome::Missed, start + 15 * MS));
+        }
+        health.record(0, 1_015 * MS, Outcome::Answered, 1_020 * MS);
+        // Silence from 1 020 ms on: misses count, but replace only 300 ms after the answer.
+        for i in 0..18 {
+            let start = 1_021 * MS + i * 15 * MS;
+            assert!(
+                !health.record(0, start, Outcome::Missed, start + 15 * MS),
+                "miss {i}"
+            );
+        }
+        assert!(health.record(0, 1_310 * MS, Outcome::Missed, 1_325 * MS));
     }
 
     #[test]
