@@ -18,9 +18,10 @@
 //! delaying proxy, `tests/it/support/proxy.rs`, on a runtime of its own, with both servers
 //! pointed at it), both servers are started afresh, then:
 //!
-//! 1. **Exactness**: for each concurrency of `REDLIMIT_BENCH_CLIENTS`, `REDLIMIT_BENCH_BURSTS`
-//!    bursts of that many `ShouldRateLimit` calls at once on domain `small` for one fresh user
-//!    each; exact is 3 admitted per burst. Bursts keep clear of a minute's edge, where ours'
+//! 1. **Exactness**: first five calls in a row on domain `small` per server (each server's
+//!    reading of the limit: `OK OK OK OVER OVER`), then for each concurrency of
+//!    `REDLIMIT_BENCH_CLIENTS`, `REDLIMIT_BENCH_BURSTS` bursts of that many `ShouldRateLimit`
+//!    calls at once on domain `small` for one fresh user each; exact is 3 admitted per burst. Bursts keep clear of a minute's edge, where ours'
 //!    clock-aligned window would rightly admit 3 more.
 //! 2. **Load**: `REDLIMIT_BENCH_ROUNDS` rounds; in each, for each concurrency, each server in
 //!    turn (`FLUSHALL` first) gets that many calls in flight on domain `bench`, users cycling
@@ -320,6 +321,18 @@ fn main() {
             }
         }
         let cell_of = |c: usize, s: usize| first + c * running.len() + s;
+
+        // Each server's reading of the limit, one call at a time, before any burst.
+        for (si, server) in running.iter().enumerate() {
+            clear_of_minute_edge();
+            let user = format!("in-a-row-{}-{rtt_ms}", server.kind.name());
+            let codes = runtime.block_on(load::in_a_row(&clients[si], &user));
+            report.line(format!(
+                "- {}: five calls in a row on `small` (3 a minute): {codes}",
+                server.kind.name()
+            ));
+        }
+        report.line("");
 
         for (ci, &concurrency) in concurrencies.iter().enumerate() {
             for (si, server) in running.iter().enumerate() {

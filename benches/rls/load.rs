@@ -200,6 +200,23 @@ pub(crate) async fn burst(clients: &Clients, concurrency: usize, user: &str) -> 
     }
 }
 
+/// Five calls in a row on domain `small` for `user`, each after the last answered: the limit
+/// as the server reads it, without concurrency (exact is `OK OK OK OVER OVER`). A burst that
+/// over-admits against this shows a race, not a limit the server did not match.
+pub(crate) async fn in_a_row(clients: &Clients, user: &str) -> String {
+    let mut client = clients.get(0);
+    let mut codes = Vec::with_capacity(5);
+    for _ in 0..5 {
+        codes.push(match call(&mut client, "small", user).await {
+            Ok(Code::Ok) => "OK".to_owned(),
+            Ok(Code::OverLimit) => "OVER".to_owned(),
+            Ok(other) => format!("{other:?}"),
+            Err(status) => format!("error {:?}", status.code()),
+        });
+    }
+    codes.join(" ")
+}
+
 /// One call on domain `bench` that must answer: the server is up and its Redis reachable.
 pub(crate) async fn ready(clients: &Clients) {
     let deadline = Instant::now() + Duration::from_secs(30);
