@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use super::LimitHeaders;
 use super::config::RlsConfig;
 use super::service::{Inner, RateLimitService};
-use crate::layer::breakers::Breakers;
+use crate::engine::breakers::Breakers;
 use crate::layer::{CircuitBreaker, HeaderStyle};
 use crate::store::Store;
 

@@ -20,10 +20,10 @@ use tokio::time::Instant;
 
 use super::plan::{Counter, Mode, Plan, Resolved};
 use crate::decision::{Decision, LimitState};
+use crate::engine::breaker::{Admission, Outcome};
+use crate::engine::breakers::Breakers;
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::layer::breaker::{Admission, Outcome};
-use crate::layer::breakers::Breakers;
 use crate::limit::Algorithm;
 use crate::policy::{MAX_LIMITS, Policy};
 use crate::store::{Refund, Store};

@@ -18,8 +18,8 @@ use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitRes
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
 use super::stats;
+use crate::engine::breakers::Breakers;
 use crate::layer::HeaderStyle;
-use crate::layer::breakers::Breakers;
 use crate::store::Store;
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
