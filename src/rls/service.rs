@@ -28,7 +28,7 @@ use crate::store::Store;
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
 /// [`Store`]: mount [`into_server`](Self::into_server) in a tonic server, beside your own
 /// services. Clones share the store, the configuration, the circuit breakers, the deny cache and
-/// the local fallback: the [engine](crate::engine) the layer decides with, this service its
+/// the local fallback: the engine the layer decides with, this service its
 /// front for Envoy's protocol.
 ///
 /// ```
