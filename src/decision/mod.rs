@@ -264,6 +264,7 @@ impl Decision {
     }
 
     /// The name of the policy that decided, shared.
+    #[cfg(feature = "rls")]
     pub(crate) fn policy_arc(&self) -> Arc<str> {
         Arc::clone(&self.0.policy)
     }

@@ -22,6 +22,7 @@ mod begin;
 pub(crate) mod breaker;
 mod breaker_meters;
 pub(crate) mod breakers;
+#[cfg(feature = "rls")]
 mod call;
 mod circuit_breaker;
 pub(crate) mod deny_cache;
@@ -186,6 +187,7 @@ impl Engine {
     }
 
     /// The store.
+    #[cfg(feature = "rls")]
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
