@@ -163,6 +163,7 @@ mod algorithm;
 pub mod config;
 mod decision;
 pub mod duration;
+mod engine;
 mod error;
 mod identity;
 pub mod key;

@@ -96,6 +96,8 @@ async fn run(settings: Settings) -> Result<(), String> {
     let service = RateLimitService::builder(Arc::clone(&store))
         .config(config)
         .store_deadline(settings.store_deadline)
+        .on_store_error(settings.on_store_error)
+        .deny_cache(settings.deny_cache_entries())
         .shadow_mode(settings.shadow_mode)
         .near_limit_ratio(settings.near_limit_ratio);
     let service = if settings.limit_response_headers_enabled {

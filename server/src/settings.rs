@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use redlimit::rls::FailureMode;
 
 /// What the server listens on, where it reads its config, and how it reaches Redis.
 #[derive(Debug, Parser)]
@@ -185,6 +186,12 @@ pub(crate) struct Settings {
     /// (Envoy's own timeout is 20 ms by default).
     #[arg(long, env = "REDLIMIT_STORE_DEADLINE", default_value = "15ms", value_parser = go_duration)]
     pub(crate) store_deadline: Duration,
+    /// redlimit: what a request gets when Redis fails, misses the deadline or its circuit is
+    /// open: `error` (gRPC UNAVAILABLE: Envoy's failure_mode_deny decides), `open` (OK),
+    /// `closed` (OVER_LIMIT), `local` or `local:N` (each of N servers decides on its share of
+    /// the limit). A domain's `on_store_error` key wins.
+    #[arg(long, env = "REDLIMIT_ON_STORE_ERROR", default_value = "error")]
+    pub(crate) on_store_error: FailureMode,
     /// redlimit: after SIGTERM, how long health fails while the listeners still serve, before
     /// they drain (0: drain at once, as envoyproxy/ratelimit does).
     #[arg(long, env = "REDLIMIT_DRAIN_DELAY", default_value = "0s", value_parser = go_duration)]
@@ -229,7 +236,20 @@ pub(crate) enum RedisType {
     Cluster,
 }
 
+/// About what one deny-cache entry takes (a counter's key, its denial, the map's share).
+const DENY_CACHE_ENTRY_BYTES: u64 = 300;
+
 impl Settings {
+    /// The deny cache's entries for `LOCAL_CACHE_SIZE_IN_BYTES` (0: off; else at least one).
+    pub(crate) fn deny_cache_entries(&self) -> usize {
+        match self.local_cache_size_in_bytes {
+            0 => 0,
+            bytes => usize::try_from(bytes / DENY_CACHE_ENTRY_BYTES)
+                .unwrap_or(usize::MAX)
+                .max(1),
+        }
+    }
+
     /// The directory the config files are read from.
     pub(crate) fn config_dir(&self) -> PathBuf {
         self.runtime_root
@@ -366,6 +386,7 @@ mod tests {
         let read = read.iter().chain(&[
             "RUNTIME_APPDIRECTORY",
             "REDLIMIT_STORE_DEADLINE",
+            "REDLIMIT_ON_STORE_ERROR",
             "REDIS_TYPE",
         ]);
         if let Some(set) = read.into_iter().find(|v| std::env::var_os(v).is_some()) {
@@ -379,6 +400,7 @@ mod tests {
             PathBuf::from("/srv/runtime_data/current/config")
         );
         assert_eq!(s.store_deadline, Duration::from_millis(15));
+        assert_eq!(s.on_store_error, FailureMode::Unavailable);
         assert_eq!(s.redis_type, RedisType::Single);
     }
 }

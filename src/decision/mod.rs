@@ -263,6 +263,12 @@ impl Decision {
         &self.0.policy
     }
 
+    /// The name of the policy that decided, shared.
+    #[cfg(feature = "rls")]
+    pub(crate) fn policy_arc(&self) -> Arc<str> {
+        Arc::clone(&self.0.policy)
+    }
+
     /// Where the decision came from (the store, or the failure policy).
     pub fn source(&self) -> DecisionSource {
         self.0.source

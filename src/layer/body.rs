@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::held_lease::HeldLease;
+use crate::engine::held_lease::HeldLease;
 
 pin_project! {
     /// The body of a response through [`RateLimit`](crate::layer::RateLimit): the inner service's

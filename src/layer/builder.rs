@@ -7,15 +7,15 @@ use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
 
-use super::breakers::Breakers;
 use super::config::Config;
-use super::in_flight::InFlight;
 use super::layer::RateLimitLayer;
 use super::rule::Rule;
 use super::settings::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
 };
 use crate::decision::Decision;
+use crate::engine::breakers::Breakers;
+use crate::engine::in_flight::InFlight;
 use crate::error::ConfigError;
 use crate::key::{IpRanges, KeyExtractor, PeerIp};
 

@@ -9,9 +9,6 @@ use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
 
-use super::breakers::Breakers;
-use super::deny_cache::DEFAULT_DENY_CACHE;
-use super::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use super::refund::RefundFn;
 use super::rule::Rule;
 use super::settings::CircuitBreaker;
@@ -21,8 +18,11 @@ use super::settings::MissingKey;
 use super::settings::OnStoreError;
 use super::settings::RejectBody;
 use super::settings::Shadow;
-use super::throttle::Throttle;
 use crate::decision::Decision;
+use crate::engine::breakers::Breakers;
+use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
+use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
+use crate::engine::throttle::Throttle;
 use crate::policy::Policy;
 use crate::store::{MemoryStore, Store};
 
@@ -120,10 +120,5 @@ impl Config {
         self.rules()
             .enumerate()
             .find(|(_, rule)| rule.matches(parts))
-    }
-
-    /// The rule with this id (from [`rule_for`](Self::rule_for)).
-    pub(crate) fn rule(&self, id: usize) -> Option<&Rule> {
-        self.rules().nth(id)
     }
 }

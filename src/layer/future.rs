@@ -17,8 +17,8 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
-use super::held_lease::HeldLease;
 use super::refund::PendingRefund;
+use crate::engine::held_lease::HeldLease;
 use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
 

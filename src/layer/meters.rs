@@ -5,8 +5,6 @@
 //! Handles are taken on first use, from the recorder installed then: install the recorder
 //! (e.g. a Prometheus exporter) before serving requests.
 
-use std::time::Duration;
-
 use crate::decision::Decision;
 #[cfg(feature = "metrics")]
 use crate::decision::DecisionSource;
@@ -15,10 +13,10 @@ use crate::decision::DecisionSource;
 use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "metrics")]
-use metrics::{Counter, Gauge, Histogram, SharedString};
+use metrics::{Counter, Gauge, SharedString};
 
 #[cfg(feature = "metrics")]
-use crate::telemetry::{DECISIONS, LEASES_IN_FLIGHT, REQUESTS_UNDECIDED, STORE_DURATION};
+use crate::telemetry::{DECISIONS, LEASES_IN_FLIGHT, REQUESTS_UNDECIDED};
 
 #[cfg(feature = "metrics")]
 const OUTCOMES: [&str; 3] = ["allowed", "denied", "shadow_denied"];
@@ -49,13 +47,11 @@ impl Undecided {
     const REASONS: [&'static str; 3] = ["no_key", "store_unavailable", "shadow"];
 }
 
-/// The meters of a layer's rules (indexed by rule id) and of its store.
+/// The meters of a layer's rules (indexed by rule id); the store's are the engine's
+/// ([`StoreMeter`](crate::engine::StoreMeter)).
 pub(crate) struct Meters {
-    store: &'static str,
     #[cfg(feature = "metrics")]
     rules: Box<[RuleMeters]>,
-    #[cfg(feature = "metrics")]
-    latency: OnceLock<Histogram>,
 }
 
 /// The decision counters of one rule: one per outcome, source and denying limit (or none).
@@ -71,11 +67,8 @@ struct RuleMeters {
 }
 
 impl Meters {
-    /// Meters for rules with these policies (in rule order), on a store of kind `store`.
-    pub(crate) fn new<'a>(
-        store: &'static str,
-        policies: impl Iterator<Item = &'a crate::Policy>,
-    ) -> Self {
+    /// Meters for rules with these policies (in rule order).
+    pub(crate) fn new<'a>(policies: impl Iterator<Item = &'a crate::Policy>) -> Self {
         #[cfg(feature = "metrics")]
         let rules = policies
             .map(|policy| {
@@ -97,17 +90,9 @@ impl Meters {
         #[cfg(not(feature = "metrics"))]
         let _ = policies;
         Meters {
-            store,
             #[cfg(feature = "metrics")]
             rules,
-            #[cfg(feature = "metrics")]
-            latency: OnceLock::new(),
         }
-    }
-
-    /// The store's kind, for labels.
-    pub(crate) fn store(&self) -> &'static str {
-        self.store
     }
 
     /// Counts a decision of rule `rule`; `shadow`: a denial that was let through.
@@ -174,31 +159,11 @@ impl Meters {
         #[cfg(not(feature = "metrics"))]
         let _ = (rule, reason);
     }
-
-    /// Records how long a store call that waited took to answer or fail.
-    pub(crate) fn store_latency(&self, latency: Duration) {
-        self.latency_handle().record(latency);
-    }
-
-    /// The latency histogram, for a call that outlives its request (it missed the deadline
-    /// and finishes in the background): its answer, however late, is recorded too.
-    pub(crate) fn latency_handle(&self) -> Latency {
-        Latency {
-            #[cfg(feature = "metrics")]
-            histogram: self
-                .latency
-                .get_or_init(|| {
-                    crate::telemetry::describe();
-                    metrics::histogram!(STORE_DURATION, "store" => self.store)
-                })
-                .clone(),
-        }
-    }
 }
 
 impl Meters {
     /// Counts a concurrency lease of rule `rule` taken, until the returned meter is dropped.
-    pub(crate) fn lease(&self, rule: usize) -> LeaseMeter {
+    pub(crate) fn lease(&self, rule: usize) -> crate::engine::LeaseMeter {
         #[cfg(feature = "metrics")]
         {
             let gauge = self.rules.get(rule).map(|meters| {
@@ -212,54 +177,12 @@ impl Meters {
                 gauge.increment(1.0);
                 gauge.clone()
             });
-            LeaseMeter { gauge }
+            crate::engine::LeaseMeter::counting(gauge)
         }
         #[cfg(not(feature = "metrics"))]
         {
             let _ = rule;
-            LeaseMeter {}
+            crate::engine::LeaseMeter::counting()
         }
-    }
-}
-
-/// One lease in the leases-in-flight gauge, counted out when dropped (with the lease it
-/// travels with).
-pub(crate) struct LeaseMeter {
-    #[cfg(feature = "metrics")]
-    gauge: Option<Gauge>,
-}
-
-impl LeaseMeter {
-    /// A lease no request holds (taken by a late answer, given back at once): not counted.
-    pub(crate) fn uncounted() -> Self {
-        LeaseMeter {
-            #[cfg(feature = "metrics")]
-            gauge: None,
-        }
-    }
-}
-
-impl Drop for LeaseMeter {
-    fn drop(&mut self) {
-        #[cfg(feature = "metrics")]
-        if let Some(gauge) = &self.gauge {
-            gauge.decrement(1.0);
-        }
-    }
-}
-
-/// The store-latency histogram of one layer.
-pub(crate) struct Latency {
-    #[cfg(feature = "metrics")]
-    histogram: Histogram,
-}
-
-impl Latency {
-    /// Records one store call's time until it answered or failed.
-    pub(crate) fn record(&self, latency: Duration) {
-        #[cfg(feature = "metrics")]
-        self.histogram.record(latency.as_secs_f64());
-        #[cfg(not(feature = "metrics"))]
-        let _ = latency;
     }
 }

@@ -78,26 +78,19 @@
 //! ```
 
 mod body;
-pub(crate) mod breaker;
-mod breaker_meters;
-pub(crate) mod breakers;
 mod builder;
 mod config;
 mod decide;
-mod deny_cache;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
 mod grpc;
 mod handle;
 pub(crate) mod headers;
-mod held_lease;
-mod in_flight;
 mod key_missing;
 // tower-http's triad names the file after its role: `layer/layer.rs` holds the `Layer`.
 #[allow(clippy::module_inception)]
 mod layer;
-mod local;
 mod meters;
 mod problem;
 mod quota_names;
@@ -106,7 +99,6 @@ mod route_pattern;
 mod rule;
 mod service;
 mod settings;
-mod throttle;
 
 pub use body::ResponseBody;
 pub use builder::RateLimitBuilder;

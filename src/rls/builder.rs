@@ -5,15 +5,21 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::LimitHeaders;
+use std::collections::HashMap;
+
 use super::config::RlsConfig;
-use super::service::{Inner, RateLimitService};
-use crate::layer::breakers::Breakers;
+use super::service::{Generation, Inner, RateLimitService};
+use super::{FailureMode, LimitHeaders};
+use crate::engine::breakers::Breakers;
+use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
+use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
+use crate::engine::{self};
 use crate::layer::{CircuitBreaker, HeaderStyle};
-use crate::store::Store;
+use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
-/// store answers `UNAVAILABLE` (and Envoy's `failure_mode_deny` decides) before Envoy gives up.
+/// store gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, and Envoy's
+/// `failure_mode_deny` decides) before Envoy gives up.
 pub const DEFAULT_RLS_DEADLINE: Duration = Duration::from_millis(15);
 
 /// The default most descriptors a request may carry.
@@ -46,6 +52,9 @@ pub struct RateLimitServiceBuilder {
     max_descriptors: usize,
     near_limit_ratio: f64,
     limit_headers: Option<LimitHeaders>,
+    on_store_error: FailureMode,
+    domain_modes: HashMap<String, FailureMode>,
+    deny_cache: usize,
 }
 
 impl std::fmt::Debug for RateLimitServiceBuilder {
@@ -69,6 +78,9 @@ impl RateLimitServiceBuilder {
             max_descriptors: DEFAULT_MAX_DESCRIPTORS,
             near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
             limit_headers: None,
+            on_store_error: FailureMode::default(),
+            domain_modes: HashMap::new(),
+            deny_cache: DEFAULT_DENY_CACHE,
         }
     }
 
@@ -87,7 +99,7 @@ impl RateLimitServiceBuilder {
     }
 
     /// How long the store calls of one request may take in all ([`DEFAULT_RLS_DEADLINE`],
-    /// 15 ms; at least 1 ms); past it the answer is `UNAVAILABLE`.
+    /// 15 ms; at least 1 ms); past it the domain's [`FailureMode`] answers.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -100,7 +112,7 @@ impl RateLimitServiceBuilder {
     }
 
     /// The circuit breakers over the store's failure domains (the layer's default): while a
-    /// domain's circuit is open, requests answer `UNAVAILABLE` at once.
+    /// domain's circuit is open, requests get their [`FailureMode`] at once.
     ///
     /// ```
     /// use redlimit::layer::CircuitBreaker;
@@ -184,6 +196,50 @@ impl RateLimitServiceBuilder {
         self
     }
 
+    /// What requests get when the store fails, misses the deadline or its circuit is open,
+    /// for domains without a mode of their own (from [`domain_on_store_error`] or their
+    /// configuration's `on_store_error`): default [`FailureMode::Unavailable`].
+    ///
+    /// [`domain_on_store_error`]: Self::domain_on_store_error
+    ///
+    /// ```
+    /// use redlimit::rls::{FailureMode, RateLimitService};
+    /// let b = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .on_store_error(FailureMode::Local { instances: 3 });
+    /// ```
+    pub fn on_store_error(mut self, mode: FailureMode) -> Self {
+        self.on_store_error = mode;
+        self
+    }
+
+    /// The failure mode of one domain, before its configuration's `on_store_error` and the
+    /// service's [`on_store_error`](Self::on_store_error).
+    ///
+    /// ```
+    /// use redlimit::rls::{FailureMode, RateLimitService};
+    /// let b = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .domain_on_store_error("internal", FailureMode::Open)
+    ///     .domain_on_store_error("login", FailureMode::Closed);
+    /// ```
+    pub fn domain_on_store_error(mut self, domain: impl Into<String>, mode: FailureMode) -> Self {
+        self.domain_modes.insert(domain.into(), mode);
+        self
+    }
+
+    /// Entries of the deny cache (default 10 000, about 3 MB at most; 0 turns it off): a
+    /// counter the store denied is answered `OVER_LIMIT` without a store call until the time
+    /// the store said it would pass, exactly as the store would have answered. A reload starts
+    /// it empty.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .deny_cache(0);
+    /// ```
+    pub fn deny_cache(mut self, capacity: usize) -> Self {
+        self.deny_cache = capacity;
+        self
+    }
+
     /// The service.
     ///
     /// ```
@@ -191,11 +247,21 @@ impl RateLimitServiceBuilder {
     /// ```
     pub fn build(self) -> RateLimitService {
         let kind = self.store.kind();
-        RateLimitService::from_inner(Inner {
+        let shared = engine::Shared {
             store: self.store,
-            config: ArcSwap::from_pointee(self.config),
-            breakers: Breakers::new(self.breaker, kind),
             deadline: self.deadline,
+            breakers: Arc::new(Breakers::new(self.breaker, kind)),
+            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
+            throttle: Arc::default(),
+            local_store: MemoryStore::new(),
+            deny_cache: self.deny_cache,
+        };
+        let generation = Generation::new(&shared, Arc::new(self.config));
+        RateLimitService::from_inner(Inner {
+            shared,
+            generation: ArcSwap::from_pointee(generation),
+            on_store_error: self.on_store_error,
+            domain_modes: self.domain_modes,
             headers: self.headers,
             global_shadow: self.global_shadow,
             max_descriptors: self.max_descriptors,

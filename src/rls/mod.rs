@@ -31,8 +31,13 @@
 //! - errors: an empty domain, no descriptors, more than
 //!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
 //!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's
-//!   20 ms timeout) or an open circuit is `UNAVAILABLE`, which Envoy's `failure_mode_deny`
-//!   decides.
+//!   20 ms timeout) or an open circuit gets the domain's [`FailureMode`]: by default
+//!   `UNAVAILABLE`, which Envoy's `failure_mode_deny` decides; or `OK`, `OVER_LIMIT`, or a
+//!   decision in memory on this server's share of each limit;
+//! - the deny cache: a counter the store denied is answered `OVER_LIMIT` without a store call
+//!   until the store's retry time (exact: nothing but time makes a denied counter pass); a
+//!   request with a counter known over charges nothing, and its other counters are read for
+//!   their statuses.
 //!
 //! Store calls: every counter of one cost goes into one atomic check (at most 16 limits, one
 //! sliding log, distinct counters); descriptors charging different hits, more than 16 limits,
@@ -76,6 +81,8 @@
 
 mod builder;
 pub mod config;
+mod failure_mode;
+mod fallback;
 mod headers;
 mod limit_headers;
 mod plan;
@@ -84,10 +91,13 @@ mod respond;
 mod run;
 mod service;
 mod stats;
+#[cfg(test)]
+mod testing;
 
 pub use builder::{
     DEFAULT_MAX_DESCRIPTORS, DEFAULT_NEAR_LIMIT_RATIO, DEFAULT_RLS_DEADLINE,
     RateLimitServiceBuilder,
 };
+pub use failure_mode::FailureMode;
 pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;

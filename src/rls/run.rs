@@ -13,20 +13,18 @@
 //! after the enforced ones: their being over must not stop the others' charge.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Instant, UNIX_EPOCH};
 
 use smallvec::SmallVec;
-use tokio::time::Instant;
 
 use super::plan::{Counter, Mode, Plan, Resolved};
-use crate::decision::{Decision, LimitState};
+use crate::decision::{Decision, DecisionSource, LimitState};
+use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::layer::breaker::{Admission, Outcome};
-use crate::layer::breakers::Breakers;
 use crate::limit::Algorithm;
 use crate::policy::{MAX_LIMITS, Policy};
-use crate::store::{Refund, Store};
+use crate::store::{MemoryStore, Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
 const POLICY: &str = "rls";
@@ -69,12 +67,28 @@ struct Charged {
     cost: u64,
 }
 
-/// The store, its breakers and the request's deadline.
+/// The deny cache's rule for every counter (a counter's key names its domain).
+const RULE: usize = 0;
+
+/// Where a request's checks go.
+#[derive(Clone, Copy)]
+pub(super) enum Via<'a> {
+    /// The engine: its deny cache, the breakers, the store, until the request's deadline;
+    /// with the local fallback to mirror admissions into (its store and the servers sharing
+    /// the limits) in local failure mode.
+    Engine {
+        engine: &'a Engine,
+        until: tokio::time::Instant,
+        mirror: Option<(&'a MemoryStore, u32)>,
+    },
+    /// The local fallback: this server's share of each limit (counts divided by the servers),
+    /// in memory.
+    Local(&'a MemoryStore, u32),
+}
+
+/// The checks of one request.
 pub(super) struct Runner<'a> {
-    pub(super) store: &'a Arc<dyn Store>,
-    pub(super) breakers: &'a Breakers,
-    pub(super) deadline: Duration,
-    pub(super) until: Instant,
+    pub(super) via: Via<'a>,
 }
 
 impl Runner<'_> {
@@ -93,6 +107,8 @@ impl Runner<'_> {
                     let give_back = refused || charge.descriptor.is_some_and(over);
                     if give_back {
                         self.refund(charge);
+                    } else {
+                        self.mirror(&charge);
                     }
                 }
                 Ok(results)
@@ -114,10 +130,13 @@ impl Runner<'_> {
         let counters = &plan.counters;
         let mut results: Vec<Option<Evaluated>> = vec![None; counters.len()];
         let live = |c: &Counter| c.limit.is_some();
+        self.cached(plan, &mut results);
+        let unknown =
+            |c: usize, results: &[Option<Evaluated>]| live(&counters[c]) && results[c].is_none();
         // Check-only counters first: reads, never charged.
         let reads = groups(
             counters,
-            (0..counters.len()).filter(|&c| live(&counters[c]) && counters[c].cost == 0),
+            (0..counters.len()).filter(|&c| unknown(c, &results) && counters[c].cost == 0),
             |_| 0,
         );
         for group in &reads {
@@ -165,6 +184,10 @@ impl Runner<'_> {
                 else {
                     continue;
                 };
+                // A descriptor with a counter known over charges none of its counters.
+                if (first..first + len).any(|c| results[c].is_some() && counters[c].cost > 0) {
+                    continue;
+                }
                 let members =
                     (first..first + len).filter(|&c| live(&counters[c]) && counters[c].cost > 0);
                 for group in groups(counters, members, |c| counters[c].cost) {
@@ -204,25 +227,20 @@ impl Runner<'_> {
             .domain_key
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
-        let domain = self.store.failure_domain(&policy, &key);
-        let admission = self.breakers.admit(domain, self.deadline);
-        if admission == Admission::Skip {
-            return Err(StoreError::CircuitOpen);
-        }
-        let answer =
-            tokio::time::timeout_at(self.until, self.store.check(&policy, &key, group.cost)).await;
-        let decision = match answer {
-            Err(_) => {
-                self.breakers.record(domain, admission, Outcome::Timeout);
-                return Err(StoreError::Timeout(self.deadline));
-            }
-            Ok(Err(error)) => {
-                self.breakers.record(domain, admission, Outcome::Failure);
-                return Err(error);
-            }
-            Ok(Ok(decision)) => {
-                self.breakers.record(domain, admission, Outcome::Success);
+        let decision = match self.via {
+            Via::Engine { engine, until, .. } => {
+                let (asked, stamp) = (Instant::now(), engine.versions());
+                let decision = engine.call(&policy, &key, group.cost, until).await?;
+                if group.cost > 0 && !decision.is_allowed() {
+                    remember(engine, plan, group, (asked, stamp), &decision);
+                }
                 decision
+            }
+            Via::Local(store, instances) => {
+                let policy = policy.scaled(instances);
+                store
+                    .check_now(&policy, &key, group.cost)
+                    .with_source(DecisionSource::Local)
             }
         };
         for (&c, state) in group.members.iter().zip(decision.limits()) {
@@ -234,19 +252,86 @@ impl Runner<'_> {
         Ok((decision, policy, key))
     }
 
+    /// The counters the deny cache knows over, for the units they would charge (a check of
+    /// nothing asks whether one unit more would pass): answered as the store would.
+    fn cached(&self, plan: &Plan, results: &mut [Option<Evaluated>]) {
+        let Via::Engine { engine, .. } = self.via else {
+            return;
+        };
+        for (c, counter) in plan.counters.iter().enumerate() {
+            if counter.limit.is_none() {
+                continue;
+            }
+            let cost = counter.cost.max(1);
+            if let Some(denial) = engine.cached_denial(RULE, &counter.own, cost)
+                && let Some(state) = denial.limits().first()
+            {
+                results[c] = Some(Evaluated {
+                    state: state.clone(),
+                    asked: cost,
+                });
+            }
+        }
+    }
+
+    /// Charges the local fallback with what the store admitted through this server (its
+    /// share of each limit), so that a failing store does not open a second budget here.
+    fn mirror(&self, charge: &Charged) {
+        if let Via::Engine {
+            mirror: Some((store, instances)),
+            ..
+        } = self.via
+        {
+            let _ = store.check_now(&charge.policy.scaled(instances), &charge.key, charge.cost);
+        }
+    }
+
     /// Gives back what `charge` consumed, in the background: the answer does not wait.
     fn refund(&self, charge: Charged) {
         let Some(refund) = Refund::of(&charge.decision, charge.cost) else {
             return;
         };
-        let store = Arc::clone(self.store);
+        let store: Arc<dyn Store> = match self.via {
+            Via::Engine { engine, .. } => Arc::clone(engine.store()),
+            Via::Local(store, _) => Arc::new(store.clone()),
+        };
+        let policy = match self.via {
+            Via::Local(_, instances) => charge.policy.scaled(instances),
+            Via::Engine { .. } => charge.policy.clone(),
+        };
         tokio::spawn(async move {
             if let Some(refunds) = store.refunds()
-                && let Err(error) = refunds.refund(&charge.policy, &charge.key, refund).await
+                && let Err(error) = refunds.refund(&policy, &charge.key, refund).await
             {
                 tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
             }
         });
+    }
+}
+
+/// Caches each counter `decision` denied, on its own: a counter denied `cost` units stays
+/// denied them until its retry time, whatever other counters shared the check.
+fn remember(
+    engine: &Engine,
+    plan: &Plan,
+    group: &Group,
+    asked: (Instant, crate::engine::deny_cache::Stamp),
+    decision: &Decision,
+) {
+    let now_us = decision
+        .evaluated_at()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    for (&c, state) in group.members.iter().zip(decision.limits()) {
+        if state.is_allowed() {
+            continue;
+        }
+        let alone = Decision::from_states(
+            decision.policy_arc(),
+            now_us,
+            std::iter::once(state.clone()).collect(),
+        );
+        engine.remember(RULE, &plan.counters[c].own, group.cost, asked, &alone);
     }
 }
 
@@ -297,4 +382,83 @@ fn groups(
             .sort_by_key(|&c| counters[c].limit.map(|l| l.algorithm() as usize));
     }
     groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RateLimitService;
+    use super::super::config::RlsConfig;
+    use super::super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use super::super::testing::{Flaky, request};
+
+    const CONFIG: &str = "
+domain: d
+descriptors:
+  - {key: ip, rate_limit: {unit: day, requests_per_unit: 1}}
+  - {key: path, rate_limit: {unit: day, requests_per_unit: 5}}
+";
+
+    fn service(store: Flaky, deny_cache: usize) -> RateLimitService {
+        let config = RlsConfig::parse([("d.yaml", CONFIG)], false).unwrap();
+        RateLimitService::builder(store)
+            .config(config)
+            .deny_cache(deny_cache)
+            .build()
+    }
+
+    #[tokio::test]
+    async fn a_known_denial_answers_over_limit_without_the_store() {
+        let store = Flaky::default();
+        let service = service(store.clone(), 100);
+        let ip = request("d", &[&[("ip", "1")]]);
+        assert_eq!(
+            service
+                .should_rate_limit(ip.clone())
+                .await
+                .unwrap()
+                .overall_code(),
+            Code::Ok
+        );
+        let denied = service.should_rate_limit(ip.clone()).await.unwrap();
+        assert_eq!(denied.overall_code(), Code::OverLimit);
+        let calls = store.calls();
+        let cached = service.should_rate_limit(ip.clone()).await.unwrap();
+        assert_eq!(store.calls(), calls, "the store was asked");
+        assert_eq!(cached.overall_code(), Code::OverLimit);
+        let status = &cached.statuses[0];
+        assert_eq!(status.code(), Code::OverLimit);
+        assert_eq!(status.limit_remaining, 0);
+        assert_eq!(status.current_limit.as_ref().unwrap().requests_per_unit, 1);
+        assert!(status.duration_until_reset.unwrap().seconds > 0);
+        // Another descriptor beside it: nothing charged, its status read (one call).
+        let both = request("d", &[&[("ip", "1")], &[("path", "/")]]);
+        for _ in 0..2 {
+            let answer = service.should_rate_limit(both.clone()).await.unwrap();
+            assert_eq!(answer.overall_code(), Code::OverLimit);
+            assert_eq!(answer.statuses[0].code(), Code::OverLimit);
+            assert_eq!(answer.statuses[1].code(), Code::Ok);
+            assert_eq!(answer.statuses[1].limit_remaining, 5, "charged");
+        }
+        assert_eq!(store.calls(), calls + 2);
+        // Other keys still ask.
+        let other = service
+            .should_rate_limit(request("d", &[&[("ip", "2")]]))
+            .await
+            .unwrap();
+        assert_eq!(other.overall_code(), Code::Ok);
+        assert_eq!(store.calls(), calls + 3);
+    }
+
+    #[tokio::test]
+    async fn without_the_deny_cache_every_request_asks_the_store() {
+        let store = Flaky::default();
+        let service = service(store.clone(), 0);
+        let ip = request("d", &[&[("ip", "1")]]);
+        for _ in 0..3 {
+            service.should_rate_limit(ip.clone()).await.unwrap();
+        }
+        let calls = store.calls();
+        service.should_rate_limit(ip).await.unwrap();
+        assert!(store.calls() > calls);
+    }
 }

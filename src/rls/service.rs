@@ -1,15 +1,17 @@
 //! [`RateLimitService`]: `ShouldRateLimit` over a store, with a configuration a reload swaps.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tonic::{Request, Response, Status};
 
+use super::FailureMode;
 use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use super::config::RlsConfig;
+use super::fallback::failed;
 use super::plan::plan;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
@@ -17,14 +19,17 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
+use super::run::Via;
 use super::stats;
+use crate::engine::{self, Engine};
 use crate::layer::HeaderStyle;
-use crate::layer::breakers::Breakers;
 use crate::store::Store;
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
 /// [`Store`]: mount [`into_server`](Self::into_server) in a tonic server, beside your own
-/// services. Clones share the store, the configuration and the circuit breakers.
+/// services. Clones share the store, the configuration, the circuit breakers, the deny cache and
+/// the local fallback: the engine the layer decides with, this service its
+/// front for Envoy's protocol.
 ///
 /// ```
 /// use redlimit::rls::{config::RlsConfig, RateLimitService};
@@ -50,10 +55,12 @@ pub struct RateLimitService {
 }
 
 pub(super) struct Inner {
-    pub(super) store: Arc<dyn Store>,
-    pub(super) config: ArcSwap<RlsConfig>,
-    pub(super) breakers: Breakers,
-    pub(super) deadline: Duration,
+    pub(super) shared: engine::Shared,
+    pub(super) generation: ArcSwap<Generation>,
+    /// The failure mode of domains without their own.
+    pub(super) on_store_error: FailureMode,
+    /// The builder's failure modes by domain (before the configuration's).
+    pub(super) domain_modes: HashMap<String, FailureMode>,
     pub(super) headers: HeaderStyle,
     pub(super) global_shadow: bool,
     pub(super) max_descriptors: usize,
@@ -61,11 +68,41 @@ pub(super) struct Inner {
     pub(super) limit_headers: Option<LimitHeaders>,
 }
 
+/// One configuration and the engine that decides by it: a reload makes both anew (a cached
+/// denial belongs to the limits it was made under), keeping the breakers and the fallback's
+/// counts.
+pub(super) struct Generation {
+    pub(super) config: Arc<RlsConfig>,
+    pub(super) engine: Engine,
+}
+
+impl Generation {
+    pub(super) fn new(shared: &engine::Shared, config: Arc<RlsConfig>) -> Self {
+        Generation {
+            config,
+            engine: Engine::new(shared, std::iter::empty()),
+        }
+    }
+}
+
+impl Inner {
+    /// The failure mode of `domain`: the builder's for it, else its configuration's, else the
+    /// service's.
+    fn mode(&self, config: &RlsConfig, domain: &str) -> FailureMode {
+        self.domain_modes
+            .get(domain)
+            .copied()
+            .or_else(|| config.domain(domain).and_then(|d| d.on_store_error))
+            .unwrap_or(self.on_store_error)
+    }
+}
+
 impl fmt::Debug for RateLimitService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitService")
-            .field("store", &self.inner.store.kind())
-            .field("deadline", &self.inner.deadline)
+            .field("store", &self.inner.shared.store.kind())
+            .field("deadline", &self.inner.shared.deadline)
+            .field("on_store_error", &self.inner.on_store_error)
             .field("headers", &self.inner.headers)
             .field("global_shadow", &self.inner.global_shadow)
             .finish_non_exhaustive()
@@ -112,7 +149,8 @@ impl RateLimitService {
     /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
     /// ```
     pub fn reload(&self, config: RlsConfig) {
-        self.inner.config.store(Arc::new(config));
+        let generation = Generation::new(&self.inner.shared, Arc::new(config));
+        self.inner.generation.store(Arc::new(generation));
     }
 
     /// The configuration in force.
@@ -123,12 +161,13 @@ impl RateLimitService {
     /// assert!(service.config().is_empty());
     /// ```
     pub fn config(&self) -> Arc<RlsConfig> {
-        self.inner.config.load_full()
+        Arc::clone(&self.inner.generation.load().config)
     }
 
     /// Answers one `ShouldRateLimit` request (what the gRPC service calls): a request that is
     /// not valid is `INVALID_ARGUMENT`; a store that fails, is late past the store deadline, or
-    /// whose circuit is open is `UNAVAILABLE`, so that Envoy's `failure_mode_deny` decides.
+    /// whose circuit is open gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, so
+    /// that Envoy's `failure_mode_deny` decides).
     ///
     /// ```
     /// use redlimit::rls::RateLimitService;
@@ -144,24 +183,31 @@ impl RateLimitService {
         request: RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
         let inner = &*self.inner;
-        let config = inner.config.load();
-        let planned = plan(&config, &request, inner.max_descriptors).inspect_err(|_| {
+        let generation = inner.generation.load_full();
+        let config = &generation.config;
+        let planned = plan(config, &request, inner.max_descriptors).inspect_err(|_| {
             stats::error("service_error");
         })?;
         let Some(plan) = planned else {
             return Ok(unknown_domain(request.descriptors.len()));
         };
-        drop(config);
-        let runner = Runner {
-            store: &inner.store,
-            breakers: &inner.breakers,
-            deadline: inner.deadline,
-            until: tokio::time::Instant::now() + inner.deadline,
+        let mode = inner.mode(config, &request.domain);
+        let local = &inner.shared.local_store;
+        let via = Via::Engine {
+            engine: &generation.engine,
+            until: tokio::time::Instant::now() + inner.shared.deadline,
+            mirror: match mode {
+                FailureMode::Local { instances } => Some((local, instances)),
+                _ => None,
+            },
         };
-        let results = runner.run(&plan).await.map_err(|error| {
-            stats::error("redis_error");
-            Status::unavailable(format!("rate limit store: {error}"))
-        })?;
+        let results = match (Runner { via }).run(&plan).await {
+            Ok(results) => results,
+            Err(error) => {
+                stats::error("redis_error");
+                failed(inner, &request.domain, &plan, mode, &error).await?
+            }
+        };
         let mut response = respond(
             &plan,
             &results,

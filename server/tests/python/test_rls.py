@@ -286,6 +286,26 @@ class Lifecycle(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_a_dead_redis_gets_each_domains_failure_mode_and_known_denials_stand(self):
+        limited = "descriptors:\n  - key: ip\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
+        redis = Redis()
+        server = Server({"by_env.yaml": "domain: by_env\n" + limited,
+                         "closed.yaml": "domain: closed\non_store_error: closed\n" + limited},
+                        redis=redis,
+                        env={"REDLIMIT_ON_STORE_ERROR": "open",
+                             "LOCAL_CACHE_SIZE_IN_BYTES": "1000000"})
+        try:
+            code = lambda domain, ip: server.call(domain, [("ip", ip)]).overall_code
+            self.assertEqual(code("by_env", "1"), OK)
+            self.assertEqual(code("by_env", "1"), OVER_LIMIT)
+            redis.stop()
+            # Known over: answered from the deny cache, as Redis would (open would say OK).
+            self.assertEqual(code("by_env", "1"), OVER_LIMIT)
+            self.assertEqual(code("by_env", "2"), OK)
+            self.assertEqual(code("closed", "2"), OVER_LIMIT)
+        finally:
+            server.stop()
+
     def test_reload_on_change_keeps_the_old_config_when_broken(self):
         for layout in ["plain", "configmap"]:
             with self.subTest(layout=layout):

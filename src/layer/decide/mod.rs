@@ -1,18 +1,17 @@
-//! The per-request logic: which rule applies, the key and cost, the deny cache, the breaker,
-//! and the store call ([`Decider::start`], [`Decider::resume`], `ask`); then a request without a
-//! key (`missing.rs`), the store's answer (`settle.rs`), decisions without the store
-//! (`fallback.rs`) and the layer's own responses (`respond.rs`).
+//! The layer's front of the [`Engine`](crate::engine::Engine): which rule applies to an HTTP
+//! request, its key and cost ([`Decider::start`]); the engine decides; `settle.rs` turns its
+//! outcome into a verdict (counted, traced, shadowed, enforced), `missing.rs` answers a request
+//! without a key, `respond.rs` the layer's own responses.
 
-mod fallback;
+#[cfg(test)]
+mod failure_modes;
 mod missing;
 mod respond;
 mod settle;
 #[cfg(test)]
 mod testing;
 
-use std::future::IntoFuture;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::Response;
@@ -20,36 +19,22 @@ use http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decision::Decision;
-use crate::error::StoreError;
+use crate::engine::held_lease::HeldLease;
+use crate::engine::throttle::Throttle;
+use crate::engine::{self, Begin, Engine, Ticket};
 use crate::key::{Key, KeyExtractor};
-use crate::layer::breaker::{Admission, Outcome};
 use crate::layer::config::Config;
-use crate::layer::deny_cache::{DenyCache, Lookup, Stamp};
 use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
-use crate::layer::held_lease::HeldLease;
-use crate::layer::in_flight::Permit;
-use crate::layer::local::LocalFallback;
 use crate::layer::meters::Meters;
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
-use crate::layer::throttle::Throttle;
-use crate::policy::Policy;
-use crate::store::{Check, CheckFuture, Store};
-
-/// How long a store call that missed the request's deadline may still answer before the
-/// breaker counts it as lost (at least ten deadlines).
-const LOST_AFTER: Duration = Duration::from_secs(1);
-
-/// How many deadlines a probe of the store may take: a probe may dial a connection of its
-/// own (a round trip or two more than a call on the open one), and no request waits for it.
-const PROBE_DEADLINES: u32 = 2;
+use crate::store::CheckFuture;
 
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
-    local: LocalFallback,
-    deny_cache: DenyCache,
+    engine: Engine,
     meters: Meters,
     /// Each rule's mode, by rule id: its own, else the layer's.
     shadow: Box<[Shadow]>,
@@ -58,33 +43,16 @@ pub(crate) struct Decider {
     keyless_log: Throttle,
 }
 
-/// What a store call needs to be settled: its rule, failure domain and breaker admission,
-/// whether it is a gRPC call, for a local fallback the key and cost, and its place among the
-/// calls in flight.
+/// A store call under way, and whether its request is a gRPC call.
 pub(crate) struct Pending {
-    rule: usize,
-    domain: u16,
-    admission: Admission,
+    ticket: Ticket,
     grpc: Option<Framing>,
-    key: Key,
-    cost: u64,
-    permit: Option<Permit>,
-    /// The turn at the deny cache's gate of this key, while its expired denial is refreshed:
-    /// released once the answer is cached.
-    _gate: Option<OwnedSemaphorePermit>,
-    /// When the store call was made, before it was sent (a store future does nothing until
-    /// polled): the deny cache counts from here. Only for calls that wait.
-    asked: Option<Instant>,
-    /// The store's versions when the call was made: a denial is cached under them.
-    stamp: Stamp,
 }
 
 /// A request waiting for another to refresh its key's expired denial.
 pub(crate) struct Queued {
-    rule: usize,
+    queued: engine::Queued,
     grpc: Option<Framing>,
-    key: Key,
-    cost: u64,
 }
 
 /// How a request starts.
@@ -116,22 +84,27 @@ pub(crate) enum Verdict {
 }
 
 impl Decider {
-    /// Derives what the settings imply: the local fallback's store and scaled policies.
+    /// Derives what the settings imply: the engine of the rules, and their meters.
     pub(crate) fn new(config: Arc<Config>) -> Self {
-        for rule in config.rules() {
-            config.store.prepare(&rule.policy);
-        }
-        let local = LocalFallback::of(&config);
-        let deny_cache = DenyCache::new(config.deny_cache);
-        let meters = Meters::new(config.store.kind(), config.rules().map(|r| &r.policy));
+        let shared = engine::Shared {
+            store: Arc::clone(&config.store),
+            deadline: config.deadline,
+            breakers: Arc::clone(&config.breakers),
+            in_flight: Arc::clone(&config.in_flight),
+            throttle: Arc::clone(&config.throttle),
+            local_store: config.local_store.clone(),
+            deny_cache: config.deny_cache,
+        };
+        let mode = config.on_store_error;
+        let engine = Engine::new(&shared, config.rules().map(|rule| (&rule.policy, mode)));
+        let meters = Meters::new(config.rules().map(|r| &r.policy));
         let shadow = config
             .rules()
             .map(|rule| rule.shadow.unwrap_or(config.shadow))
             .collect();
         Decider {
             config,
-            local,
-            deny_cache,
+            engine,
             meters,
             shadow,
             keyless_log: Throttle::default(),
@@ -145,29 +118,13 @@ impl Decider {
     /// Drops this layer's cached denials of `key` under the policy named `policy` (its
     /// override changed: they may no longer stand).
     pub(crate) fn forget_denials(&self, policy: &str, key: &Key) {
-        for (id, rule) in self.config.rules().enumerate() {
-            if rule.policy.name() == policy {
-                self.deny_cache.remove(id, key);
-            }
-        }
+        self.engine.forget_denials(policy, key);
     }
 
     /// Forgets what this layer remembers of `key` under the policy named `policy`: the deny
-    /// cache's denials and the local fallback's state, after the store's state was reset. A
-    /// key with limit keys had shared levels reset too: every denial of the rule goes.
+    /// cache's denials and the local fallback's state, after the store's state was reset.
     pub(crate) fn forget(&self, policy: &str, key: &Key) {
-        for (id, rule) in self.config.rules().enumerate() {
-            if rule.policy.name() == policy {
-                if key.has_limit_keys() {
-                    self.deny_cache.remove_rule(id);
-                } else {
-                    self.deny_cache.remove(id, key);
-                }
-                if let Some((store, scaled)) = self.local.get(id) {
-                    store.reset_now(scaled, key);
-                }
-            }
-        }
+        self.engine.forget(policy, key);
     }
 
     pub(crate) fn start(&self, parts: &Parts) -> Start {
@@ -187,152 +144,22 @@ impl Decider {
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        let store = self.config.store.as_ref();
-        let gate = match self
-            .deny_cache
-            .lookup(rule_id, &key, cost, false, |cached| {
-                still_stands(store, &rule.policy, &key, cached)
-            }) {
-            Lookup::Miss => None,
-            Lookup::Hit(denial) => {
-                return Start::Decided(self.decided(rule_id, &key, denial, grpc, None));
-            }
-            Lookup::Refresh(turn) => Some(turn),
-            Lookup::Wait(gate) => {
-                let queued = Queued {
-                    rule: rule_id,
-                    grpc,
-                    key,
-                    cost,
-                };
-                return Start::Wait(gate, queued);
-            }
-        };
-        self.ask(rule_id, &rule.policy, grpc, key, cost, gate)
+        self.begun(self.engine.begin(rule_id, key, cost), grpc)
     }
 
     /// After waiting at the gate: with `turn`, or without it if the deadline passed first.
     pub(crate) fn resume(&self, queued: Queued, turn: Option<OwnedSemaphorePermit>) -> Start {
-        let Queued {
-            rule,
-            grpc,
-            key,
-            cost,
-        } = queued;
-        // The id comes from this decider's own (immutable) rules: always there.
-        let Some(policy) = self.config.rule(rule).map(|r| &r.policy) else {
-            return Start::Decided(Verdict::Respond(self.unavailable(grpc)));
-        };
-        let store = self.config.store.as_ref();
-        if let Lookup::Hit(denial) = self.deny_cache.lookup(rule, &key, cost, true, |cached| {
-            still_stands(store, policy, &key, cached)
-        }) {
-            return Start::Decided(self.decided(rule, &key, denial, grpc, None));
-        }
-        self.ask(rule, policy, grpc, key, cost, turn)
+        self.begun(self.engine.resume(queued.queued, turn), queued.grpc)
     }
 
-    /// Asks the store (through the breaker and the bound on calls in flight).
-    fn ask(
-        &self,
-        rule_id: usize,
-        policy: &Policy,
-        grpc: Option<Framing>,
-        key: Key,
-        cost: u64,
-        gate: Option<OwnedSemaphorePermit>,
-    ) -> Start {
-        let config = &*self.config;
-        let domain = config.store.failure_domain(policy, &key);
-        let admission = config.breakers.admit(domain, config.deadline);
-        let mut pending = Pending {
-            rule: rule_id,
-            domain,
-            admission,
-            grpc,
-            key,
-            cost,
-            permit: None,
-            _gate: gate,
-            asked: None,
-            stamp: stamp(self.config.store.as_ref()),
-        };
-        if admission == Admission::Skip || (admission == Admission::Probe && self.probe(domain)) {
-            return Start::Decided(self.store_failed(&StoreError::CircuitOpen, &pending));
-        }
-        match config.store.check(policy, &pending.key, cost) {
-            // An answer without I/O cannot hang: the breaker only watches calls that wait,
-            // unless this one was its probe.
-            Check::Ready(outcome) => {
-                if admission == Admission::Probe {
-                    self.record(&pending, &outcome);
-                }
-                Start::Decided(self.settle(outcome, &pending, None))
-            }
-            waiting => match config.in_flight.try_acquire() {
-                Some(permit) => {
-                    pending.permit = Some(permit);
-                    pending.asked = Some(Instant::now());
-                    Start::Check(waiting.into_future(), pending)
-                }
-                // The call is dropped unsent (a store future does nothing until polled).
-                None => {
-                    config.breakers.abandon(domain, admission);
-                    crate::telemetry::store_failure(self.meters.store(), "overload");
-                    Start::Decided(self.in_memory(
-                        &pending,
-                        "too many rate-limit store calls in flight; deciding in memory",
-                    ))
-                }
-            },
+    /// What the engine's start means for the request.
+    fn begun(&self, begin: Begin, grpc: Option<Framing>) -> Start {
+        match begin {
+            Begin::Ask(check, ticket) => Start::Check(check, Pending { ticket, grpc }),
+            Begin::Wait(gate, queued) => Start::Wait(gate, Queued { queued, grpc }),
+            Begin::Done(settled, ticket) => Start::Decided(self.finish(settled, &ticket, grpc)),
         }
     }
-
-    /// Probes the store behind `domain` in the background, for its open breaker, if the store
-    /// can be probed (and a runtime runs): the request that drew the probe is then decided as
-    /// while the breaker is open, and no request waits for a store that may still be gone.
-    fn probe(&self, domain: u16) -> bool {
-        let config = &*self.config;
-        let (Some(probe), Ok(runtime)) = (
-            config.store.probe(domain),
-            tokio::runtime::Handle::try_current(),
-        ) else {
-            return false;
-        };
-        let breakers = Arc::clone(&config.breakers);
-        let within = PROBE_DEADLINES * config.deadline;
-        runtime.spawn(async move {
-            let outcome = match tokio::time::timeout(within, probe).await {
-                Ok(Ok(())) => Outcome::Success,
-                Ok(Err(_)) => Outcome::Failure,
-                Err(_) => Outcome::Timeout,
-            };
-            breakers.record(domain, Admission::Probe, outcome);
-        });
-        true
-    }
-}
-
-/// The store's versions now.
-fn stamp(store: &dyn Store) -> Stamp {
-    Stamp {
-        overrides: crate::store::overrides_version(store),
-        resets: crate::store::resets_version(store),
-    }
-}
-
-/// The store's versions now, if a denial of `key` under `policy` cached under `cached` still
-/// stands: no override changed since, and the key was not reset.
-fn still_stands(store: &dyn Store, policy: &Policy, key: &Key, cached: Stamp) -> Option<Stamp> {
-    let now = stamp(store);
-    if now.overrides != cached.overrides {
-        return None;
-    }
-    let reset = now.resets != cached.resets
-        && store
-            .admin()
-            .is_none_or(|admin| admin.reset_since(policy, key, cached.resets));
-    (!reset).then_some(now)
 }
 
 #[cfg(test)]

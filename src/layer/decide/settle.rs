@@ -1,173 +1,76 @@
-//! Settling a store call: the breaker counts it, the deny cache and the local fallback's mirror
-//! learn from it, and its decision is counted, traced and enforced (or only recorded, in shadow
-//! mode). A call that missed its deadline is left to finish in the background.
+//! The engine's outcome as the layer's verdict: counted, traced, then enforced (or only
+//! recorded, in shadow mode), with the refund and the concurrency lease the response carries.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Decider, LOST_AFTER, PROBE_DEADLINES, Pending, Verdict};
+use super::{Decider, Pending, Verdict};
 use crate::decision::{Decision, DecisionSource};
+use crate::engine::held_lease::{HeldLease, LeaseStore};
+use crate::engine::{Settled, Ticket};
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::layer::breaker::Outcome;
 use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
-use crate::layer::held_lease::{HeldLease, LeaseStore};
-use crate::layer::meters::{LeaseMeter, Undecided};
+use crate::layer::meters::Undecided;
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::lease::Lease;
 use crate::store::CheckFuture;
 
 impl Decider {
-    /// A call of `pending`'s domain missed its deadline: if nothing in the domain answered
-    /// since it was asked, finds out (with a probe past the calls in flight, where the store
-    /// offers one) whether the store is gone, and if so opens the domain's breaker at once,
-    /// so that the requests after this one are decided at memory speed at any request rate.
-    fn confirm_silence(&self, pending: &Pending) {
-        let config = &*self.config;
-        let Some(asked) = pending.asked else { return };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if !config.breakers.start_confirming(pending.domain, asked) {
-            return;
-        }
-        let (breakers, domain) = (Arc::clone(&config.breakers), pending.domain);
-        let probe = config.store.probe(domain);
-        let within = PROBE_DEADLINES * config.deadline;
-        runtime.spawn(async move {
-            let gone = match probe {
-                Some(probe) => !matches!(tokio::time::timeout(within, probe).await, Ok(Ok(()))),
-                None => true,
-            };
-            breakers.confirmed(domain, asked, gone);
-        });
-    }
-
-    /// Settles a store call that waited: the breaker counts it, then its decision or the
-    /// failure mode's.
+    /// Settles a store call that waited (see [`Engine::settle`](crate::engine::Engine::settle)).
     pub(crate) fn verdict(
         &self,
         outcome: Result<Decision, StoreError>,
         pending: &Pending,
     ) -> Verdict {
-        self.record(pending, &outcome);
-        let latency = pending.asked.map(|asked| asked.elapsed());
-        if let Some(latency) = latency {
-            self.meters.store_latency(latency);
-        }
-        // Only a store that waits can be late: what it admits is mirrored into the fallback,
-        // which then knows this instance's spending when a later call misses its deadline.
-        if let Ok(decision) = &outcome
-            && decision.is_allowed()
-            && decision.source() == DecisionSource::Store
-        {
-            self.local.mirror(pending.rule, &pending.key, pending.cost);
-        }
-        if let (Ok(decision), Some(asked)) = (&outcome, pending.asked) {
-            self.deny_cache.insert(
-                pending.rule,
-                &pending.key,
-                pending.cost,
-                (asked, pending.stamp),
-                decision,
-            );
-        }
-        self.settle(outcome, pending, latency)
+        let settled = self.engine.settle(outcome, &pending.ticket);
+        self.finish(settled, &pending.ticket, pending.grpc)
     }
 
-    /// The store did not answer within the deadline. That alone does not show it failed: a
-    /// flood that queues calls (here or in the store) looks the same for a while, and failing
-    /// open on it would hand an attacker an unlimited window. So the request is decided in
-    /// memory, and the call is left to finish in the background (holding its place among the
-    /// calls in flight) for the breaker to learn whether the store answered late (alive,
-    /// busy) or not within [`LOST_AFTER`] (gone).
+    /// The store missed the deadline (see
+    /// [`Engine::missed_deadline`](crate::engine::Engine::missed_deadline)).
     pub(crate) fn missed_deadline(&self, check: CheckFuture, pending: &mut Pending) -> Verdict {
-        let breakers = Arc::clone(&self.config.breakers);
-        let (domain, admission, permit) =
-            (pending.domain, pending.admission, pending.permit.take());
-        let lost_after = self.lost_after();
-        let (latency, asked) = (self.meters.latency_handle(), pending.asked);
-        // A late admission may have taken a concurrency lease that no response will hold:
-        // given back at once (through a `HeldLease` dropped as soon as it is made).
-        let lease_of = self.config.rule(pending.rule).map(|rule| {
-            (
-                Arc::clone(&self.config.store),
-                rule.policy.clone(),
-                pending.key.clone(),
-            )
-        });
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    let outcome = tokio::time::timeout(lost_after, check).await;
-                    breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
-                    if let (Ok(_), Some(asked)) = (&outcome, asked) {
-                        latency.record(asked.elapsed());
-                    }
-                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of)
-                        && let Some(lease) = decision.lease()
-                    {
-                        drop(HeldLease::new(
-                            LeaseStore::Shared(store),
-                            policy,
-                            key,
-                            lease,
-                            LeaseMeter::uncounted(),
-                        ));
-                    }
-                    drop(permit);
-                });
-            }
-            Err(_) => breakers.record(domain, admission, Outcome::Timeout),
-        }
-        self.confirm_silence(pending);
-        crate::telemetry::store_failure(self.meters.store(), "deadline");
-        self.in_memory(
-            pending,
-            "rate-limit store missed the deadline; deciding in memory",
-        )
+        let settled = self.engine.missed_deadline(check, &mut pending.ticket);
+        self.finish(settled, &pending.ticket, pending.grpc)
     }
 
-    pub(super) fn record(&self, pending: &Pending, outcome: &Result<Decision, StoreError>) {
-        self.config
-            .breakers
-            .record(pending.domain, pending.admission, outcome_of(Some(outcome)));
-    }
-
-    pub(super) fn settle(
+    /// The verdict on the engine's outcome.
+    pub(super) fn finish(
         &self,
-        outcome: Result<Decision, StoreError>,
-        pending: &Pending,
-        latency: Option<Duration>,
+        settled: Settled,
+        ticket: &Ticket,
+        grpc: Option<Framing>,
     ) -> Verdict {
-        match outcome {
-            Ok(decision) => {
-                let refund = self.refund_of(&decision, pending);
-                let mut verdict =
-                    self.decided(pending.rule, &pending.key, decision, pending.grpc, latency);
+        match settled {
+            Settled::Store(decision, latency) => {
+                let refund = self.refund_of(&decision, ticket);
+                let mut verdict = self.decided(ticket.rule, &ticket.key, decision, grpc, latency);
                 if let Verdict::Proceed(_, _, slot, _) = &mut verdict {
                     *slot = refund;
                 }
                 verdict
             }
-            Err(error) => self.store_failed(&error, pending),
+            Settled::Decided(decision) => {
+                self.decided(ticket.rule, &ticket.key, decision, grpc, None)
+            }
+            Settled::Unavailable => Verdict::Respond(self.unavailable(grpc)),
         }
     }
 
     /// What `decision` would give back after the response, if the layer refunds.
-    fn refund_of(&self, decision: &Decision, pending: &Pending) -> Option<Box<PendingRefund>> {
+    fn refund_of(&self, decision: &Decision, ticket: &Ticket) -> Option<Box<PendingRefund>> {
         let config = &*self.config;
-        let policy = &config.rule(pending.rule)?.policy;
+        let policy = self.engine.policy(ticket.rule)?;
         PendingRefund::of(
             config.refund.as_ref(),
             &config.store,
             policy,
-            &pending.key,
+            &ticket.key,
             decision,
-            pending.cost,
-            self.lost_after(),
+            ticket.cost,
+            self.engine.lost_after(),
         )
         .map(Box::new)
     }
@@ -224,12 +127,12 @@ impl Decider {
     ) -> Option<Box<HeldLease>> {
         let (store, policy) = match decision.source() {
             DecisionSource::Local => {
-                let (store, scaled) = self.local.get(rule)?;
+                let (store, scaled) = self.engine.local(rule)?;
                 (LeaseStore::Local(store.clone()), scaled.clone())
             }
             _ => (
                 LeaseStore::Shared(Arc::clone(&self.config.store)),
-                self.config.rule(rule)?.policy.clone(),
+                self.engine.policy(rule)?.clone(),
             ),
         };
         let meter = self.meters.lease(rule);
@@ -240,22 +143,6 @@ impl Decider {
             lease,
             meter,
         )))
-    }
-
-    /// How long a call past its deadline may still answer: [`LOST_AFTER`], at least ten
-    /// deadlines.
-    fn lost_after(&self) -> Duration {
-        LOST_AFTER.max(10 * self.config.deadline)
-    }
-}
-
-/// How the breaker counts a call's end (`None`: no answer at all).
-fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
-    match outcome {
-        Some(Ok(_)) => Outcome::Success,
-        Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
-        Some(Err(_)) => Outcome::Failure,
-        None => Outcome::Timeout,
     }
 }
 

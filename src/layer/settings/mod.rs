@@ -1,18 +1,16 @@
 //! The layer's settings: one type per file, re-exported by [`layer`](crate::layer).
 
-pub(super) mod circuit_breaker;
 mod grpc_status;
 mod header_style;
 mod missing_key;
-mod on_store_error;
 mod reject_body;
 mod shadow;
 
-pub use circuit_breaker::CircuitBreaker;
+pub use crate::engine::CircuitBreaker;
+pub use crate::engine::OnStoreError;
 pub use grpc_status::GrpcStatus;
 pub use header_style::HeaderStyle;
 pub use missing_key::MissingKey;
-pub use on_store_error::OnStoreError;
 pub use reject_body::RejectBody;
 pub use shadow::Shadow;
 

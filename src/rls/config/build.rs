@@ -33,7 +33,12 @@ impl Ctx<'_> {
         }
     }
 
-    fn extension(&self, node: &Node, path: &str, reason: impl Into<String>) -> RlsConfigError {
+    pub(crate) fn extension(
+        &self,
+        node: &Node,
+        path: &str,
+        reason: impl Into<String>,
+    ) -> RlsConfigError {
         RlsConfigError::InvalidExtension {
             file: self.file.to_owned(),
             at: self.at(node, path),

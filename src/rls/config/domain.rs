@@ -24,6 +24,8 @@ use super::rule::RlsRule;
 pub struct RlsDomain {
     pub(crate) name: String,
     pub(crate) root: Children,
+    /// Our `on_store_error` key: the domain's failure mode, if it names one.
+    pub(crate) on_store_error: Option<crate::rls::FailureMode>,
 }
 
 impl RlsDomain {

@@ -128,10 +128,14 @@ impl RlsConfig {
                     domain,
                 });
             }
+            let mode = on_store_error(&ctx, get(pairs, "on_store_error"))?;
             let entry = domains.entry(domain.clone()).or_insert_with(|| RlsDomain {
                 name: domain.clone(),
                 root: Children::default(),
+                on_store_error: None,
             });
+            // Merged files: the last that names a mode gives it.
+            entry.on_store_error = mode.or(entry.on_store_error);
             load_descriptors(
                 &ctx,
                 &mut entry.root,
@@ -216,4 +220,20 @@ impl RlsConfig {
     pub fn dump(&self) -> String {
         dump::dump(self)
     }
+}
+
+/// Our `on_store_error` key beside `domain`: the domain's failure mode.
+fn on_store_error(
+    ctx: &Ctx<'_>,
+    node: Option<&yaml::Node>,
+) -> Result<Option<crate::rls::FailureMode>, RlsConfigError> {
+    let Some(node) = node else { return Ok(None) };
+    let text = ctx.string(Some(node), "on_store_error")?;
+    text.parse().map(Some).map_err(|_| {
+        ctx.extension(
+            node,
+            "on_store_error",
+            format!("unknown failure mode '{text}' (error, open, closed, local or local:N)"),
+        )
+    })
 }

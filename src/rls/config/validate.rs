@@ -28,6 +28,8 @@ pub(crate) const GO_KEYS: [&str; 16] = [
     "metadata",
 ];
 
+/// Our keys beside a file's `domain`.
+pub(crate) const ROOT_EXTENSIONS: [&str; 1] = ["on_store_error"];
 /// Our keys beside a descriptor's `rate_limit`.
 pub(crate) const DESCRIPTOR_EXTENSIONS: [&str; 1] = ["rate_limits"];
 /// Our keys inside a `rate_limit` or a `rate_limits` entry.
@@ -36,6 +38,8 @@ pub(crate) const LIMIT_EXTENSIONS: [&str; 2] = ["algorithm", "unit_multiplier"];
 /// What a mapping is, for our extension keys.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Context {
+    /// A file's top level.
+    Root,
     Descriptor,
     /// The Go service's `rate_limit`: any of its keys passes, as there.
     Limit,
@@ -68,7 +72,7 @@ pub(crate) fn check(file: &str, root: &Node) -> Result<(), RlsConfigError> {
             found: describe(root),
         });
     };
-    walk_map(file, pairs, Context::Other, "")
+    walk_map(file, pairs, Context::Root, "")
 }
 
 fn describe(node: &Node) -> &'static str {
@@ -124,6 +128,7 @@ fn walk_map(
         };
         let known = match context {
             Context::OurLimit => OUR_LIMIT_KEYS.contains(&name),
+            Context::Root => GO_KEYS.contains(&name) || ROOT_EXTENSIONS.contains(&name),
             Context::Descriptor => GO_KEYS.contains(&name) || DESCRIPTOR_EXTENSIONS.contains(&name),
             Context::Limit => GO_KEYS.contains(&name) || LIMIT_EXTENSIONS.contains(&name),
             Context::Other => GO_KEYS.contains(&name),

@@ -2,6 +2,7 @@
 //! over gRPC by a client of the generated stubs.
 
 mod config;
+mod failure_modes;
 mod proto_current;
 mod service;
 mod service_edges;

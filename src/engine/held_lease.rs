@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::meters::LeaseMeter;
+use super::store_meter::LeaseMeter;
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;

@@ -12,8 +12,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::settings::CircuitBreaker;
-use super::settings::circuit_breaker::BUCKETS;
+use super::circuit_breaker::BUCKETS;
+use super::circuit_breaker::CircuitBreaker;
 
 /// What the breaker lets a request do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

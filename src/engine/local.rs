@@ -8,8 +8,7 @@
 //! or failed store over-admits at most this instance's share, minus what it already admitted
 //! in the period.
 
-use super::config::Config;
-use super::settings::OnStoreError;
+use super::on_store_error::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::MemoryStore;
@@ -26,19 +25,21 @@ pub(crate) struct LocalFallback {
 }
 
 impl LocalFallback {
-    /// The fallback of `config`: each policy divided by the instances of
-    /// [`OnStoreError::Local`] (whole, in any other mode).
-    pub(crate) fn of(config: &Config) -> Self {
-        let instances = match config.on_store_error {
-            OnStoreError::Local { instances } => instances,
-            _ => 1,
-        };
+    /// The fallback of rules with these policies and failure modes, in `store`: each policy
+    /// divided by the instances of [`OnStoreError::Local`] (whole, in any other mode).
+    pub(crate) fn new<'a>(
+        store: MemoryStore,
+        rules: impl Iterator<Item = (&'a Policy, OnStoreError)>,
+    ) -> Self {
         LocalFallback {
-            store: config.local_store.clone(),
-            policies: config
-                .rules()
-                .map(|rule| {
-                    let scaled = rule.policy.scaled(instances);
+            store,
+            policies: rules
+                .map(|(policy, mode)| {
+                    let instances = match mode {
+                        OnStoreError::Local { instances } => instances,
+                        _ => 1,
+                    };
+                    let scaled = policy.scaled(instances);
                     let mirrored = (!crate::store::holds_leases(&scaled))
                         .then(|| Policy::part(scaled.name_arc(), scaled.limits_arc()));
                     (scaled, mirrored)

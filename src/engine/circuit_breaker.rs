@@ -30,16 +30,16 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CircuitBreaker {
-    pub(in crate::layer) window: Duration,
-    pub(in crate::layer) min_calls: u32,
+    pub(in crate::engine) window: Duration,
+    pub(in crate::engine) min_calls: u32,
     /// The failure rate that opens the breaker, in thousandths (1 to 1000).
-    pub(in crate::layer) failure_permille: u32,
-    pub(in crate::layer) cool_down: Duration,
-    pub(in crate::layer) disabled: bool,
+    pub(in crate::engine) failure_permille: u32,
+    pub(in crate::engine) cool_down: Duration,
+    pub(in crate::engine) disabled: bool,
 }
 
 /// The sliding window is this many buckets: old calls leave it a tenth at a time.
-pub(in crate::layer) const BUCKETS: usize = 10;
+pub(in crate::engine) const BUCKETS: usize = 10;
 
 impl CircuitBreaker {
     /// The default breaker: opens when at least half of at least 20 calls within 10 s failed,
@@ -128,7 +128,7 @@ impl CircuitBreaker {
         self.cool_down
     }
 
-    pub(in crate::layer) fn bucket_ms(&self) -> u64 {
+    pub(in crate::engine) fn bucket_ms(&self) -> u64 {
         (self.window.as_millis() as u64 / BUCKETS as u64).max(1)
     }
 }

@@ -1,0 +1,255 @@
+//! The decision engine: what makes a decision safe, whatever asked for it. A front (the Tower
+//! layer's decider, the RLS service) names a rule by its index, a key and a cost; the engine
+//! asks the store through the deny cache, the circuit breaker of the key's failure domain and
+//! the bound on calls in flight, and settles the answer (the breaker counts it, the deny cache
+//! and the local fallback's mirror learn from it), or decides without the store by the rule's
+//! failure mode ([`OnStoreError`]). The front turns the outcome ([`Settled`]) into its own
+//! answer: an HTTP response, an RLS status.
+//!
+//! A rule is the engine's unit of identity: its policy, its failure mode, its deny-cache
+//! entries and its share in the local fallback. A front makes one engine per generation of its
+//! rules (a reload makes another: the deny cache belongs to exactly these rules) and shares
+//! what outlives a reload ([`Shared`]: the store, the breakers, the bound on calls in flight,
+//! the local fallback's counts).
+//!
+//! Calls that wait are futures the front polls with its deadline (no boxing: the layer's
+//! response future holds them), then hands back: [`Engine::settle`] or
+//! [`Engine::missed_deadline`]. `begin.rs` starts a decision, `settle.rs` ends one,
+//! `fallback.rs` decides without the store, `call.rs` is the awaiting path of fronts that make
+//! several checks per request (the RLS).
+
+mod begin;
+pub(crate) mod breaker;
+mod breaker_meters;
+pub(crate) mod breakers;
+#[cfg(feature = "rls")]
+mod call;
+mod circuit_breaker;
+pub(crate) mod deny_cache;
+mod fallback;
+pub(crate) mod held_lease;
+pub(crate) mod in_flight;
+mod local;
+mod on_store_error;
+mod settle;
+mod store_meter;
+#[cfg(test)]
+mod testing;
+pub(crate) mod throttle;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::OwnedSemaphorePermit;
+
+pub use circuit_breaker::CircuitBreaker;
+pub use on_store_error::OnStoreError;
+pub(crate) use store_meter::LeaseMeter;
+
+use breaker::Admission;
+use breakers::Breakers;
+use deny_cache::{DenyCache, Stamp};
+use in_flight::{InFlight, Permit};
+use local::LocalFallback;
+use store_meter::StoreMeter;
+use throttle::Throttle;
+
+use crate::decision::Decision;
+use crate::key::Key;
+use crate::policy::Policy;
+use crate::store::{CheckFuture, MemoryStore, Store};
+
+/// How long a store call that missed the request's deadline may still answer before the
+/// breaker counts it as lost (at least ten deadlines).
+const LOST_AFTER: Duration = Duration::from_secs(1);
+
+/// How many deadlines a probe of the store may take: a probe may dial a connection of its
+/// own (a round trip or two more than a call on the open one), and no request waits for it.
+const PROBE_DEADLINES: u32 = 2;
+
+/// What an engine shares with the engines of its front's later generations (a reload keeps
+/// the breakers' counts, the calls in flight and the local fallback's state).
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) deadline: Duration,
+    pub(crate) breakers: Arc<Breakers>,
+    pub(crate) in_flight: Arc<InFlight>,
+    pub(crate) throttle: Arc<Throttle>,
+    /// The in-memory store of the local fallback and of the overflow past `in_flight`.
+    pub(crate) local_store: MemoryStore,
+    /// Entries of each generation's deny cache (0: off).
+    pub(crate) deny_cache: usize,
+}
+
+/// One rule as the engine knows it: the policy it checks and what a failing store means.
+struct RuleSlot {
+    policy: Policy,
+    mode: OnStoreError,
+}
+
+/// Decides by one generation of a front's rules.
+pub(crate) struct Engine {
+    store: Arc<dyn Store>,
+    deadline: Duration,
+    breakers: Arc<Breakers>,
+    in_flight: Arc<InFlight>,
+    throttle: Arc<Throttle>,
+    deny_cache: DenyCache,
+    local: LocalFallback,
+    rules: Box<[RuleSlot]>,
+    meter: StoreMeter,
+}
+
+/// A decision under way: its rule, key and cost, and what settling its store call needs (the
+/// failure domain and breaker admission, its place among the calls in flight, its turn at the
+/// deny cache's gate, when it was asked and under which store versions).
+pub(crate) struct Ticket {
+    pub(crate) rule: usize,
+    pub(crate) key: Key,
+    pub(crate) cost: u64,
+    domain: u16,
+    admission: Admission,
+    permit: Option<Permit>,
+    /// The turn at the deny cache's gate of this key, while its expired denial is refreshed:
+    /// released once the answer is cached.
+    _gate: Option<OwnedSemaphorePermit>,
+    /// When the store call was made, before it was sent (a store future does nothing until
+    /// polled): the deny cache counts from here. Only for calls that wait.
+    asked: Option<Instant>,
+    /// The store's versions when the call was made: a denial is cached under them.
+    stamp: Stamp,
+}
+
+/// A decision waiting for another to refresh its key's expired denial.
+pub(crate) struct Queued {
+    pub(crate) rule: usize,
+    pub(crate) key: Key,
+    pub(crate) cost: u64,
+}
+
+/// How a decision starts.
+pub(crate) enum Begin {
+    /// Poll this (bounded by the deadline), then [`Engine::settle`] or
+    /// [`Engine::missed_deadline`].
+    Ask(CheckFuture, Ticket),
+    /// Wait at the gate (at most the deadline), then [`Engine::resume`].
+    Wait(Arc<tokio::sync::Semaphore>, Queued),
+    /// Decided without waiting.
+    Done(Settled, Ticket),
+}
+
+/// How a decision ended.
+// Lives on the stack for one call; boxing the decision would allocate per request.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Settled {
+    /// The store decided (`latency`: how long it took, when it was waited for): what it
+    /// charged may be refunded.
+    Store(Decision, Option<Duration>),
+    /// Decided without the store: the deny cache, the local fallback, the failure mode.
+    Decided(Decision),
+    /// No decision can be made (failing closed has a decision; this is a rule unknown to the
+    /// engine): the front answers as the store were unavailable.
+    Unavailable,
+}
+
+impl Engine {
+    /// The engine of `rules` (each a policy and its failure mode; a rule's index is its id),
+    /// with `shared`'s store, breakers and fallback state.
+    pub(crate) fn new<'a>(
+        shared: &Shared,
+        rules: impl Iterator<Item = (&'a Policy, OnStoreError)>,
+    ) -> Self {
+        let rules: Box<[RuleSlot]> = rules
+            .map(|(policy, mode)| {
+                shared.store.prepare(policy);
+                RuleSlot {
+                    policy: policy.clone(),
+                    mode,
+                }
+            })
+            .collect();
+        let local = LocalFallback::new(
+            shared.local_store.clone(),
+            rules.iter().map(|r| (&r.policy, r.mode)),
+        );
+        Engine {
+            store: Arc::clone(&shared.store),
+            deadline: shared.deadline,
+            breakers: Arc::clone(&shared.breakers),
+            in_flight: Arc::clone(&shared.in_flight),
+            throttle: Arc::clone(&shared.throttle),
+            deny_cache: DenyCache::new(shared.deny_cache),
+            local,
+            rules,
+            meter: StoreMeter::new(shared.store.kind()),
+        }
+    }
+
+    /// The store.
+    #[cfg(feature = "rls")]
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The policy of rule `rule`.
+    pub(crate) fn policy(&self, rule: usize) -> Option<&Policy> {
+        self.rules.get(rule).map(|r| &r.policy)
+    }
+
+    /// The local fallback's store and rule `rule`'s share of its policy.
+    pub(crate) fn local(&self, rule: usize) -> Option<(&MemoryStore, &Policy)> {
+        self.local.get(rule)
+    }
+
+    /// How long a call past its deadline may still answer: [`LOST_AFTER`], at least ten
+    /// deadlines.
+    pub(crate) fn lost_after(&self) -> Duration {
+        LOST_AFTER.max(10 * self.deadline)
+    }
+
+    /// Drops the cached denials of `key` under the rules of the policy named `policy` (its
+    /// override changed: they may no longer stand).
+    pub(crate) fn forget_denials(&self, policy: &str, key: &Key) {
+        for (id, rule) in self.rules.iter().enumerate() {
+            if rule.policy.name() == policy {
+                self.deny_cache.remove(id, key);
+            }
+        }
+    }
+
+    /// Forgets what the engine remembers of `key` under the policy named `policy`: the deny
+    /// cache's denials and the local fallback's state, after the store's state was reset. A
+    /// key with limit keys had shared levels reset too: every denial of the rule goes.
+    pub(crate) fn forget(&self, policy: &str, key: &Key) {
+        for (id, rule) in self.rules.iter().enumerate() {
+            if rule.policy.name() == policy {
+                if key.has_limit_keys() {
+                    self.deny_cache.remove_rule(id);
+                } else {
+                    self.deny_cache.remove(id, key);
+                }
+                if let Some((store, scaled)) = self.local.get(id) {
+                    store.reset_now(scaled, key);
+                }
+            }
+        }
+    }
+}
+
+impl Ticket {
+    /// A decision made without a store call.
+    fn unasked(rule: usize, key: Key, cost: u64) -> Self {
+        Ticket {
+            rule,
+            key,
+            cost,
+            domain: 0,
+            admission: Admission::Call,
+            permit: None,
+            _gate: None,
+            asked: None,
+            stamp: Stamp::default(),
+        }
+    }
+}

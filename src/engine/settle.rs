@@ -1,0 +1,132 @@
+//! Settling a store call: the breaker counts it, the deny cache and the local fallback's mirror
+//! learn from it. A call that missed its deadline is left to finish in the background.
+
+use std::sync::Arc;
+
+use super::breaker::Outcome;
+use super::held_lease::{HeldLease, LeaseStore};
+use super::store_meter::LeaseMeter;
+use super::{Engine, PROBE_DEADLINES, Settled, Ticket};
+use crate::decision::{Decision, DecisionSource};
+use crate::error::StoreError;
+use crate::store::CheckFuture;
+
+impl Engine {
+    /// A call of `ticket`'s domain missed its deadline: if nothing in the domain answered
+    /// since it was asked, finds out (with a probe past the calls in flight, where the store
+    /// offers one) whether the store is gone, and if so opens the domain's breaker at once,
+    /// so that the requests after this one are decided at memory speed at any request rate.
+    fn confirm_silence(&self, ticket: &Ticket) {
+        let Some(asked) = ticket.asked else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.breakers.start_confirming(ticket.domain, asked) {
+            return;
+        }
+        let (breakers, domain) = (Arc::clone(&self.breakers), ticket.domain);
+        let probe = self.store.probe(domain);
+        let within = PROBE_DEADLINES * self.deadline;
+        runtime.spawn(async move {
+            let gone = match probe {
+                Some(probe) => !matches!(tokio::time::timeout(within, probe).await, Ok(Ok(()))),
+                None => true,
+            };
+            breakers.confirmed(domain, asked, gone);
+        });
+    }
+
+    /// Settles a store call that waited: the breaker counts it, then its decision or the
+    /// failure mode's.
+    pub(crate) fn settle(&self, outcome: Result<Decision, StoreError>, ticket: &Ticket) -> Settled {
+        self.record(ticket, &outcome);
+        let latency = ticket.asked.map(|asked| asked.elapsed());
+        if let Some(latency) = latency {
+            self.meter.store_latency(latency);
+        }
+        // Only a store that waits can be late: what it admits is mirrored into the fallback,
+        // which then knows this instance's spending when a later call misses its deadline.
+        if let Ok(decision) = &outcome
+            && decision.is_allowed()
+            && decision.source() == DecisionSource::Store
+        {
+            self.local.mirror(ticket.rule, &ticket.key, ticket.cost);
+        }
+        if let (Ok(decision), Some(asked)) = (&outcome, ticket.asked) {
+            self.deny_cache.insert(
+                ticket.rule,
+                &ticket.key,
+                ticket.cost,
+                (asked, ticket.stamp),
+                decision,
+            );
+        }
+        match outcome {
+            Ok(decision) => Settled::Store(decision, latency),
+            Err(error) => self.store_failed(&error, ticket),
+        }
+    }
+
+    /// The store did not answer within the deadline. That alone does not show it failed: a
+    /// flood that queues calls (here or in the store) looks the same for a while, and failing
+    /// open on it would hand an attacker an unlimited window. So the request is decided in
+    /// memory, and the call is left to finish in the background (holding its place among the
+    /// calls in flight) for the breaker to learn whether the store answered late (alive,
+    /// busy) or not within [`lost_after`](Self::lost_after) (gone).
+    pub(crate) fn missed_deadline(&self, check: CheckFuture, ticket: &mut Ticket) -> Settled {
+        let breakers = Arc::clone(&self.breakers);
+        let (domain, admission, permit) = (ticket.domain, ticket.admission, ticket.permit.take());
+        let lost_after = self.lost_after();
+        let (latency, asked) = (self.meter.latency_handle(), ticket.asked);
+        // A late admission may have taken a concurrency lease that nobody will hold: given
+        // back at once (through a `HeldLease` dropped as soon as it is made).
+        let lease_of = self
+            .policy(ticket.rule)
+            .map(|policy| (Arc::clone(&self.store), policy.clone(), ticket.key.clone()));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let outcome = tokio::time::timeout(lost_after, check).await;
+                    breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
+                    if let (Ok(_), Some(asked)) = (&outcome, asked) {
+                        latency.record(asked.elapsed());
+                    }
+                    if let (Ok(Ok(decision)), Some((store, policy, key))) = (&outcome, lease_of)
+                        && let Some(lease) = decision.lease()
+                    {
+                        drop(HeldLease::new(
+                            LeaseStore::Shared(store),
+                            policy,
+                            key,
+                            lease,
+                            LeaseMeter::uncounted(),
+                        ));
+                    }
+                    drop(permit);
+                });
+            }
+            Err(_) => breakers.record(domain, admission, Outcome::Timeout),
+        }
+        self.confirm_silence(ticket);
+        crate::telemetry::store_failure(self.meter.store(), "deadline");
+        self.in_memory(
+            ticket,
+            "rate-limit store missed the deadline; deciding in memory",
+        )
+    }
+
+    pub(super) fn record(&self, ticket: &Ticket, outcome: &Result<Decision, StoreError>) {
+        self.breakers
+            .record(ticket.domain, ticket.admission, outcome_of(Some(outcome)));
+    }
+}
+
+/// How the breaker counts a call's end (`None`: no answer at all).
+pub(super) fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
+    match outcome {
+        Some(Ok(_)) => Outcome::Success,
+        Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
+        Some(Err(_)) => Outcome::Failure,
+        None => Outcome::Timeout,
+    }
+}

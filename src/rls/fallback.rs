@@ -1,0 +1,153 @@
+//! A request whose store calls failed, missed the deadline or found the circuit open: answered
+//! by its domain's [`FailureMode`].
+
+use tonic::Status;
+
+use super::FailureMode;
+use super::plan::Plan;
+use super::run::{Evaluated, Runner, Via};
+use super::service::Inner;
+use crate::decision::LimitState;
+use crate::error::{Chain, StoreError};
+
+/// The counters' states as `mode` has them after `error`, or the status to answer with.
+pub(super) async fn failed(
+    inner: &Inner,
+    domain: &str,
+    plan: &Plan,
+    mode: FailureMode,
+    error: &StoreError,
+) -> Result<Vec<Option<Evaluated>>, Status> {
+    let what = match mode {
+        FailureMode::Unavailable => "answering UNAVAILABLE",
+        FailureMode::Open => "answering OK (fail open)",
+        FailureMode::Closed => "answering OVER_LIMIT (fail closed)",
+        FailureMode::Local { .. } => "deciding in memory (local fallback)",
+    };
+    if inner.shared.throttle.should_warn() {
+        tracing::warn!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
+    } else {
+        tracing::debug!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
+    }
+    match mode {
+        FailureMode::Unavailable => Err(Status::unavailable(format!("rate limit store: {error}"))),
+        // Nothing known: every counter within its limit (a zero limit is over regardless).
+        FailureMode::Open => Ok(vec![None; plan.counters.len()]),
+        FailureMode::Closed => Ok(plan
+            .counters
+            .iter()
+            .map(|counter| {
+                let limit = counter.limit?;
+                Some(Evaluated {
+                    state: LimitState::denied(limit, 0, counter.period, counter.period),
+                    asked: counter.cost.max(1),
+                })
+            })
+            .collect()),
+        FailureMode::Local { instances } => {
+            let via = Via::Local(&inner.shared.local_store, instances);
+            (Runner { via })
+                .run(plan)
+                .await
+                .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::RlsConfig;
+    use super::super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use super::super::testing::{Flaky, request};
+    use super::super::{FailureMode, RateLimitService};
+
+    /// Four a day per `ip` in each domain (`open` and `local` name a mode in their file).
+    const CONFIG: &str = "
+domain: error
+descriptors: [{key: ip, rate_limit: {unit: day, requests_per_unit: 4}}]
+";
+
+    fn service(store: Flaky) -> RateLimitService {
+        let file = |domain: &str, extra: &str| {
+            format!(
+                "domain: {domain}\n{extra}descriptors: [{{key: ip, rate_limit: {{unit: day, requests_per_unit: 4}}}}]\n"
+            )
+        };
+        let config = RlsConfig::parse(
+            [
+                ("error.yaml", CONFIG.to_owned()),
+                ("open.yaml", file("open", "on_store_error: open\n")),
+                ("closed.yaml", file("closed", "")),
+                ("local.yaml", file("local", "on_store_error: closed\n")),
+            ],
+            false,
+        )
+        .unwrap();
+        RateLimitService::builder(store)
+            .config(config)
+            .domain_on_store_error("closed", FailureMode::Closed)
+            // The builder's mode for a domain wins over its file's.
+            .domain_on_store_error("local", FailureMode::Local { instances: 2 })
+            .build()
+    }
+
+    #[tokio::test]
+    async fn a_failing_store_gets_each_domains_failure_mode() {
+        let store = Flaky::default();
+        store.fail(true);
+        let service = service(store);
+        let ask = |domain: &'static str| {
+            let service = service.clone();
+            async move {
+                service
+                    .should_rate_limit(request(domain, &[&[("ip", "1")], &[("other", "x")]]))
+                    .await
+            }
+        };
+        let status = ask("error").await.unwrap_err();
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+
+        let open = ask("open").await.unwrap();
+        assert_eq!(open.overall_code(), Code::Ok);
+        assert_eq!(open.statuses[0].code(), Code::Ok);
+
+        let closed = ask("closed").await.unwrap();
+        assert_eq!(closed.overall_code(), Code::OverLimit);
+        assert_eq!(closed.statuses[0].code(), Code::OverLimit);
+        // A descriptor without a rule is not limited, whatever the store does.
+        assert_eq!(closed.statuses[1].code(), Code::Ok);
+
+        // This server's share: 4 a day over 2 servers.
+        for remaining in [1, 0] {
+            let local = ask("local").await.unwrap();
+            assert_eq!(local.overall_code(), Code::Ok);
+            assert_eq!(local.statuses[0].limit_remaining, remaining);
+        }
+        let local = ask("local").await.unwrap();
+        assert_eq!(local.overall_code(), Code::OverLimit);
+    }
+
+    #[tokio::test]
+    async fn the_local_fallback_is_charged_with_what_the_store_admitted() {
+        let store = Flaky::default();
+        let service = service(store.clone());
+        let ask = || service.should_rate_limit(request("local", &[&[("ip", "1")]]));
+        assert_eq!(ask().await.unwrap().statuses[0].limit_remaining, 3);
+        store.fail(true);
+        // One of this server's two already admitted through the store: one more here.
+        assert_eq!(ask().await.unwrap().overall_code(), Code::Ok);
+        assert_eq!(ask().await.unwrap().overall_code(), Code::OverLimit);
+    }
+
+    #[test]
+    fn a_files_failure_mode_is_read_beside_the_domain_only() {
+        let parse = |text: &str| RlsConfig::parse([("f.yaml", text)], false);
+        let config = parse("domain: d\non_store_error: local:3\n").unwrap();
+        let mode = config.domain("d").unwrap().on_store_error;
+        assert_eq!(mode, Some(FailureMode::Local { instances: 3 }));
+        let error = parse("domain: d\non_store_error: maybe\n").unwrap_err();
+        assert!(error.to_string().contains("maybe"), "{error}");
+        let nested = "domain: d\ndescriptors: [{key: k, on_store_error: open}]\n";
+        assert!(parse(nested).is_err(), "a descriptor has no failure mode");
+    }
+}
