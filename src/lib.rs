@@ -169,6 +169,7 @@ pub mod key;
 pub mod layer;
 mod lease;
 mod limit;
+pub mod limiter;
 mod policy;
 #[cfg(feature = "rls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
