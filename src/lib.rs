@@ -214,6 +214,8 @@ mod doc_pages {
     struct Operations;
     #[doc = include_str!("../docs/guide/performance.md")]
     struct Performance;
+    #[doc = include_str!("../docs/guide/outbound.md")]
+    struct Outbound;
 }
 
 pub use algorithm::Algorithm;
