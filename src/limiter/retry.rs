@@ -88,7 +88,7 @@ impl Shared {
                 Err(err) => self.store_failed(err)?,
             }
         }
-        self.local_decisions.fetch_add(1, Ordering::Relaxed);
+        self.in_memory()?;
         Ok((
             self.local.check_now(&self.local_policy, key, cost),
             Place::Local,

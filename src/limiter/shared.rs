@@ -129,6 +129,16 @@ impl Shared {
         }
     }
 
+    /// Readies a decision in memory, the store being left alone: counted; refused when the
+    /// limiter fails rather than deciding in memory.
+    pub(super) fn in_memory(&self) -> Result<(), AcquireError> {
+        if !self.local_mode {
+            return Err(AcquireError::Store(StoreError::CircuitOpen));
+        }
+        self.local_decisions.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Books `cost` for `key` within `max_wait` in one call: the store's reservation, or, while
     /// it fails, one in memory at this process's share. The time the answer came, and the
     /// booking. For policies that do not reserve, `retry.rs` books instead.
@@ -185,7 +195,7 @@ impl Shared {
                 Err(err) => self.store_failed(err)?,
             }
         }
-        self.local_decisions.fetch_add(1, Ordering::Relaxed);
+        self.in_memory()?;
         let answer = self
             .local
             .reserve_now(&self.local_policy, key, &self.costs(cost), max_wait)

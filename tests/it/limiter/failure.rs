@@ -1,13 +1,14 @@
 //! While the store is gone the limiter keeps limiting, in memory, at this process's share
 //! (`local_share(4)`: a quarter of the policy), never unlimited; it leaves the store alone for
 //! its cool-down, then tries it with one call, not a stampede; and once the store answers
-//! again permits come from the store.
+//! again permits come from the store. A limiter built to fail fails, and leaves the store
+//! alone for its cool-down.
 
 use std::time::Duration;
 
-use redlimit::limiter::Limiter;
+use redlimit::limiter::{AcquireError, Limiter};
 use redlimit::store::RedisStore;
-use redlimit::{Limit, Policy};
+use redlimit::{Limit, Policy, StoreError};
 
 use super::run::saturate;
 use crate::support::{RedisServer, eventually, unique_prefix};
@@ -65,4 +66,30 @@ async fn a_gone_store_leaves_the_local_share_and_one_call_per_cool_down() {
         .await,
         "permits come from the store again"
     );
+}
+
+#[tokio::test]
+async fn a_limiter_built_to_fail_fails_and_then_leaves_the_store_alone() {
+    let mut server = RedisServer::start();
+    let url = server.url();
+    server.kill();
+    let store = RedisStore::builder(url)
+        .prefix(unique_prefix("fail"))
+        .connect_lazy()
+        .expect("a store");
+    let policy = Policy::new("p", [Limit::gcra(100, Duration::from_secs(1)).unwrap()]).unwrap();
+    let limiter = Limiter::builder(store, policy)
+        .fail_on_store_error()
+        .store_deadline(Duration::from_millis(200))
+        .cool_down(Duration::from_secs(60))
+        .build();
+    let first = limiter.acquire("upstream", 1).await;
+    assert!(matches!(first, Err(AcquireError::Store(_))), "{first:?}");
+    let second = limiter.acquire("upstream", 1).await;
+    assert!(
+        matches!(second, Err(AcquireError::Store(StoreError::CircuitOpen))),
+        "{second:?}"
+    );
+    assert_eq!(limiter.store_calls(), 1, "the second was not sent");
+    assert_eq!(limiter.local_decisions(), 0);
 }
