@@ -12,7 +12,9 @@
 //! [`Permit::settle`] charges or refunds the difference when the real cost is known.
 //! Fixed and sliding windows and the sliding log cannot book a future slot: over them the
 //! limiter checks, and while denied sleeps the decision's `retry_after` plus a jitter of up
-//! to a quarter of it (and 5 ms), then checks again.
+//! to a quarter of it (and 5 ms), then checks again. A concurrency limit has no place in a
+//! limiter's policy: a permit holds no lease to release (its lease would lapse only after its
+//! timeout).
 //!
 //! While the store fails (an error, or no answer within
 //! [`store_deadline`](LimiterBuilder::store_deadline)), bookings are made in this process's
