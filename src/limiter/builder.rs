@@ -9,9 +9,17 @@ use crate::policy::Policy;
 use crate::store::{MemoryStore, Store};
 
 /// The store's default deadline: a reservation not answered within it is decided in memory.
+///
+/// ```
+/// assert_eq!(redlimit::limiter::DEFAULT_STORE_DEADLINE.as_millis(), 500);
+/// ```
 pub const DEFAULT_STORE_DEADLINE: Duration = Duration::from_millis(500);
 
 /// How long the store is left alone after it failed before one call tries it again.
+///
+/// ```
+/// assert_eq!(redlimit::limiter::DEFAULT_COOL_DOWN.as_secs(), 1);
+/// ```
 pub const DEFAULT_COOL_DOWN: Duration = Duration::from_secs(1);
 
 /// Configures a [`Limiter`]: [`Limiter::builder`].

@@ -57,6 +57,11 @@ pub struct OneEach;
 /// ```
 pub trait Cost<Req> {
     /// The units `request` costs.
+    ///
+    /// ```
+    /// use redlimit::limiter::{Cost, OneEach};
+    /// assert_eq!(OneEach.cost(&"anything"), 1);
+    /// ```
     fn cost(&self, request: &Req) -> u64;
 }
 
@@ -94,7 +99,7 @@ impl<K> AcquireLayer<K> {
     }
 }
 
-impl AcquireLayer<fn(&()) -> Key> {
+impl AcquireLayer<Global> {
     /// Every request under one key, whatever it is: `global`.
     ///
     /// ```
@@ -105,7 +110,7 @@ impl AcquireLayer<fn(&()) -> Key> {
     /// let layer = AcquireLayer::global(limiter);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn global(limiter: Limiter) -> AcquireLayer<Global> {
+    pub fn global(limiter: Limiter) -> Self {
         AcquireLayer::new(limiter, Global)
     }
 }
@@ -129,6 +134,11 @@ pub struct Global;
 /// ```
 pub trait RequestKey<Req> {
     /// The key `request` is limited under.
+    ///
+    /// ```
+    /// use redlimit::limiter::{Global, RequestKey};
+    /// assert_eq!(Global.key(&42).as_str(), "global");
+    /// ```
     fn key(&self, request: &Req) -> Key;
 }
 
@@ -217,6 +227,12 @@ pub fn per_host<R: UpstreamHost>(request: &R) -> Key {
 /// ```
 pub trait UpstreamHost {
     /// The host the request goes to (empty if it names none).
+    ///
+    /// ```
+    /// use redlimit::limiter::UpstreamHost;
+    /// let request = http::Request::get("/x").header("host", "b.example:8080").body(()).unwrap();
+    /// assert_eq!(request.upstream_host(), "b.example");
+    /// ```
     fn upstream_host(&self) -> String;
 }
 

@@ -112,6 +112,20 @@ impl<S, K, C> Acquire<S, K, C> {
 }
 
 /// The response future of [`Acquire`]: the wait for the permit, then the inner call.
+///
+/// ```
+/// # use std::time::Duration;
+/// use redlimit::limiter::{Acquire, Global, Limiter, OneEach, ResponseFuture};
+/// # use redlimit::{store::MemoryStore, Limit, Policy};
+/// use tower::Service;
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// # let limiter = Limiter::new(MemoryStore::new(), Policy::new("p", [Limit::gcra(2, Duration::from_secs(1)).unwrap()]).unwrap());
+/// let inner = tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>(n + 1) });
+/// let mut service = Acquire::new(inner, limiter, Global, OneEach, Duration::from_secs(1));
+/// let future: ResponseFuture<u32> = service.call(1);
+/// assert_eq!(future.await.unwrap(), 2);
+/// # });
+/// ```
 pub struct ResponseFuture<T> {
     inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send + 'static>>,
 }
