@@ -83,7 +83,8 @@ impl Limiter {
     ///
     /// Over a policy of GCRA and token bucket limits and a store that reserves (memory,
     /// Redis): one store call books the earliest slot under every limit, then the future
-    /// sleeps exactly until it, with no second call; callers are served in the order their
+    /// sleeps exactly until it (the wait counted from the answer's arrival: never early, late
+    /// by at most the answer's trip back), with no second call; callers are served in the order their
     /// reservations reached the store, across every process. Dropping the future before the
     /// slot gives the units back ([`Reservation::refund`](crate::store::Reservation::refund)
     /// says what that means for those who reserved behind). Other policies check, and retry
