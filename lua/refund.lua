@@ -111,9 +111,10 @@ for i = 1, k do
     end
   elseif v and code == 'tb' then
     local u, l = string.match(v, '^(%d+) (%d+)$')
-    -- A bucket already full again has nothing to take back.
+    -- A bucket already full again has nothing to take back; one in debt (reservations,
+    -- reserve.lua) is full again only once the whole debt is paid.
     if u and tonumber(u) > 0
-        and math.floor((now - math.min(tonumber(l), now)) / math.ceil(p / n)) < math.min(tonumber(u), n) then
+        and math.floor((now - math.min(tonumber(l), now)) / math.ceil(p / n)) < tonumber(u) then
       local used = math.max(0, tonumber(u) - cost)
       if used == 0 then
         redis.call('DEL', key)

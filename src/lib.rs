@@ -170,6 +170,7 @@ pub mod key;
 pub mod layer;
 mod lease;
 mod limit;
+pub mod limiter;
 mod policy;
 #[cfg(feature = "rls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
@@ -214,6 +215,8 @@ mod doc_pages {
     struct Operations;
     #[doc = include_str!("../docs/guide/performance.md")]
     struct Performance;
+    #[doc = include_str!("../docs/guide/outbound.md")]
+    struct Outbound;
 }
 
 pub use algorithm::Algorithm;

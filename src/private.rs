@@ -87,3 +87,24 @@ pub fn refund_call(
 pub mod local_first {
     pub use crate::store::local_first::sim::{Batch, Fleet, Instance, Reply};
 }
+
+/// TEST ONLY: [`Reservations::reserve`](crate::store::Reservations::reserve) (with a
+/// `max_wait`), `charge` (without) or `give_back` (`give_back`) on a Redis store, the script
+/// using `now_us` instead of Redis `TIME`.
+#[cfg(feature = "redis")]
+pub fn reserve_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    costs: &[u64],
+    max_wait: Option<std::time::Duration>,
+    give_back: bool,
+    now_us: u64,
+) -> crate::store::StoreFuture<crate::store::Reserved> {
+    store.book(policy, key, costs, max_wait, give_back, Some(now_us))
+}
+
+/// TEST ONLY: a reservation of `costs` made at `now_us`, `wait_us` before its slot.
+pub fn reservation(costs: &[u64], now_us: u64, wait_us: u64) -> crate::store::Reservation {
+    crate::store::Reservation::new(costs, now_us, wait_us)
+}

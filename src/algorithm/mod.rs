@@ -22,6 +22,7 @@ pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 mod kind;
+pub(crate) mod reserve;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
 #[macro_use]

@@ -115,8 +115,9 @@ impl RateAlgorithm for TokenBucket {
         now: u64,
     ) -> bool {
         let t = emission_interval(count, period_us);
-        // A bucket already full again has nothing to take back.
-        let refilled = |s: &State| (now - s.last.min(now)) / t >= s.used.min(count);
+        // A bucket already full again has nothing to take back; one in debt (reservations,
+        // `reserve.rs`) is full again only once the whole debt is paid.
+        let refilled = |s: &State| (now - s.last.min(now)) / t >= s.used;
         match state {
             Some(s) if s.used > 0 && !refilled(s) => {
                 s.used = s.used.saturating_sub(cost);

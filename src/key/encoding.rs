@@ -232,6 +232,44 @@ impl fmt::Display for Key {
     }
 }
 
+/// [`Key::new`] of the text: what the client side's
+/// [`Limiter::acquire`](crate::limiter::Limiter::acquire) takes.
+///
+/// ```
+/// use redlimit::Key;
+/// assert_eq!(Key::from("api.example.com"), Key::new("api.example.com"));
+/// ```
+impl From<&str> for Key {
+    fn from(text: &str) -> Self {
+        Key::new(text)
+    }
+}
+
+/// [`Key::new`] of the text.
+///
+/// ```
+/// use redlimit::Key;
+/// assert_eq!(Key::from(String::from("tenant:7")), Key::new("tenant:7"));
+/// ```
+impl From<String> for Key {
+    fn from(text: String) -> Self {
+        Key::new(text)
+    }
+}
+
+/// A clone of the key.
+///
+/// ```
+/// use redlimit::Key;
+/// let key = Key::new("k");
+/// assert_eq!(Key::from(&key), key);
+/// ```
+impl From<&Key> for Key {
+    fn from(key: &Key) -> Self {
+        key.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,7 @@ mod overrides;
 #[cfg(feature = "redis")]
 mod redis;
 mod refund;
+mod reserve;
 mod reset_log;
 mod shard;
 #[cfg(all(feature = "redis", test))]
@@ -62,6 +63,8 @@ pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use overrides::{Override, Overrides};
 pub use refund::{Refund, Refunds};
+pub use reserve::{Reservation, Reservations, Reserved, reservable};
+pub(crate) use reserve::{cost_at, micros};
 pub use shard::DEFAULT_MAX_KEYS;
 
 use std::sync::Arc;
@@ -189,6 +192,19 @@ pub trait Store: Send + Sync + 'static {
     fn refunds(&self) -> Option<&dyn Refunds> {
         None
     }
+
+    /// The store's optional power to book future slots ([`Reservations`]): what the client
+    /// side's [`Limiter`](crate::limiter::Limiter) waits on, if the store has it (the default:
+    /// none; the limiter then checks and retries).
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert!(MemoryStore::new().reservations().is_some());
+    /// ```
+    fn reservations(&self) -> Option<&dyn Reservations> {
+        None
+    }
+
     /// What kind of store this is, for metrics labels (`memory`, `redis`; `custom` by
     /// default). A short constant: it becomes a label value.
     ///
@@ -287,5 +303,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn refunds(&self) -> Option<&dyn Refunds> {
         (**self).refunds()
+    }
+
+    fn reservations(&self) -> Option<&dyn Reservations> {
+        (**self).reservations()
     }
 }

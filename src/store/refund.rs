@@ -94,6 +94,11 @@ impl Refund {
         })
     }
 
+    /// A refund of `cost` units committed at `at_us` (store time), applied once per `token`.
+    pub(crate) fn new(cost: u64, at_us: u64, token: u64) -> Refund {
+        Refund { cost, at_us, token }
+    }
+
     /// The units to give back.
     ///
     /// ```

@@ -10,6 +10,7 @@ mod e2e;
 mod faults;
 mod fleet;
 mod layer;
+mod limiter;
 mod props;
 #[cfg(feature = "rls")]
 mod rls;

@@ -123,6 +123,58 @@ impl Entry {
 
     /// Takes `lease` at `now` for the policy's concurrency limit, after a check admitted the
     /// request (its TTL already covers the lease).
+    /// Books `costs` (one per limit, or one for all: `store::cost_at`) at the earliest slot
+    /// every limit allows (`lua/reserve.lua`'s twin), if it is no further than `max_wait` µs;
+    /// with no `max_wait`, charges them now. The wait in µs, `Err(Some(wait))` for a slot too
+    /// far, `Err(None)` for a cost never admitted. The limits must all reserve
+    /// (`algorithm::reserve::reservable`).
+    pub(super) fn reserve(
+        &mut self,
+        costs: &[u64],
+        max_wait: Option<u64>,
+        now: u64,
+    ) -> Result<u64, Option<u64>> {
+        use crate::algorithm::reserve::{commit, ready};
+        use crate::store::cost_at;
+        let slot = match max_wait {
+            None => now,
+            Some(max) => {
+                let mut slot = now;
+                for (i, (limit, state)) in self.limits.iter().zip(self.states.iter()).enumerate() {
+                    let cost = cost_at(costs, i);
+                    let at =
+                        ready(state, limit.count(), limit.period_us(), cost, now).ok_or(None)?;
+                    slot = slot.max(at);
+                }
+                if slot - now > max {
+                    return Err(Some(slot - now));
+                }
+                slot
+            }
+        };
+        for (i, (limit, state)) in self.limits.iter().zip(self.states.iter_mut()).enumerate() {
+            let cost = cost_at(costs, i);
+            if cost > 0 {
+                let ttl = commit(state, limit.count(), limit.period_us(), cost, slot, now);
+                self.expires_at = self.expires_at.max(now.saturating_add(ttl));
+            }
+        }
+        Ok(slot - now)
+    }
+
+    /// Gives back a reservation of `costs` (`lua/reserve.lua`'s give back): each limit's
+    /// refund.
+    pub(super) fn give_back(&mut self, costs: &[u64], now: u64) -> bool {
+        let mut given = false;
+        for (i, (limit, state)) in self.limits.iter().zip(self.states.iter_mut()).enumerate() {
+            let cost = crate::store::cost_at(costs, i);
+            if cost > 0 {
+                given |= state.refund(limit.count(), limit.period_us(), cost, now, now);
+            }
+        }
+        given
+    }
+
     pub(super) fn hold(&mut self, lease: u128, now: u64) {
         self.per_key.leases.hold(lease, now);
     }

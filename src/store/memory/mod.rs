@@ -6,6 +6,7 @@ mod entry;
 mod limit_keys;
 mod penalty;
 mod refund;
+mod reserve;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, MutexGuard};
@@ -17,7 +18,7 @@ use super::clock::Clock;
 use super::override_table::OverrideTable;
 use super::overrides::Override;
 use super::shard::{Lookup, Shard, ShardedMap};
-use super::{Admin, KeyState, Overrides, Refunds, StoreFuture};
+use super::{Admin, KeyState, Overrides, Refunds, Reservations, StoreFuture};
 use super::{Check, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
@@ -335,6 +336,10 @@ impl Store for MemoryStore {
     }
 
     fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+
+    fn reservations(&self) -> Option<&dyn Reservations> {
         Some(self)
     }
 }

@@ -10,7 +10,7 @@ use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;
 use crate::store::{
-    Admin, Check, KeyState, Override, Overrides, Refund, Refunds, Store, StoreFuture,
+    Admin, Check, KeyState, Override, Overrides, Refund, Refunds, Reservations, Store, StoreFuture,
 };
 
 impl Store for RedisStore {
@@ -80,6 +80,10 @@ impl Store for RedisStore {
     }
 
     fn refunds(&self) -> Option<&dyn Refunds> {
+        Some(self)
+    }
+
+    fn reservations(&self) -> Option<&dyn Reservations> {
         Some(self)
     }
 }

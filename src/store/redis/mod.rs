@@ -21,6 +21,7 @@ mod health;
 mod overrides;
 mod poll;
 mod redact;
+mod reserve;
 mod resets;
 mod script;
 mod sentinel;
@@ -228,6 +229,16 @@ impl RedisStore {
     /// ```
     pub fn refund_script_source() -> &'static str {
         self::script::refund_source()
+    }
+
+    /// The Lua script of [`Reservations`](crate::store::Reservations) (`lua/reserve.lua`),
+    /// for a `SCRIPT LOAD` ahead of time (the store loads it on first use).
+    ///
+    /// ```
+    /// assert!(redlimit::store::RedisStore::reserve_script_source().contains("'TIME'"));
+    /// ```
+    pub fn reserve_script_source() -> &'static str {
+        self::script::reserve_source()
     }
 
     /// The key prefix.

@@ -1,8 +1,10 @@
-//! Black-box tests of the examples (`examples/server`, `examples/grpc`) as separate
+//! Black-box tests of the examples (`examples/server`, `examples/grpc`, `examples/outbound`) as separate
 //! processes.
 
 #[cfg(all(feature = "grpc", feature = "redis"))]
 mod grpc_example;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod outbound_example;
 #[cfg(all(
     unix,
     feature = "admin",

@@ -15,6 +15,7 @@ mod penalty;
 mod refund;
 mod registry;
 mod reply;
+mod reserve;
 mod signature;
 mod source;
 mod tail;
@@ -33,6 +34,9 @@ pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{LuaScript, Prepared, script_for, script_for_policy};
 pub(super) use self::reply::decode;
+pub(super) use self::reserve::{
+    Mode as ReserveMode, reserve_command, reserve_source, script as reserve_script,
+};
 
 /// The script of a policy with one limit of each algorithm, in the order of
 /// `Algorithm::EVERY`: every line of Lua a script of this store can hold.

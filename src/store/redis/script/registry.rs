@@ -80,7 +80,7 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     singles
         .chain(mixes)
         .flat_map(|s| [&s.script, &s.batch])
-        .chain([super::refund::script()])
+        .chain([super::refund::script(), super::reserve::script()])
         .find(|s| s.get_hash() == hash)
 }
 

@@ -1,0 +1,105 @@
+//! Policies that do not reserve (fixed and sliding windows, the sliding log; or a store
+//! without [`Reservations`](crate::store::Reservations)): check, and while denied sleep the
+//! decision's `retry_after` plus a random jitter (up to a quarter of it, and up to 5 ms more),
+//! then check again. A window's count cannot be charged to a window that has not begun, so
+//! there is no slot to book: waiters are not served in order, and a window edge costs a few
+//! calls per admission (the jitter spreads them). Use GCRA or a token bucket for one call per
+//! permit.
+
+use std::hash::BuildHasher;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::AcquireError;
+use super::booking::{Booking, Undo};
+use super::detached::detached;
+use super::shared::{Place, Shared};
+use crate::decision::Decision;
+use crate::error::StoreError;
+use crate::key::Key;
+use crate::store::Refund;
+
+impl Shared {
+    /// Books `cost` for `key` by checks, waiting at most `max_wait` in all.
+    pub(super) async fn book_by_checks(
+        self: &Arc<Self>,
+        key: &Key,
+        cost: u64,
+        max_wait: Duration,
+    ) -> Result<(Instant, Booking), AcquireError> {
+        let start = Instant::now();
+        loop {
+            let (decision, place) = self.check_once(key, cost).await?;
+            if decision.is_allowed() {
+                if place == Place::Store {
+                    let _ = self.local.check_now(&self.local_policy, key, cost);
+                }
+                let refund = Refund::of(&decision, cost).map(|r| (r.at_us(), r.token()));
+                return Ok((Instant::now(), Booking::Checked(place, cost, refund)));
+            }
+            if decision.exceeds_capacity() {
+                return Err(AcquireError::Never { cost });
+            }
+            let retry = decision
+                .retry_after()
+                .unwrap_or(Duration::from_millis(10))
+                .max(Duration::from_millis(1));
+            let waited = start.elapsed();
+            if waited + retry > max_wait {
+                return Err(AcquireError::TooLong { wait: retry });
+            }
+            let pause = (retry + jitter(retry)).min(max_wait.saturating_sub(waited));
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    async fn check_once(
+        self: &Arc<Self>,
+        key: &Key,
+        cost: u64,
+    ) -> Result<(Decision, Place), AcquireError> {
+        if self.store_open() {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            let shared = Arc::clone(self);
+            let k = key.clone();
+            let deadline = self.deadline();
+            let call = async move {
+                let check = shared.store.check(&shared.policy, &k, cost);
+                match tokio::time::timeout(deadline, check).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(StoreError::Timeout(deadline)),
+                }
+            };
+            let (orphan, k) = (Arc::clone(self), key.clone());
+            let answer = detached(call, move |answer| {
+                if let Ok(decision) = answer
+                    && let Some(refund) = Refund::of(&decision, cost)
+                {
+                    orphan.undo_later(&k, Undo::Refund(Place::Store, refund));
+                }
+            })
+            .await;
+            match answer {
+                Ok(decision) => {
+                    self.store_answered();
+                    return Ok((decision, Place::Store));
+                }
+                Err(err) => self.store_failed(err)?,
+            }
+        }
+        self.in_memory()?;
+        Ok((
+            self.local.check_now(&self.local_policy, key, cost),
+            Place::Local,
+        ))
+    }
+}
+
+/// A random pause in `[0, retry / 4 + 5 ms)`, so that waiters denied together do not all ask
+/// again at the same instant.
+fn jitter(retry: Duration) -> Duration {
+    let span = u64::try_from((retry / 4 + Duration::from_millis(5)).as_micros()).unwrap_or(5_000);
+    let random = foldhash::fast::RandomState::default().hash_one(Instant::now());
+    Duration::from_micros(random % span.max(1))
+}
