@@ -8,7 +8,7 @@
 FROM rust:1.88-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --example server --features admin,config,jwt,tls-ring
+RUN cargo build --release --locked --example server --features admin,config,jwks,tls-ring
 
 FROM debian:bookworm-slim
 # CA roots for rediss:// URLs.

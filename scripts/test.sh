@@ -89,7 +89,7 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 step "each feature alone"
 # Each feature builds alone, and none: no feature may lean on another by accident.
 cargo clippy --lib --no-default-features -- -D warnings
-for feature in redis axum tls tls-ring grpc jwt metrics config admin rls; do
+for feature in redis axum tls tls-ring grpc jwt jwks metrics config admin rls; do
   cargo clippy --lib --no-default-features --features "$feature" -- -D warnings
 done
 

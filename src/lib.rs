@@ -134,6 +134,7 @@
 //! | `tls-ring` | no | `tls`, with rustls's `ring` provider installed when the process has none |
 //! | `grpc` | no | tonic's peer address, and `ErrorInfo` / `RetryInfo` / `QuotaFailure` details on gRPC rejections |
 //! | `jwt` | no | [`key::Jwt`]: verify an HMAC bearer token (HS256/384/512, or any algorithm through a [`key::JwtVerifier`]) and key on a claim |
+//! | `jwks` | no | `jwt`, and `key::JwksVerifier`: RS256/384/512, PS256/384/512, ES256/384 and EdDSA with the public keys of a JWKS file, followed on change |
 //! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
 //! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |

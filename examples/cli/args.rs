@@ -44,6 +44,8 @@ pub(crate) struct Args {
     pub(crate) trusted_proxies: Vec<String>,
     pub(crate) ipv6_prefix: u8,
     pub(crate) jwt_secret: Option<String>,
+    /// `--jwt-jwks`: the JWKS file verifying asymmetric tokens.
+    pub(crate) jwt_jwks: Option<std::path::PathBuf>,
     pub(crate) on_store_error: OnStoreError,
     pub(crate) store_timeout: Duration,
     pub(crate) prefix: String,
@@ -145,6 +147,7 @@ pub(crate) fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, Str
         jwt_secret: secret(cli.jwt_secret, cli.jwt_secret_file, "--jwt-secret", |v| {
             jwt_secret(&v)
         })?,
+        jwt_jwks: cli.jwt_jwks,
         on_store_error: cli.on_store_error,
         store_timeout: cli.store_timeout,
         prefix: cli.prefix,

@@ -112,6 +112,17 @@ pub(crate) struct Cli {
     )]
     pub(crate) jwt_secret_file: Option<PathBuf>,
 
+    /// For `--key jwt`: verify RS256/384/512, PS256/384/512, ES256/384 and EdDSA tokens with
+    /// the public keys of the JWKS document in FILE, re-read when it changes (feature `jwks`);
+    /// instead of `--jwt-secret`
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "REDLIMIT_JWT_JWKS",
+        allow_hyphen_values = true
+    )]
+    pub(crate) jwt_jwks: Option<PathBuf>,
+
     /// while the store fails: `local` (limit in this instance's memory; `local:N` when N
     /// instances share the limit), `open` (let requests through) or `closed` (answer 503)
     #[arg(long, value_name = "MODE", default_value = "local", value_parser = clap::value_parser!(OnStoreError), allow_hyphen_values = true)]

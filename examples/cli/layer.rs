@@ -180,12 +180,33 @@ fn extractor_of(spec: &KeySpec, args: &Args) -> Result<Arc<dyn KeyExtractor>, St
 
 #[cfg(feature = "jwt")]
 fn jwt(args: &Args, ip: &ClientIp) -> Result<Arc<dyn KeyExtractor>, String> {
-    let secret = args
-        .jwt_secret
-        .as_ref()
-        .ok_or("--key jwt needs --jwt-secret")?;
-    let jwt = redlimit::key::Jwt::hs256(secret).map_err(|e| format!("--jwt-secret: {e}"))?;
+    let jwt = match (&args.jwt_secret, &args.jwt_jwks) {
+        (Some(_), Some(_)) => return Err("give only one of --jwt-secret and --jwt-jwks".into()),
+        (Some(secret), None) => {
+            redlimit::key::Jwt::hs256(secret).map_err(|e| format!("--jwt-secret: {e}"))?
+        }
+        (None, Some(path)) => jwks(path)?,
+        (None, None) => return Err("--key jwt needs --jwt-secret or --jwt-jwks".into()),
+    };
     Ok(Arc::new(jwt.or_else(ip.clone())))
+}
+
+/// The JWKS file's keys, followed for as long as the server runs.
+#[cfg(feature = "jwks")]
+fn jwks(path: &std::path::Path) -> Result<redlimit::key::Jwt, String> {
+    let jwks =
+        redlimit::key::JwksVerifier::from_file(path).map_err(|e| format!("--jwt-jwks: {e}"))?;
+    let watch = jwks
+        .watch(std::time::Duration::from_secs(5))
+        .map_err(|e| format!("--jwt-jwks: {e}"))?;
+    // The server keeps its keys for its whole life: the watch is never dropped.
+    std::mem::forget(watch);
+    Ok(redlimit::key::Jwt::new(jwks))
+}
+
+#[cfg(all(feature = "jwt", not(feature = "jwks")))]
+fn jwks(_: &std::path::Path) -> Result<redlimit::key::Jwt, String> {
+    Err("--jwt-jwks needs the jwks feature: cargo run --features jwks --example server".into())
 }
 
 #[cfg(not(feature = "jwt"))]

@@ -65,6 +65,8 @@ pub use header::Header;
 pub use ip_net::IpRanges;
 #[cfg(feature = "jwt")]
 pub use jwt::{HmacAlgorithm, HmacVerifier, Jwt, JwtError, JwtHeader, JwtVerifier};
+#[cfg(feature = "jwks")]
+pub use jwt::{JwksError, JwksVerifier, JwksWatch, MAX_JWKS_DOCUMENT, MAX_JWKS_KEYS};
 pub use or_else::OrElse;
 pub use peer_ip::PeerIp;
 pub use per_limit::PerLimit;

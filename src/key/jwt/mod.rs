@@ -3,6 +3,8 @@
 mod claims;
 mod error;
 mod hmac;
+#[cfg(feature = "jwks")]
+mod jwks;
 mod token;
 mod verifier;
 
@@ -20,6 +22,8 @@ use claims::{MAX_LEEWAY, Rules};
 
 pub use self::hmac::{HmacAlgorithm, HmacVerifier};
 pub use error::JwtError;
+#[cfg(feature = "jwks")]
+pub use jwks::{JwksError, JwksVerifier, JwksWatch, MAX_JWKS_DOCUMENT, MAX_JWKS_KEYS};
 pub use verifier::{JwtHeader, JwtVerifier};
 
 /// Keys on a claim (`sub` by default) of a JWT from `Authorization: Bearer <token>`, after

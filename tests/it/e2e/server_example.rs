@@ -357,6 +357,49 @@ fn jwt_subjects() {
     assert_eq!(server.get("/", &[("authorization", &forged)]).0, 200);
 }
 
+#[cfg(feature = "jwks")]
+#[test]
+fn jwt_subjects_from_a_jwks_file() {
+    let token = |sub: &str, key: &str| {
+        let claims = serde_json::json!({ "sub": sub, "exp": support::jwt::now() + 600 });
+        let header = serde_json::json!({ "alg": "RS256", "kid": "rsa-1" });
+        format!(
+            "Bearer {}",
+            support::jwt::sign_asymmetric("RS256", key, &header, &claims)
+        )
+    };
+    let jwks = support::jwt::jwks_fixture("jwks.json");
+    let jwks = jwks.to_str().unwrap();
+    let server = Server::start(&["--limit", "1/60s", "--key", "jwt", "--jwt-jwks", jwks]);
+    let alice = token("alice", "rs256");
+    assert_eq!(server.get("/", &[("authorization", &alice)]).0, 200);
+    assert_eq!(server.get("/", &[("authorization", &alice)]).0, 429);
+    assert_eq!(
+        server
+            .get("/", &[("authorization", &token("bob", "rs256"))])
+            .0,
+        200
+    );
+    // Signed by a key the set does not hold: not bob, the peer IP (its first request).
+    let forged = token("bob", "other");
+    assert_eq!(server.get("/", &[("authorization", &forged)]).0, 200);
+    assert_eq!(server.get("/", &[("authorization", &forged)]).0, 429);
+    // Both ways of verifying at once is a mistake the command line refuses.
+    let out = run(&[
+        "--key",
+        "jwt",
+        "--jwt-jwks",
+        jwks,
+        "--jwt-secret",
+        "a secret of thirty-two bytes, ok",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("give only one of --jwt-secret and --jwt-jwks"),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn concurrency_flag_holds_one_request_in_flight_per_key() {
     let server = Server::start(&[

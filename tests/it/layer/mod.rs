@@ -30,6 +30,8 @@ mod grpc_web;
 mod health_metrics;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod http;
+#[cfg(feature = "jwks")]
+mod jwks;
 #[cfg(all(feature = "axum", feature = "jwt", feature = "redis"))]
 mod keys;
 #[cfg(all(feature = "axum", feature = "redis"))]

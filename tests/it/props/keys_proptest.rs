@@ -434,6 +434,47 @@ mod jwt {
     }
 }
 
+/// The JWKS verifier under the same laws as HMAC: any one character of a valid token changed
+/// is never a key, whatever the algorithm.
+#[cfg(feature = "jwks")]
+mod jwks {
+    use proptest::prelude::*;
+    use redlimit::key::{JwksVerifier, Jwt};
+    use serde_json::json;
+
+    use crate::support::jwt::{jwks_fixture, now, sign_asymmetric};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn a_changed_character_is_never_a_key(
+            which in 0usize..4,
+            at in any::<usize>(),
+            to in any::<char>(),
+        ) {
+            let (alg, key, kid) = [
+                ("RS256", "rs256", "rsa-1"),
+                ("PS384", "rsa_any", "rsa-any"),
+                ("ES256", "es256", "ec-256"),
+                ("EdDSA", "ed25519", "ed-1"),
+            ][which];
+            let token = sign_asymmetric(
+                alg,
+                key,
+                &json!({"alg": alg, "kid": kid}),
+                &json!({"sub": "alice", "exp": now() + 600}),
+            );
+            let jwt = Jwt::new(JwksVerifier::from_file(jwks_fixture("jwks.json")).unwrap());
+            prop_assert!(jwt.verify(&token).is_ok());
+            let at = at % token.len();
+            prop_assume!(!token[at..].starts_with(to));
+            let mut changed = token.clone();
+            changed.replace_range(at..=at, to.encode_utf8(&mut [0; 4]));
+            prop_assert!(jwt.verify(&changed).is_err(), "{}", changed);
+        }
+    }
+}
+
 fn percent(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("%{b:02X}")).collect()
 }
