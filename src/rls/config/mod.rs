@@ -129,6 +129,7 @@ impl RlsConfig {
                 });
             }
             let entry = domains.entry(domain.clone()).or_insert_with(|| RlsDomain {
+                key: crate::key::Key::new(format!("rls\0{domain}")),
                 name: domain.clone(),
                 root: Children::default(),
             });
