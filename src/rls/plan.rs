@@ -1,13 +1,16 @@
 //! From a request and the configuration to the counters it touches: each descriptor's limits
 //! (its rule's, or the request's own `limit`), each under a key of its own, with its cost.
 
+use std::io::Write as _;
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use tonic::Status;
 
-use super::config::{RlsConfig, RlsDomain, Unit};
+use super::config::{RlsConfig, Unit};
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
+use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
 
@@ -60,17 +63,20 @@ pub(super) enum Resolved {
     },
 }
 
+/// A request's descriptors' entries, `(key, value)`; most have one to a few.
+type Entries<'a> = SmallVec<[(&'a str, &'a str); 4]>;
+
 /// Every descriptor of a request, resolved, and the counters they touch.
 #[derive(Debug)]
 pub(super) struct Plan {
-    pub(super) descriptors: Vec<Resolved>,
-    pub(super) counters: Vec<Counter>,
+    pub(super) descriptors: SmallVec<[Resolved; 2]>,
+    pub(super) counters: SmallVec<[Counter; 2]>,
     /// The key every counter of the request shares as its hash tag (one Cluster slot per
     /// domain).
     pub(super) domain_key: Key,
     /// Each descriptor's stats key as envoyproxy/ratelimit names it (`domain.key_value...`),
-    /// for the metrics; empty for a descriptor without counters.
-    pub(super) stats: Vec<String>,
+    /// for the metrics; `None` for a descriptor without counters.
+    pub(super) stats: SmallVec<[StatsKey; 2]>,
 }
 
 /// The most a request's hits may charge: past any limit's count (2^45), and exact in Lua.
@@ -104,16 +110,18 @@ pub(super) fn plan(
     };
     let request_hits = u64::from(request.hits_addend.max(1));
     let mut plan = Plan {
-        descriptors: Vec::with_capacity(request.descriptors.len()),
-        counters: Vec::new(),
-        domain_key: Key::new(format!("rls\0{}", request.domain)),
-        stats: vec![String::new(); request.descriptors.len()],
+        descriptors: SmallVec::with_capacity(request.descriptors.len()),
+        counters: SmallVec::new(),
+        domain_key: domain.key().clone(),
+        stats: (0..request.descriptors.len())
+            .map(|_| StatsKey::None)
+            .collect(),
     };
     // Names replaced by any matched rule (envoyproxy/ratelimit's `replaces`).
-    let mut replaced: Vec<&str> = Vec::new();
-    let mut matched = Vec::with_capacity(request.descriptors.len());
+    let mut replaced: SmallVec<[&str; 4]> = SmallVec::new();
+    let mut matched: SmallVec<[_; 2]> = SmallVec::with_capacity(request.descriptors.len());
     for (i, descriptor) in request.descriptors.iter().enumerate() {
-        let entries: Vec<(&str, &str)> = descriptor
+        let entries: Entries<'_> = descriptor
             .entries
             .iter()
             .map(|e| (e.key.as_str(), e.value.as_str()))
@@ -156,7 +164,7 @@ pub(super) fn plan(
             plan.counters.push(Counter {
                 descriptor: i,
                 limit: limit.limit().copied(),
-                own: own_key(domain, &entries, &format!("#{position}")),
+                own: own_key_text(domain.name(), &entries, Which::Position(position)),
                 cost,
                 shown: Shown {
                     requests_per_unit: limit.requests_per_unit(),
@@ -168,7 +176,15 @@ pub(super) fn plan(
         }
         let len = plan.counters.len() - first;
         if cfg!(feature = "metrics") && len > 0 {
-            plan.stats[i] = rule.stats_key(domain.name(), &entries);
+            plan.stats[i] = match rule.stats_keys() {
+                Some(keys) => {
+                    debug_assert_eq!(keys.text, rule.stats_key(domain.name(), &entries));
+                    StatsKey::Rule(std::sync::Arc::clone(keys))
+                }
+                None => StatsKey::Request(Box::new(StatsKeys::new(
+                    &rule.stats_key(domain.name(), &entries),
+                ))),
+            };
         }
         plan.descriptors[i] = if len == 0 {
             Resolved::Unmatched
@@ -209,7 +225,9 @@ fn override_counter(
     };
     let first = plan.counters.len();
     if cfg!(feature = "metrics") {
-        plan.stats[i] = super::config::override_stats_key(domain_name, entries);
+        plan.stats[i] = StatsKey::Request(Box::new(StatsKeys::new(
+            &super::config::override_stats_key(domain_name, entries),
+        )));
     }
     plan.counters.push(Counter {
         descriptor: i,
@@ -217,7 +235,10 @@ fn override_counter(
         own: own_key_text(
             domain_name,
             entries,
-            &format!("={rpu}/{}", unit.proto_number()),
+            Which::Override {
+                requests_per_unit: rpu,
+                unit: unit.proto_number(),
+            },
         ),
         cost,
         shown: Shown {
@@ -235,17 +256,23 @@ fn override_counter(
     Ok(())
 }
 
-fn own_key(domain: &RlsDomain, entries: &[(&str, &str)], which: &str) -> Key {
-    own_key_text(domain.name(), entries, which)
+/// Which limit of a descriptor a counter is.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    /// Its rule's limit at this position (`#0`).
+    Position(usize),
+    /// The request's own `limit` (`=10/2`: requests per unit, the unit's proto number).
+    Override { requests_per_unit: u32, unit: i32 },
 }
 
 /// The counter's key: the domain, every entry's key and value, and which limit, separated by
 /// NUL bytes (encoded `%00`, so no two requests' texts run together, and the text is no
 /// policy name: see `Key::with_named_limit_keys`).
-fn own_key_text(domain: &str, entries: &[(&str, &str)], which: &str) -> Key {
-    let mut text = Vec::with_capacity(
+fn own_key_text(domain: &str, entries: &[(&str, &str)], which: Which) -> Key {
+    // The longest `which`: `=` 10 digits `/` 11 characters.
+    let mut text: SmallVec<[u8; 128]> = SmallVec::with_capacity(
         domain.len()
-            + which.len()
+            + 24
             + entries
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
@@ -260,6 +287,13 @@ fn own_key_text(domain: &str, entries: &[(&str, &str)], which: &str) -> Key {
         text.extend_from_slice(value.as_bytes());
     }
     text.push(0);
-    text.extend_from_slice(which.as_bytes());
-    Key::new(text)
+    // Writing into memory cannot fail.
+    let _ = match which {
+        Which::Position(position) => write!(text, "#{position}"),
+        Which::Override {
+            requests_per_unit,
+            unit,
+        } => write!(text, "={requests_per_unit}/{unit}"),
+    };
+    Key::new(&text[..])
 }

@@ -39,12 +39,9 @@ fn governing(
     first: usize,
     len: usize,
 ) -> (usize, bool) {
-    let over: Vec<usize> = (first..first + len)
+    if let Some(c) = (first..first + len)
         .filter(|&c| is_over(&plan.counters[c], results[c].as_ref()))
-        .collect();
-    if let Some(&c) = over
-        .iter()
-        .max_by_key(|&&c| wait(&plan.counters[c], results[c].as_ref(), true))
+        .max_by_key(|&c| wait(&plan.counters[c], results[c].as_ref(), true))
     {
         return (c, true);
     }

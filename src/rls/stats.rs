@@ -83,33 +83,96 @@ struct Split {
     within: u64,
 }
 
-/// Records one descriptor's outcome under `stats_key` (`domain.key...`).
-#[cfg(feature = "metrics")]
-pub(super) fn record(stats_key: &str, outcome: Outcome, near_ratio: f64) {
-    let (domain, rest) = stats_key.split_once('.').unwrap_or((stats_key, ""));
-    let (key1, key2) = rest.split_once('.').unwrap_or((rest, ""));
-    let mut labels = vec![("domain", domain.to_owned()), ("key1", key1.to_owned())];
-    if !key2.is_empty() {
-        labels.push(("key2", key2.to_owned()));
-    }
-    let split = outcome.split(near_ratio);
-    metrics::counter!(TOTAL_HITS, &labels).increment(outcome.hits);
-    for (name, value) in [
-        (OVER_LIMIT, split.over),
-        (NEAR_LIMIT, split.near),
-        (WITHIN_LIMIT, split.within),
-    ] {
-        if value > 0 {
-            metrics::counter!(name, &labels).increment(value);
+/// A descriptor's metric keys, one per counter, made once from its stats key: a rule whose
+/// stats key holds no request value keeps them (`RlsRule`), so its calls format nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StatsKeys {
+    /// The stats key they were made from (`domain.key...`).
+    pub(crate) text: String,
+    #[cfg(feature = "metrics")]
+    by_counter: [metrics::Key; 5],
+}
+
+impl StatsKeys {
+    pub(crate) fn new(stats_key: &str) -> Self {
+        StatsKeys {
+            text: stats_key.to_owned(),
+            #[cfg(feature = "metrics")]
+            by_counter: {
+                let (domain, rest) = stats_key.split_once('.').unwrap_or((stats_key, ""));
+                let (key1, key2) = rest.split_once('.').unwrap_or((rest, ""));
+                let mut labels = vec![
+                    metrics::Label::new("domain", domain.to_owned()),
+                    metrics::Label::new("key1", key1.to_owned()),
+                ];
+                if !key2.is_empty() {
+                    labels.push(metrics::Label::new("key2", key2.to_owned()));
+                }
+                [
+                    TOTAL_HITS,
+                    OVER_LIMIT,
+                    NEAR_LIMIT,
+                    WITHIN_LIMIT,
+                    SHADOW_MODE,
+                ]
+                .map(|name| metrics::Key::from_parts(name, labels.clone()))
+            },
         }
     }
+}
+
+/// Where a descriptor's statistics go.
+#[derive(Debug, Clone, Default)]
+pub(super) enum StatsKey {
+    /// Nowhere (no counters, or no `metrics` feature).
+    #[default]
+    None,
+    /// Its rule's keys, made when the configuration was.
+    Rule(std::sync::Arc<StatsKeys>),
+    /// Keys of its own: its stats key holds request values.
+    Request(Box<StatsKeys>),
+}
+
+impl StatsKey {
+    fn keys(&self) -> Option<&StatsKeys> {
+        match self {
+            StatsKey::None => None,
+            StatsKey::Rule(keys) => Some(keys),
+            StatsKey::Request(keys) => Some(keys),
+        }
+    }
+}
+
+/// The macros' metadata, for the keys made ahead.
+#[cfg(feature = "metrics")]
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// Records one descriptor's outcome under its stats key.
+#[cfg(feature = "metrics")]
+pub(super) fn record(key: &StatsKey, outcome: Outcome, near_ratio: f64) {
+    let Some(keys) = key.keys() else {
+        return;
+    };
+    let [total, over, near, within, shadow] = &keys.by_counter;
+    let add = |key: &metrics::Key, value: u64| {
+        if value > 0 {
+            metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(value);
+        }
+    };
+    let split = outcome.split(near_ratio);
+    // Registered even at 0, as the Go service's counter is.
+    metrics::with_recorder(|r| r.register_counter(total, &METADATA)).increment(outcome.hits);
+    add(over, split.over);
+    add(near, split.near);
+    add(within, split.within);
     if outcome.shadow && outcome.over {
-        metrics::counter!(SHADOW_MODE, &labels).increment(outcome.hits);
+        add(shadow, outcome.hits);
     }
 }
 
 #[cfg(not(feature = "metrics"))]
-pub(super) fn record(_stats_key: &str, _outcome: Outcome, _near_ratio: f64) {}
+pub(super) fn record(_key: &StatsKey, _outcome: Outcome, _near_ratio: f64) {}
 
 /// Counts a failed call, by kind.
 pub(super) fn error(err_type: &'static str) {

@@ -3,6 +3,7 @@
 //! service refuses, and our extensions.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::error::{Place, RlsConfigError};
 use super::limit::{RlsLimit, parse_algorithm};
@@ -12,6 +13,7 @@ use super::unit::Unit;
 use super::validate::{go_display, join};
 use super::yaml::{Kind, Node, Scalar};
 use crate::Algorithm;
+use crate::rls::stats::StatsKeys;
 
 /// The file being read, for errors.
 pub(crate) struct Ctx<'a> {
@@ -301,6 +303,8 @@ fn read_rule(
         full_key: full_key.to_owned(),
         path,
         levels: levels.to_vec(),
+        stats_keys: (!detailed_metric && !levels.iter().any(|l| l.value_to_metric))
+            .then(|| Arc::new(StatsKeys::new(full_key))),
     }))
 }
 

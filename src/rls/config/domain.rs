@@ -2,6 +2,7 @@
 
 use super::matching::{Children, DescriptorNode};
 use super::rule::RlsRule;
+use crate::key::Key;
 
 /// The descriptors of one `domain`, as a tree of `key` / `value` levels.
 ///
@@ -22,6 +23,8 @@ use super::rule::RlsRule;
 /// ```
 #[derive(Debug, Clone)]
 pub struct RlsDomain {
+    /// Every counter's hash tag (`rls\0` and the name), made once.
+    pub(crate) key: Key,
     pub(crate) name: String,
     pub(crate) root: Children,
     /// Our `on_store_error` key: the domain's failure mode, if it names one.
@@ -38,6 +41,11 @@ impl RlsDomain {
     /// ```
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The key every counter of the domain shares as its hash tag.
+    pub(crate) fn key(&self) -> &Key {
+        &self.key
     }
 
     /// The rule for one request descriptor's entries (key, value), by the Go service's rules:

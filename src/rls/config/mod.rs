@@ -130,6 +130,7 @@ impl RlsConfig {
             }
             let mode = on_store_error(&ctx, get(pairs, "on_store_error"))?;
             let entry = domains.entry(domain.clone()).or_insert_with(|| RlsDomain {
+                key: crate::key::Key::new(format!("rls\0{domain}")),
                 name: domain.clone(),
                 root: Children::default(),
                 on_store_error: None,

@@ -1,7 +1,10 @@
 //! A descriptor rule: what a matched descriptor is limited by, and its stats key.
 
+use std::sync::Arc;
+
 use super::limit::RlsLimit;
 use super::matching::wildcard_match;
+use crate::rls::stats::StatsKeys;
 
 /// One level of a rule's path from its domain: the descriptor's key and value as the Go service
 /// stores them (`key` or `key_value`), and what decides that level's part of a stats key.
@@ -50,6 +53,9 @@ pub struct RlsRule {
     pub(crate) full_key: String,
     pub(crate) path: String,
     pub(crate) levels: Vec<Level>,
+    /// The metric keys of its stats key when that holds no request value (no
+    /// `detailed_metric`, no `value_to_metric`): the stats key is then its full key.
+    pub(crate) stats_keys: Option<Arc<StatsKeys>>,
 }
 
 impl RlsRule {
@@ -123,6 +129,11 @@ impl RlsRule {
     /// ```
     pub fn detailed_metric(&self) -> bool {
         self.detailed_metric
+    }
+
+    /// The metric keys made with the configuration, if its stats key holds no request value.
+    pub(crate) fn stats_keys(&self) -> Option<&Arc<StatsKeys>> {
+        self.stats_keys.as_ref()
     }
 
     /// The names of the limits this rule's limits replace: when a request's descriptors match
@@ -339,4 +350,50 @@ pub fn override_stats_key(domain: &str, entries: &[(&str, &str)]) -> String {
         }
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::RlsConfig;
+
+    /// The keys made with the configuration are the stats key every request would get, and
+    /// are not made where request values enter it.
+    #[test]
+    fn stats_keys_are_made_once_exactly_where_no_request_value_enters() {
+        let config = RlsConfig::parse(
+            [(
+                "c.yaml",
+                "
+domain: d
+descriptors:
+  - {key: user, rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: client, value: vip, rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: path, value: /api/*, rate_limit: {unit: second, requests_per_unit: 5}}
+  - key: tenant
+    descriptors:
+      - {key: route, value: /a, rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: ip, detailed_metric: true, rate_limit: {unit: second, requests_per_unit: 5}}
+  - {key: team, value_to_metric: true, rate_limit: {unit: second, requests_per_unit: 5}}
+",
+            )],
+            false,
+        )
+        .expect("valid config");
+        let domain = config.domain("d").expect("domain d");
+        let fixed: &[&[(&str, &str)]] = &[
+            &[("user", "bob")],
+            &[("client", "vip")],
+            &[("path", "/api/v1")],
+            &[("tenant", "acme"), ("route", "/a")],
+        ];
+        for entries in fixed {
+            let rule = domain.find(entries).expect("a rule");
+            let keys = rule.stats_keys().expect("keys made with the configuration");
+            assert_eq!(keys.text, rule.stats_key("d", entries), "{entries:?}");
+        }
+        for entries in [[("ip", "10.0.0.1")], [("team", "a")]] {
+            let rule = domain.find(&entries).expect("a rule");
+            assert!(rule.stats_keys().is_none(), "{entries:?}");
+        }
+    }
 }
