@@ -86,7 +86,7 @@ impl Limiter {
     /// sleeps exactly until it (the wait counted from the answer's arrival: never early, late
     /// by at most the answer's trip back), with no second call; callers are served in the order their
     /// reservations reached the store, across every process. Dropping the future before the
-    /// slot gives the units back ([`Reservation::refund`](crate::store::Reservation::refund)
+    /// slot gives the units back ([`Reservations::give_back`](crate::store::Reservations::give_back)
     /// says what that means for those who reserved behind). Other policies check, and retry
     /// after the decision's `retry_after` with jitter (see the module docs).
     ///
