@@ -86,6 +86,7 @@ async fn run(settings: Settings) -> Result<(), String> {
     } else {
         None
     };
+    let seen = dir.fingerprint();
     let first = dir.load();
     reload::record(&dir.dir, &first);
     let config = match first {
@@ -125,7 +126,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         has_domain || !settings.healthy_with_at_least_one_config_loaded,
     );
     let _probe = health.probe(store);
-    let _watch = reload::watch(dir, service.clone(), health.clone());
+    let _watch = reload::watch(dir, seen, service.clone(), health.clone());
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.
     let grpc = bind(

@@ -38,7 +38,7 @@ impl ConfigDir {
 
     /// What a poll compares: every entry's name, size, modification time and link target, and
     /// where the runtime root's link points.
-    fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u64 {
         let mut hasher = DefaultHasher::new();
         std::fs::read_link(&self.root).ok().hash(&mut hasher);
         match std::fs::read_dir(&self.dir) {
@@ -84,14 +84,18 @@ pub(crate) fn record(dir: &Path, outcome: &Result<RlsConfig, RlsConfigError>) {
     }
 }
 
-/// Polls the directory for ever, applying each config that loads to `service`.
+/// Polls the directory for ever, applying each config that loads to `service`. `seen` is the
+/// directory's fingerprint taken before the config in force was read: taken when this task
+/// first runs instead, a change written in between (a deploy right after the start) would
+/// never be seen.
 pub(crate) fn watch(
     dir: ConfigDir,
+    seen: u64,
     service: RateLimitService,
     health: Health,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut seen = dir.fingerprint();
+        let mut seen = seen;
         let mut every = tokio::time::interval(POLL_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
