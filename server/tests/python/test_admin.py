@@ -32,8 +32,9 @@ def setUpModule():
     path = os.path.join(TOKEN_DIR, "token")
     with open(path, "w") as f:
         f.write(TOKEN + "\n")
+    # The deny cache on (LOCAL_CACHE_SIZE_IN_BYTES): a reset must reach the other's cache too.
     base = {"REDLIMIT_STORE_DEADLINE": "10s", "REDLIMIT_ADMIN_HOST": "127.0.0.1",
-            "REDLIMIT_ADMIN_PORT": "0"}
+            "REDLIMIT_ADMIN_PORT": "0", "LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}
     # One token from a file, the other from the environment: never from argv.
     ONE = Server({"config.yaml": CONFIG}, redis=REDIS,
                  env={**base, "REDLIMIT_ADMIN_TOKEN_FILE": path})
