@@ -137,7 +137,7 @@
 //! | `jwks` | no | `jwt`, and `key::JwksVerifier`: RS256/384/512, PS256/384/512, ES256/384 and EdDSA with the public keys of a JWKS file, followed on change |
 //! | `metrics` | yes | counters, gauges and histograms through the [`metrics`](https://docs.rs/metrics) facade (see "Seeing and steering" below); `telemetry::HISTOGRAM_BUCKETS` for Prometheus |
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
-//! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token |
+//! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token; with `rls`, `rls::admin::router` does the same for the rate limit service's descriptors, and sets shadow mode |
 //! | `rls` | no | `rls`: Envoy's rate limit service (RLS v3 `ShouldRateLimit`) over any store, with envoyproxy/ratelimit's YAML config |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.

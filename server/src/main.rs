@@ -11,12 +11,16 @@
 //!   and `grpc.health.v1.Health`;
 //! - HTTP (`PORT`, 8080): `GET /healthcheck`, `POST /json`;
 //! - debug (`DEBUG_PORT`, 6070): `GET /rlconfig`;
+//! - admin (`REDLIMIT_ADMIN_PORT`, 6071), only with a token (`REDLIMIT_ADMIN_TOKEN_FILE`, or
+//!   `REDLIMIT_ADMIN_TOKEN` from the environment): `redlimit::rls::admin`'s counters,
+//!   overrides and shadow mode, behind `Authorization: Bearer TOKEN`;
 //! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics).
 //!
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
 //! process exits.
 
+mod admin;
 mod compat;
 mod debug;
 mod health;
@@ -98,6 +102,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         Err(e) => return Err(format!("the config did not load: {e}")),
     };
     let has_domain = config.domains().next().is_some();
+    let admin_token = admin::token(&settings, |name| std::env::var(name).ok())?;
 
     let store = redis::store(&settings, &redis::Secrets::from_env())?;
     let service = RateLimitService::builder(Arc::clone(&store))
@@ -140,6 +145,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         SocketAddr::new(settings.debug_host, settings.debug_port),
     )
     .await?;
+    let admin_listener = match &admin_token {
+        Some(_) => Some(
+            bind(
+                "admin",
+                SocketAddr::new(settings.admin_host, settings.admin_port),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let metrics_listener = match &prometheus {
         Some(_) => Some(bind("metrics", settings.prometheus_addr).await?),
         None => None,
@@ -181,17 +196,31 @@ async fn run(settings: Settings) -> Result<(), String> {
             _ => Ok(()),
         }
     };
-    let (grpc, http, debug, metrics) = tokio::join!(
+    let admin_server = async {
+        match (admin_listener, admin_token) {
+            (Some(listener), Some(token)) => {
+                let router = redlimit::rls::admin::router(service.clone(), token);
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stopped(stopping.clone()))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            _ => Ok(()),
+        }
+    };
+    let (grpc, http, debug, metrics, admin) = tokio::join!(
         async { grpc_server.await.map_err(|e| e.to_string()) },
         async { http_server.await.map_err(|e| e.to_string()) },
         async { debug_server.await.map_err(|e| e.to_string()) },
         metrics_server,
+        admin_server,
     );
     signal.abort();
     grpc.map_err(|e| format!("gRPC listener: {e}"))?;
     http.map_err(|e| format!("HTTP listener: {e}"))?;
     debug.map_err(|e| format!("debug listener: {e}"))?;
     metrics.map_err(|e| format!("metrics listener: {e}"))?;
+    admin.map_err(|e| format!("admin listener: {e}"))?;
     Ok(())
 }
 

@@ -4,8 +4,8 @@
 //! Values are read as the Go service reads them: booleans as Go's `strconv.ParseBool`
 //! (`1 t T TRUE true True`, and the same for false), durations as Go's `time.ParseDuration`
 //! (`10s`, `1h30m`, `500ms`), addresses such as `PROMETHEUS_ADDR=:9090`. Secrets
-//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`) come from the environment only, never from flags, so
-//! they stay out of the process list.
+//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`) come from the environment
+//! only, never from flags, so they stay out of the process list.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -23,7 +23,8 @@ use redlimit::rls::FailureMode;
     long_about = "An Envoy rate limit service (RLS v3) on redlimit: a drop-in for envoyproxy/ratelimit.\n\n\
         Every setting is an environment variable of envoyproxy/ratelimit (or a flag of the same \
         name). Variables of that service that have no meaning here are named in a warning at \
-        start. REDIS_AUTH and REDIS_SENTINEL_AUTH are read from the environment only."
+        start. REDIS_AUTH, REDIS_SENTINEL_AUTH and REDLIMIT_ADMIN_TOKEN are read from the \
+        environment only."
 )]
 pub(crate) struct Settings {
     /// Address of the HTTP listener (`/healthcheck`, `/json`).
@@ -196,6 +197,17 @@ pub(crate) struct Settings {
     /// they drain (0: drain at once, as envoyproxy/ratelimit does).
     #[arg(long, env = "REDLIMIT_DRAIN_DELAY", default_value = "0s", value_parser = go_duration)]
     pub(crate) drain_delay: Duration,
+    /// redlimit: the admin API's address (on only with a token: REDLIMIT_ADMIN_TOKEN_FILE, or
+    /// REDLIMIT_ADMIN_TOKEN from the environment).
+    #[arg(long, env = "REDLIMIT_ADMIN_HOST", default_value = "0.0.0.0")]
+    pub(crate) admin_host: IpAddr,
+    /// redlimit: the admin API's port.
+    #[arg(long, env = "REDLIMIT_ADMIN_PORT", default_value_t = 6071)]
+    pub(crate) admin_port: u16,
+    /// redlimit: a file holding the admin API's bearer token (a mounted secret); the admin
+    /// listener is on when it (or REDLIMIT_ADMIN_TOKEN, environment only) is given.
+    #[arg(long, env = "REDLIMIT_ADMIN_TOKEN_FILE")]
+    pub(crate) admin_token_file: Option<PathBuf>,
 }
 
 /// The log format.

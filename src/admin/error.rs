@@ -23,6 +23,9 @@ use crate::error::{ConfigError, StoreError};
 /// | [`BadOverride`](Self::BadOverride) | 400 | `bad_override` |
 /// | [`NoSuchPolicy`](Self::NoSuchPolicy) | 404 | `no_such_policy` |
 /// | [`NoOverride`](Self::NoOverride) | 404 | `no_override` |
+/// | [`NoSuchDomain`](Self::NoSuchDomain) | 404 | `no_such_domain` |
+/// | [`NoRule`](Self::NoRule) | 404 | `no_rule` |
+/// | [`BadDescriptor`](Self::BadDescriptor) | 400 | `bad_descriptor` |
 /// | [`NotFound`](Self::NotFound) | 404 | `not_found` |
 /// | [`MethodNotAllowed`](Self::MethodNotAllowed) | 405 | `method_not_allowed` |
 /// | [`Unsupported`](Self::Unsupported) | 503 | `unsupported` |
@@ -56,6 +59,14 @@ pub enum AdminError {
     NoSuchPolicy(String),
     /// The key has no override under the policy.
     NoOverride,
+    /// No domain of this name in the rate limit service's configuration
+    /// ([`rls::admin`](crate::rls::admin), feature `rls`).
+    NoSuchDomain(String),
+    /// No rule of the domain applies to the descriptor (or one that counts nothing:
+    /// `unlimited`, for an override).
+    NoRule(String),
+    /// A descriptor the query does not name well (`KEY=VALUE` pairs joined with `&`): why.
+    BadDescriptor(String),
     /// No admin endpoint at this path.
     NotFound,
     /// The path exists, but not for this method.
@@ -79,12 +90,15 @@ impl AdminError {
         match self {
             AdminError::Unauthorized | AdminError::InvalidToken => StatusCode::UNAUTHORIZED,
             AdminError::BadRequest(status, _) => *status,
-            AdminError::BadKey | AdminError::BadClient(_) | AdminError::BadOverride(_) => {
-                StatusCode::BAD_REQUEST
-            }
-            AdminError::NoSuchPolicy(_) | AdminError::NoOverride | AdminError::NotFound => {
-                StatusCode::NOT_FOUND
-            }
+            AdminError::BadKey
+            | AdminError::BadClient(_)
+            | AdminError::BadOverride(_)
+            | AdminError::BadDescriptor(_) => StatusCode::BAD_REQUEST,
+            AdminError::NoSuchPolicy(_)
+            | AdminError::NoOverride
+            | AdminError::NoSuchDomain(_)
+            | AdminError::NoRule(_)
+            | AdminError::NotFound => StatusCode::NOT_FOUND,
             AdminError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AdminError::Unsupported(_) | AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -106,6 +120,9 @@ impl AdminError {
             AdminError::BadOverride(_) => "bad_override",
             AdminError::NoSuchPolicy(_) => "no_such_policy",
             AdminError::NoOverride => "no_override",
+            AdminError::NoSuchDomain(_) => "no_such_domain",
+            AdminError::NoRule(_) => "no_rule",
+            AdminError::BadDescriptor(_) => "bad_descriptor",
             AdminError::NotFound => "not_found",
             AdminError::MethodNotAllowed => "method_not_allowed",
             AdminError::Unsupported(_) => "unsupported",
@@ -132,6 +149,9 @@ impl AdminError {
             AdminError::BadOverride(why) => one_line(why),
             AdminError::NoSuchPolicy(policy) => format!("no policy named `{}`", name(policy)),
             AdminError::NoOverride => "no override for this key".into(),
+            AdminError::NoSuchDomain(domain) => format!("no domain named `{}`", name(domain)),
+            AdminError::NoRule(why) => one_line(why),
+            AdminError::BadDescriptor(why) => format!("bad descriptor: {}", one_line(why)),
             AdminError::NotFound => {
                 "no such admin endpoint: try /keys/{policy}/{key} or /overrides/{policy}/{key}"
                     .into()

@@ -85,7 +85,11 @@ mod target;
 mod token;
 
 pub use error::AdminError;
+#[cfg(feature = "rls")]
+pub(crate) use target::decode_utf8;
 pub use token::AdminToken;
+#[cfg(feature = "rls")]
+pub(crate) use token::require;
 
 use axum::{Router, middleware};
 

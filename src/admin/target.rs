@@ -88,7 +88,7 @@ impl Target {
 
 /// A path segment percent-decoded as axum decodes its captures (a `%` that starts no escape
 /// stays as it is), if the result is UTF-8.
-fn decode_utf8(segment: &str) -> Option<String> {
+pub(crate) fn decode_utf8(segment: &str) -> Option<String> {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -100,7 +100,7 @@ impl fmt::Debug for AdminToken {
 
 /// 401 unless the request carries `Authorization: Bearer TOKEN` with the right token; the
 /// handler runs only after.
-pub(super) async fn require(
+pub(crate) async fn require(
     State(token): State<AdminToken>,
     request: Request,
     next: Next,

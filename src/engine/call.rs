@@ -62,6 +62,12 @@ impl Engine {
         }
     }
 
+    /// Drops the cached denial of `key` under rule `rule`, if any (the admin API reset it).
+    #[cfg(all(feature = "rls", feature = "admin"))]
+    pub(crate) fn forget_denial(&self, rule: usize, key: &Key) {
+        self.deny_cache.remove(rule, key);
+    }
+
     /// Remembers the store's `decision` of `cost` units for `key` under rule `rule`, asked at
     /// `asked` under the store's versions `stamp`, if it is a denial that can be cached.
     pub(crate) fn remember(

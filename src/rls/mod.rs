@@ -79,6 +79,9 @@
 //! # });
 //! ```
 
+#[cfg(feature = "admin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
+pub mod admin;
 mod builder;
 pub mod config;
 mod failure_mode;
@@ -89,6 +92,7 @@ mod plan;
 pub mod proto;
 mod respond;
 mod run;
+mod runtime;
 mod service;
 mod stats;
 #[cfg(test)]

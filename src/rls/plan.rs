@@ -10,6 +10,7 @@ use tonic::Status;
 use super::config::{RlsConfig, Unit};
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
+use super::runtime::{Runtime, descriptor_key, overridden};
 use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
@@ -82,12 +83,14 @@ pub(super) struct Plan {
 /// The most a request's hits may charge: past any limit's count (2^45), and exact in Lua.
 const MAX_COST: u64 = 1 << 50;
 
-/// Resolves `request` against `config`; `Ok(None)` when its domain is not configured (every
-/// descriptor is then OK, as in envoyproxy/ratelimit).
+/// Resolves `request` against `config`, with the admin API's overrides in force (`runtime`);
+/// `Ok(None)` when its domain is not configured (every descriptor is then OK, as in
+/// envoyproxy/ratelimit).
 pub(super) fn plan(
     config: &RlsConfig,
     request: &RateLimitRequest,
     max_descriptors: usize,
+    runtime: &Runtime<'_>,
 ) -> Result<Option<Plan>, Status> {
     if request.domain.is_empty() {
         return Err(Status::invalid_argument(
@@ -152,26 +155,46 @@ pub(super) fn plan(
             plan.descriptors[i] = Resolved::Unlimited;
             continue;
         }
-        let mode = if rule.shadow_mode() {
-            Mode::Shadow
-        } else if rule.quota_mode() {
-            Mode::Quota
-        } else {
-            Mode::Enforce
+        // The admin API's overrides of this descriptor, if the store holds any at all.
+        let set = runtime
+            .active()
+            .then(|| descriptor_key(domain.name(), &entries));
+        let rates = set
+            .as_ref()
+            .and_then(|key| runtime.limits(key))
+            .filter(|o| o.rates().len() == rule.limits().len());
+        let mode = match set.as_ref().and_then(|key| runtime.shadow(key)) {
+            Some(true) => Mode::Shadow,
+            None if rule.shadow_mode() => Mode::Shadow,
+            _ if rule.quota_mode() => Mode::Quota,
+            _ => Mode::Enforce,
         };
         let first = plan.counters.len();
         for (position, limit) in rule.limits().iter().enumerate() {
+            let (counted, shown) = rates
+                .as_ref()
+                .and_then(|o| overridden(limit, o.rates()[position]))
+                .map_or_else(
+                    || {
+                        let shown = Shown {
+                            requests_per_unit: limit.requests_per_unit(),
+                            unit: limit.unit().proto_number(),
+                            name: limit.name().unwrap_or_default().to_owned(),
+                        };
+                        (limit.limit().copied(), shown)
+                    },
+                    |(counted, shown)| (Some(counted), shown),
+                );
             plan.counters.push(Counter {
                 descriptor: i,
-                limit: limit.limit().copied(),
+                limit: counted,
                 own: own_key_text(domain.name(), &entries, Which::Position(position)),
                 cost,
-                shown: Shown {
-                    requests_per_unit: limit.requests_per_unit(),
-                    unit: limit.unit().proto_number(),
-                    name: limit.name().unwrap_or_default().to_owned(),
-                },
-                period: limit.unit().duration() * limit.unit_multiplier(),
+                shown,
+                period: counted.map_or_else(
+                    || limit.unit().duration() * limit.unit_multiplier(),
+                    |l| l.period(),
+                ),
             });
         }
         let len = plan.counters.len() - first;

@@ -27,7 +27,7 @@ use crate::policy::{MAX_LIMITS, Policy};
 use crate::store::{MemoryStore, Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
-const POLICY: &str = "rls";
+pub(super) const POLICY: &str = "rls";
 
 /// What the store said of one counter, and the cost it was asked for.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ struct Charged {
 }
 
 /// The deny cache's rule for every counter (a counter's key names its domain).
-const RULE: usize = 0;
+pub(super) const RULE: usize = 0;
 
 /// Where a request's checks go.
 #[derive(Clone, Copy)]

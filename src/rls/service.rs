@@ -20,6 +20,7 @@ use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitRes
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
 use super::run::Via;
+use super::runtime::{Runtime, domain_key};
 use super::stats;
 use crate::engine::{self, Engine};
 use crate::layer::HeaderStyle;
@@ -51,7 +52,7 @@ use crate::store::Store;
 /// ```
 #[derive(Clone)]
 pub struct RateLimitService {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
 pub(super) struct Inner {
@@ -88,7 +89,7 @@ impl Generation {
 impl Inner {
     /// The failure mode of `domain`: the builder's for it, else its configuration's, else the
     /// service's.
-    fn mode(&self, config: &RlsConfig, domain: &str) -> FailureMode {
+    pub(super) fn mode(&self, config: &RlsConfig, domain: &str) -> FailureMode {
         self.domain_modes
             .get(domain)
             .copied()
@@ -164,6 +165,23 @@ impl RateLimitService {
         Arc::clone(&self.inner.generation.load().config)
     }
 
+    /// The failure mode of `domain` in force: the builder's for it, else its configuration's
+    /// `on_store_error`, else the service's.
+    ///
+    /// ```
+    /// use redlimit::rls::{config::RlsConfig, FailureMode, RateLimitService};
+    /// let config = RlsConfig::parse([("d.yaml", "domain: d\non_store_error: open\n")], false)?;
+    /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .config(config)
+    ///     .build();
+    /// assert_eq!(service.failure_mode("d"), FailureMode::Open);
+    /// assert_eq!(service.failure_mode("other"), FailureMode::Unavailable);
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn failure_mode(&self, domain: &str) -> FailureMode {
+        self.inner.mode(&self.config(), domain)
+    }
+
     /// Answers one `ShouldRateLimit` request (what the gRPC service calls): a request that is
     /// not valid is `INVALID_ARGUMENT`; a store that fails, is late past the store deadline, or
     /// whose circuit is open gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, so
@@ -185,9 +203,11 @@ impl RateLimitService {
         let inner = &*self.inner;
         let generation = inner.generation.load_full();
         let config = &generation.config;
-        let planned = plan(config, &request, inner.max_descriptors).inspect_err(|_| {
-            stats::error("service_error");
-        })?;
+        let runtime = Runtime::of(&*inner.shared.store);
+        let planned =
+            plan(config, &request, inner.max_descriptors, &runtime).inspect_err(|_| {
+                stats::error("service_error");
+            })?;
         let Some(plan) = planned else {
             return Ok(unknown_domain(request.descriptors.len()));
         };
@@ -208,10 +228,16 @@ impl RateLimitService {
                 failed(inner, &request.domain, &plan, mode, &error).await?
             }
         };
+        // Shadow mode set for the domain through the admin API wins over the service's.
+        let shadow = runtime
+            .active()
+            .then(|| runtime.shadow(&domain_key(&request.domain)))
+            .flatten()
+            .unwrap_or(inner.global_shadow);
         let mut response = respond(
             &plan,
             &results,
-            inner.global_shadow,
+            shadow,
             inner.headers,
             inner.near_limit_ratio,
         );

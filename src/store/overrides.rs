@@ -278,6 +278,29 @@ pub trait Overrides: Send + Sync {
     /// assert_eq!(MemoryStore::new().overrides_version(), 0);
     /// ```
     fn overrides_version(&self) -> u64;
+
+    /// The override of the key `key` under the policy named `policy` that this store applies
+    /// now, read from memory (no I/O: a Redis store's copy of what Redis holds, as its last
+    /// poll found it). For fronts that apply overrides themselves (the Envoy rate limit
+    /// service's per-descriptor limits). The default: none.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Override, Overrides};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("p", [Limit::gcra(1, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let five = Override::parse(&policy, "5/1m").unwrap();
+    /// store.set_override(&policy, &Key::new("k"), five.clone()).await.unwrap();
+    /// assert_eq!(store.override_in_force("p", &Key::new("k")), Some(five));
+    /// assert_eq!(store.override_in_force("p", &Key::new("other")), None);
+    /// # });
+    /// ```
+    fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
+        let _ = (policy, key);
+        None
+    }
 }
 
 impl fmt::Display for Override {

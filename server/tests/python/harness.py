@@ -122,6 +122,8 @@ class Server:
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         self.addresses = {}
         wanted = {"grpc", "http", "debug"} | ({"metrics"} if full_env.get("USE_PROMETHEUS") == "true" else set())
+        if full_env.get("REDLIMIT_ADMIN_TOKEN_FILE") or full_env.get("REDLIMIT_ADMIN_TOKEN"):
+            wanted.add("admin")
         end = time.monotonic() + START_DEADLINE
         while not wanted <= self.addresses.keys():
             line = self.process.stdout.readline()

@@ -367,6 +367,10 @@ impl Overrides for LocalFirstStore {
     fn overrides_version(&self) -> u64 {
         self.shared.redis.overrides_version()
     }
+
+    fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
+        self.shared.redis.override_in_force(policy, key)
+    }
 }
 
 /// Every decision is refunded in Redis, by the exact store's refund script, from any

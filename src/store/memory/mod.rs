@@ -386,6 +386,10 @@ impl Overrides for MemoryStore {
     fn overrides_version(&self) -> u64 {
         self.inner.overrides.version()
     }
+
+    fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
+        self.inner.overrides.get(policy, key)
+    }
 }
 
 impl Refunds for MemoryStore {

@@ -124,6 +124,10 @@ impl Overrides for RedisStore {
     fn overrides_version(&self) -> u64 {
         self.inner.overrides.version()
     }
+
+    fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
+        self.inner.overrides.get(policy, key)
+    }
 }
 
 impl Refunds for RedisStore {

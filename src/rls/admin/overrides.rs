@@ -1,0 +1,111 @@
+//! `/rls/{domain}/override?ENTRIES`: a descriptor's limits replaced while the service runs,
+//! one `N/DURATION` per limit of its rule (`PUT` sets, `GET` reads, `DELETE` removes), kept in
+//! the store's overrides: in Redis, every replica follows within its poll, and a restart
+//! keeps them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use serde::{Deserialize, Serialize};
+
+use super::super::RateLimitService;
+use super::super::runtime::{LIMITS, descriptor_key, flag_policy, limits_policy};
+use super::target::{Entry, Target};
+use crate::admin::AdminError;
+use crate::limit::Limit;
+use crate::store::Override;
+
+/// `PUT`'s body: one `N/DURATION` per limit of the descriptor's rule, in its order.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SetBody {
+    limits: Vec<String>,
+}
+
+/// Every answer: the descriptor, the key its override is stored under, the rates.
+#[derive(Serialize)]
+pub(super) struct OverrideBody {
+    domain: String,
+    descriptor: Vec<Entry>,
+    key: String,
+    limits: Vec<String>,
+}
+
+fn answer(target: &Target, value: &Override) -> OverrideBody {
+    OverrideBody {
+        domain: target.domain.clone(),
+        descriptor: target.descriptor(),
+        key: descriptor_key(&target.domain, &target.pairs()).to_string(),
+        limits: value.to_string().lines().map(str::to_owned).collect(),
+    }
+}
+
+pub(super) async fn set(
+    State(service): State<RateLimitService>,
+    uri: http::Uri,
+    body: Result<Json<SetBody>, JsonRejection>,
+) -> Result<Json<OverrideBody>, AdminError> {
+    let target = Target::of(&service, &uri)?;
+    let rule = target.rule()?;
+    let Json(body) = body.map_err(super::bad_body)?;
+    let policy = limits_policy(rule).map_err(AdminError::BadOverride)?;
+    let limits = rule.limits();
+    if body.limits.len() != limits.len() {
+        return Err(AdminError::BadOverride(format!(
+            "the rule `{}` has {} limits: give one N/DURATION for each, in order (got {})",
+            rule.full_key(),
+            limits.len(),
+            body.limits.len()
+        )));
+    }
+    let rates = body
+        .limits
+        .iter()
+        .zip(limits)
+        .enumerate()
+        .map(|(i, (rate, limit))| {
+            Limit::parse(limit.algorithm(), rate.trim())
+                .map(|l| (l.count(), l.period()))
+                .map_err(|e| AdminError::BadOverride(format!("limits[{i}]: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let value =
+        Override::new(&policy, rates).map_err(|e| AdminError::BadOverride(e.to_string()))?;
+    let key = descriptor_key(&target.domain, &target.pairs());
+    super::overrides(&service, "set_override")?
+        .set_override(&policy, &key, value.clone())
+        .await?;
+    Ok(Json(answer(&target, &value)))
+}
+
+pub(super) async fn read(
+    State(service): State<RateLimitService>,
+    uri: http::Uri,
+) -> Result<Json<OverrideBody>, AdminError> {
+    let target = Target::of(&service, &uri)?;
+    target.require_entries()?;
+    let key = descriptor_key(&target.domain, &target.pairs());
+    let value = super::overrides(&service, "get_override")?
+        .get_override(&flag_policy(LIMITS).map_err(super::internal)?, &key)
+        .await?
+        .ok_or(AdminError::NoOverride)?;
+    Ok(Json(answer(&target, &value)))
+}
+
+pub(super) async fn remove(
+    State(service): State<RateLimitService>,
+    uri: http::Uri,
+) -> Result<Json<OverrideBody>, AdminError> {
+    let target = Target::of(&service, &uri)?;
+    target.require_entries()?;
+    let key = descriptor_key(&target.domain, &target.pairs());
+    let store = super::overrides(&service, "remove_override")?;
+    let policy = flag_policy(LIMITS).map_err(super::internal)?;
+    let Some(value) = store.get_override(&policy, &key).await? else {
+        return Err(AdminError::NoOverride);
+    };
+    match store.remove_override(&policy, &key).await? {
+        true => Ok(Json(answer(&target, &value))),
+        false => Err(AdminError::NoOverride),
+    }
+}
