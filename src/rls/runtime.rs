@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use super::config::{RlsLimit, RlsRule, Unit};
 use super::plan::Shown;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::limit::Limit;
 use crate::policy::Policy;
@@ -63,6 +63,16 @@ impl<'a> Runtime<'a> {
     /// the configuration decides.
     pub(super) fn shadow(&self, key: &Key) -> Option<bool> {
         shadow_of(&self.overrides?.override_in_force(SHADOW, key)?)
+    }
+}
+
+/// Waits for `store`'s first read of its overrides if it has not made one yet (a Redis store
+/// made with `connect_lazy`, just started): a plan made before would apply the rules' limits
+/// where a stored override says otherwise. True if it waited: plan again.
+pub(super) async fn read_first(store: &dyn Store) -> Result<bool, StoreError> {
+    match store.overrides().and_then(Overrides::read_overrides) {
+        Some(read) => read.await.map(|()| true),
+        None => Ok(false),
     }
 }
 

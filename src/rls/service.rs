@@ -20,9 +20,10 @@ use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitRes
 use super::respond::{respond, unknown_domain};
 use super::run::Runner;
 use super::run::Via;
-use super::runtime::{Runtime, domain_key};
+use super::runtime::{Runtime, domain_key, read_first};
 use super::stats;
 use crate::engine::{self, Engine};
+use crate::error::StoreError;
 use crate::layer::HeaderStyle;
 use crate::store::Store;
 
@@ -203,25 +204,43 @@ impl RateLimitService {
         let inner = &*self.inner;
         let generation = inner.generation.load_full();
         let config = &generation.config;
-        let runtime = Runtime::of(&*inner.shared.store);
+        let until = tokio::time::Instant::now() + inner.shared.deadline;
+        let store = &*inner.shared.store;
+        let mut runtime = Runtime::of(store);
         let planned =
             plan(config, &request, inner.max_descriptors, &runtime).inspect_err(|_| {
                 stats::error("service_error");
             })?;
-        let Some(plan) = planned else {
+        let Some(mut plan) = planned else {
             return Ok(unknown_domain(request.descriptors.len()));
         };
         let mode = inner.mode(config, &request.domain);
+        // Within the store deadline, as any store call: past it, the failure mode.
+        let first = match tokio::time::timeout_at(until, read_first(store)).await {
+            Ok(read) => read,
+            Err(_) => Err(StoreError::Timeout(inner.shared.deadline)),
+        };
+        if let Ok(true) = first {
+            runtime = Runtime::of(store);
+            // The same request and configuration: valid, and of a known domain, again.
+            if let Some(again) = super::plan::plan(config, &request, usize::MAX, &runtime)? {
+                plan = again;
+            }
+        }
         let local = &inner.shared.local_store;
         let via = Via::Engine {
             engine: &generation.engine,
-            until: tokio::time::Instant::now() + inner.shared.deadline,
+            until,
             mirror: match mode {
                 FailureMode::Local { instances } => Some((local, instances)),
                 _ => None,
             },
         };
-        let results = match (Runner { via }).run(&plan).await {
+        let ran = match first {
+            Ok(_) => (Runner { via }).run(&plan).await,
+            Err(error) => Err(error),
+        };
+        let results = match ran {
             Ok(results) => results,
             Err(error) => {
                 stats::error("redis_error");

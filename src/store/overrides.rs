@@ -301,6 +301,21 @@ pub trait Overrides: Send + Sync {
         let _ = (policy, key);
         None
     }
+
+    /// Until this store has read the overrides [`override_in_force`](Self::override_in_force)
+    /// answers from (a Redis store made with `connect_lazy`, before its poller's first
+    /// read): a future that reads them, or waits for the read under way, and fails as a check
+    /// would while the store cannot be read. `None` once they are read, and always for a store
+    /// that keeps them in memory (the default). A front that applies overrides itself waits on
+    /// it before its first decision, as a store's own checks do.
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Overrides};
+    /// assert!(MemoryStore::new().read_overrides().is_none());
+    /// ```
+    fn read_overrides(&self) -> Option<StoreFuture<()>> {
+        None
+    }
 }
 
 impl fmt::Display for Override {

@@ -15,7 +15,7 @@ use super::super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDesc
 use super::super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor;
 use super::super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use super::super::run::{POLICY, RULE};
-use super::super::runtime::Runtime;
+use super::super::runtime::{Runtime, read_first};
 use super::target::{Entry, Target};
 use crate::admin::AdminError;
 use crate::key::Key;
@@ -62,8 +62,10 @@ pub(super) struct ResetBody {
 }
 
 /// The descriptor's plan under the configuration and overrides in force: its counters.
-fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, Mode), AdminError> {
+async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, Mode), AdminError> {
     target.rule()?;
+    // The overrides in force, read first by a store just started (`connect_lazy`).
+    read_first(&*service.inner.shared.store).await?;
     let request = RateLimitRequest {
         domain: target.domain.clone(),
         descriptors: vec![RateLimitDescriptor {
@@ -127,7 +129,7 @@ pub(super) async fn inspect(
 ) -> Result<Json<CountersBody>, AdminError> {
     let target = Target::of(&service, &uri)?;
     let rule = target.rule()?.full_key().to_owned();
-    let (plan, mode) = resolve(&service, &target)?;
+    let (plan, mode) = resolve(&service, &target).await?;
     let admin = admin(&service, "inspect")?;
     let overridden = plan
         .counters
@@ -181,7 +183,7 @@ pub(super) async fn reset(
     uri: http::Uri,
 ) -> Result<Json<ResetBody>, AdminError> {
     let target = Target::of(&service, &uri)?;
-    let (plan, _) = resolve(&service, &target)?;
+    let (plan, _) = resolve(&service, &target).await?;
     let admin = admin(&service, "reset")?;
     let inner = &service.inner;
     let local = match inner.mode(target.config(), &target.domain) {

@@ -30,8 +30,10 @@
 //! and every replica reads both at its next poll
 //! ([`override_poll`](crate::store::RedisStoreBuilder::override_poll), 250 ms by default),
 //! then drops the denials its deny cache holds and applies the overrides to the next request.
-//! Overrides and shadow settings survive restarts; a reload keeps them (an override that no
-//! longer fits its rule, another number of limits, is ignored).
+//! Overrides and shadow settings survive restarts: a service just started reads them before
+//! it plans its first request (within the store deadline, past it the domain's failure mode;
+//! a store made with `connect` has read them already); a reload keeps them (an override that
+//! no longer fits its rule, another number of limits, is ignored).
 //!
 //! **Semantics.** An override keeps each limit's algorithm and its counter (a descriptor that
 //! used 90 of 100 and gets 1000 has 910 left); `current_limit` then shows `N` per the longest

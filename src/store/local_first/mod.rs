@@ -371,6 +371,10 @@ impl Overrides for LocalFirstStore {
     fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
         self.shared.redis.override_in_force(policy, key)
     }
+
+    fn read_overrides(&self) -> Option<StoreFuture<()>> {
+        self.shared.redis.read_overrides()
+    }
 }
 
 /// Every decision is refunded in Redis, by the exact store's refund script, from any

@@ -128,6 +128,17 @@ impl Overrides for RedisStore {
     fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
         self.inner.overrides.get(policy, key)
     }
+
+    /// Before the first successful poll: that read (`poll.rs`).
+    fn read_overrides(&self) -> Option<StoreFuture<()>> {
+        if self.overrides_loaded() {
+            return None;
+        }
+        let inner = Arc::clone(&self.inner);
+        Some(Box::pin(
+            async move { super::poll::first_read(&inner).await },
+        ))
+    }
 }
 
 impl Refunds for RedisStore {

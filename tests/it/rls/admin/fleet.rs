@@ -98,3 +98,54 @@ async fn a_change_through_one_replica_governs_the_other() {
         "shadow mode did not reach the other replica"
     );
 }
+
+/// A lazily connected store of the fleet: it reads the overrides in the background.
+fn lazy_store(server: &RedisServer, prefix: &str) -> Arc<dyn Store> {
+    let store = RedisStore::builder(server.url())
+        .prefix(prefix.to_owned())
+        .connect_lazy()
+        .expect("a lazy store");
+    Arc::new(store)
+}
+
+// One thread: the lazy store's poller cannot read before the first request is planned.
+#[tokio::test(flavor = "current_thread")]
+async fn a_fresh_lazy_replica_applies_a_stored_override_from_its_first_request() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("rls-admin-lazy");
+    let one = service(fleet_store(&server, &prefix).await);
+    let (status, _) = call(
+        &router(&one),
+        "PUT",
+        "/rls/test/override?ip=10.9.8.7",
+        Some(r#"{"limits": ["50/1d"]}"#),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    let fresh = service(lazy_store(&server, &prefix));
+    let answer = hit(&fresh, "10.9.8.7").await;
+    let shown = answer.statuses[0]
+        .current_limit
+        .as_ref()
+        .map(|l| l.requests_per_unit);
+    assert_eq!(
+        shown,
+        Some(50),
+        "the first request was planned under the rule's limit"
+    );
+    assert_eq!(answer.statuses[0].limit_remaining, 49);
+
+    // The admin API of another fresh replica shows the override from its first answer too.
+    let fresh = service(lazy_store(&server, &prefix));
+    let (status, body) = call(
+        &router(&fresh),
+        "GET",
+        "/rls/test/counters?ip=10.9.8.7",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["overridden"], true, "{body}");
+    assert_eq!(body["limits"][0]["requests_per_unit"], 50, "{body}");
+}
