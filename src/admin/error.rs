@@ -67,12 +67,13 @@ pub enum AdminError {
     NoRule(String),
     /// A descriptor the query does not name well (`KEY=VALUE` pairs joined with `&`): why.
     BadDescriptor(String),
-    /// No admin endpoint at this path.
+    /// No admin endpoint at this path (on either router: the layer's or the rate limit
+    /// service's).
     NotFound,
     /// The path exists, but not for this method.
     MethodNotAllowed,
-    /// The layer's store lacks the power the endpoint needs
-    /// ([`StoreError::Unsupported`]): which one.
+    /// The store (the layer's, or the rate limit service's) lacks the power the endpoint
+    /// needs ([`StoreError::Unsupported`]): which one.
     Unsupported(&'static str),
     /// The store failed: why (never credentials; see [`StoreError`]).
     Store(String),
@@ -152,13 +153,12 @@ impl AdminError {
             AdminError::NoSuchDomain(domain) => format!("no domain named `{}`", name(domain)),
             AdminError::NoRule(why) => one_line(why),
             AdminError::BadDescriptor(why) => format!("bad descriptor: {}", one_line(why)),
-            AdminError::NotFound => {
-                "no such admin endpoint: try /keys/{policy}/{key} or /overrides/{policy}/{key}"
-                    .into()
-            }
+            AdminError::NotFound => "no such admin endpoint: the layer's are under /keys/ and \
+                                     /overrides/, the rate limit service's under /rls/{domain}/"
+                .into(),
             AdminError::MethodNotAllowed => "method not allowed on this endpoint".into(),
             AdminError::Unsupported(power) => {
-                format!("the layer's store cannot {power}")
+                format!("the store cannot {power}")
             }
             AdminError::Store(why) => format!("store: {}", one_line(why)),
         }

@@ -215,3 +215,48 @@ async fn hostile_requests_get_typed_answers() {
     // Nothing changed the service.
     assert_eq!(hit(&service, "1").await.overall_code(), Code::Ok);
 }
+
+/// A store with none of the optional powers (no inspect, reset, overrides).
+struct Bare(MemoryStore);
+
+impl redlimit::store::Store for Bare {
+    fn check(
+        &self,
+        policy: &redlimit::Policy,
+        key: &redlimit::Key,
+        cost: u64,
+    ) -> redlimit::store::Check {
+        self.0.check(policy, key, cost)
+    }
+}
+
+/// What the shared errors say fits this router too: its paths, a store, not the layer's.
+#[tokio::test]
+async fn not_found_and_unsupported_speak_of_this_router() {
+    let service = service(Arc::new(Bare(MemoryStore::new())));
+    let admin = router(&service);
+    let (status, answer) = call(&admin, "GET", "/keys/api/1", None).await;
+    assert_eq!(status, 404, "{answer}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(message.contains("/rls/{domain}/"), "{message}");
+    for (method, path, body) in [
+        ("GET", "/rls/test/counters?ip=1", None),
+        ("DELETE", "/rls/test/counters?ip=1", None),
+        (
+            "PUT",
+            "/rls/test/override?ip=1",
+            Some(r#"{"limits": ["5/1d"]}"#),
+        ),
+        ("GET", "/rls/test/shadow", None),
+    ] {
+        let (status, answer) = call(&admin, method, path, body).await;
+        assert_eq!(
+            (status.as_u16(), answer["error"].as_str()),
+            (503, Some("unsupported")),
+            "{method} {path}: {answer}"
+        );
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("the store cannot "), "{message}");
+        assert!(!message.contains("layer"), "{message}");
+    }
+}
