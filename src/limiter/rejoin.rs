@@ -25,11 +25,14 @@ use crate::store::cost_at;
 /// per-key bursts matter less than the memory held for them).
 const MAX_KEYS: usize = 1024;
 
-/// Bookings made in memory since the store failed, per key: when each slot was (or will
-/// be), and its costs (one per limit, or one for all).
+/// One booking in memory: when its slot was (or will be), and its costs (one per limit, or
+/// one for all).
+type Booked = (Instant, Box<[u64]>);
+
+/// Bookings made in memory since the store failed, per key.
 #[derive(Default)]
 pub(super) struct Outage {
-    booked: Mutex<HashMap<Key, Vec<(Instant, Box<[u64]>)>>>,
+    booked: Mutex<HashMap<Key, Vec<Booked>>>,
 }
 
 impl Outage {
@@ -46,7 +49,7 @@ impl Outage {
         bookings.push((slot, costs.into()));
     }
 
-    fn take(&self) -> HashMap<Key, Vec<(Instant, Box<[u64]>)>> {
+    fn take(&self) -> HashMap<Key, Vec<Booked>> {
         std::mem::take(&mut *self.booked.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
@@ -90,7 +93,7 @@ impl Shared {
 
     /// Per limit of the policy, the units of `bookings` whose slots lie within the limit's
     /// period before now, or ahead.
-    fn still_counted(&self, bookings: &[(Instant, Box<[u64]>)]) -> Box<[u64]> {
+    fn still_counted(&self, bookings: &[Booked]) -> Box<[u64]> {
         let now = Instant::now();
         self.policy
             .limits()
