@@ -2,8 +2,9 @@
 //! own store connection or limiter) saturate one quota of 100/s for S seconds.
 //!
 //! ```text
-//! cargo bench --bench acquire
+//! cargo bench --bench acquire            # ~1 minute; writes docs/bench/acquire.csv and .svg
 //! REDLIMIT_BENCH_SECS=5 REDLIMIT_BENCH_WORKERS=20 cargo bench --bench acquire
+//! REDLIMIT_BENCH_ONLY=fleet cargo bench --bench acquire   # one part; writes nothing
 //! ```
 //!
 //! - `limiter gcra`: `redlimit::limiter::Limiter` over a `RedisStore` (one reservation per
@@ -21,9 +22,28 @@
 //! batches checks waiting together), the most permits in any 100 ms (what the upstream sees: wake-up
 //! times), the p50 and p99 wait of a permit, and the smallest and largest worker share ÷ the
 //! mean. The 100 ms bound of a policy of 100/s with a burst of 100 is 110 (burst + rate × 0.1 s),
-//! once, at the start; a fixed window of 100/s allows 200 across an edge.
+//! once, at the start; a fixed window of 100/s allows 200 across an edge. The permits each
+//! variant granted per 100 ms (wake-up times: what the upstream sees) go to
+//! `docs/bench/acquire.csv` and are drawn in `docs/bench/acquire.svg` (`acquire/plot.rs`).
+//!
+//! Then the fleet figures (`acquire/fleet.rs`): 20 workers over 4 limiters saturate 100/s for
+//! `REDLIMIT_BENCH_FLEET_SECS` (10) seconds of slots, on loopback and with Redis 10 ms away
+//! (the tests' delaying proxy): admitted against burst + rate × time, each worker's share,
+//! `EVALSHA` and store calls per permit, the most slots in any 100 ms.
+//!
+//! Knobs: `REDLIMIT_BENCH_SECS` (5), `REDLIMIT_BENCH_WORKERS` (20),
+//! `REDLIMIT_BENCH_FLEET_SECS` (10), `REDLIMIT_BENCH_ONLY=compare,fleet` (one part; the figures
+//! and the picture are written only by a run of `compare`).
 
 mod support;
+
+#[path = "acquire/fleet.rs"]
+mod fleet;
+#[path = "acquire/plot.rs"]
+mod plot;
+#[path = "../tests/it/limiter/run.rs"]
+#[allow(dead_code)]
+mod run;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -38,6 +58,8 @@ use support::{Table, percentile};
 
 const RATE: u32 = 100;
 const PROCESSES: usize = 4;
+/// The bins of the admitted-over-time figures.
+const BIN: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy)]
 enum Variant {
@@ -147,6 +169,8 @@ async fn process(variant: Variant, url: &str, prefix: &str) -> Process {
 }
 
 struct Outcome {
+    /// Permits granted (woken) in each 100 ms from the start.
+    per_bin: Vec<u64>,
     accuracy: f64,
     calls_per_permit: f64,
     evalsha_per_permit: f64,
@@ -218,7 +242,16 @@ async fn measure(variant: Variant, server: &RedisServer, workers: usize, secs: f
         .map(|(asked, granted)| (*granted - *asked).as_secs_f64() * 1e3)
         .collect();
     waits.sort_by(f64::total_cmp);
+    let bins = (secs * 1000.0 / BIN.as_millis() as f64).ceil() as usize;
+    let mut per_bin = vec![0; bins];
+    for g in &granted {
+        let bin = (g.saturating_duration_since(start).as_millis() / BIN.as_millis()) as usize;
+        if let Some(n) = per_bin.get_mut(bin) {
+            *n += 1;
+        }
+    }
     Outcome {
+        per_bin,
         accuracy: admitted as f64 / ideal,
         calls_per_permit: store_calls as f64 / total.max(1) as f64,
         evalsha_per_permit: calls as f64 / total.max(1) as f64,
@@ -239,8 +272,24 @@ fn main() {
         support::knob_where("REDLIMIT_BENCH_WORKERS", 20, "at least 1 worker", |&n| {
             n > 0
         });
+    let only: Option<String> = support::optional_knob("REDLIMIT_BENCH_ONLY");
+    let part = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|p| p == name))
+    };
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    if part("compare") {
+        compare(&runtime, &server, workers, secs);
+    }
+    if part("fleet") {
+        let fleet_secs = support::secs_knob("REDLIMIT_BENCH_FLEET_SECS", 10.0);
+        runtime.block_on(fleet::run(&server, fleet_secs));
+    }
+}
+
+/// The five variants side by side; their admitted-over-time figures and picture.
+fn compare(runtime: &tokio::runtime::Runtime, server: &RedisServer, workers: usize, secs: f64) {
     let table = Table::new(&[
         "variant",
         "admitted ÷ (burst + rate × s)",
@@ -256,8 +305,9 @@ fn main() {
         support::machine_line()
     );
     println!("{}", table.header());
+    let mut series = Vec::new();
     for variant in Variant::ALL {
-        let o = runtime.block_on(measure(variant, &server, workers, secs));
+        let o = runtime.block_on(measure(variant, server, workers, secs));
         println!(
             "{}",
             table.row([
@@ -271,5 +321,7 @@ fn main() {
                 format!("{:.2}–{:.2}", o.min_share, o.max_share),
             ])
         );
+        series.push((variant.name(), o.per_bin));
     }
+    plot::write(&series, BIN, RATE);
 }

@@ -19,6 +19,11 @@ use redlimit::Key;
 #[cfg(feature = "redis")]
 #[path = "../../tests/it/support/redis_server.rs"]
 pub(crate) mod redis_server;
+/// At the path the tests' own helpers name it (`crate::support::RedisServer`), for the test
+/// helpers a harness includes (`benches/acquire.rs`: `tests/it/limiter/run.rs`).
+#[cfg(feature = "redis")]
+#[allow(unused_imports)]
+pub(crate) use redis_server::RedisServer;
 
 /// The TCP proxy that puts Redis a network away (per-direction delay and jitter, freeze, black
 /// hole): the tests' copy, so benches and tests measure the same distance.

@@ -132,9 +132,10 @@ impl LimiterBuilder {
     /// While the store fails, reserve in this process's memory with its share of the
     /// policy: every count divided by `instances` (rounded up), the meaning of the layer's
     /// `local:N`. Never unlimited. The default: 1 (the whole policy in each process).
-    /// Reservations the store grants are mirrored into that memory as far as the share goes,
-    /// so a process that just used its share through the store does not get it again when
-    /// the store fails.
+    /// Reservations the store grants are mirrored into that memory as far as the share goes
+    /// by the same slot, so a process that just used its share through the store does not
+    /// get it again when the store fails; what memory books while the store fails is charged
+    /// to the store when it answers again.
     ///
     /// ```
     /// # use std::time::Duration;

@@ -32,10 +32,11 @@ use crate::key::Key;
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
-pub struct AcquireLayer<K, C = OneEach> {
+pub struct AcquireLayer<K, C = OneEach, R = Estimate> {
     limiter: Limiter,
     key: K,
     cost: C,
+    real_cost: R,
     max_wait: Option<Duration>,
 }
 
@@ -94,6 +95,7 @@ impl<K> AcquireLayer<K> {
             limiter,
             key,
             cost: OneEach,
+            real_cost: Estimate,
             max_wait: None,
         }
     }
@@ -154,8 +156,9 @@ impl<Req, F: Fn(&Req) -> Key> RequestKey<Req> for F {
     }
 }
 
-impl<K, C> AcquireLayer<K, C> {
-    /// Each request costs what `cost` says (bytes, tokens, rows...).
+impl<K, C, R> AcquireLayer<K, C, R> {
+    /// Each request costs what `cost` says (bytes, tokens, rows...): for a cost known only
+    /// afterwards, an estimate, corrected by [`settle_with`](Self::settle_with).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -165,11 +168,62 @@ impl<K, C> AcquireLayer<K, C> {
     /// let layer = AcquireLayer::global(limiter).cost(|body: &Vec<u8>| body.len() as u64);
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
-    pub fn cost<C2>(self, cost: C2) -> AcquireLayer<K, C2> {
+    pub fn cost<C2>(self, cost: C2) -> AcquireLayer<K, C2, R> {
         AcquireLayer {
             limiter: self.limiter,
             key: self.key,
             cost,
+            real_cost: self.real_cost,
+            max_wait: self.max_wait,
+        }
+    }
+
+    /// Settles each request's permit from its response: `real_cost` reads what the call
+    /// really cost (the tokens an LLM API reports it used) and the difference from the
+    /// [`cost`](Self::cost) reserved is refunded or charged, as [`Permit::settle`](super::Permit::settle) does, in
+    /// one store call, before the response is handed on (waiting at most the limiter's
+    /// [`store_deadline`](super::LimiterBuilder::store_deadline); a settle not done by then
+    /// finishes on its own task). `None` keeps the estimate; so does an error of the inner
+    /// service (the units stay spent). A failed settle is logged, never the request's error:
+    /// the response was had.
+    ///
+    /// The hook sees the inner service's response: to read a cost from an HTTP body, put the
+    /// layer over a service that decodes it (`ServiceBuilder::new().layer(acquire)
+    /// .and_then(decode)`).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::limiter::{AcquireLayer, Limiter};
+    /// use redlimit::store::{ManualClock, MemoryStore};
+    /// use redlimit::{Limit, Policy};
+    /// use tower::{Service, ServiceBuilder, ServiceExt};
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// struct Completion { text: String, tokens_used: u64 }
+    /// let policy = Policy::new("llm", [Limit::gcra(1_000, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let limiter = Limiter::new(MemoryStore::with_clock(ManualClock::new(1 << 40)), policy);
+    /// let mut llm = ServiceBuilder::new()
+    ///     .layer(
+    ///         AcquireLayer::global(limiter.clone())
+    ///             .cost(|prompt: &String| 4 * prompt.len() as u64) // the estimate
+    ///             .settle_with(|done: &Completion| Some(done.tokens_used)), // the real cost
+    ///     )
+    ///     .service_fn(|prompt: String| async move {
+    ///         Ok::<_, std::convert::Infallible>(Completion { text: prompt, tokens_used: 900 })
+    ///     });
+    /// let prompt = "x".repeat(100); // 400 tokens reserved
+    /// let done = llm.ready().await.unwrap().call(prompt).await.unwrap();
+    /// assert_eq!(done.text.len(), 100);
+    /// // 900 tokens spent: 100 of the 1 000 are left.
+    /// assert!(limiter.try_acquire("global", 101).await.is_err());
+    /// assert!(limiter.try_acquire("global", 100).await.is_ok());
+    /// # });
+    /// ```
+    pub fn settle_with<R2>(self, real_cost: R2) -> AcquireLayer<K, C, R2> {
+        AcquireLayer {
+            limiter: self.limiter,
+            key: self.key,
+            cost: self.cost,
+            real_cost,
             max_wait: self.max_wait,
         }
     }
@@ -191,8 +245,8 @@ impl<K, C> AcquireLayer<K, C> {
     }
 }
 
-impl<S, K: Clone, C: Clone> Layer<S> for AcquireLayer<K, C> {
-    type Service = Acquire<S, K, C>;
+impl<S, K: Clone, C: Clone, R: Clone> Layer<S> for AcquireLayer<K, C, R> {
+    type Service = Acquire<S, K, C, R>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let max_wait = self.max_wait.unwrap_or(self.limiter.max_wait());
@@ -203,6 +257,49 @@ impl<S, K: Clone, C: Clone> Layer<S> for AcquireLayer<K, C> {
             self.cost.clone(),
             max_wait,
         )
+        .settle_with(self.real_cost.clone())
+    }
+}
+
+/// The default of [`AcquireLayer::settle_with`]: the estimate stands, nothing is settled.
+///
+/// ```
+/// use redlimit::limiter::{Estimate, RealCost};
+/// assert_eq!(Estimate.real_cost(&"any response"), None);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Estimate;
+
+/// What a call really cost, read from its response ([`AcquireLayer::settle_with`]):
+/// [`Estimate`] (keep the reserved cost), or a closure of the response.
+///
+/// ```
+/// use redlimit::limiter::RealCost;
+/// let from_header = |response: &http::Response<()>| -> Option<u64> {
+///     response.headers().get("x-tokens-used")?.to_str().ok()?.parse().ok()
+/// };
+/// let response = http::Response::builder().header("x-tokens-used", "312").body(()).unwrap();
+/// assert_eq!(from_header.real_cost(&response), Some(312));
+/// ```
+pub trait RealCost<Resp> {
+    /// The units the call that answered `response` really cost; `None` keeps the estimate.
+    ///
+    /// ```
+    /// use redlimit::limiter::{Estimate, RealCost};
+    /// assert_eq!(Estimate.real_cost(&()), None);
+    /// ```
+    fn real_cost(&self, response: &Resp) -> Option<u64>;
+}
+
+impl<Resp> RealCost<Resp> for Estimate {
+    fn real_cost(&self, _: &Resp) -> Option<u64> {
+        None
+    }
+}
+
+impl<Resp, F: Fn(&Resp) -> Option<u64>> RealCost<Resp> for F {
+    fn real_cost(&self, response: &Resp) -> Option<u64> {
+        self(response)
     }
 }
 

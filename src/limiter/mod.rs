@@ -21,10 +21,14 @@
 //! memory at its share of the policy ([`local_share`](LimiterBuilder::local_share), the
 //! layer's `local:N`): never unlimited. After a failure the store is left alone for a
 //! [`cool_down`](LimiterBuilder::cool_down), then one call tries it: its return is not a
-//! stampede.
+//! stampede. That call first tells the store what memory booked meanwhile that still counts
+//! (a reserving policy's units within each limit's period), so the store's idle limits do not
+//! hand out a fresh burst on top of it.
 //!
 //! [`AcquireLayer`] does the same for any Tower client service (a hyper or reqwest client, a
-//! tonic `Channel`), keyed per request, delaying instead of refusing.
+//! tonic `Channel`), keyed per request, delaying instead of refusing; with
+//! [`settle_with`](AcquireLayer::settle_with) it settles each permit from the response (the
+//! tokens an LLM API reports it used).
 //!
 //! ```
 //! use std::time::Duration;
@@ -53,13 +57,16 @@ mod layer;
 #[allow(clippy::module_inception)]
 mod limiter;
 mod permit;
+mod rejoin;
 mod retry;
 mod service;
 mod shared;
 
 pub use builder::{DEFAULT_COOL_DOWN, DEFAULT_STORE_DEADLINE, LimiterBuilder};
 pub use error::AcquireError;
-pub use layer::{AcquireLayer, Cost, Global, OneEach, RequestKey, UpstreamHost, per_host};
+pub use layer::{
+    AcquireLayer, Cost, Estimate, Global, OneEach, RealCost, RequestKey, UpstreamHost, per_host,
+};
 pub use limiter::Limiter;
 pub use permit::Permit;
 pub use service::{Acquire, ResponseFuture};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tower_service::Service;
 
 use super::Limiter;
-use super::layer::{Cost, RequestKey};
+use super::layer::{Cost, Estimate, RealCost, RequestKey};
 use crate::error::BoxError;
 
 /// A client service whose requests each wait for a permit of a [`Limiter`] before they go
@@ -21,7 +21,8 @@ use crate::error::BoxError;
 /// given (a `ConcurrencyLimit` permit, a `Buffer` slot) is held by the waiting request: a
 /// concurrency limit below this layer bounds the waiting requests too, and Tower's
 /// backpressure reaches the caller. Errors are boxed: the inner service's, or an
-/// [`AcquireError`](super::AcquireError).
+/// [`AcquireError`](super::AcquireError). With [`settle_with`](Self::settle_with), the permit
+/// is settled from the response before it is handed on.
 ///
 /// ```
 /// # use std::time::Duration;
@@ -36,11 +37,12 @@ use crate::error::BoxError;
 /// # });
 /// ```
 #[derive(Debug, Clone)]
-pub struct Acquire<S, K, C> {
+pub struct Acquire<S, K, C, R = Estimate> {
     inner: S,
     limiter: Limiter,
     key: K,
     cost: C,
+    real_cost: R,
     max_wait: Duration,
 }
 
@@ -62,7 +64,34 @@ impl<S, K, C> Acquire<S, K, C> {
             limiter,
             key,
             cost,
+            real_cost: Estimate,
             max_wait,
+        }
+    }
+}
+
+impl<S, K, C, R> Acquire<S, K, C, R> {
+    /// Settles each permit from the response
+    /// ([`AcquireLayer::settle_with`](super::AcquireLayer::settle_with) says how).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlimit::limiter::{Acquire, Global, Limiter};
+    /// # use redlimit::{store::MemoryStore, Limit, Policy};
+    /// # let limiter = Limiter::new(MemoryStore::new(), Policy::new("p", [Limit::gcra(100, Duration::from_secs(1))?])?);
+    /// let inner = tower::service_fn(|n: u64| async move { Ok::<_, std::io::Error>(n) });
+    /// let service = Acquire::new(inner, limiter, Global, |n: &u64| *n, Duration::from_secs(1))
+    ///     .settle_with(|used: &u64| Some(*used / 2));
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn settle_with<R2>(self, real_cost: R2) -> Acquire<S, K, C, R2> {
+        Acquire {
+            inner: self.inner,
+            limiter: self.limiter,
+            key: self.key,
+            cost: self.cost,
+            real_cost,
+            max_wait: self.max_wait,
         }
     }
 
@@ -144,7 +173,7 @@ impl<T> Future for ResponseFuture<T> {
     }
 }
 
-impl<S, K, C, Req> Service<Req> for Acquire<S, K, C>
+impl<S, K, C, R, Req> Service<Req> for Acquire<S, K, C, R>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -152,6 +181,7 @@ where
     S::Response: Send + 'static,
     K: RequestKey<Req>,
     C: Cost<Req>,
+    R: RealCost<S::Response> + Clone + Send + 'static,
     Req: Send + 'static,
 {
     type Response = S::Response;
@@ -171,13 +201,33 @@ where
             self.cost.cost(&request),
             self.max_wait,
         );
+        let real_cost = self.real_cost.clone();
+        let deadline = self.limiter.shared.deadline();
         ResponseFuture {
             inner: Box::pin(async move {
                 let permit = permit.await?;
-                let response = inner.call(request).await.map_err(Into::into);
-                drop(permit);
-                response
+                let response = inner.call(request).await.map_err(Into::into)?;
+                if let Some(real) = real_cost.real_cost(&response) {
+                    settle(permit, real, deadline).await;
+                }
+                Ok(response)
             }),
         }
+    }
+}
+
+/// Settles `permit` at `real` on a task of its own, waiting for it at most `deadline` (a store
+/// that does not answer must not hold the response); a failure is logged.
+async fn settle(permit: super::Permit, real: u64, deadline: Duration) {
+    let settling = async move {
+        if let Err(err) = permit.settle(real).await {
+            tracing::warn!(%err, "settling a permit from its response failed");
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            let _ = tokio::time::timeout(deadline, runtime.spawn(settling)).await;
+        }
+        Err(_) => settling.await,
     }
 }

@@ -1,5 +1,6 @@
 //! What every clone of a limiter shares: the store, the policy, the memory fallback and the
-//! breaker, and the one store call each booking makes ([`Shared::book`]).
+//! breaker, and the one store call each booking makes ([`Shared::book`]). What memory booked
+//! while the store was gone is told to it when it answers again (`rejoin.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::AcquireError;
 use super::booking::{Booking, Undo};
 use super::detached::detached;
+use super::rejoin::Outage;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -27,7 +29,9 @@ pub(super) struct Shared {
     pub(super) local_policy: Policy,
     cool_down: Duration,
     /// Until when (ms after `epoch`) the store is left alone; 0 while it answers.
-    down_until: AtomicU64,
+    pub(super) down_until: AtomicU64,
+    /// What memory booked since the store failed, told to it when it answers (`rejoin.rs`).
+    pub(super) outage: Outage,
     epoch: Instant,
     pub(super) calls: AtomicU64,
     pub(super) local_decisions: AtomicU64,
@@ -71,6 +75,7 @@ impl Shared {
             local,
             cool_down: settings.cool_down,
             down_until: AtomicU64::new(0),
+            outage: Outage::default(),
             epoch: Instant::now(),
             calls: AtomicU64::new(0),
             local_decisions: AtomicU64::new(0),
@@ -158,10 +163,16 @@ impl Shared {
                     return Err(StoreError::Unsupported("reservations"));
                 };
                 let booked = reservations.reserve(&shared.policy, &k, &costs, max_wait);
-                match tokio::time::timeout(deadline, booked).await {
+                let answer = match tokio::time::timeout(deadline, booked).await {
                     Ok(answer) => answer,
                     Err(_) => Err(StoreError::Timeout(deadline)),
+                };
+                // Back after failing: tell it what memory booked meanwhile before anyone
+                // else goes back (here, so that a caller dropped meanwhile gives its slot back).
+                if answer.is_ok() {
+                    shared.store_returned().await;
                 }
+                answer
             };
             // Run apart from the caller: one that gives up while the call is in flight must
             // not leave a booked slot behind.
@@ -176,32 +187,37 @@ impl Shared {
             let at = Instant::now();
             match answer {
                 Ok(Reserved::Slot(r)) => {
-                    self.store_answered();
-                    // Mirrored at this process's share, as far as it goes now.
+                    // Mirrored at this process's share, as far as it goes by the same slot: a
+                    // backlog booked in the store is one in memory too, so that a store
+                    // failing now does not let memory admit beside the slots still to come.
                     let costs = self.costs(cost);
                     let _ = self
                         .local
-                        .reserve_now(&self.local_policy, key, &costs, Duration::ZERO);
+                        .reserve_now(&self.local_policy, key, &costs, r.wait());
                     return Ok((at, Booking::Reserved(Place::Store, cost, r)));
                 }
                 Ok(Reserved::TooLong { wait }) => {
-                    self.store_answered();
                     return Err(AcquireError::TooLong { wait });
                 }
                 Ok(Reserved::Never) => {
-                    self.store_answered();
                     return Err(AcquireError::Never { cost });
                 }
                 Err(err) => self.store_failed(err)?,
             }
         }
         self.in_memory()?;
+        let costs = self.costs(cost);
         let answer = self
             .local
-            .reserve_now(&self.local_policy, key, &self.costs(cost), max_wait)
+            .reserve_now(&self.local_policy, key, &costs, max_wait)
             .map_err(AcquireError::Store)?;
         match answer {
-            Reserved::Slot(r) => Ok((Instant::now(), Booking::Reserved(Place::Local, cost, r))),
+            Reserved::Slot(r) => {
+                let at = Instant::now();
+                let longest = self.policy.max_period();
+                self.outage.record(key, at + r.wait(), &costs, longest);
+                Ok((at, Booking::Reserved(Place::Local, cost, r)))
+            }
             Reserved::TooLong { wait } => Err(AcquireError::TooLong { wait }),
             Reserved::Never => Err(AcquireError::Never { cost }),
         }

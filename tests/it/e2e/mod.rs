@@ -1,10 +1,12 @@
-//! Black-box tests of the examples (`examples/server`, `examples/grpc`, `examples/outbound`) as separate
-//! processes.
+//! Black-box tests of the examples (`examples/server`, `examples/grpc`, `examples/outbound`,
+//! `examples/outbound_grpc`) as separate processes.
 
 #[cfg(all(feature = "grpc", feature = "redis"))]
 mod grpc_example;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod outbound_example;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod outbound_grpc_example;
 #[cfg(all(
     unix,
     feature = "admin",

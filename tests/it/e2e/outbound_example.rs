@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::support::{RedisServer, example_binary};
 
 /// The `total=` and `redis_calls=` of a run's last line, after checking the others.
-fn figures(stdout: &str) -> (u64, u64) {
+pub(super) fn figures(stdout: &str) -> (u64, u64) {
     let lines: Vec<&str> = stdout.lines().collect();
     let (last, seconds) = lines.split_last().expect("some output");
     assert!(!seconds.is_empty(), "a line per second: {stdout}");

@@ -2,7 +2,7 @@
 //! memory store's arithmetic), a fleet of workers over independent stores sharing one quota
 //! (accuracy, fairness, store calls per permit, burstiness), a cancelled waiter's slot given
 //! back, the same 10 ms away, several limits with costs settled afterwards (an LLM quota),
-//! the failure modes, and the Tower layer.
+//! the failure modes (Redis gone, and frozen then back), and the Tower layer (its permits settled from the responses on Redis).
 
 #[cfg(feature = "redis")]
 mod cancel;
@@ -12,8 +12,12 @@ mod differential;
 mod failure;
 #[cfg(feature = "redis")]
 mod fleet;
+#[cfg(feature = "redis")]
+mod frozen;
 mod layer;
 #[cfg(feature = "redis")]
 mod llm;
 #[cfg(feature = "redis")]
 mod run;
+#[cfg(feature = "redis")]
+mod settle_layer;
