@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use redlimit::store::{MemoryStore, RedisStore, RedisStoreBuilder, Store};
+use redlimit::store::{LocalFirstStore, MemoryStore, RedisStore, RedisStoreBuilder, Store};
 
 use crate::settings::{Backend, RedisType, Settings, SocketType};
 
@@ -40,9 +40,13 @@ impl Secrets {
 }
 
 /// The store: Redis connected lazily (the server starts while Redis is down, and answers
-/// by its failure mode until Redis does), or memory.
+/// by its failure mode until Redis does), in local-first mode with `REDLIMIT_LOCAL_FIRST`;
+/// or memory.
 pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn Store>, String> {
     if settings.backend_type == Backend::Memory {
+        if settings.local_first {
+            return Err("REDLIMIT_LOCAL_FIRST needs BACKEND_TYPE=redis".to_owned());
+        }
         return Ok(Arc::new(MemoryStore::new()));
     }
     let mut builder = builder(settings, secrets)?.connect_timeout(settings.redis_timeout);
@@ -58,6 +62,13 @@ pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn St
     let store = builder
         .connect_lazy()
         .map_err(|e| format!("REDIS_URL or CACHE_KEY_PREFIX: {e}"))?;
+    if settings.local_first {
+        let store = LocalFirstStore::builder(store)
+            .interval(settings.local_first_sync)
+            .build()
+            .map_err(|e| format!("REDLIMIT_LOCAL_FIRST_SYNC: {e}"))?;
+        return Ok(Arc::new(store));
+    }
     Ok(Arc::new(store))
 }
 
@@ -162,6 +173,7 @@ fn encode(text: &str) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     fn settings(args: &[&str]) -> Settings {
         Settings::try_parse_from(std::iter::once("redlimit-server").chain(args.iter().copied()))
@@ -219,5 +231,28 @@ mod tests {
         );
         let s = settings(&["--redis-type", "cluster", "--redis-url", "a:1,,b:2"]);
         assert!(builder(&s, &Secrets::default()).is_err());
+    }
+
+    #[tokio::test]
+    async fn local_first_wraps_the_redis_store_at_its_sync_interval() {
+        let redis = ["--redis-socket-type", "tcp", "--redis-url", "127.0.0.1:1"];
+        let with = |extra: &[&'static str]| settings(&[&redis[..], extra].concat());
+        let exact = store(&with(&[]), &Secrets::default()).unwrap();
+        assert_eq!(exact.kind(), "redis");
+        let on = with(&["--local-first", "--local-first-sync", "50ms"]);
+        assert_eq!(on.local_first_sync, Duration::from_millis(50));
+        assert_eq!(
+            store(&on, &Secrets::default()).unwrap().kind(),
+            "local_first"
+        );
+        let never = with(&["--local-first", "--local-first-sync", "0s"]);
+        let refused = store(&never, &Secrets::default()).err().expect("refused");
+        assert!(
+            refused.starts_with("REDLIMIT_LOCAL_FIRST_SYNC"),
+            "{refused}"
+        );
+        let memory = settings(&["--backend-type", "memory", "--local-first"]);
+        let refused = store(&memory, &Secrets::default()).err().expect("refused");
+        assert!(refused.starts_with("REDLIMIT_LOCAL_FIRST"), "{refused}");
     }
 }

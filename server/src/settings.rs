@@ -193,6 +193,13 @@ pub(crate) struct Settings {
     /// the limit). A domain's `on_store_error` key wins.
     #[arg(long, env = "REDLIMIT_ON_STORE_ERROR", default_value = "error")]
     pub(crate) on_store_error: FailureMode,
+    /// redlimit: local-first mode: each server decides hot descriptors in memory on its share
+    /// of the fleet's rate and syncs with Redis every `REDLIMIT_LOCAL_FIRST_SYNC`.
+    #[arg(long, env = "REDLIMIT_LOCAL_FIRST", default_value = "false", value_parser = go_bool)]
+    pub(crate) local_first: bool,
+    /// redlimit: local-first mode's sync interval.
+    #[arg(long, env = "REDLIMIT_LOCAL_FIRST_SYNC", default_value = "100ms", value_parser = go_duration)]
+    pub(crate) local_first_sync: Duration,
     /// redlimit: after SIGTERM, how long health fails while the listeners still serve, before
     /// they drain (0: drain at once, as envoyproxy/ratelimit does).
     #[arg(long, env = "REDLIMIT_DRAIN_DELAY", default_value = "0s", value_parser = go_duration)]
@@ -399,6 +406,8 @@ mod tests {
             "RUNTIME_APPDIRECTORY",
             "REDLIMIT_STORE_DEADLINE",
             "REDLIMIT_ON_STORE_ERROR",
+            "REDLIMIT_LOCAL_FIRST",
+            "REDLIMIT_LOCAL_FIRST_SYNC",
             "REDIS_TYPE",
         ]);
         if let Some(set) = read.into_iter().find(|v| std::env::var_os(v).is_some()) {
@@ -414,5 +423,7 @@ mod tests {
         assert_eq!(s.store_deadline, Duration::from_millis(15));
         assert_eq!(s.on_store_error, FailureMode::Unavailable);
         assert_eq!(s.redis_type, RedisType::Single);
+        assert!(!s.local_first, "exact mode unless asked");
+        assert_eq!(s.local_first_sync, Duration::from_millis(100));
     }
 }

@@ -99,6 +99,22 @@ impl Key {
         self.limits.as_deref().is_some_and(|l| l.named)
     }
 
+    /// The text a store's map files this key's entry under: for a key with one limit key that
+    /// names its state (one RLS counter: [`Key::with_named_limit_keys`] of one key), that
+    /// limit key's, which tells the counters of one hash tag apart; else this key's own.
+    pub(crate) fn entry_text(&self) -> &str {
+        match self.limits.as_deref() {
+            Some(LimitKeys {
+                named: true,
+                by_position,
+                ..
+            }) if by_position.len() == 1 => {
+                by_position[0].as_ref().map_or(self.as_str(), Key::as_str)
+            }
+            _ => self.as_str(),
+        }
+    }
+
     /// The key the limit at `position` counts under: its own, or this key without its limit
     /// keys.
     ///

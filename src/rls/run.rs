@@ -326,11 +326,14 @@ fn remember(
         if state.is_allowed() {
             continue;
         }
+        // Under the decision's source: the deny cache keeps only the store's exact denials
+        // (not a local-first store's probabilistic ones).
         let alone = Decision::from_states(
             decision.policy_arc(),
             now_us,
             std::iter::once(state.clone()).collect(),
-        );
+        )
+        .with_source(decision.source());
         engine.remember(RULE, &plan.counters[c].own, group.cost, asked, &alone);
     }
 }

@@ -49,7 +49,9 @@ impl Outcome {
         let near_mark = (self.limit as f64 * near_ratio).floor() as u64;
         let after = self.used_before.saturating_add(self.hits);
         if self.over {
-            let over = if self.used_before >= self.limit {
+            // Refused within the limit (a local-first store's denial between its marks): every
+            // hit was refused, all over.
+            let over = if self.used_before >= self.limit || after <= self.limit {
                 self.hits
             } else {
                 after - self.limit
@@ -210,5 +212,7 @@ mod tests {
         assert_eq!(split(5, 7, true), s(2, 2, 0));
         // Over, from past the limit: all over, none near.
         assert_eq!(split(3, 10, true), s(3, 0, 0));
+        // Refused within the limit (local-first's probabilistic denial): all over.
+        assert_eq!(split(1, 8, true), s(1, 2, 0));
     }
 }

@@ -47,21 +47,27 @@ struct Id {
 
 impl Hash for Id {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        (&*self.policy, self.key.as_str()).hash(state);
+        let key = &self.key;
+        (&*self.policy, key.entry_text(), key.names_limit_states()).hash(state);
     }
 }
 
-/// Where the entry of (policy, key) is or would be: its identity, borrowed, and its hash.
+/// Where the entry of (policy, key) is or would be: its identity, borrowed, and its hash. A
+/// key naming its one limit's state (an RLS counter, in local-first mode) is filed under
+/// that limit key, apart from any plain key of the same text ([`Key::entry_text`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Lookup<'a> {
     pub(crate) policy: &'a str,
     key: &'a str,
+    named: bool,
     pub(crate) hash: u64,
 }
 
 impl Lookup<'_> {
     fn is(&self, id: &Id) -> bool {
-        *id.policy == *self.policy && id.key.as_str() == self.key
+        *id.policy == *self.policy
+            && id.key.entry_text() == self.key
+            && id.key.names_limit_states() == self.named
     }
 }
 
@@ -94,12 +100,24 @@ impl<E: Reclaim, X> ShardedMap<E, X> {
         }
     }
 
-    /// Where the entry of `key` under `policy` is.
+    /// Where the entry of the plain key of text `key` under `policy` is.
     pub(crate) fn lookup<'a>(&self, policy: &'a str, key: &'a str) -> Lookup<'a> {
+        self.lookup_text(policy, key, false)
+    }
+
+    /// Where the entry of `key` under `policy` is: a plain key's, or an RLS counter's.
+    #[cfg(feature = "redis")]
+    pub(crate) fn lookup_key<'a>(&self, policy: &'a str, key: &'a Key) -> Lookup<'a> {
+        self.lookup_text(policy, key.entry_text(), key.names_limit_states())
+    }
+
+    /// Where the entry of text `key` is; `named`: an RLS counter's, filed under its own key.
+    pub(crate) fn lookup_text<'a>(&self, policy: &'a str, key: &'a str, named: bool) -> Lookup<'a> {
         Lookup {
             policy,
             key,
-            hash: self.hasher.hash_one((policy, key)),
+            named,
+            hash: self.hasher.hash_one((policy, key, named)),
         }
     }
 

@@ -9,9 +9,15 @@ use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
+use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::store::Clock;
 use crate::store::shard::ShardedMap;
+
+mod counters;
+mod keys;
+
+pub(crate) use counters::counter_keys;
 
 /// One key's part of a sync: who counted, how much in all, and the limits to answer for.
 #[derive(Debug, Clone)]
@@ -130,43 +136,17 @@ impl Core {
     pub(crate) fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Option<Decision> {
         let now = self.now();
         let limits = policy.limits_arc();
-        let interval = self.settings.interval_us();
-        let local_after = u64::from(self.settings.local_after);
         let isolated = self.is_isolated();
-        let rule = Rule {
-            local_after,
-            fits: limits.iter().all(|l| {
-                u128::from(l.count()) * u128::from(interval)
-                    >= u128::from(local_after) * u128::from(l.period_us())
-            }),
-            failing: self.is_failing(),
-            isolated,
-        };
-        let min_count = limits.iter().map(|l| l.count()).min().unwrap_or(1);
-        let early = (min_count as f64 * self.settings.early_share)
-            .ceil()
-            .max(1.0) as u64;
-        let place = self.entries.lookup(policy.name(), key.as_str());
+        let rule = self.rule(&limits, isolated);
+        let early = self.early(&limits);
+        let place = self.entries.lookup_key(policy.name(), key);
         let mut shard = self.entries.shard(place.hash);
         let shard = &mut *shard;
-        let rng = &mut shard.side.rng;
-        *rng ^= *rng << 13;
-        *rng ^= *rng >> 7;
-        *rng ^= *rng << 17;
-        let ctx = Context {
-            isolated,
-            instances: self.instances.load(Ordering::Relaxed),
-            low: self.settings.low,
-            high: self.settings.high,
-            draw: (*rng >> 11) as f64 / (1u64 << 53) as f64,
-        };
+        let ctx = self.context(&mut shard.side.rng, isolated);
         let ((states, newly_touched, wake), _) = shard.with_entry(
             place,
             now,
-            || {
-                let generation = self.generations.fetch_add(1, Ordering::Relaxed);
-                Entry::new(Arc::clone(&limits), generation, interval)
-            },
+            || self.entry(Arc::clone(&limits)),
             || (policy.name_arc(), key.clone()),
             |entry| {
                 entry.adopt(&limits);
@@ -202,6 +182,49 @@ impl Core {
         )
     }
 
+    /// The switching rule for a key of `limits`.
+    fn rule(&self, limits: &[Limit], isolated: bool) -> Rule {
+        let interval = self.settings.interval_us();
+        let local_after = u64::from(self.settings.local_after);
+        Rule {
+            local_after,
+            fits: limits.iter().all(|l| {
+                u128::from(l.count()) * u128::from(interval)
+                    >= u128::from(local_after) * u128::from(l.period_us())
+            }),
+            failing: self.is_failing(),
+            isolated,
+        }
+    }
+
+    /// The unsent units of a key of `limits` that ask for an early sync.
+    fn early(&self, limits: &[Limit]) -> u64 {
+        let min_count = limits.iter().map(|l| l.count()).min().unwrap_or(1);
+        (min_count as f64 * self.settings.early_share)
+            .ceil()
+            .max(1.0) as u64
+    }
+
+    /// A decision's context, its draw taken from a shard's generator `rng`.
+    fn context(&self, rng: &mut u64, isolated: bool) -> Context {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        Context {
+            isolated,
+            instances: self.instances.load(Ordering::Relaxed),
+            low: self.settings.low,
+            high: self.settings.high,
+            draw: (*rng >> 11) as f64 / (1u64 << 53) as f64,
+        }
+    }
+
+    /// A fresh entry of `limits`, of the next generation.
+    fn entry(&self, limits: Arc<[Limit]>) -> Entry {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        Entry::new(limits, generation, self.settings.interval_us())
+    }
+
     /// What to send: every key touched since the last sync (and those whose sync failed).
     pub(crate) fn begin_sync(&self) -> Vec<SyncItem> {
         let now = self.now();
@@ -212,7 +235,7 @@ impl Core {
         for mut shard in self.entries.shards() {
             let mut warm_keys = Vec::new();
             for (policy, key, generation) in std::mem::take(&mut shard.side.touched) {
-                let place = self.entries.lookup(&policy, key.as_str());
+                let place = self.entries.lookup_key(&policy, &key);
                 let Some(entry) = shard.get_mut(place).filter(|e| e.generation == generation)
                 else {
                     continue;
@@ -294,7 +317,7 @@ impl Core {
         let lag = (interval as f64 * self.settings.lag) as u64;
         let mut replies = replies.map(|(at, r)| (at, r.into_iter()));
         for item in items {
-            let place = self.entries.lookup(&item.policy, item.key.as_str());
+            let place = self.entries.lookup_key(&item.policy, &item.key);
             let mut shard = self.entries.shard(place.hash);
             let Some(entry) = shard
                 .get_mut(place)
@@ -327,96 +350,6 @@ impl Core {
         }
         self.rounds.fetch_add(1, Ordering::Relaxed);
         self.synced.notify_waiters();
-    }
-
-    /// The units this instance counted for `key` under `policy` that Redis has not
-    /// acknowledged yet, as `(entry generation, counted)`: a refund waits until they are in
-    /// the state it takes units from. `None`: nothing is owed.
-    pub(crate) fn unacked(&self, policy: &str, key: &Key) -> Option<(u64, u64)> {
-        let place = self.entries.lookup(policy, key.as_str());
-        let mut shard = self.entries.shard(place.hash);
-        let entry = shard.get_mut(place)?;
-        (!entry.settled()).then_some((entry.generation, entry.counted))
-    }
-
-    /// Whether Redis acknowledged the units up to `counted` of `key`'s entry `generation`
-    /// ([`Core::unacked`]): an entry gone or made again was dropped only once settled.
-    pub(crate) fn acknowledged(
-        &self,
-        policy: &str,
-        key: &Key,
-        (generation, counted): (u64, u64),
-    ) -> bool {
-        let place = self.entries.lookup(policy, key.as_str());
-        let mut shard = self.entries.shard(place.hash);
-        shard
-            .get_mut(place)
-            .filter(|e| e.generation == generation)
-            .is_none_or(|e| e.acked >= counted)
-    }
-
-    /// Gives `cost` units admitted at `at` back to `key`'s view under `policy`, at once (Redis
-    /// gave them back to the fleet; the next sync brings the same).
-    pub(crate) fn give_back(&self, policy: &Policy, key: &Key, cost: u64, at: u64) {
-        let now = self.now();
-        let place = self.entries.lookup(policy.name(), key.as_str());
-        let mut shard = self.entries.shard(place.hash);
-        if let Some(entry) = shard.get_mut(place) {
-            entry.adopt(&policy.limits_arc());
-            entry.give_back(cost, at, now);
-        }
-    }
-
-    /// Forgets `key`'s entry under `policy` (its state was reset): its next decision is a
-    /// cold key's, exact.
-    pub(crate) fn forget(&self, policy: &str, key: &Key) {
-        let place = self.entries.lookup(policy, key.as_str());
-        self.entries.shard(place.hash).remove(place);
-    }
-
-    /// Takes the resets of the Redis store's version `now` (its resets version), if not taken
-    /// yet: the keys reset since the last taken version, read by `after`, are decided exactly
-    /// until their next sync, asked for at once. Resets the store cannot name (missed) rejoin
-    /// nothing: every hot key's next sync brings its state anyway.
-    pub(crate) fn take_resets(
-        &self,
-        now: u64,
-        after: impl FnOnce(u64) -> Option<Vec<(Arc<str>, Key)>>,
-    ) {
-        let seen = self.resets_seen.load(Ordering::Acquire);
-        if seen == now
-            || self
-                .resets_seen
-                .compare_exchange(seen, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-        {
-            return;
-        }
-        if let Some(resets) = after(seen) {
-            self.rejoin(&resets);
-            self.urgent.notify_one();
-        }
-    }
-
-    /// Decides each key of `resets` (reset in Redis through another instance) exactly until
-    /// its next sync, which the next round sends.
-    pub(crate) fn rejoin(&self, resets: &[(Arc<str>, Key)]) {
-        let now = self.now();
-        for (policy, key) in resets {
-            let place = self.entries.lookup(policy, key.as_str());
-            let mut shard = self.entries.shard(place.hash);
-            let Some(entry) = shard.get_mut(place) else {
-                continue;
-            };
-            entry.rejoin(now);
-            let generation = entry.generation;
-            if !std::mem::replace(&mut entry.touched, true) {
-                shard
-                    .side
-                    .touched
-                    .push((Arc::clone(policy), key.clone(), generation));
-            }
-        }
     }
 
     /// Drops the entries that are moot: idle, out of the syncs, their counts acknowledged.

@@ -207,14 +207,15 @@ impl Entry {
 
     /// Takes a policy's changed limits: views of unchanged algorithms at the same position
     /// are kept (each algorithm reads state written under another `N` or period), others
-    /// start fresh.
-    pub(crate) fn adopt(&mut self, limits: &Arc<[Limit]>) {
-        if Arc::ptr_eq(&self.limits, limits) {
+    /// start fresh. The same limits in another policy (an RLS check, made per request) change
+    /// nothing.
+    pub(crate) fn adopt(&mut self, limits: &[Limit]) {
+        if std::ptr::eq(&*self.limits, limits) || *self.limits == *limits {
             return;
         }
         self.views = State::adopt(&self.views, fresh_views(limits));
         self.share = None;
-        self.limits = Arc::clone(limits);
+        self.limits = Arc::from(limits);
     }
 
     /// Counts a decision of `cost` at `now` and says where it goes, switching the key's mode

@@ -45,7 +45,7 @@ impl Keyspace {
         now: u64,
         min_ttl_ms: u64,
     ) -> FleetReply {
-        let hash = super::task::hash_key(prefix, &item.policy, item.key.as_str());
+        let hash = super::task::hash_key(prefix, &item.policy, &item.key);
         let names: SmallVec<[String; 2]> = item
             .limits
             .iter()

@@ -20,6 +20,7 @@ mod builder;
 mod core;
 mod entry;
 mod merge;
+mod refunds;
 mod settings;
 pub(crate) mod sim;
 mod task;
@@ -33,9 +34,7 @@ pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{
-    Admin, Check, KeyState, Override, Overrides, RedisStore, Refund, Refunds, Store, StoreFuture,
-};
+use super::{Admin, Check, KeyState, Override, Overrides, RedisStore, Refunds, Store, StoreFuture};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -113,9 +112,17 @@ use crate::policy::Policy;
 ///   ([`LocalFirstStoreBuilder::max_keys`] says how).
 /// - **Algorithms.** GCRA and token bucket (kept as its GCRA twin: the same burst and rate;
 ///   a sync can fill its bucket, not run it into debt), fixed and sliding windows. A policy
-///   with a sliding log or an in-flight limit, and a key with limit keys (each limit of a
-///   hierarchical quota holds to the unit across instances), are decided exactly, by Redis,
-///   per request ([`LocalFirstStore::supports`] says which).
+///   with a sliding log or an in-flight limit, and a key with limit keys of its own
+///   ([`Key::with_limit_key`]: each limit of a hierarchical quota holds to the unit across
+///   instances), are decided exactly, by Redis, per request ([`LocalFirstStore::supports`]
+///   says which).
+/// - **The Envoy rate limit service** (feature `rls`) on this store: each of its counters
+///   (a descriptor's limit) is a key of its own here, hot or cold by its own traffic and
+///   synced into the state exact mode keeps for it. A request's check is decided in memory
+///   when every counter in it is hot on this instance (one draw against the highest deny
+///   probability among them; the cost charged to all of them or to none), else by Redis in
+///   one atomic call, as in exact mode. So a hot descriptor beside a per-client one that
+///   stays cold (under `local_after` units per interval) is still a Redis call per request.
 /// - **Penalty box.** A policy with one ([`Policy::penalty`](crate::Policy::penalty)) is
 ///   decided exactly, whatever its traffic: a denial boxes the key in Redis in the same
 ///   script call, every instance denies it at once for the box's duration, and the layer's
@@ -292,10 +299,14 @@ impl LocalFirstStore {
 /// Whether `key` under `policy` is decided exactly, by the wrapped Redis store: a policy
 /// local-first mode does not approximate, a policy with a penalty box (boxed on every
 /// instance at once, and its boxed keys served by the layer's deny cache without Redis), or a
-/// key with limit keys (each level would need its own fleet state; a global limit in
-/// local-first mode is a policy of its own, keyed `Global`).
+/// key with positional limit keys (a hierarchical quota: each level holds to the unit; a
+/// global limit in local-first mode is a policy of its own, keyed `Global`). Keys whose limit
+/// keys name their states (the RLS's counters) are local-first, each counter on its own
+/// (`core/counters.rs`).
 fn exact(policy: &Policy, key: &Key) -> bool {
-    !LocalFirstStore::supports(policy) || policy.penalty_box().is_some() || key.has_limit_keys()
+    !LocalFirstStore::supports(policy)
+        || policy.penalty_box().is_some()
+        || (key.has_limit_keys() && !key.names_limit_states())
 }
 
 impl Store for LocalFirstStore {
@@ -314,7 +325,13 @@ impl Store for LocalFirstStore {
         // has one (the Redis store polls them, so every instance follows a change).
         let overridden = self.shared.redis.effective_policy(policy, key);
         let effective = overridden.as_ref().unwrap_or(policy);
-        match self.shared.core.check(effective, key, cost) {
+        let core = &self.shared.core;
+        let decided = if key.names_limit_states() {
+            core.check_counters(effective, key, cost)
+        } else {
+            core.check(effective, key, cost)
+        };
+        match decided {
             Some(decision) => Check::Ready(Ok(decision)),
             None => self.shared.redis.check(policy, key, cost),
         }
@@ -377,60 +394,6 @@ impl Overrides for LocalFirstStore {
     }
 }
 
-/// Every decision is refunded in Redis, by the exact store's refund script, from any
-/// instance, at most once (its marker): a hot key's local decisions counted into the state
-/// that script gives back from, so they are refunded as a cold key's are (per algorithm as
-/// [`Refund`] says). Before it runs, this instance waits for the units it counted for the key
-/// and Redis has not acknowledged yet (a sync, sent at once: the refund's units may be among
-/// them); a refund given back is also given back to this instance's view at once, and other
-/// instances see it at their next sync. A refund of another instance's local decision made
-/// before that instance's next sync may give back less (never more). While Redis is
-/// unreachable a refund fails, as in exact mode.
-impl Refunds for LocalFirstStore {
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
-        if exact(policy, key) {
-            return self.shared.redis.refund(policy, key, refund);
-        }
-        let shared = Arc::clone(&self.shared);
-        let (policy, key) = (policy.clone(), key.clone());
-        Box::pin(async move {
-            shared.settle(&policy, &key).await;
-            let (cost, at) = (refund.cost(), refund.at_us());
-            let given = shared.redis.refund(&policy, &key, refund).await?;
-            if given {
-                let overridden = shared.redis.effective_policy(&policy, &key);
-                let effective = overridden.as_ref().unwrap_or(&policy);
-                shared.core.give_back(effective, &key, cost, at);
-            }
-            Ok(given)
-        })
-    }
-}
-
-impl Shared {
-    /// Waits until Redis has acknowledged the units this instance counted for `key` (asking
-    /// the task to sync at once), or the store is isolated, or two sync calls' time passed.
-    async fn settle(&self, policy: &Policy, key: &Key) {
-        let core = &self.core;
-        let Some(owed) = core.unacked(policy.name(), key) else {
-            return;
-        };
-        let deadline = tokio::time::Instant::now() + 2 * task::call_timeout(core.settings.interval);
-        loop {
-            let synced = core.synced.notified();
-            tokio::pin!(synced);
-            synced.as_mut().enable();
-            if core.acknowledged(policy.name(), key, owed) || core.is_isolated() {
-                return;
-            }
-            core.urgent.notify_one();
-            if tokio::time::timeout_at(deadline, synced).await.is_err() {
-                return;
-            }
-        }
-    }
-}
-
 /// Both act on the state in Redis, which every decision counts into: exact ones at once, an
 /// instance's local ones at its next sync.
 impl Admin for LocalFirstStore {
@@ -450,7 +413,9 @@ impl Admin for LocalFirstStore {
         let (policy, key) = (policy.clone(), key.clone());
         Box::pin(async move {
             shared.redis.reset(&policy, &key).await?;
-            shared.core.forget(policy.name(), &key);
+            for counter in core::counter_keys(&key) {
+                shared.core.forget(policy.name(), &counter);
+            }
             Ok(())
         })
     }

@@ -31,16 +31,21 @@ pub(crate) fn sync_source() -> &'static str {
 }
 
 /// The bookkeeping hash of a key (each instance entry's last cumulative count): the exact
-/// store's key layout (`PREFIX:POLICY:{KEY}`, the key the Cluster hash tag) with a suffix of
-/// its own.
-pub(crate) fn hash_key(prefix: &str, policy: &str, key: &str) -> String {
-    format!("{prefix}:{policy}:{{{key}}}:lf")
+/// store's key layout (`PREFIX:POLICY:{KEY}`, the key the Cluster hash tag; an RLS counter's
+/// `PREFIX:POLICY:{TAG}:COUNTER`) with a suffix of its own.
+pub(crate) fn hash_key(prefix: &str, policy: &str, key: &Key) -> String {
+    if key.names_limit_states() {
+        let (tag, own) = (key.hash_tag(), key.limit_key(0).as_str());
+        return format!("{prefix}:{policy}:{{{tag}}}:{own}:lf");
+    }
+    format!("{prefix}:{policy}:{{{}}}:lf", key.as_str())
 }
 
-/// The exact state key of the limit at `position` (`PREFIX:POLICY:{KEY}:gc0`): the key the
-/// exact scripts check, which syncs count into. Local-first mode keeps no key with limit keys
-/// nor per-key algorithm, so this is the exact store's name for every key it syncs
-/// (`script::state_key`, held to it by a test).
+/// The exact state key of the limit at `position` (`PREFIX:POLICY:{KEY}:gc0`; an RLS
+/// counter's `PREFIX:POLICY:{TAG}:COUNTER:gc`): the key the exact scripts check, which syncs
+/// count into. Local-first mode keeps no key with positional limit keys nor per-key
+/// algorithm, so this is the exact store's name for every key it syncs (`script::state_key`,
+/// held to it by a test).
 pub(crate) fn limit_state_key(
     prefix: &str,
     policy: &str,
@@ -48,11 +53,12 @@ pub(crate) fn limit_state_key(
     limit: &Limit,
     position: usize,
 ) -> String {
-    format!(
-        "{prefix}:{policy}:{{{}}}:{}{position}",
-        key.as_str(),
-        limit.algorithm().code()
-    )
+    let code = limit.algorithm().code();
+    if key.names_limit_states() {
+        let (tag, own) = (key.hash_tag(), key.limit_key(position).as_str());
+        return format!("{prefix}:{policy}:{{{tag}}}:{own}:{code}");
+    }
+    format!("{prefix}:{policy}:{{{}}}:{code}{position}", key.as_str())
 }
 
 /// Runs until the store is dropped (which aborts it).
@@ -109,7 +115,7 @@ pub(super) async fn sync_round(core: &Arc<Core>, redis: &RedisStore) {
     let prefix = redis.prefix().to_owned();
     let mut groups: Vec<(Option<u16>, Vec<SyncItem>)> = Vec::new();
     for item in items {
-        let slot = redis.cluster_slot(item.key.as_str());
+        let slot = redis.cluster_slot(item.key.hash_tag());
         match groups
             .iter_mut()
             .rev()
@@ -179,7 +185,7 @@ pub(crate) fn sync_command(
     let keys: usize = group.iter().map(|item| 1 + item.limits.len()).sum();
     cmd.arg(script).arg(keys);
     for item in group {
-        cmd.arg(hash_key(prefix, &item.policy, item.key.as_str()));
+        cmd.arg(hash_key(prefix, &item.policy, &item.key));
         for (i, limit) in item.limits.iter().enumerate() {
             cmd.arg(limit_state_key(prefix, &item.policy, &item.key, limit, i));
         }
@@ -306,5 +312,26 @@ mod tests {
                 crate::store::state_key("rl", &policy, &key, i)
             );
         }
+        // An RLS counter: its own state, whatever check and position it comes in.
+        let tag = Key::new("rls:d");
+        let (own, other) = (Key::new("d%00k%00v%00#0"), Key::new("d%00x%00y%00#0"));
+        let check = tag.clone().with_named_limit_keys([other, own.clone()]);
+        let counter = tag.with_named_limit_keys([own]);
+        for (i, limit) in policy.limits().iter().enumerate() {
+            let alone = Policy::new("rls", [*limit]).unwrap();
+            let pair = Policy::new("rls", [policy.limits()[(i + 1) % 4], *limit]).unwrap();
+            assert_eq!(
+                limit_state_key("rl", "rls", &counter, limit, 0),
+                crate::store::state_key("rl", &pair, &check, 1)
+            );
+            assert_eq!(
+                limit_state_key("rl", "rls", &counter, limit, 0),
+                crate::store::state_key("rl", &alone, &counter, 0)
+            );
+        }
+        assert_eq!(
+            hash_key("rl", "rls", &counter),
+            format!("rl:rls:{{rls:d}}:{}:lf", counter.limit_key(0).as_str())
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! The Envoy rate limit service (`redlimit::rls`): its generated code, and the service driven
-//! over gRPC by a client of the generated stubs.
+//! over gRPC by a client of the generated stubs; a fleet of services on local-first stores
+//! (`local_first`).
 
 #[cfg(feature = "admin")]
 mod admin;
 mod config;
 mod failure_modes;
+mod local_first;
 mod proto_current;
 mod service;
 mod service_edges;

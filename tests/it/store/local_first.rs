@@ -28,9 +28,9 @@ const OFFERED: u64 = 150;
 /// The load tests' sync interval.
 const INTERVAL: Duration = Duration::from_millis(100);
 
-/// The two load tests run one after the other: each needs the machine's cores to offer its
-/// load.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// The load tests run one after the other (the RLS's too, `rls/local_first.rs`): each needs
+/// the machine's cores to offer its load.
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The algorithms local-first mode decides in memory once a key is hot.
 const LOCAL_ALGORITHMS: [redlimit::Algorithm; 4] = [
@@ -176,7 +176,7 @@ async fn load(apps: &[Router], per_instance: u64, span: Duration) -> Run {
 }
 
 /// Commands the server ran, by name (`INFO commandstats`).
-fn commands(server: &RedisServer) -> HashMap<String, u64> {
+pub(crate) fn commands(server: &RedisServer) -> HashMap<String, u64> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut server.connection())
@@ -196,7 +196,10 @@ fn commands(server: &RedisServer) -> HashMap<String, u64> {
 
 /// Commands sent by clients between two snapshots: every command but those only the scripts
 /// run (`INFO` is this test's own).
-fn client_commands(before: &HashMap<String, u64>, after: &HashMap<String, u64>) -> (u64, u64) {
+pub(crate) fn client_commands(
+    before: &HashMap<String, u64>,
+    after: &HashMap<String, u64>,
+) -> (u64, u64) {
     const IN_SCRIPTS: [&str; 10] = [
         "get",
         "set",
@@ -1231,7 +1234,7 @@ async fn a_hierarchical_policy_holds_across_two_instances() {
 
 /// What one instance's load saw: when each check was asked, and whether it was admitted
 /// (`None`: no decision, the check failed or was given up).
-type Checks = Vec<(Instant, Option<bool>)>;
+pub(crate) type Checks = Vec<(Instant, Option<bool>)>;
 
 /// Offers `policy`'s `key` `per_second` requests a second on `store` until `stop`; answers
 /// every check made.
@@ -1274,7 +1277,7 @@ fn offer(
 /// offered: a machine busy enough to hold up every load (seen: 7 s and more on a shared
 /// 2-core runner) or to slow it below the rate offers less, and no limiter admits more.
 /// Answers the units admitted and the longest pause between two decisions.
-fn exact_admits(checks: &Checks, rate: f64, burst: f64) -> (f64, Duration) {
+pub(crate) fn exact_admits(checks: &Checks, rate: f64, burst: f64) -> (f64, Duration) {
     let mut asked: Vec<Instant> = checks
         .iter()
         .filter(|c| c.1.is_some())
@@ -1300,7 +1303,7 @@ fn exact_admits(checks: &Checks, rate: f64, burst: f64) -> (f64, Duration) {
 
 /// Waits until `condition` holds, for at most `deadline` of the time this process runs (a
 /// pause of the whole process counts for little), and checks once more at the end.
-async fn within(deadline: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
+pub(crate) async fn within(deadline: Duration, mut condition: impl AsyncFnMut() -> bool) -> bool {
     let step = Duration::from_millis(20);
     let mut ran = Duration::ZERO;
     while ran < deadline {

@@ -18,7 +18,7 @@ mod in_flight;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod inspect_reset;
 #[cfg(all(feature = "axum", feature = "redis"))]
-mod local_first;
+pub(crate) mod local_first;
 mod memory_store;
 #[cfg(feature = "redis")]
 mod multi_limit;

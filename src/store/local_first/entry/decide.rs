@@ -12,10 +12,30 @@ use crate::limit::Limit;
 use crate::store::local_first::admission::{admits, admitted_of, deny_probability};
 use crate::store::local_first::view::View;
 
+/// A decision evaluated on one entry, before the draw: each limit's verdict (what its view
+/// says, its next state if admitted, its deny probability and the count it was held to).
+pub(crate) struct Evaluation {
+    verdicts: SmallVec<[(Eval, State, f64, u64); 2]>,
+    /// The highest deny probability of the entry's limits.
+    pub(crate) worst: f64,
+}
+
 impl Entry {
     /// Decides `cost` at `now`; commits it to the view if admitted. Returns each limit's state
     /// and whether the request was admitted.
     pub(crate) fn decide(&mut self, cost: u64, now: u64, ctx: &Context) -> (LimitStates, bool) {
+        let evaluation = self.evaluate(cost, now, ctx);
+        let worst = evaluation.worst;
+        let admitted = admits(worst, ctx.draw);
+        (
+            self.settle(evaluation, admitted, worst, cost, now, ctx),
+            admitted,
+        )
+    }
+
+    /// Evaluates `cost` at `now` without committing it: the view brought up to `now`, and each
+    /// limit's verdict. [`settle`](Self::settle) commits it, or not.
+    pub(crate) fn evaluate(&mut self, cost: u64, now: u64, ctx: &Context) -> Evaluation {
         self.last_used = now;
         let alone = ctx.isolated || !self.synced;
         if !alone {
@@ -48,7 +68,29 @@ impl Entry {
             verdicts.push((eval, next, p, count));
         }
         let worst = verdicts.iter().map(|v| v.2).fold(0.0, f64::max);
-        let admitted = admits(worst, ctx.draw);
+        Evaluation { verdicts, worst }
+    }
+
+    /// Commits `evaluation` if `admitted` (the draw passed `worst`, the highest deny
+    /// probability of every entry decided together), and answers each limit's state: a limit
+    /// at `worst` denies a request not admitted.
+    pub(crate) fn settle(
+        &mut self,
+        evaluation: Evaluation,
+        admitted: bool,
+        worst: f64,
+        cost: u64,
+        now: u64,
+        ctx: &Context,
+    ) -> LimitStates {
+        let Evaluation { verdicts, .. } = evaluation;
+        let limits = Arc::clone(&self.limits);
+        let alone = ctx.isolated || !self.synced;
+        let views = if alone {
+            self.share.get_or_insert_with(|| fresh_views(&limits))
+        } else {
+            &mut self.views
+        };
         if admitted {
             for (view, verdict) in views.iter_mut().zip(&verdicts) {
                 *view = verdict.1;
@@ -66,7 +108,7 @@ impl Entry {
                 self.since_unacked.get_or_insert(now);
             }
         }
-        let states = limits
+        limits
             .iter()
             .zip(&verdicts)
             .map(|(limit, (eval, view, p, count))| {
@@ -110,8 +152,7 @@ impl Entry {
                     )
                 }
             })
-            .collect();
-        (states, admitted)
+            .collect()
     }
 
     /// Adds the rest of the fleet's units up to `now` (at most up to the horizon the last

@@ -1,6 +1,6 @@
 //! The store's decisions and syncs on a manual clock, against the sync script's Rust twin:
 //! the fleet's view through syncs (`fleet`), isolation and the key cap (`isolation`), keys
-//! turning hot and cooling (`hot_keys`).
+//! turning hot and cooling (`hot_keys`), the RLS's counters (`counters`).
 
 use std::time::Duration;
 
@@ -130,6 +130,7 @@ fn core(clock: &ManualClock, settings: Settings) -> Core {
     Core::new(settings, Box::new(clock.clone()), "a".to_owned(), 7)
 }
 
+mod counters;
 mod fleet;
 mod hot_keys;
 mod isolation;
