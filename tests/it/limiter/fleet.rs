@@ -98,8 +98,8 @@ async fn twenty_workers_over_four_stores_admit_the_quota_fairly_with_one_call_ea
     fleet_holds_the_quota(
         &server,
         &server.url(),
-        Duration::from_secs(4),
-        Duration::from_millis(3500),
+        Duration::from_millis(10_500),
+        Duration::from_secs(10),
     )
     .await;
 }
@@ -111,8 +111,8 @@ async fn the_same_with_redis_ten_ms_away() {
     fleet_holds_the_quota(
         &server,
         &proxy.url(),
-        Duration::from_secs(4),
-        Duration::from_millis(3500),
+        Duration::from_millis(10_500),
+        Duration::from_secs(10),
     )
     .await;
 }
