@@ -215,10 +215,16 @@ impl RateLimitService {
             return Ok(unknown_domain(request.descriptors.len()));
         };
         let mode = inner.mode(config, &request.domain);
-        // Within the store deadline, as any store call: past it, the failure mode.
-        let first = match tokio::time::timeout_at(until, read_first(store)).await {
-            Ok(read) => read,
-            Err(_) => Err(StoreError::Timeout(inner.shared.deadline)),
+        // Within the store deadline, as any store call: past it, the failure mode. A request
+        // without counters (unmatched or unlimited descriptors) has nothing an override can
+        // change and never waits for the store.
+        let first = if plan.counters.is_empty() {
+            Ok(false)
+        } else {
+            match tokio::time::timeout_at(until, read_first(store)).await {
+                Ok(read) => read,
+                Err(_) => Err(StoreError::Timeout(inner.shared.deadline)),
+            }
         };
         if let Ok(true) = first {
             runtime = Runtime::of(store);
