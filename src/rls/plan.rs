@@ -10,7 +10,7 @@ use tonic::Status;
 use super::config::{RlsConfig, Unit};
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
-use super::runtime::{Runtime, descriptor_key, overridden};
+use super::runtime::{Runtime, descriptor_key, descriptor_text, overridden};
 use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
@@ -293,23 +293,7 @@ enum Which {
 /// policy name: see `Key::with_named_limit_keys`).
 fn own_key_text(domain: &str, entries: &[(&str, &str)], which: Which) -> Key {
     // The longest `which`: `=` 10 digits `/` 11 characters.
-    let mut text: SmallVec<[u8; 128]> = SmallVec::with_capacity(
-        domain.len()
-            + 24
-            + entries
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + 2)
-                .sum::<usize>()
-            + 1,
-    );
-    text.extend_from_slice(domain.as_bytes());
-    for (key, value) in entries {
-        text.push(0);
-        text.extend_from_slice(key.as_bytes());
-        text.push(0);
-        text.extend_from_slice(value.as_bytes());
-    }
-    text.push(0);
+    let mut text = descriptor_text(domain, entries, 24);
     // Writing into memory cannot fail.
     let _ = match which {
         Which::Position(position) => write!(text, "#{position}"),

@@ -14,6 +14,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use smallvec::SmallVec;
+
 use super::config::{RlsLimit, RlsRule, Unit};
 use super::plan::Shown;
 use crate::error::{ConfigError, StoreError};
@@ -88,13 +90,25 @@ pub(crate) fn shadow_of(value: &Override) -> Option<bool> {
 /// The key a descriptor's overrides are stored under: the domain, then each entry's key and
 /// value, NUL-separated and NUL-ended (so it is never a [`domain_key`]).
 pub(crate) fn descriptor_key(domain: &str, entries: &[(&str, &str)]) -> Key {
-    let mut text = Vec::with_capacity(
+    Key::new(&descriptor_text(domain, entries, 0)[..])
+}
+
+/// The domain and every entry's key and value, each after a NUL byte, and a closing NUL: the
+/// text an override's key is and a counter's key starts with (`extra` bytes to spare for
+/// what follows).
+pub(super) fn descriptor_text(
+    domain: &str,
+    entries: &[(&str, &str)],
+    extra: usize,
+) -> SmallVec<[u8; 128]> {
+    let mut text = SmallVec::with_capacity(
         domain.len()
             + entries
                 .iter()
                 .map(|(k, v)| k.len() + v.len() + 2)
                 .sum::<usize>()
-            + 1,
+            + 1
+            + extra,
     );
     text.extend_from_slice(domain.as_bytes());
     for (key, value) in entries {
@@ -104,7 +118,7 @@ pub(crate) fn descriptor_key(domain: &str, entries: &[(&str, &str)]) -> Key {
         text.extend_from_slice(value.as_bytes());
     }
     text.push(0);
-    Key::new(&text[..])
+    text
 }
 
 /// The key a domain's shadow mode is stored under: its name.
