@@ -2,6 +2,7 @@
 //! learn from it. A call that missed its deadline is left to finish in the background.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::breaker::Outcome;
 use super::held_lease::{HeldLease, LeaseStore};
@@ -28,8 +29,13 @@ impl Engine {
         let probe = self.store.probe(domain);
         let within = PROBE_DEADLINES * self.deadline;
         runtime.spawn(async move {
+            let started = Instant::now();
             let gone = match probe {
-                Some(probe) => !matches!(tokio::time::timeout(within, probe).await, Ok(Ok(()))),
+                Some(probe) => match tokio::time::timeout(within, probe).await {
+                    Ok(Ok(())) => false,
+                    Ok(Err(_)) => true,
+                    Err(_) => !starved(started.elapsed(), within),
+                },
                 None => true,
             };
             breakers.confirmed(domain, asked, gone);
@@ -121,6 +127,15 @@ impl Engine {
     }
 }
 
+/// Whether a probe that timed out after `elapsed` (of `within`) was this process's silence
+/// rather than the store's: its timer fired late, so the runtime (or the whole process, on a
+/// busy machine) was too busy to run it on time, and the reply may be sitting unread. A flood
+/// that starves this process must not open the breaker, which would fail open in `open`
+/// mode: only a probe that timed out on time proves the store silent.
+fn starved(elapsed: Duration, within: Duration) -> bool {
+    elapsed > within + within / 4
+}
+
 /// How the breaker counts a call's end (`None`: no answer at all).
 pub(super) fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
     match outcome {
@@ -128,5 +143,19 @@ pub(super) fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outc
         Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
         Some(Err(_)) => Outcome::Failure,
         None => Outcome::Timeout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_probe_timed_out_on_time_proves_silence() {
+        let within = Duration::from_millis(200);
+        assert!(!starved(within, within));
+        assert!(!starved(within + Duration::from_millis(49), within));
+        assert!(starved(within + Duration::from_millis(51), within));
+        assert!(starved(Duration::from_secs(2), within));
     }
 }
