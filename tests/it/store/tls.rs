@@ -6,7 +6,6 @@
 use crate::support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,33 +123,6 @@ fn a_root_certificate_shows_as_its_size_only() {
     assert!(text.contains("rediss://127.0.0.1:6380"), "{text}");
 }
 
-/// Set in the process [`alone`] starts, where no test has installed a provider yet.
-const ALONE: &str = "REDLIMIT_TEST_ALONE";
-
-/// Runs the test `name` (this module's) again in a process of its own and asserts it passed
-/// there: rustls's default provider is per process, and the other tests of this binary
-/// install one. Returns `true` in that process, where the caller then does the work.
-fn alone(name: &str) -> bool {
-    if std::env::var_os(ALONE).is_some() {
-        return true;
-    }
-    let module = module_path!().split_once("::").unwrap().1;
-    let test = format!("{module}::{name}");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([&test, "--exact", "--nocapture", "--test-threads", "1"])
-        .env(ALONE, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{test} alone: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    false
-}
-
 /// Whether `provider` is rustls's `ring` provider (its random source says so).
 fn is_ring(provider: &CryptoProvider) -> bool {
     format!("{:?}", provider.secure_random) == "Ring"
@@ -161,7 +133,10 @@ fn is_ring(provider: &CryptoProvider) -> bool {
 /// and connects.
 #[test]
 fn both_providers_compiled_in_and_no_default_installed() {
-    if !alone("both_providers_compiled_in_and_no_default_installed") {
+    if !alone(
+        module_path!(),
+        "both_providers_compiled_in_and_no_default_installed",
+    ) {
         return;
     }
     // Both providers are in this build: each module exists only with its rustls feature.
@@ -187,7 +162,7 @@ fn both_providers_compiled_in_and_no_default_installed() {
 /// An application's own default (here aws-lc-rs, rustls's default) is used and kept.
 #[test]
 fn an_installed_default_provider_is_kept() {
-    if !alone("an_installed_default_provider_is_kept") {
+    if !alone(module_path!(), "an_installed_default_provider_is_kept") {
         return;
     }
     rustls::crypto::aws_lc_rs::default_provider()
@@ -209,7 +184,7 @@ fn an_installed_default_provider_is_kept() {
 /// Plain `redis://` leaves rustls's process state alone: no provider is installed for it.
 #[test]
 fn plain_urls_install_no_provider() {
-    if !alone("plain_urls_install_no_provider") {
+    if !alone(module_path!(), "plain_urls_install_no_provider") {
         return;
     }
     let redis = RedisServer::start();

@@ -3,6 +3,7 @@
 #![allow(dead_code, unused_imports)] // each test binary uses a different part
 #![allow(unreachable_pub)] // `pub` for the test binaries, which are crates of their own
 
+pub(crate) mod alone;
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod example;
@@ -14,6 +15,7 @@ pub(crate) mod proxy;
 pub(crate) mod redis_server;
 pub(crate) mod sentinel;
 
+pub(crate) use alone::alone;
 pub(crate) use app::*;
 pub(crate) use cluster::RedisCluster;
 pub(crate) use example::{RunningExample, example_binary};
