@@ -140,7 +140,8 @@ if ! package_log=$(cargo package --no-verify --allow-dirty 2>&1); then
   exit 1
 fi
 grep -E "Packaged" <<<"$package_log"
-crate_file=$(sed -n 's/^ *Packaging \([^ ]*\) v\([^ ]*\) .*$/target\/package\/\1-\2.crate/p' <<<"$package_log")
+crate_name=$(sed -n 's/^ *Packaging \([^ ]*\) v\([^ ]*\) .*$/\1-\2/p' <<<"$package_log")
+crate_file="${CARGO_TARGET_DIR:-target}/package/$crate_name.crate"
 unpacked=$(mktemp -d)
 tar -xzf "$crate_file" -C "$unpacked"
 (cd "$unpacked"/*/ && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo check --locked --lib --all-features --quiet)
