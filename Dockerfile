@@ -1,6 +1,7 @@
 # examples/server as an image: a rate-limited HTTP server configured by flags, environment
 # variables (REDLIMIT_*) and secret files (REDLIMIT_*_FILE). Not built or run by the test
-# suite (no Docker there); scripts/test.sh runs the same `cargo build` command in debug.
+# suite (no Docker there); scripts/test.sh checks the same command on the same Rust
+# (`cargo check`).
 #
 #   docker build -t redlimit-server .
 #   docker compose up        # with compose.yaml: the server and Redis 7

@@ -28,7 +28,9 @@ step() {
   step_name="$1" step_start=$SECONDS step_cpu=$cpu
   echo "== $1" >&2
 }
-trap 'step ""; cpu_now; rm -f "$cpu_file"
+msrv_pid=""
+trap 'if [ -n "$msrv_pid" ] && kill -0 "$msrv_pid" 2>/dev/null; then pkill -P "$msrv_pid"; kill "$msrv_pid"; fi
+  step ""; cpu_now; rm -f "$cpu_file"
   printf "\nstep times (wall, CPU):\n%s%5d s %6d s  in all\n" "$timings" "$SECONDS" "$cpu" >&2' EXIT
 
 # CI builds from scratch: incremental compilation only adds work there, and full debug info
@@ -85,35 +87,61 @@ fi
 step "fmt"
 cargo fmt --all -- --check
 
+# The MSRV lane, beside the steps below: the Dockerfiles build on the declared minimum Rust
+# version, and so must every feature alone. It has a toolchain and a target dir of its own, so it
+# shares nothing with the other steps and waits for none of them; run beside them, it fills the
+# cores they leave idle (one crate compiling at a time, links, the tests' waits on servers).
+msrv_log=$(mktemp) msrv_stats=$(mktemp)
+msrv_lane() {
+  local start=$SECONDS cpu_file
+  cpu_file=$(mktemp)
+  # Each feature builds alone, and none: no feature may lean on another by accident, and every
+  # line of the library builds on `rust-version` (clippy checks every feature at once on this
+  # toolchain).
+  msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+  if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+    echo "installing Rust $msrv (the declared MSRV) with rustup"
+    rustup toolchain install "$msrv" --profile minimal
+  fi
+  export CARGO_TARGET_DIR=target/msrv RUSTFLAGS="-D warnings"
+  for feature in "" redis axum tls tls-ring grpc jwt jwks metrics config admin rls; do
+    cargo "+$msrv" check --lib --no-default-features ${feature:+--features "$feature"} --quiet
+    echo "Rust $msrv, ${feature:-no} features: the library builds"
+  done
+  # The Dockerfiles' build commands (their features, --locked, their Rust: the MSRV) as checks:
+  # what they build compiles, without a release build. The images themselves are not built
+  # here (no Docker).
+  for dockerfile in Dockerfile server/Dockerfile; do
+    from=$(sed -n 's/^FROM rust:\([0-9.]*\)-.* AS build$/\1/p' "$dockerfile")
+    [ "$from" = "$msrv" ] || { echo "$dockerfile builds on Rust '$from', not the MSRV $msrv"; exit 1; }
+    build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' "$dockerfile")
+    [ -n "$build" ] || { echo "no RUN cargo build line in $dockerfile"; exit 1; }
+    build=${build/ --release/}
+    ${build/cargo build/cargo "+$msrv" check} --quiet
+    echo "Rust $msrv, $dockerfile's build command: ok"
+  done
+  cpu_now
+  rm -f "$cpu_file"
+  echo "$((SECONDS - start)) $cpu" >"$msrv_stats"
+}
+(msrv_lane) >"$msrv_log" 2>&1 &
+msrv_pid=$!
+echo "== the MSRV lane: each feature alone, and the Dockerfiles' builds, on the MSRV (beside the steps below)" >&2
+
 step "cargo deny"
 # Supply chain (deny.toml): no duplicate crate versions in what an adopter builds, permissive
 # licenses only, crates.io only. `advisories` is not run here: it needs the RustSec
 # advisory-db cloned from GitHub, which this network cannot reach (run
-# `cargo deny check advisories` where it can). Installing cargo-deny from crates.io took
-# 4 min 26 s on 2 cores shared with other builds (2 min 41 s of CPU).
+# `cargo deny check advisories` where it can). cargo-deny is installed in debug: its release
+# profile (fat LTO, one codegen unit) took 298 s on a quiet 2-core machine, the debug build a
+# third of the CPU, and the check runs in 5 s instead of 2.
 if ! command -v cargo-deny >/dev/null 2>&1; then
   echo "installing cargo-deny with cargo install" >&2
-  cargo install --locked cargo-deny
+  cargo install --locked --debug cargo-deny
 fi
 cargo deny check bans licenses sources
 step "clippy, every target"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-
-step "each feature alone, on the MSRV"
-# Each feature builds alone, and none, with the declared minimum Rust version: no feature may
-# lean on another by accident, and every line of the library builds on `rust-version` (clippy
-# above checks every feature at once on this toolchain). One toolchain for both: each feature
-# set builds its own dependencies, and on a second toolchain they would all be built again.
-msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
-if ! rustup run "$msrv" rustc --version >/dev/null 2>&1; then
-  echo "installing Rust $msrv (the declared MSRV) with rustup" >&2
-  rustup toolchain install "$msrv" --profile minimal
-fi
-for feature in "" redis axum tls tls-ring grpc jwt jwks metrics config admin rls; do
-  CARGO_TARGET_DIR=target/msrv RUSTFLAGS="-D warnings" \
-    cargo "+$msrv" check --lib --no-default-features ${feature:+--features "$feature"} --quiet
-  echo "Rust $msrv, ${feature:-no} features: the library builds"
-done
 
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
@@ -147,19 +175,19 @@ tar -xzf "$crate_file" -C "$unpacked"
 (cd "$unpacked"/*/ && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo check --locked --lib --all-features --quiet)
 rm -rf "$unpacked"
 echo "the packaged crate builds"
-step "Dockerfile build commands"
-# The Dockerfiles' build commands (their features, --locked) as checks: what they build
-# compiles, without a release build (or a debug one: the tests below build the same code with
-# every feature). The images themselves are not built here (no Docker).
-for dockerfile in Dockerfile server/Dockerfile; do
-  build=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' "$dockerfile")
-  [ -n "$build" ] || { echo "no RUN cargo build line in $dockerfile" >&2; exit 1; }
-  build=${build/ --release/}
-  ${build/cargo build/cargo check}
-  echo "$dockerfile's build command: ok"
-done
-
 step "tests"
 cargo test --workspace --all-features --all-targets
 step "doctests"
 cargo test --workspace --all-features --doc
+step "waiting for the MSRV lane"
+if ! wait "$msrv_pid"; then
+  cat "$msrv_log" >&2
+  echo "the MSRV lane failed (its log above)" >&2
+  exit 1
+fi
+cat "$msrv_log" >&2
+read -r lane_wall lane_cpu <"$msrv_stats"
+# The lane's CPU is counted on its own line, not as this step's.
+step_cpu=$((step_cpu + lane_cpu))
+timings+="$(printf '%5d s %6d s  %s' "$lane_wall" "$lane_cpu" "the MSRV lane, beside the steps above")"$'\n'
+rm -f "$msrv_log" "$msrv_stats"
