@@ -1,0 +1,126 @@
+//! statsd, envoyproxy/ratelimit's default sink (`USE_STATSD`, on there unless turned off):
+//! its counters under its names (see `names`), flushed every `STATS_FLUSH_INTERVAL` as
+//! gostats flushes them, one `name:delta|c` line per counter that moved, over TCP (gostats'
+//! default) or UDP (`STATSD_PROTOCOL=udp`) to `STATSD_HOST:STATSD_PORT`.
+//!
+//! Why not `metrics-exporter-statsd` (on `cadence`): the Go service's lines are gostats',
+//! which those crates cannot write. gostats sends over TCP by default (cadence has UDP and Unix
+//! sinks only), sums each counter over the flush interval (cadence sends a line per
+//! increment: three lines per descriptor per request at Envoy's rates, where gostats sends one
+//! per counter per interval) and carries tags in the name (`.__key=value`, where cadence
+//! writes DogStatsD's `|#key:value`). The counters are kept in `metrics-util`'s registry (the
+//! one the Prometheus exporter keeps its own in); what is written here is the line format and
+//! the socket.
+
+mod names;
+mod sink;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_util::registry::{AtomicStorage, Registry};
+
+use crate::settings::{ExtraTags, StatsSettings};
+
+/// The process's statsd recorder: the Go service's counters, counted in memory until flushed.
+#[derive(Clone)]
+pub(crate) struct StatsdRecorder {
+    registry: Arc<Registry<Key, AtomicStorage>>,
+}
+
+impl std::fmt::Debug for StatsdRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatsdRecorder").finish_non_exhaustive()
+    }
+}
+
+impl StatsdRecorder {
+    /// A recorder whose counters are flushed to the settings' statsd every interval, by a task
+    /// spawned on the current runtime.
+    pub(crate) fn start(stats: &StatsSettings) -> Self {
+        let recorder = StatsdRecorder {
+            registry: Arc::new(Registry::atomic()),
+        };
+        let sink = sink::Sink::new(
+            stats.statsd_protocol,
+            stats.statsd_host.clone(),
+            stats.statsd_port,
+        );
+        tokio::spawn(flush_every(
+            Arc::clone(&recorder.registry),
+            sink,
+            stats.extra_tags.clone(),
+            stats.stats_flush_interval,
+        ));
+        recorder
+    }
+}
+
+impl Recorder for StatsdRecorder {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        if names::is_go_counter(key.name()) {
+            self.registry
+                .get_or_create_counter(key, |counter| Counter::from_arc(Arc::clone(counter)))
+        } else {
+            Counter::noop()
+        }
+    }
+
+    fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+        Gauge::noop()
+    }
+
+    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+        Histogram::noop()
+    }
+}
+
+/// A counter's statsd name and the count last sent.
+struct Sent {
+    name: String,
+    count: u64,
+}
+
+/// Every `interval`, a line per counter that moved since the last flush that reached statsd
+/// (so a flush that fails is sent with the next: nothing counted is lost while statsd is away).
+async fn flush_every(
+    registry: Arc<Registry<Key, AtomicStorage>>,
+    mut sink: sink::Sink,
+    tags: ExtraTags,
+    interval: std::time::Duration,
+) {
+    let mut sent: HashMap<Key, Sent> = HashMap::new();
+    let mut every = tokio::time::interval(interval);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        let mut lines = String::new();
+        let mut moved = Vec::new();
+        registry.visit_counters(|key, counter| {
+            let count = counter.load(Ordering::Relaxed);
+            let entry = sent.entry(key.clone()).or_insert_with(|| Sent {
+                name: names::go_name(key, &tags).unwrap_or_default(),
+                count: 0,
+            });
+            if count > entry.count && !entry.name.is_empty() {
+                lines.push_str(&format!("{}:{}|c\n", entry.name, count - entry.count));
+                moved.push((key.clone(), count));
+            }
+        });
+        if lines.is_empty() || sink.send(lines.as_bytes()).await.is_err() {
+            continue;
+        }
+        for (key, count) in moved {
+            if let Some(entry) = sent.get_mut(&key) {
+                entry.count = count;
+            }
+        }
+    }
+}
