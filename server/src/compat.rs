@@ -58,7 +58,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "GRPC_UDS",
         "",
         Differs(
-            "a path: gRPC is served on that Unix socket instead of GRPC_HOST:GRPC_PORT; a socket file no process listens on (a crash's) is replaced",
+            "a path: gRPC is served on that Unix socket instead of GRPC_HOST:GRPC_PORT; a socket file no process listens on (a crash's) is replaced. A client must send a valid `:authority`: Envoy's `envoy_grpc` sends its cluster's name, grpc-go `localhost`, but grpc-core clients (Python's grpcio) the socket's path, which is refused unless they set `grpc.default_authority`",
         ),
     ),
     var("GRPC_HOST", "0.0.0.0", Honoured),
