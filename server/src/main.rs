@@ -30,6 +30,7 @@ mod grpc;
 mod health;
 mod http;
 mod json;
+mod metered;
 mod metrics;
 mod redis;
 mod reload;
@@ -177,8 +178,8 @@ async fn run(settings: Settings) -> Result<(), String> {
     };
 
     let grpc_router = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(service.clone().into_server());
+        .add_service(metered::Metered::new(health_service))
+        .add_service(metered::Metered::new(service.clone().into_server()));
     let grpc_server = grpc::serve(
         grpc_router,
         grpc,

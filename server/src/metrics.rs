@@ -43,7 +43,11 @@ pub(crate) fn install(stats: &StatsSettings) -> Result<Option<PrometheusHandle>,
 /// The Prometheus recorder, with redlimit's histogram buckets.
 fn prometheus() -> Result<PrometheusRecorder, String> {
     let mut builder = PrometheusBuilder::new();
-    for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS {
+    let server = [(
+        crate::metered::RESPONSE_TIME,
+        crate::metered::RESPONSE_TIME_BUCKETS,
+    )];
+    for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS.iter().chain(&server) {
         builder = builder
             .set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)
             .map_err(|e| format!("USE_PROMETHEUS: bad buckets for {name}: {e}"))?;

@@ -1,7 +1,8 @@
 //! statsd, envoyproxy/ratelimit's default sink (`USE_STATSD`, on there unless turned off):
-//! its counters under its names (see `names`), flushed every `STATS_FLUSH_INTERVAL` as
-//! gostats flushes them, one `name:delta|c` line per counter that moved, over TCP (gostats'
-//! default) or UDP (`STATSD_PROTOCOL=udp`) to `STATSD_HOST:STATSD_PORT`.
+//! its counters and timer under its names (see `names`), flushed every `STATS_FLUSH_INTERVAL`
+//! as gostats flushes them: one `name:delta|c` line per counter that moved, and one
+//! `name:MS|ms` line per call timed (whole milliseconds, as the Go service measures them), over
+//! TCP (gostats' default) or UDP (`STATSD_PROTOCOL=udp`) to `STATSD_HOST:STATSD_PORT`.
 //!
 //! Why not `metrics-exporter-statsd` (on `cadence`): the Go service's lines are gostats',
 //! which those crates cannot write. gostats sends over TCP by default (cadence has UDP and Unix
@@ -76,8 +77,13 @@ impl Recorder for StatsdRecorder {
         Gauge::noop()
     }
 
-    fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::noop()
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        if names::is_go_timer(key.name()) {
+            self.registry
+                .get_or_create_histogram(key, |bucket| Histogram::from_arc(Arc::clone(bucket)))
+        } else {
+            Histogram::noop()
+        }
     }
 }
 
@@ -113,6 +119,17 @@ async fn flush_every(
                 lines.push_str(&format!("{}:{}|c\n", entry.name, count - entry.count));
                 moved.push((key.clone(), count));
             }
+        });
+        // Timers are sent once, as gostats sends them (one lost is not sent again).
+        registry.visit_histograms(|key, bucket| {
+            let Some(name) = names::go_name(key, &tags) else {
+                return;
+            };
+            bucket.clear_with(|seconds| {
+                for s in seconds {
+                    lines.push_str(&format!("{name}:{}|ms\n", (s * 1000.0) as u64));
+                }
+            });
         });
         if lines.is_empty() || sink.send(lines.as_bytes()).await.is_err() {
             continue;

@@ -7,6 +7,7 @@
 
 use metrics::Key;
 
+use crate::metered::{RESPONSE_TIME, TOTAL_REQUESTS};
 use crate::settings::ExtraTags;
 
 /// The per-rule counters, by the Prometheus name's suffix (the statsd name's last part).
@@ -31,6 +32,12 @@ pub(super) fn is_go_counter(name: &str) -> bool {
         .is_some_and(|stat| RULE_STATS.contains(&stat))
         || name == CALL_ERROR
         || CONFIG_LOAD.contains(&name)
+        || name == TOTAL_REQUESTS
+}
+
+/// Whether the Go service has a statsd timer for this metric.
+pub(super) fn is_go_timer(name: &str) -> bool {
+    name == RESPONSE_TIME
 }
 
 /// The Go service's statsd name for `key`, tagged; `None` for a metric it has none for.
@@ -62,6 +69,10 @@ pub(super) fn go_name(key: &Key, tags: &ExtraTags) -> Option<String> {
         )
     } else if let Some(what) = CONFIG_LOAD.iter().find(|n| **n == name) {
         format!("ratelimit.service.{}", &what["ratelimit_service_".len()..])
+    } else if name == TOTAL_REQUESTS {
+        format!("ratelimit_server.{}.total_requests", label("grpc_method")?)
+    } else if name == RESPONSE_TIME {
+        format!("ratelimit_server.{}.response_time", label("grpc_method")?)
     } else {
         return None;
     };
@@ -177,6 +188,17 @@ mod tests {
             go_name(&load, &none).as_deref(),
             Some("ratelimit.service.config_load_success")
         );
+        let calls = key(TOTAL_REQUESTS, &[("grpc_method", "ShouldRateLimit")]);
+        assert_eq!(
+            go_name(&calls, &tags).as_deref(),
+            Some("ratelimit_server.ShouldRateLimit.total_requests.__app=rl.__env=prod")
+        );
+        let time = key(RESPONSE_TIME, &[("grpc_method", "Check")]);
+        assert_eq!(
+            go_name(&time, &none).as_deref(),
+            Some("ratelimit_server.Check.response_time")
+        );
+        assert!(is_go_timer(RESPONSE_TIME) && !is_go_counter(RESPONSE_TIME));
         assert!(!is_go_counter("redlimit_decisions_total"));
         assert!(!is_go_counter("ratelimit_service_rate_limit_other"));
         assert!(is_go_counter("ratelimit_service_rate_limit_shadow_mode"));

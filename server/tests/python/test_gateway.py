@@ -173,15 +173,15 @@ class UnixSocket(unittest.TestCase):
             shutil.rmtree(directory, ignore_errors=True)
 
 
-LINE = re.compile(r"^([^:]+):(\d+)\|c$")
+LINE = re.compile(r"^([^:]+):(\d+)\|(c|ms)$")
 
 
 class StatsdReceiver:
     """A statsd of ours on a loopback port, over UDP or TCP: the sums of the counter lines it
-    received, by name."""
+    received, by name, and the timer lines' values."""
 
     def __init__(self, protocol, port=None):
-        self.sums, self.bad = {}, []
+        self.sums, self.timers, self.bad = {}, {}, []
         self.lock = threading.Lock()
         kind = socket.SOCK_DGRAM if protocol == "udp" else socket.SOCK_STREAM
         self.socket = socket.socket(socket.AF_INET, kind)
@@ -196,9 +196,11 @@ class StatsdReceiver:
         with self.lock:
             for line in text.splitlines():
                 match = LINE.match(line)
-                if match:
+                if match and match.group(3) == "c":
                     name, value = match.group(1), int(match.group(2))
                     self.sums[name] = self.sums.get(name, 0) + value
+                elif match:
+                    self.timers.setdefault(match.group(1), []).append(int(match.group(2)))
                 elif line:
                     self.bad.append(line)
 
@@ -229,10 +231,13 @@ class StatsdReceiver:
                 complete, _, pending = pending.rpartition(b"\n")
                 self._take(complete.decode())
 
-    def received(self, expected):
-        """Whether every expected name's sum is what is expected."""
+    def received(self, expected, timers=None):
+        """Whether every expected name's sum is what is expected, and each of `timers` (name:
+        count) has that many values."""
         with self.lock:
-            return all(self.sums.get(name) == value for name, value in expected.items())
+            return (all(self.sums.get(name) == value for name, value in expected.items())
+                    and all(len(self.timers.get(name, [])) == count
+                            for name, count in (timers or {}).items()))
 
     def close(self):
         self.socket.close()
@@ -269,13 +274,19 @@ class Statsd(unittest.TestCase):
                 rule + "ip_10_0_0_1.total_hits" + tags: 1,
                 "ratelimit.service.config_load_success" + tags: 1,
                 "ratelimit.service.call.should_rate_limit.service_error" + tags: 1,
+                "ratelimit_server.ShouldRateLimit.total_requests" + tags: 7,
             }
-            wait_for(f"the statsd lines {expected}", lambda: receiver.received(expected))
+            timers = {"ratelimit_server.ShouldRateLimit.response_time" + tags: 7}
+            wait_for(f"the statsd lines {expected} {timers}",
+                     lambda: receiver.received(expected, timers))
             self.assertEqual(receiver.bad, [])
             self.assertFalse(any(name.startswith("redlimit") for name in receiver.sums),
                              "redlimit's own metrics are Prometheus's")
             metrics = server.get("metrics", "/metrics")[1]
             self.assertIn('ratelimit_service_rate_limit_total_hits{domain="gw",key1="three_per_hour"} 4',
+                          metrics)
+            self.assertIn('ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 7', metrics)
+            self.assertIn('ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 7',
                           metrics)
         finally:
             server.stop()
