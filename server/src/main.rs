@@ -91,7 +91,10 @@ async fn run(settings: Settings) -> Result<(), String> {
         merge_domains: settings.merge_domain_config,
     };
     // Before the first request: the service takes its metric handles from the recorder then.
-    let prometheus = metrics::install(&settings.stats)?;
+    let metrics::Installed {
+        prometheus,
+        last_flush,
+    } = metrics::install(&settings.stats)?;
     let seen = dir.fingerprint();
     let first = dir.load();
     reload::record(&dir.dir, &first);
@@ -222,6 +225,9 @@ async fn run(settings: Settings) -> Result<(), String> {
         admin_server,
     );
     signal.abort();
+    if let Some(last_flush) = last_flush {
+        last_flush.run().await;
+    }
     grpc.map_err(|e| format!("gRPC listener: {e}"))?;
     http.map_err(|e| format!("HTTP listener: {e}"))?;
     debug.map_err(|e| format!("debug listener: {e}"))?;

@@ -13,15 +13,27 @@ use metrics_exporter_prometheus::{
 use metrics_util::layers::FanoutBuilder;
 
 use crate::settings::StatsSettings;
-use crate::statsd::StatsdRecorder;
+use crate::statsd::{LastFlush, StatsdRecorder};
 
-/// Installs the recorders the settings ask for as the process's; the Prometheus handle when
-/// Prometheus is one. Before the first request: metric handles are taken from the recorder in
-/// place at first use.
-pub(crate) fn install(stats: &StatsSettings) -> Result<Option<PrometheusHandle>, String> {
+/// The recorders installed: Prometheus's handle, statsd's last flush.
+#[derive(Debug, Default)]
+pub(crate) struct Installed {
+    pub(crate) prometheus: Option<PrometheusHandle>,
+    pub(crate) last_flush: Option<LastFlush>,
+}
+
+/// Installs the recorders the settings ask for as the process's. Before the first request:
+/// metric handles are taken from the recorder in place at first use.
+pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
     let prometheus = stats.prometheus().then(prometheus).transpose()?;
-    let statsd = stats.statsd().then(|| StatsdRecorder::start(stats));
-    let handle = prometheus.as_ref().map(PrometheusRecorder::handle);
+    let (statsd, last_flush) = match stats.statsd().then(|| StatsdRecorder::start(stats)) {
+        Some((recorder, last)) => (Some(recorder), Some(last)),
+        None => (None, None),
+    };
+    let installed = Installed {
+        prometheus: prometheus.as_ref().map(PrometheusRecorder::handle),
+        last_flush,
+    };
     let cannot = |e: &dyn std::fmt::Display| format!("cannot install the metrics recorder: {e}");
     match (prometheus, statsd) {
         (None, None) => {}
@@ -37,7 +49,7 @@ pub(crate) fn install(stats: &StatsSettings) -> Result<Option<PrometheusHandle>,
             metrics::set_global_recorder(both).map_err(|e| cannot(&e))?;
         }
     }
-    Ok(handle)
+    Ok(installed)
 }
 
 /// The Prometheus recorder, with redlimit's histogram buckets.

@@ -19,9 +19,11 @@ mod sink;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_util::registry::{AtomicStorage, Registry};
+use tokio::sync::oneshot;
 
 use crate::settings::{ExtraTags, StatsSettings};
 
@@ -38,26 +40,47 @@ impl std::fmt::Debug for StatsdRecorder {
 }
 
 impl StatsdRecorder {
-    /// A recorder whose counters are flushed to the settings' statsd every interval, by a task
-    /// spawned on the current runtime.
-    pub(crate) fn start(stats: &StatsSettings) -> Self {
+    /// A recorder whose statistics are flushed to the settings' statsd every interval, by a
+    /// task spawned on the current runtime, and once more by [`LastFlush::run`].
+    pub(crate) fn start(stats: &StatsSettings) -> (Self, LastFlush) {
         let recorder = StatsdRecorder {
             registry: Arc::new(Registry::atomic()),
         };
-        let sink = sink::Sink::new(
-            stats.statsd_protocol,
-            stats.statsd_host.clone(),
-            stats.statsd_port,
-        );
-        tokio::spawn(flush_every(
-            Arc::clone(&recorder.registry),
-            sink,
-            stats.extra_tags.clone(),
-            stats.stats_flush_interval,
-        ));
-        recorder
+        let flusher = Flusher {
+            registry: Arc::clone(&recorder.registry),
+            sink: sink::Sink::new(
+                stats.statsd_protocol,
+                stats.statsd_host.clone(),
+                stats.statsd_port,
+            ),
+            tags: stats.extra_tags.clone(),
+            sent: HashMap::new(),
+        };
+        let (last, asked) = oneshot::channel();
+        let done = tokio::spawn(flusher.run(stats.stats_flush_interval, asked));
+        (recorder, LastFlush { last, done })
     }
 }
+
+/// The flush at exit: what was counted since the last interval's flush, after the listeners
+/// drained (the Go service drops it).
+#[derive(Debug)]
+pub(crate) struct LastFlush {
+    last: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl LastFlush {
+    /// Flushes once more and waits for it, a few seconds at most (a statsd that does not
+    /// answer must not hold the exit).
+    pub(crate) async fn run(self) {
+        let _ = self.last.send(());
+        let _ = tokio::time::timeout(LAST_FLUSH_TIMEOUT, self.done).await;
+    }
+}
+
+/// gostats' dial and write deadlines, with room.
+const LAST_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Recorder for StatsdRecorder {
     fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
@@ -93,26 +116,38 @@ struct Sent {
     count: u64,
 }
 
-/// Every `interval`, a line per counter that moved since the last flush that reached statsd
-/// (so a flush that fails is sent with the next: nothing counted is lost while statsd is away).
-async fn flush_every(
+/// Sends the statistics: the counters that moved since the last flush that reached statsd (so
+/// a flush that fails is sent with the next: nothing counted is lost while statsd is away),
+/// and the timers' values.
+struct Flusher {
     registry: Arc<Registry<Key, AtomicStorage>>,
-    mut sink: sink::Sink,
+    sink: sink::Sink,
     tags: ExtraTags,
-    interval: std::time::Duration,
-) {
-    let mut sent: HashMap<Key, Sent> = HashMap::new();
-    let mut every = tokio::time::interval(interval);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    every.tick().await;
-    loop {
+    sent: HashMap<Key, Sent>,
+}
+
+impl Flusher {
+    /// Flushes every `interval`, and a last time when `last` is sent (or dropped).
+    async fn run(mut self, interval: Duration, mut last: oneshot::Receiver<()>) {
+        let mut every = tokio::time::interval(interval);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         every.tick().await;
+        loop {
+            tokio::select! {
+                _ = every.tick() => self.flush().await,
+                _ = &mut last => return self.flush().await,
+            }
+        }
+    }
+
+    async fn flush(&mut self) {
         let mut lines = String::new();
         let mut moved = Vec::new();
-        registry.visit_counters(|key, counter| {
+        let (sent, tags) = (&mut self.sent, &self.tags);
+        self.registry.visit_counters(|key, counter| {
             let count = counter.load(Ordering::Relaxed);
             let entry = sent.entry(key.clone()).or_insert_with(|| Sent {
-                name: names::go_name(key, &tags).unwrap_or_default(),
+                name: names::go_name(key, tags).unwrap_or_default(),
                 count: 0,
             });
             if count > entry.count && !entry.name.is_empty() {
@@ -121,8 +156,8 @@ async fn flush_every(
             }
         });
         // Timers are sent once, as gostats sends them (one lost is not sent again).
-        registry.visit_histograms(|key, bucket| {
-            let Some(name) = names::go_name(key, &tags) else {
+        self.registry.visit_histograms(|key, bucket| {
+            let Some(name) = names::go_name(key, tags) else {
                 return;
             };
             bucket.clear_with(|seconds| {
@@ -131,11 +166,11 @@ async fn flush_every(
                 }
             });
         });
-        if lines.is_empty() || sink.send(lines.as_bytes()).await.is_err() {
-            continue;
+        if lines.is_empty() || self.sink.send(lines.as_bytes()).await.is_err() {
+            return;
         }
         for (key, count) in moved {
-            if let Some(entry) = sent.get_mut(&key) {
+            if let Some(entry) = self.sent.get_mut(&key) {
                 entry.count = count;
             }
         }

@@ -312,6 +312,20 @@ class Statsd(unittest.TestCase):
         finally:
             server.stop()
 
+    def test_what_was_counted_since_the_last_flush_is_sent_at_exit(self):
+        receiver = StatsdReceiver("udp")
+        server = Server({"config.yaml": CONFIG}, env=statsd_env(
+            receiver, USE_STATSD="true", STATSD_PROTOCOL="udp", STATS_FLUSH_INTERVAL="1h"))
+        try:
+            server.call("gw", [("three_per_hour", "exit")])
+            server.terminate()
+            self.assertEqual(server.process.wait(timeout=CALL_TIMEOUT), 0)
+            expected = {"ratelimit.service.rate_limit.gw.three_per_hour.total_hits": 1}
+            wait_for(f"the statsd lines {expected}", lambda: receiver.received(expected))
+        finally:
+            server.stop()
+            receiver.close()
+
 
 if __name__ == "__main__":
     unittest.main()
