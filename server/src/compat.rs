@@ -43,14 +43,12 @@ const ONE_CONNECTION: &str =
 const NO_PER_SECOND: &str =
     "a second Redis for per-second limits is not supported: every limit lives in REDIS_URL's Redis";
 const NO_XDS: &str = "config from an xDS server is not supported: use CONFIG_TYPE=FILE";
-const NO_STATSD: &str =
-    "statsd is not supported: set USE_PROMETHEUS=true for the same counters in Prometheus";
+const NO_DOG_STATSD: &str = "DogStatsD is not supported: USE_STATSD sends gostats' plain statsd lines, the tags in the names";
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
 const NO_TRACING: &str = "OpenTelemetry tracing is not supported: logs go to stderr";
-const NO_GRPC_TLS: &str = "TLS on the gRPC listener is not supported yet: terminate TLS in a sidecar or use plaintext in the mesh";
 
-/// Every environment variable envoyproxy/ratelimit reads (its `src/settings/settings.go`), in
-/// its order.
+/// Every environment variable envoyproxy/ratelimit reads (its `src/settings/settings.go`, and
+/// `STATSD_PROTOCOL`, which its stats library gostats reads), in its order.
 pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var("HOST", "0.0.0.0", Honoured),
     var("PORT", "8080", Honoured),
@@ -59,8 +57,8 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "GRPC_UDS",
         "",
-        Unsupported(
-            "a Unix socket for the gRPC listener is not supported yet: use GRPC_HOST and GRPC_PORT",
+        Differs(
+            "a path: gRPC is served on that Unix socket instead of GRPC_HOST:GRPC_PORT; a socket file no process listens on (a crash's) is replaced. A client must send a valid `:authority`: Envoy's `envoy_grpc` sends its cluster's name, grpc-go `localhost`, but grpc-core clients (Python's grpcio) the socket's path, which is refused unless they set `grpc.default_authority`",
         ),
     ),
     var("GRPC_HOST", "0.0.0.0", Honoured),
@@ -75,11 +73,23 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "1h",
         NoEffect("connections are not aged out"),
     ),
-    var("GRPC_SERVER_USE_TLS", "false", Unsupported(NO_GRPC_TLS)),
-    var("GRPC_SERVER_TLS_CERT", "", Unsupported(NO_GRPC_TLS)),
-    var("GRPC_SERVER_TLS_KEY", "", Unsupported(NO_GRPC_TLS)),
-    var("GRPC_CLIENT_TLS_CACERT", "", Unsupported(NO_GRPC_TLS)),
-    var("GRPC_CLIENT_TLS_SAN", "", Unsupported(NO_GRPC_TLS)),
+    var("GRPC_SERVER_USE_TLS", "false", Honoured),
+    var(
+        "GRPC_SERVER_TLS_CERT",
+        "",
+        Differs(
+            "reloaded when it or the key changes, as there; the key need not be in the same directory",
+        ),
+    ),
+    var("GRPC_SERVER_TLS_KEY", "", Honoured),
+    var(
+        "GRPC_CLIENT_TLS_CACERT",
+        "",
+        Differs(
+            "every client must present a certificate chaining to this file's authorities, and to them alone: the Go service adds the system's roots",
+        ),
+    ),
+    var("GRPC_CLIENT_TLS_SAN", "", Honoured),
     var("LOG_LEVEL", "WARN", Honoured),
     var(
         "LOG_FORMAT",
@@ -135,26 +145,31 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     ),
     var("XDS_CLIENT_BACKOFF_JITTER", "true", Unsupported(NO_XDS)),
     var("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", Unsupported(NO_XDS)),
-    var("USE_DOG_STATSD", "false", Unsupported(NO_STATSD)),
-    var("USE_DOG_STATSD_MOGRIFIERS", "", Unsupported(NO_STATSD)),
-    var("USE_STATSD", "true", Unsupported(NO_STATSD)),
-    var("STATSD_HOST", "localhost", Unsupported(NO_STATSD)),
-    var("STATSD_PORT", "8125", Unsupported(NO_STATSD)),
+    var("USE_DOG_STATSD", "false", Unsupported(NO_DOG_STATSD)),
+    var("USE_DOG_STATSD_MOGRIFIERS", "", Unsupported(NO_DOG_STATSD)),
+    var(
+        "USE_STATSD",
+        "true",
+        Differs(
+            "true by default, as there, unless USE_PROMETHEUS=true (which the Go service refuses beside it); both true: both. The Go service's counters, under its names; redlimit's own metrics are Prometheus's",
+        ),
+    ),
+    var("STATSD_HOST", "localhost", Honoured),
+    var("STATSD_PORT", "8125", Honoured),
+    var("STATSD_PROTOCOL", "tcp", Differs("tcp or udp")),
     var(
         "EXTRA_TAGS",
         "",
-        Unsupported("extra tags are statsd's: Prometheus labels come from the scrape config"),
+        Differs(
+            "in the statsd names, as gostats puts them (`.__key=value`); not Prometheus labels",
+        ),
     ),
     var(
         "STATS_FLUSH_INTERVAL",
         "10s",
-        NoEffect("Prometheus is scraped, not flushed"),
+        Differs("statsd's flush interval; Prometheus is scraped, not flushed"),
     ),
-    var(
-        "DISABLE_STATS",
-        "false",
-        Differs("true: no metrics at all, whatever USE_PROMETHEUS says"),
-    ),
+    var("DISABLE_STATS", "false", Honoured),
     var("USE_PROMETHEUS", "false", Honoured),
     var("PROMETHEUS_ADDR", ":9090", Honoured),
     var("PROMETHEUS_PATH", "/metrics", Honoured),
@@ -442,10 +457,10 @@ mod tests {
 
     #[test]
     fn set_variables_without_effect_are_named_and_honoured_ones_are_not() {
-        let set = ["REDIS_POOL_SIZE", "USE_STATSD", "REDIS_URL", "PORT"];
+        let set = ["REDIS_POOL_SIZE", "USE_DOG_STATSD", "REDIS_URL", "PORT"];
         let warnings = warnings(|name| set.contains(&name).then(|| "x".to_owned()));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].starts_with("USE_STATSD is set but not supported"));
+        assert!(warnings[0].starts_with("USE_DOG_STATSD is set but not supported"));
         assert!(warnings[1].starts_with("REDIS_POOL_SIZE is set but has no effect"));
     }
 }

@@ -7,14 +7,17 @@
 //!   redlimit-server
 //! ```
 //!
-//! - gRPC (`GRPC_PORT`, 8081): `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`
-//!   and `grpc.health.v1.Health`;
+//! - gRPC (`GRPC_PORT`, 8081, or the Unix socket `GRPC_UDS`; TLS and mTLS with
+//!   `GRPC_SERVER_USE_TLS`): `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
+//!   `grpc.health.v1.Health`;
 //! - HTTP (`PORT`, 8080): `GET /healthcheck`, `POST /json`;
 //! - debug (`DEBUG_PORT`, 6070): `GET /rlconfig`;
 //! - admin (`REDLIMIT_ADMIN_PORT`, 6071), only with a token (`REDLIMIT_ADMIN_TOKEN_FILE`, or
 //!   `REDLIMIT_ADMIN_TOKEN` from the environment): `redlimit::rls::admin`'s counters,
 //!   overrides and shadow mode, behind `Authorization: Bearer TOKEN`;
-//! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics).
+//! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics);
+//! - statsd (`USE_STATSD`, on by default as in the Go service unless Prometheus is chosen:
+//!   `STATSD_HOST` localhost, `STATSD_PORT` 8125, over TCP or `STATSD_PROTOCOL=udp`).
 //!
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
@@ -23,13 +26,17 @@
 mod admin;
 mod compat;
 mod debug;
+mod grpc;
 mod health;
 mod http;
 mod json;
+mod metered;
 mod metrics;
 mod redis;
 mod reload;
 mod settings;
+mod statsd;
+mod tls;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -41,7 +48,6 @@ use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
 
 use settings::{LogFormat, Settings};
 
@@ -85,11 +91,10 @@ async fn run(settings: Settings) -> Result<(), String> {
         merge_domains: settings.merge_domain_config,
     };
     // Before the first request: the service takes its metric handles from the recorder then.
-    let prometheus = if settings.use_prometheus && !settings.disable_stats {
-        Some(metrics::install()?)
-    } else {
-        None
-    };
+    let metrics::Installed {
+        prometheus,
+        last_flush,
+    } = metrics::install(&settings.stats)?;
     let seen = dir.fingerprint();
     let first = dir.load();
     reload::record(&dir.dir, &first);
@@ -134,11 +139,9 @@ async fn run(settings: Settings) -> Result<(), String> {
     let _watch = reload::watch(dir, seen, service.clone(), health.clone());
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.
-    let grpc = bind(
-        "grpc",
-        SocketAddr::new(settings.grpc_host, settings.grpc_port),
-    )
-    .await?;
+    let grpc_tls = tls::from_settings(&settings.grpc)?;
+    let _cert_watch = grpc_tls.as_ref().map(|t| Arc::clone(&t.cert).watch());
+    let grpc = grpc::bind(&settings.grpc.address()).await?;
     let http = bind("http", SocketAddr::new(settings.host, settings.port)).await?;
     let debug = bind(
         "debug",
@@ -156,7 +159,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         None => None,
     };
     let metrics_listener = match &prometheus {
-        Some(_) => Some(bind("metrics", settings.prometheus_addr).await?),
+        Some(_) => Some(bind("metrics", settings.stats.prometheus_addr).await?),
         None => None,
     };
 
@@ -177,22 +180,28 @@ async fn run(settings: Settings) -> Result<(), String> {
         let _ = stopping.wait_for(|stop| *stop).await;
     };
 
-    let grpc_server = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(service.clone().into_server())
-        .serve_with_incoming_shutdown(grpc_incoming(grpc), stopped(stopping.clone()));
+    let grpc_router = tonic::transport::Server::builder()
+        .add_service(metered::Metered::new(health_service))
+        .add_service(metered::Metered::new(service.clone().into_server()));
+    let grpc_server = grpc::serve(
+        grpc_router,
+        grpc,
+        grpc_tls.map(|t| t.acceptor),
+        stopped(stopping.clone()),
+    );
     let http_server = axum::serve(http, http::router(health.clone(), service.clone()))
         .with_graceful_shutdown(stopped(stopping.clone()));
     let debug_server = axum::serve(debug, debug::router(service.clone()))
         .with_graceful_shutdown(stopped(stopping.clone()));
     let metrics_server = async {
         match (metrics_listener, prometheus) {
-            (Some(listener), Some(handle)) => {
-                axum::serve(listener, metrics::router(handle, &settings.prometheus_path))
-                    .with_graceful_shutdown(stopped(stopping.clone()))
-                    .await
-                    .map_err(|e| e.to_string())
-            }
+            (Some(listener), Some(handle)) => axum::serve(
+                listener,
+                metrics::router(handle, &settings.stats.prometheus_path),
+            )
+            .with_graceful_shutdown(stopped(stopping.clone()))
+            .await
+            .map_err(|e| e.to_string()),
             _ => Ok(()),
         }
     };
@@ -209,13 +218,16 @@ async fn run(settings: Settings) -> Result<(), String> {
         }
     };
     let (grpc, http, debug, metrics, admin) = tokio::join!(
-        async { grpc_server.await.map_err(|e| e.to_string()) },
+        grpc_server,
         async { http_server.await.map_err(|e| e.to_string()) },
         async { debug_server.await.map_err(|e| e.to_string()) },
         metrics_server,
         admin_server,
     );
     signal.abort();
+    if let Some(last_flush) = last_flush {
+        last_flush.run().await;
+    }
     grpc.map_err(|e| format!("gRPC listener: {e}"))?;
     http.map_err(|e| format!("HTTP listener: {e}"))?;
     debug.map_err(|e| format!("debug listener: {e}"))?;
@@ -225,7 +237,7 @@ async fn run(settings: Settings) -> Result<(), String> {
 }
 
 /// Binds `addr` and prints `<name> on ADDR` with the port bound.
-async fn bind(name: &str, addr: SocketAddr) -> Result<TcpListener, String> {
+pub(crate) async fn bind(name: &str, addr: SocketAddr) -> Result<TcpListener, String> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr} ({name}): {e}"))?;
@@ -234,13 +246,6 @@ async fn bind(name: &str, addr: SocketAddr) -> Result<TcpListener, String> {
         .map_err(|e| format!("{name} listener: {e}"))?;
     println!("{name} on {bound}");
     Ok(listener)
-}
-
-/// The gRPC listener's connections, with `TCP_NODELAY`: tonic sets it only on listeners it
-/// binds itself, and without it an answer written in parts waits for the client's delayed
-/// ACK (Nagle's algorithm).
-fn grpc_incoming(listener: TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 /// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.
@@ -277,26 +282,5 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio_stream::StreamExt as _;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn grpc_connections_are_accepted_with_nodelay() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("local address");
-        let mut incoming = grpc_incoming(listener);
-        let _client = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let accepted = incoming
-            .next()
-            .await
-            .expect("a connection")
-            .expect("accepted");
-        assert!(accepted.nodelay().expect("TCP_NODELAY readable"));
     }
 }

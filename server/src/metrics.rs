@@ -1,25 +1,70 @@
-//! `USE_PROMETHEUS`: every metric (envoyproxy/ratelimit's names, recorded by the service, and
-//! redlimit's own) kept by a Prometheus recorder and served at `PROMETHEUS_ADDR` +
-//! `PROMETHEUS_PATH`.
+//! The process's metrics recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/
+//! ratelimit's names recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
+//! `PROMETHEUS_PATH`), statsd (`USE_STATSD`: the Go service's counters under its statsd names),
+//! both, or none (`DISABLE_STATS`).
 
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use metrics_util::layers::FanoutBuilder;
 
-/// Installs the Prometheus recorder as the process's, with redlimit's histogram buckets.
-/// Before the first request: metric handles are taken from the recorder in place at first use.
-pub(crate) fn install() -> Result<PrometheusHandle, String> {
+use crate::settings::StatsSettings;
+use crate::statsd::{LastFlush, StatsdRecorder};
+
+/// The recorders installed: Prometheus's handle, statsd's last flush.
+#[derive(Debug, Default)]
+pub(crate) struct Installed {
+    pub(crate) prometheus: Option<PrometheusHandle>,
+    pub(crate) last_flush: Option<LastFlush>,
+}
+
+/// Installs the recorders the settings ask for as the process's. Before the first request:
+/// metric handles are taken from the recorder in place at first use.
+pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
+    let prometheus = stats.prometheus().then(prometheus).transpose()?;
+    let (statsd, last_flush) = match stats.statsd().then(|| StatsdRecorder::start(stats)) {
+        Some((recorder, last)) => (Some(recorder), Some(last)),
+        None => (None, None),
+    };
+    let installed = Installed {
+        prometheus: prometheus.as_ref().map(PrometheusRecorder::handle),
+        last_flush,
+    };
+    let cannot = |e: &dyn std::fmt::Display| format!("cannot install the metrics recorder: {e}");
+    match (prometheus, statsd) {
+        (None, None) => {}
+        (Some(prometheus), None) => {
+            metrics::set_global_recorder(prometheus).map_err(|e| cannot(&e))?;
+        }
+        (None, Some(statsd)) => metrics::set_global_recorder(statsd).map_err(|e| cannot(&e))?,
+        (Some(prometheus), Some(statsd)) => {
+            let both = FanoutBuilder::default()
+                .add_recorder(prometheus)
+                .add_recorder(statsd)
+                .build();
+            metrics::set_global_recorder(both).map_err(|e| cannot(&e))?;
+        }
+    }
+    Ok(installed)
+}
+
+/// The Prometheus recorder, with redlimit's histogram buckets.
+fn prometheus() -> Result<PrometheusRecorder, String> {
     let mut builder = PrometheusBuilder::new();
-    for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS {
+    let server = [(
+        crate::metered::RESPONSE_TIME,
+        crate::metered::RESPONSE_TIME_BUCKETS,
+    )];
+    for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS.iter().chain(&server) {
         builder = builder
             .set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)
             .map_err(|e| format!("USE_PROMETHEUS: bad buckets for {name}: {e}"))?;
     }
-    builder
-        .install_recorder()
-        .map_err(|e| format!("USE_PROMETHEUS: cannot install the Prometheus recorder: {e}"))
+    Ok(builder.build_recorder())
 }
 
 /// `GET path` in Prometheus's text format; the recorder's upkeep runs beside it.

@@ -93,7 +93,8 @@ class Redis:
 
 class Server:
     """The redlimit-server binary, with `config` (file name -> YAML text) in its runtime
-    directory and `env` on top of a loopback setup; its listeners' addresses from its stdout."""
+    directory and `env` on top of a loopback setup (a None value removes a variable); its
+    listeners' addresses from its stdout (gRPC's `unix:PATH` with GRPC_UDS)."""
 
     def __init__(self, config, redis=None, env=None, layout="plain"):
         self.root = tempfile.mkdtemp(prefix="rls-runtime-")
@@ -109,12 +110,16 @@ class Server:
             "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
             "RUNTIME_ROOT": self.root, "RUNTIME_SUBDIRECTORY": "ratelimit",
             "LOG_LEVEL": "info",
+            # statsd is on by default, as in the Go service: off here unless a test listens.
+            "USE_STATSD": "false",
         }
         if redis is not None:
             full_env.update({"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": f"127.0.0.1:{redis.port}"})
         else:
             full_env["BACKEND_TYPE"] = "memory"
         full_env.update(env or {})
+        # A value of None removes a variable (to see a default).
+        full_env = {k: v for k, v in full_env.items() if v is not None}
         self.stderr_lines = []
         self.process = subprocess.Popen(
             [os.environ["REDLIMIT_SERVER_BIN"]], env=full_env, stdout=subprocess.PIPE,
@@ -138,7 +143,13 @@ class Server:
                 self.addresses[name] = addr
             if time.monotonic() > end:
                 raise AssertionError("redlimit-server did not print its listeners in time")
-        self.channel = grpc.insecure_channel(self.addresses["grpc"])
+        # grpc-core sends a Unix socket's path as :authority, which HTTP/2 servers on
+        # hyperium/h2 (tonic's) refuse as malformed (their issue #487): it is told to send
+        # `localhost`, as grpc-go does and Envoy's envoy_grpc sends its cluster's name.
+        unix = self.addresses["grpc"].startswith("unix:")
+        self.channel = grpc.insecure_channel(
+            self.addresses["grpc"],
+            options=[("grpc.default_authority", "localhost")] if unix else None)
         self.stub = rls_pb2_grpc.RateLimitServiceStub(self.channel)
 
     def _drain_stderr(self):

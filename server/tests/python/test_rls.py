@@ -330,9 +330,9 @@ class Lifecycle(unittest.TestCase):
             server.stop()
 
     def test_unsupported_environment_is_named_at_start(self):
-        server = Server({"config.yaml": CONFIG}, env={"REDIS_POOL_SIZE": "20", "USE_STATSD": "true"})
+        server = Server({"config.yaml": CONFIG}, env={"REDIS_POOL_SIZE": "20", "USE_DOG_STATSD": "true"})
         try:
-            wait_for("the warnings", lambda: sum("REDIS_POOL_SIZE" in l or "USE_STATSD" in l
+            wait_for("the warnings", lambda: sum("REDIS_POOL_SIZE" in l or "USE_DOG_STATSD" in l
                                                  for l in server.stderr_lines) >= 2)
         finally:
             server.stop()

@@ -7,12 +7,22 @@
 //! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`) come from the environment
 //! only, never from flags, so they stay out of the process list.
 
-use std::net::{IpAddr, SocketAddr};
+mod grpc;
+mod parse;
+mod stats;
+
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use redlimit::rls::FailureMode;
+
+pub(crate) use grpc::{GrpcAddress, GrpcSettings};
+pub(crate) use parse::{ExtraTags, go_duration};
+pub(crate) use stats::{StatsSettings, StatsdProtocol};
+
+use parse::{config_type, go_bool, log_level, ratio};
 
 /// What the server listens on, where it reads its config, and how it reaches Redis.
 #[derive(Debug, Parser)]
@@ -39,12 +49,9 @@ pub(crate) struct Settings {
     /// Port of the debug listener.
     #[arg(long, env = "DEBUG_PORT", default_value_t = 6070)]
     pub(crate) debug_port: u16,
-    /// Address of the gRPC listener (`ShouldRateLimit`, `grpc.health.v1.Health`).
-    #[arg(long, env = "GRPC_HOST", default_value = "0.0.0.0")]
-    pub(crate) grpc_host: IpAddr,
-    /// Port of the gRPC listener.
-    #[arg(long, env = "GRPC_PORT", default_value_t = 8081)]
-    pub(crate) grpc_port: u16,
+    /// The gRPC listener: where, and over TLS or not.
+    #[command(flatten)]
+    pub(crate) grpc: GrpcSettings,
 
     /// Log level: trace, debug, info, warn (or warning), error, fatal, panic.
     #[arg(long, env = "LOG_LEVEL", default_value = "WARN", value_parser = log_level)]
@@ -170,18 +177,9 @@ pub(crate) struct Settings {
     #[arg(long, env = "LIMIT_RESET_HEADER", default_value = "RateLimit-Reset")]
     pub(crate) limit_reset_header: String,
 
-    /// Serve Prometheus metrics.
-    #[arg(long, env = "USE_PROMETHEUS", default_value = "false", value_parser = go_bool)]
-    pub(crate) use_prometheus: bool,
-    /// Where to serve them (`:9090` is every address, port 9090).
-    #[arg(long, env = "PROMETHEUS_ADDR", default_value = ":9090", value_parser = listen_addr)]
-    pub(crate) prometheus_addr: SocketAddr,
-    /// The path of the metrics.
-    #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
-    pub(crate) prometheus_path: String,
-    /// No metrics at all.
-    #[arg(long, env = "DISABLE_STATS", default_value = "false", value_parser = go_bool)]
-    pub(crate) disable_stats: bool,
+    /// Statistics: statsd, Prometheus, or none.
+    #[command(flatten)]
+    pub(crate) stats: StatsSettings,
 
     /// redlimit: how long a decision may wait for Redis before the failure mode answers
     /// (Envoy's own timeout is 20 ms by default).
@@ -277,120 +275,9 @@ impl Settings {
     }
 }
 
-/// Go's `strconv.ParseBool`.
-fn go_bool(text: &str) -> Result<bool, String> {
-    match text {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("`{text}` is not a boolean (true or false)")),
-    }
-}
-
-/// Go's `time.ParseDuration` for non-negative durations: a sequence of numbers, each with a
-/// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), such as `1h30m` or `1.5s`; `0` alone too.
-pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration (such as 10s, 500ms or 1h30m)");
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = text;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += number * seconds;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| bad())
-}
-
-/// Go's `host:port` listen address, where an empty host means every address.
-fn listen_addr(text: &str) -> Result<SocketAddr, String> {
-    let full = match text.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => text.to_owned(),
-    };
-    full.parse()
-        .map_err(|_| format!("`{text}` is not an address such as :9090 or 127.0.0.1:9090"))
-}
-
-fn ratio(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
-        _ => Err(format!("`{text}` is not a ratio between 0 and 1")),
-    }
-}
-
-/// logrus's level names, case-insensitive.
-fn log_level(text: &str) -> Result<tracing::Level, String> {
-    match text.to_ascii_lowercase().as_str() {
-        "trace" => Ok(tracing::Level::TRACE),
-        "debug" => Ok(tracing::Level::DEBUG),
-        "info" => Ok(tracing::Level::INFO),
-        "warn" | "warning" => Ok(tracing::Level::WARN),
-        "error" | "fatal" | "panic" => Ok(tracing::Level::ERROR),
-        _ => Err(format!(
-            "`{text}` is not a log level (debug, info, warn, error)"
-        )),
-    }
-}
-
-fn config_type(text: &str) -> Result<String, String> {
-    match text {
-        "FILE" => Ok(text.to_owned()),
-        "GRPC_XDS_SOTW" => {
-            Err("GRPC_XDS_SOTW (config from an xDS server) is not supported: use FILE".to_owned())
-        }
-        _ => Err(format!("`{text}` is not a config type (FILE)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations_parse_as_go_parses_them() {
-        assert_eq!(go_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(go_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(go_duration("15ms"), Ok(Duration::from_millis(15)));
-        assert_eq!(go_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(go_duration("0"), Ok(Duration::ZERO));
-        for bad in ["", "10", "s", "10x", "-1s", "1..5s"] {
-            assert!(go_duration(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn go_booleans_and_addresses() {
-        assert_eq!(go_bool("True"), Ok(true));
-        assert_eq!(go_bool("0"), Ok(false));
-        assert!(go_bool("yes").is_err());
-        assert_eq!(listen_addr(":9090"), Ok("0.0.0.0:9090".parse().unwrap()));
-        assert_eq!(
-            listen_addr("127.0.0.1:1"),
-            Ok("127.0.0.1:1".parse().unwrap())
-        );
-        assert!(listen_addr("nowhere").is_err());
-    }
 
     #[test]
     fn defaults_are_the_go_services() {
@@ -398,6 +285,7 @@ mod tests {
         let read = [
             "PORT",
             "GRPC_PORT",
+            "GRPC_UDS",
             "DEBUG_PORT",
             "RUNTIME_ROOT",
             "RUNTIME_SUBDIRECTORY",
@@ -409,13 +297,22 @@ mod tests {
             "REDLIMIT_LOCAL_FIRST",
             "REDLIMIT_LOCAL_FIRST_SYNC",
             "REDIS_TYPE",
+            "STATSD_HOST",
+            "STATSD_PORT",
+            "STATSD_PROTOCOL",
+            "STATS_FLUSH_INTERVAL",
         ]);
         if let Some(set) = read.into_iter().find(|v| std::env::var_os(v).is_some()) {
             eprintln!("{set} is set: the defaults cannot be seen");
             return;
         }
         let s = Settings::try_parse_from(["redlimit-server"]).unwrap();
-        assert_eq!((s.port, s.grpc_port, s.debug_port), (8080, 8081, 6070));
+        assert_eq!((s.port, s.grpc.grpc_port, s.debug_port), (8080, 8081, 6070));
+        assert_eq!(
+            s.grpc.address(),
+            GrpcAddress::Tcp("0.0.0.0:8081".parse().unwrap())
+        );
+        assert!(!s.grpc.grpc_server_use_tls);
         assert_eq!(
             s.config_dir(),
             PathBuf::from("/srv/runtime_data/current/config")
@@ -425,5 +322,23 @@ mod tests {
         assert_eq!(s.redis_type, RedisType::Single);
         assert!(!s.local_first, "exact mode unless asked");
         assert_eq!(s.local_first_sync, Duration::from_millis(100));
+        let stats = &s.stats;
+        assert_eq!(
+            (stats.statsd_host.as_str(), stats.statsd_port),
+            ("localhost", 8125)
+        );
+        assert_eq!(
+            stats.statsd_protocol,
+            StatsdProtocol::Tcp,
+            "gostats' default"
+        );
+        assert_eq!(stats.stats_flush_interval, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn grpc_uds_replaces_host_and_port() {
+        let s =
+            Settings::try_parse_from(["redlimit-server", "--grpc-uds", "/run/rl.sock"]).unwrap();
+        assert_eq!(s.grpc.address(), GrpcAddress::Unix("/run/rl.sock".into()));
     }
 }
