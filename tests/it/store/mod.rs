@@ -19,6 +19,8 @@ mod in_flight;
 mod inspect_reset;
 #[cfg(all(feature = "axum", feature = "redis"))]
 pub(crate) mod local_first;
+#[cfg(feature = "redis")]
+mod local_first_passthrough;
 mod memory_store;
 #[cfg(feature = "redis")]
 mod multi_limit;
