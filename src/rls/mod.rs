@@ -88,6 +88,7 @@ mod failure_mode;
 mod fallback;
 mod headers;
 mod limit_headers;
+mod metadata;
 mod plan;
 pub mod proto;
 mod respond;

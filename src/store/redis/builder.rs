@@ -109,6 +109,11 @@ pub struct RedisStoreBuilder {
     override_poll: Duration,
     #[cfg(feature = "tls")]
     root_certificate: Option<Vec<u8>>,
+    /// The client certificate chain and its private key, PEM.
+    #[cfg(feature = "tls")]
+    client_certificate: Option<(Vec<u8>, Vec<u8>)>,
+    #[cfg(feature = "tls")]
+    skip_hostname_verification: bool,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -123,6 +128,17 @@ impl fmt::Debug for RedisStoreBuilder {
         s.field(
             "root_certificate",
             &self.root_certificate.as_ref().map(|pem| Size(pem.len())),
+        )
+        .field(
+            "client_certificate",
+            &self
+                .client_certificate
+                .as_ref()
+                .map(|(cert, key)| (Size(cert.len()), Size(key.len()))),
+        )
+        .field(
+            "skip_hostname_verification",
+            &self.skip_hostname_verification,
         );
         s.finish()
     }
@@ -149,6 +165,10 @@ impl RedisStoreBuilder {
             override_poll: DEFAULT_OVERRIDE_POLL,
             #[cfg(feature = "tls")]
             root_certificate: None,
+            #[cfg(feature = "tls")]
+            client_certificate: None,
+            #[cfg(feature = "tls")]
+            skip_hostname_verification: false,
         }
     }
 
@@ -240,14 +260,63 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Presents this client certificate (PEM: the certificate, then any intermediates) and
+    /// its PEM private key to `rediss://` servers that ask for one (Redis's
+    /// `tls-auth-clients yes`: mutual TLS). A malformed PEM fails building the store.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = redlimit::store::RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(std::fs::read("ca.pem")?)
+    ///     .tls_client_certificate(std::fs::read("client.pem")?, std::fs::read("client.key")?)
+    ///     .connect_lazy()?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_certificate(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.client_certificate = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Accepts a `rediss://` server's certificate whatever names it holds (default off):
+    /// the chain is still verified, to [`tls_root_certificate`](Self::tls_root_certificate)'s
+    /// authority or the public roots, with its validity dates and server-auth usage, but not
+    /// the host name the URL dials. For Redis reached by an address its certificate does not
+    /// name (an IP, a Kubernetes service); any certificate of the authority then passes, so
+    /// keep the authority private. (envoyproxy/ratelimit's
+    /// `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`.)
+    ///
+    /// ```
+    /// let builder = redlimit::store::RedisStore::builder("rediss://10.0.0.5:6380")
+    ///     .tls_skip_hostname_verification(true);
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_skip_hostname_verification(mut self, skip: bool) -> Self {
+        self.skip_hostname_verification = skip;
+        self
+    }
+
     #[cfg(feature = "tls")]
     fn certificates(&self) -> Option<redis::TlsCertificates> {
-        self.root_certificate
-            .clone()
-            .map(|root| redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root),
-            })
+        let custom = self.root_certificate.is_some()
+            || self.client_certificate.is_some()
+            || self.skip_hostname_verification;
+        custom.then(|| redis::TlsCertificates {
+            client_tls: self
+                .client_certificate
+                .clone()
+                .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                    client_cert,
+                    client_key,
+                }),
+            root_cert: self.root_certificate.clone(),
+        })
     }
 
     fn check_prefix(&self) -> Result<(), ConfigError> {
@@ -268,8 +337,15 @@ impl RedisStoreBuilder {
         let info = connection_info(url)?;
         #[cfg(feature = "tls")]
         if let Some(certificates) = self.certificates() {
-            return redis::Client::build_with_tls(info, certificates)
-                .map_err(|e| config_error([url], &e));
+            let client = redis::Client::build_with_tls(info, certificates)
+                .map_err(|e| config_error([url], &e))?;
+            if !self.skip_hostname_verification {
+                return Ok(client);
+            }
+            let info = client.get_connection_info().clone();
+            let mut addr = info.addr().clone();
+            addr.set_danger_accept_invalid_hostnames(true);
+            return redis::Client::open(info.set_addr(addr)).map_err(|e| config_error([url], &e));
         }
         redis::Client::open(info).map_err(|e| config_error([url], &e))
     }
@@ -299,6 +375,16 @@ impl RedisStoreBuilder {
         if self.urls().iter().any(|url| super::tls::is_tls(url)) {
             super::tls::ensure_provider()?;
         }
+        // rustls's "insecure" mode (no verification at all) is compiled in for
+        // `tls_skip_hostname_verification`; a URL must not turn it on.
+        #[cfg(feature = "tls")]
+        if let Some(url) = self.urls().iter().find(|url| url.contains("#insecure")) {
+            return Err(ConfigError::Redis(format!(
+                "{}: `#insecure` (no certificate verification) is not supported; \
+                 tls_skip_hostname_verification skips the name alone",
+                Redacted(url)
+            )));
+        }
         let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {
@@ -318,7 +404,9 @@ impl RedisStoreBuilder {
                     .tcp_settings(tcp::settings());
                 #[cfg(feature = "tls")]
                 let builder = match self.certificates() {
-                    Some(certificates) => builder.certs(certificates),
+                    Some(certificates) => builder
+                        .certs(certificates)
+                        .danger_accept_invalid_hostnames(self.skip_hostname_verification),
                     None => builder,
                 };
                 let client = builder.build().map_err(|e| config_error(urls, &e))?;
