@@ -81,7 +81,10 @@ fn tls(mut builder: RedisStoreBuilder, settings: &Settings) -> Result<RedisStore
     if !over_tls {
         return Ok(builder);
     }
-    match (&settings.redis_tls_client_cert, &settings.redis_tls_client_key) {
+    match (
+        &settings.redis_tls_client_cert,
+        &settings.redis_tls_client_key,
+    ) {
         (Some(cert), Some(key)) => {
             let read = |name: &str, path: &std::path::Path| {
                 std::fs::read(path)

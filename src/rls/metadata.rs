@@ -13,8 +13,8 @@ use super::config::RlsConfig;
 use super::plan::{Plan, Resolved};
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
-use super::proto::envoy::r#type::v3::RateLimitUnit;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
+use super::proto::envoy::r#type::v3::RateLimitUnit;
 
 /// The metadata of `request`, answered `statuses`; `plan` is `None` for a domain that is not
 /// configured (no rule, so no rule's `metadata`).
@@ -29,7 +29,10 @@ pub(super) fn dynamic_metadata(
     let descriptors = request.descriptors.iter().map(descriptor).collect();
     fields.insert("descriptors".to_owned(), list(descriptors));
     if request.hits_addend != 0 {
-        fields.insert("hitsAddend".to_owned(), number(u64::from(request.hits_addend)));
+        fields.insert(
+            "hitsAddend".to_owned(),
+            number(u64::from(request.hits_addend)),
+        );
     }
     let mut merged = Struct::default();
     if let (Some(plan), Some(domain)) = (plan, config.domain(&request.domain)) {
@@ -224,7 +227,10 @@ mod tests {
         let Some(Kind::StructValue(s)) = descriptor(&d).kind else {
             panic!("a struct");
         };
-        assert_eq!(s.fields["limit"], string("requests_per_unit:42 unit:MINUTE".into()));
+        assert_eq!(
+            s.fields["limit"],
+            string("requests_per_unit:42 unit:MINUTE".into())
+        );
         assert_eq!(s.fields["hitsAddend"], number(3));
         assert_eq!(s.fields["entries"], list(vec![string("k=v".into())]));
     }

@@ -219,12 +219,8 @@ impl RateLimitService {
         let Some(mut plan) = planned else {
             let mut response = unknown_domain(request.descriptors.len());
             if inner.dynamic_metadata {
-                response.dynamic_metadata = Some(dynamic_metadata(
-                    config,
-                    &request,
-                    None,
-                    &response.statuses,
-                ));
+                response.dynamic_metadata =
+                    Some(dynamic_metadata(config, &request, None, &response.statuses));
             }
             return Ok(response);
         };

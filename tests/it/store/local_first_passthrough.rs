@@ -16,7 +16,9 @@ async fn local_first(server: &RedisServer, name: &str) -> LocalFirstStore {
         .connect()
         .await
         .expect("connect");
-    LocalFirstStore::builder(redis).build().expect("local-first")
+    LocalFirstStore::builder(redis)
+        .build()
+        .expect("local-first")
 }
 
 #[tokio::test]
@@ -44,7 +46,10 @@ async fn prepare_loads_the_policys_script_into_redis() {
             .expect("SCRIPT EXISTS")
             == [true]
     };
-    assert!(!loaded(), "no decision was made: the script is not loaded yet");
+    assert!(
+        !loaded(),
+        "no decision was made: the script is not loaded yet"
+    );
     store.prepare(&policy);
     assert!(
         eventually(Duration::from_secs(10), async || loaded()).await,

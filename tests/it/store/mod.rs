@@ -35,5 +35,7 @@ mod refunds;
 // `tls-ring`: the provider these tests expect the store to install when none is.
 #[cfg(all(feature = "redis", feature = "tls-ring"))]
 mod tls;
+#[cfg(all(feature = "redis", feature = "tls-ring"))]
+mod tls_client;
 #[cfg(feature = "redis")]
 mod valkey;
