@@ -108,12 +108,7 @@ pub struct RedisStoreBuilder {
     batch: usize,
     override_poll: Duration,
     #[cfg(feature = "tls")]
-    root_certificate: Option<Vec<u8>>,
-    /// The client certificate chain and its private key, PEM.
-    #[cfg(feature = "tls")]
-    client_certificate: Option<(Vec<u8>, Vec<u8>)>,
-    #[cfg(feature = "tls")]
-    skip_hostname_verification: bool,
+    tls: super::tls::TlsOptions,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -125,33 +120,8 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("batch", &self.batch)
             .field("override_poll", &self.override_poll);
         #[cfg(feature = "tls")]
-        s.field(
-            "root_certificate",
-            &self.root_certificate.as_ref().map(|pem| Size(pem.len())),
-        )
-        .field(
-            "client_certificate",
-            &self
-                .client_certificate
-                .as_ref()
-                .map(|(cert, key)| (Size(cert.len()), Size(key.len()))),
-        )
-        .field(
-            "skip_hostname_verification",
-            &self.skip_hostname_verification,
-        );
+        s.field("tls", &self.tls);
         s.finish()
-    }
-}
-
-/// Shows a byte string by its size alone.
-#[cfg(feature = "tls")]
-struct Size(usize);
-
-#[cfg(feature = "tls")]
-impl fmt::Debug for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "<{} bytes>", self.0)
     }
 }
 
@@ -164,11 +134,7 @@ impl RedisStoreBuilder {
             batch: DEFAULT_MAX,
             override_poll: DEFAULT_OVERRIDE_POLL,
             #[cfg(feature = "tls")]
-            root_certificate: None,
-            #[cfg(feature = "tls")]
-            client_certificate: None,
-            #[cfg(feature = "tls")]
-            skip_hostname_verification: false,
+            tls: super::tls::TlsOptions::default(),
         }
     }
 
@@ -256,7 +222,7 @@ impl RedisStoreBuilder {
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.root_certificate = Some(pem.into());
+        self.tls.root_certificate = Some(pem.into());
         self
     }
 
@@ -279,7 +245,7 @@ impl RedisStoreBuilder {
         certificate_pem: impl Into<Vec<u8>>,
         key_pem: impl Into<Vec<u8>>,
     ) -> Self {
-        self.client_certificate = Some((certificate_pem.into(), key_pem.into()));
+        self.tls.client_certificate = Some((certificate_pem.into(), key_pem.into()));
         self
     }
 
@@ -298,25 +264,8 @@ impl RedisStoreBuilder {
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_skip_hostname_verification(mut self, skip: bool) -> Self {
-        self.skip_hostname_verification = skip;
+        self.tls.skip_hostname_verification = skip;
         self
-    }
-
-    #[cfg(feature = "tls")]
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        let custom = self.root_certificate.is_some()
-            || self.client_certificate.is_some()
-            || self.skip_hostname_verification;
-        custom.then(|| redis::TlsCertificates {
-            client_tls: self
-                .client_certificate
-                .clone()
-                .map(|(client_cert, client_key)| redis::ClientTlsConfig {
-                    client_cert,
-                    client_key,
-                }),
-            root_cert: self.root_certificate.clone(),
-        })
     }
 
     fn check_prefix(&self) -> Result<(), ConfigError> {
@@ -336,16 +285,8 @@ impl RedisStoreBuilder {
     fn client(&self, url: &str) -> Result<redis::Client, ConfigError> {
         let info = connection_info(url)?;
         #[cfg(feature = "tls")]
-        if let Some(certificates) = self.certificates() {
-            let client = redis::Client::build_with_tls(info, certificates)
-                .map_err(|e| config_error([url], &e))?;
-            if !self.skip_hostname_verification {
-                return Ok(client);
-            }
-            let info = client.get_connection_info().clone();
-            let mut addr = info.addr().clone();
-            addr.set_danger_accept_invalid_hostnames(true);
-            return redis::Client::open(info.set_addr(addr)).map_err(|e| config_error([url], &e));
+        if self.tls.is_custom() {
+            return self.tls.client(info).map_err(|e| config_error([url], &e));
         }
         redis::Client::open(info).map_err(|e| config_error([url], &e))
     }
@@ -375,16 +316,8 @@ impl RedisStoreBuilder {
         if self.urls().iter().any(|url| super::tls::is_tls(url)) {
             super::tls::ensure_provider()?;
         }
-        // rustls's "insecure" mode (no verification at all) is compiled in for
-        // `tls_skip_hostname_verification`; a URL must not turn it on.
         #[cfg(feature = "tls")]
-        if let Some(url) = self.urls().iter().find(|url| url.contains("#insecure")) {
-            return Err(ConfigError::Redis(format!(
-                "{}: `#insecure` (no certificate verification) is not supported; \
-                 tls_skip_hostname_verification skips the name alone",
-                Redacted(url)
-            )));
-        }
+        super::tls::refuse_insecure(self.urls())?;
         let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {
@@ -403,11 +336,12 @@ impl RedisStoreBuilder {
                     .response_timeout(CLUSTER_RESPONSE_TIMEOUT)
                     .tcp_settings(tcp::settings());
                 #[cfg(feature = "tls")]
-                let builder = match self.certificates() {
-                    Some(certificates) => builder
-                        .certs(certificates)
-                        .danger_accept_invalid_hostnames(self.skip_hostname_verification),
-                    None => builder,
+                let builder = if self.tls.is_custom() {
+                    builder
+                        .certs(self.tls.certificates())
+                        .danger_accept_invalid_hostnames(self.tls.skip_hostname_verification)
+                } else {
+                    builder
                 };
                 let client = builder.build().map_err(|e| config_error(urls, &e))?;
                 let dial = ClusterDial(client);
