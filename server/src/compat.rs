@@ -242,18 +242,18 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_TLS_CLIENT_CERT",
         "",
-        Unsupported("client certificates for Redis are not supported"),
+        Differs(
+            "presented to Redis (mTLS) over TLS, with REDIS_TLS_CLIENT_KEY; one set without the other stops the server at start, where the Go service ignores both",
+        ),
     ),
-    var(
-        "REDIS_TLS_CLIENT_KEY",
-        "",
-        Unsupported("client certificates for Redis are not supported"),
-    ),
+    var("REDIS_TLS_CLIENT_KEY", "", Honoured),
     var("REDIS_TLS_CACERT", "", Honoured),
     var(
         "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
         "false",
-        Unsupported("the Redis server's name is always verified"),
+        Differs(
+            "as there: Redis's certificate chain is verified (to REDIS_TLS_CACERT's authority, else the public roots), not the name in it; warned at start while on",
+        ),
     ),
     var(
         "REDIS_PIPELINE_WINDOW",
@@ -366,17 +366,13 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         Unsupported(NO_MEMCACHE),
     ),
     var("SHADOW_MODE", "false", Honoured),
-    var(
-        "QUOTA_MODE",
-        "false",
-        Unsupported(
-            "global quota mode is not supported: set quota_mode per descriptor in the config",
-        ),
-    ),
+    var("QUOTA_MODE", "false", Honoured),
     var(
         "RESPONSE_DYNAMIC_METADATA",
         "false",
-        Unsupported("dynamic metadata in responses is not supported yet"),
+        Differs(
+            "as there (domain, descriptors, hitsAddend, the passed rules' merged metadata); a descriptor's own `limit` prints as `requests_per_unit:N unit:NAME` (Go's protobuf text, without its random spacing), and a `detailed_metric` rule keeps its metadata (the Go service drops it)",
+        ),
     ),
     var("MERGE_DOMAIN_CONFIG", "false", Honoured),
     var("TRACING_ENABLED", "false", Unsupported(NO_TRACING)),

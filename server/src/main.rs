@@ -116,6 +116,8 @@ async fn run(settings: Settings) -> Result<(), String> {
         .on_store_error(settings.on_store_error)
         .deny_cache(settings.deny_cache_entries())
         .shadow_mode(settings.shadow_mode)
+        .quota_mode(settings.quota_mode)
+        .response_dynamic_metadata(settings.response_dynamic_metadata)
         .near_limit_ratio(settings.near_limit_ratio);
     let service = if settings.limit_response_headers_enabled {
         let names = LimitHeaders::new(

@@ -59,9 +59,10 @@ pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn St
             .map_err(|e| format!("REDIS_TLS_CACERT: cannot read {}: {e}", path.display()))?;
         builder = builder.tls_root_certificate(pem);
     }
+    builder = tls(builder, settings)?;
     let store = builder
         .connect_lazy()
-        .map_err(|e| format!("REDIS_URL or CACHE_KEY_PREFIX: {e}"))?;
+        .map_err(|e| format!("REDIS_URL, CACHE_KEY_PREFIX or REDIS_TLS_*: {e}"))?;
     if settings.local_first {
         let store = LocalFirstStore::builder(store)
             .interval(settings.local_first_sync)
@@ -70,6 +71,47 @@ pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn St
         return Ok(Arc::new(store));
     }
     Ok(Arc::new(store))
+}
+
+/// `REDIS_TLS_CLIENT_CERT` and `_KEY` (both, as the Go service reads them) and
+/// `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, when Redis is reached over TLS (the Go service reads
+/// them only then).
+fn tls(mut builder: RedisStoreBuilder, settings: &Settings) -> Result<RedisStoreBuilder, String> {
+    let over_tls = settings.redis_tls || settings.redis_url.trim().starts_with("rediss://");
+    if !over_tls {
+        return Ok(builder);
+    }
+    match (
+        &settings.redis_tls_client_cert,
+        &settings.redis_tls_client_key,
+    ) {
+        (Some(cert), Some(key)) => {
+            let read = |name: &str, path: &std::path::Path| {
+                std::fs::read(path)
+                    .map_err(|e| format!("{name}: cannot read {}: {e}", path.display()))
+            };
+            builder = builder.tls_client_certificate(
+                read("REDIS_TLS_CLIENT_CERT", cert)?,
+                read("REDIS_TLS_CLIENT_KEY", key)?,
+            );
+        }
+        (None, None) => {}
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(
+                "REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together: set both or neither"
+                    .to_owned(),
+            );
+        }
+    }
+    if settings.redis_tls_skip_hostname_verification {
+        let warning = "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION is on: Redis's certificate is \
+                       accepted for any name (its chain is still verified): any certificate of \
+                       its authority passes";
+        tracing::warn!("{warning}");
+        eprintln!("warning: {warning}");
+        builder = builder.tls_skip_hostname_verification(true);
+    }
+    Ok(builder)
 }
 
 fn builder(settings: &Settings, secrets: &Secrets) -> Result<RedisStoreBuilder, String> {

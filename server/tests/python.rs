@@ -39,7 +39,9 @@ fn the_python_suite_passes() {
 
 /// Two certificate authorities, and the PEM files the TLS scenarios read from `dir`:
 /// `ca.pem`; `server.pem`/`.key` (for `localhost` and `127.0.0.1`) and `server2.pem`/`.key`
-/// (for `reloaded.test` too: a reload is seen by the name the client asks for); client
+/// (for `reloaded.test` too: a reload is seen by the name the client asks for);
+/// `elsewhere.pem`/`.key` and `elsewhere-other-ca.pem`/`.key` (server certificates for
+/// `elsewhere.test` alone, by each authority: Redis's, for the hostname check); client
 /// certificates `client.pem`/`.key` (`envoy.client.test`), `wrong-san.pem`/`.key`
 /// (`intruder.test`) and `other-ca.pem`/`.key` (`envoy.client.test`, by the other authority).
 fn write_pki(dir: &Path) {
@@ -71,6 +73,10 @@ fn write_pki(dir: &Path) {
         &["localhost", "127.0.0.1", "reloaded.test"],
         false,
     );
+    // Redis's certificates for the hostname check: a name other than the address dialled,
+    // by the authority and by another one.
+    leaf("elsewhere", &ca.1, &["elsewhere.test"], false);
+    leaf("elsewhere-other-ca", &other.1, &["elsewhere.test"], false);
     leaf("client", &ca.1, &["envoy.client.test"], true);
     leaf("wrong-san", &ca.1, &["intruder.test"], true);
     leaf("other-ca", &other.1, &["envoy.client.test"], true);

@@ -49,6 +49,8 @@ pub struct RateLimitServiceBuilder {
     breaker: CircuitBreaker,
     headers: HeaderStyle,
     global_shadow: bool,
+    global_quota: bool,
+    dynamic_metadata: bool,
     max_descriptors: usize,
     near_limit_ratio: f64,
     limit_headers: Option<LimitHeaders>,
@@ -75,6 +77,8 @@ impl RateLimitServiceBuilder {
             breaker: CircuitBreaker::new(),
             headers: HeaderStyle::None,
             global_shadow: false,
+            global_quota: false,
+            dynamic_metadata: false,
             max_descriptors: DEFAULT_MAX_DESCRIPTORS,
             near_limit_ratio: DEFAULT_NEAR_LIMIT_RATIO,
             limit_headers: None,
@@ -148,6 +152,36 @@ impl RateLimitServiceBuilder {
     /// ```
     pub fn shadow_mode(mut self, on: bool) -> Self {
         self.global_shadow = on;
+        self
+    }
+
+    /// The Go service's `QUOTA_MODE`: every descriptor is in quota mode, as if each rule said
+    /// `quota_mode: true` (default off). A request is then OVER_LIMIT only when every
+    /// descriptor that is not `unlimited` is over (a descriptor no rule matches is never over,
+    /// so it keeps the request OK); each descriptor is counted on its own.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .quota_mode(true);
+    /// ```
+    pub fn quota_mode(mut self, on: bool) -> Self {
+        self.global_quota = on;
+        self
+    }
+
+    /// The Go service's `RESPONSE_DYNAMIC_METADATA`: each response carries `dynamic_metadata`
+    /// (default off), a `Struct` of the request's `domain`, its `descriptors` (each with its
+    /// `entries` as `key=value`, its own `limit` and `hitsAddend` when set), the request's
+    /// `hitsAddend` when not 0, and `metadata`: the YAML `metadata` of the rules of the
+    /// descriptors that passed (not over; shadow mode passes), merged (the first descriptor's
+    /// value wins, mappings merge). Envoy keeps it as the filter's dynamic metadata.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .response_dynamic_metadata(true);
+    /// ```
+    pub fn response_dynamic_metadata(mut self, on: bool) -> Self {
+        self.dynamic_metadata = on;
         self
     }
 
@@ -264,6 +298,8 @@ impl RateLimitServiceBuilder {
             domain_modes: self.domain_modes,
             headers: self.headers,
             global_shadow: self.global_shadow,
+            global_quota: self.global_quota,
+            dynamic_metadata: self.dynamic_metadata,
             max_descriptors: self.max_descriptors,
             near_limit_ratio: self.near_limit_ratio,
             limit_headers: self.limit_headers,

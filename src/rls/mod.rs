@@ -22,7 +22,11 @@
 //!   unit would be refused: refused hits are never counted, so a counter never goes past its
 //!   limit); else the request's, at least 1;
 //! - `overall_code`: OVER_LIMIT if a descriptor that is neither shadow nor quota mode is over,
-//!   or every quota-mode descriptor is; global shadow mode answers OK;
+//!   or every quota-mode descriptor is; global shadow mode answers OK; global quota mode
+//!   ([`quota_mode`](RateLimitServiceBuilder::quota_mode)) makes every descriptor a quota one;
+//! - `dynamic_metadata`, when asked for
+//!   ([`response_dynamic_metadata`](RateLimitServiceBuilder::response_dynamic_metadata)): the
+//!   domain, the descriptors, and the passed rules' YAML `metadata`, merged;
 //! - a refused request charges nothing: the descriptors are checked and charged in one atomic
 //!   store call when they charge the same hits (see the `run` notes below);
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
@@ -88,6 +92,7 @@ mod failure_mode;
 mod fallback;
 mod headers;
 mod limit_headers;
+mod metadata;
 mod plan;
 pub mod proto;
 mod respond;

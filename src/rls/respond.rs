@@ -78,11 +78,19 @@ fn window_left(period: Duration) -> Duration {
     Duration::from_micros(u64::try_from(period_us - into).unwrap_or(u64::MAX))
 }
 
+/// The service's own modes: `SHADOW_MODE` and `QUOTA_MODE`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Global {
+    pub(super) shadow: bool,
+    /// Every descriptor in quota mode (the plan's enforced ones were made quota ones).
+    pub(super) quota: bool,
+}
+
 /// The response for `plan`, from the store's `results`.
 pub(super) fn respond(
     plan: &Plan,
     results: &[Option<Evaluated>],
-    global_shadow: bool,
+    global: Global,
     headers: HeaderStyle,
     near_ratio: f64,
 ) -> RateLimitResponse {
@@ -91,6 +99,9 @@ pub(super) fn respond(
     for (d, resolved) in plan.descriptors.iter().enumerate() {
         let (mode, first, len) = match *resolved {
             Resolved::Unmatched => {
+                // Global quota mode: a quota descriptor that is never over (the Go service
+                // counts every descriptor but the unlimited ones).
+                quota += usize::from(global.quota);
                 statuses.push(ok_without_limit(0));
                 continue;
             }
@@ -108,7 +119,8 @@ pub(super) fn respond(
                 quota += 1;
                 quota_over += usize::from(over);
             }
-            Mode::Shadow => {}
+            // Answered OK whatever it is: in global quota mode, a quota descriptor not over.
+            Mode::Shadow => quota += usize::from(global.quota),
         }
         let evaluated = results[c].as_ref();
         let remaining = evaluated.map_or(0, |e| e.state.remaining());
@@ -154,7 +166,7 @@ pub(super) fn respond(
     let over = enforced_over || (quota > 0 && quota == quota_over);
     let response_headers_to_add = render(plan, results, &statuses, headers);
     RateLimitResponse {
-        overall_code: if over && !global_shadow {
+        overall_code: if over && !global.shadow {
             Code::OverLimit
         } else {
             Code::Ok

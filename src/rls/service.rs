@@ -12,12 +12,13 @@ use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use super::config::RlsConfig;
 use super::fallback::failed;
+use super::metadata::dynamic_metadata;
 use super::plan::plan;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
     RateLimitService as Rls, RateLimitServiceServer,
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use super::respond::{respond, unknown_domain};
+use super::respond::{Global, respond, unknown_domain};
 use super::run::Runner;
 use super::run::Via;
 use super::runtime::{Runtime, domain_key, read_first};
@@ -65,6 +66,10 @@ pub(super) struct Inner {
     pub(super) domain_modes: HashMap<String, FailureMode>,
     pub(super) headers: HeaderStyle,
     pub(super) global_shadow: bool,
+    /// `QUOTA_MODE`: every descriptor in quota mode.
+    pub(super) global_quota: bool,
+    /// `RESPONSE_DYNAMIC_METADATA`.
+    pub(super) dynamic_metadata: bool,
     pub(super) max_descriptors: usize,
     pub(super) near_limit_ratio: f64,
     pub(super) limit_headers: Option<LimitHeaders>,
@@ -212,8 +217,16 @@ impl RateLimitService {
                 stats::error("service_error");
             })?;
         let Some(mut plan) = planned else {
-            return Ok(unknown_domain(request.descriptors.len()));
+            let mut response = unknown_domain(request.descriptors.len());
+            if inner.dynamic_metadata {
+                response.dynamic_metadata =
+                    Some(dynamic_metadata(config, &request, None, &response.statuses));
+            }
+            return Ok(response);
         };
+        if inner.global_quota {
+            quota_mode_everywhere(&mut plan);
+        }
         let mode = inner.mode(config, &request.domain);
         // Within the store deadline, as any store call: past it, the failure mode. A request
         // without counters (unmatched or unlimited descriptors) has nothing an override can
@@ -231,6 +244,9 @@ impl RateLimitService {
             // The same request and configuration: valid, and of a known domain, again.
             if let Some(again) = super::plan::plan(config, &request, usize::MAX, &runtime)? {
                 plan = again;
+                if inner.global_quota {
+                    quota_mode_everywhere(&mut plan);
+                }
             }
         }
         let local = &inner.shared.local_store;
@@ -259,10 +275,14 @@ impl RateLimitService {
             .then(|| runtime.shadow(&domain_key(&request.domain)))
             .flatten()
             .unwrap_or(inner.global_shadow);
+        let global = Global {
+            shadow,
+            quota: inner.global_quota,
+        };
         let mut response = respond(
             &plan,
             &results,
-            shadow,
+            global,
             inner.headers,
             inner.near_limit_ratio,
         );
@@ -270,6 +290,14 @@ impl RateLimitService {
             response
                 .response_headers_to_add
                 .extend(names.render(&response.statuses));
+        }
+        if inner.dynamic_metadata {
+            response.dynamic_metadata = Some(dynamic_metadata(
+                config,
+                &request,
+                Some(&plan),
+                &response.statuses,
+            ));
         }
         Ok(response)
     }
@@ -284,5 +312,17 @@ impl Rls for RateLimitService {
         RateLimitService::should_rate_limit(self, request.into_inner())
             .await
             .map(Response::new)
+    }
+}
+
+/// `QUOTA_MODE`: every enforced descriptor is a quota one (shadow ones stay shadow: always OK),
+/// so each is counted on its own and the request is over only when all are.
+fn quota_mode_everywhere(plan: &mut super::plan::Plan) {
+    for resolved in &mut plan.descriptors {
+        if let super::plan::Resolved::Limited { mode, .. } = resolved
+            && *mode == super::plan::Mode::Enforce
+        {
+            *mode = super::plan::Mode::Quota;
+        }
     }
 }

@@ -140,6 +140,17 @@ pub(crate) struct Settings {
     /// A PEM file of the certificate authority that signed Redis's certificate.
     #[arg(long, env = "REDIS_TLS_CACERT")]
     pub(crate) redis_tls_cacert: Option<PathBuf>,
+    /// A PEM file of this server's client certificate (chain) for Redis (mTLS), with
+    /// `REDIS_TLS_CLIENT_KEY`.
+    #[arg(long, env = "REDIS_TLS_CLIENT_CERT")]
+    pub(crate) redis_tls_client_cert: Option<PathBuf>,
+    /// A PEM file of the private key of `REDIS_TLS_CLIENT_CERT`.
+    #[arg(long, env = "REDIS_TLS_CLIENT_KEY")]
+    pub(crate) redis_tls_client_key: Option<PathBuf>,
+    /// Accept Redis's certificate for any name: its chain is still verified (to
+    /// `REDIS_TLS_CACERT`, else the public roots), not the name in it. Warned at start.
+    #[arg(long, env = "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", default_value = "false", value_parser = go_bool)]
+    pub(crate) redis_tls_skip_hostname_verification: bool,
     /// How long to wait for a connection to Redis.
     #[arg(long, env = "REDIS_TIMEOUT", default_value = "10s", value_parser = go_duration)]
     pub(crate) redis_timeout: Duration,
@@ -159,6 +170,14 @@ pub(crate) struct Settings {
     /// Answer OK to every request, still counting and reporting what would be over the limit.
     #[arg(long, env = "SHADOW_MODE", default_value = "false", value_parser = go_bool)]
     pub(crate) shadow_mode: bool,
+    /// Every descriptor in quota mode: a request is over only when every descriptor (but the
+    /// unlimited ones) is.
+    #[arg(long, env = "QUOTA_MODE", default_value = "false", value_parser = go_bool)]
+    pub(crate) quota_mode: bool,
+    /// Put the request's descriptors and the passed rules' `metadata` in each response's
+    /// `dynamic_metadata`.
+    #[arg(long, env = "RESPONSE_DYNAMIC_METADATA", default_value = "false", value_parser = go_bool)]
+    pub(crate) response_dynamic_metadata: bool,
 
     /// Add RateLimit-Limit, -Remaining and -Reset headers to responses.
     #[arg(long, env = "LIMIT_RESPONSE_HEADERS_ENABLED", default_value = "false", value_parser = go_bool)]

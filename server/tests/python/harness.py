@@ -56,14 +56,15 @@ def wait_for(what, condition, deadline=CONDITION_DEADLINE, every=0.05):
 
 
 class Redis:
-    """A redis-server on a free loopback port, without persistence, stopped by `stop`."""
+    """A redis-server on a free loopback port, without persistence, stopped by `stop`; `args`
+    are more of its options."""
 
-    def __init__(self):
+    def __init__(self, args=()):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="rls-redis-")
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
+             "--appendonly", "no", "--dir", self.dir, *args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for("redis-server to answer", self._answers, START_DEADLINE)
 

@@ -351,6 +351,16 @@ impl Store for LocalFirstStore {
         "local_first"
     }
 
+    /// The Redis store's: cold keys are decided by its scripts, so they are loaded ahead.
+    fn prepare(&self, policy: &Policy) {
+        self.shared.redis.prepare(policy);
+    }
+
+    /// The Redis store's: the layer's breaker and the health check probe the Redis behind.
+    fn probe(&self, domain: u16) -> Option<StoreFuture<()>> {
+        self.shared.redis.probe(domain)
+    }
+
     fn admin(&self) -> Option<&dyn Admin> {
         Some(self)
     }

@@ -108,7 +108,7 @@ pub struct RedisStoreBuilder {
     batch: usize,
     override_poll: Duration,
     #[cfg(feature = "tls")]
-    root_certificate: Option<Vec<u8>>,
+    tls: super::tls::TlsOptions,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -120,22 +120,8 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("batch", &self.batch)
             .field("override_poll", &self.override_poll);
         #[cfg(feature = "tls")]
-        s.field(
-            "root_certificate",
-            &self.root_certificate.as_ref().map(|pem| Size(pem.len())),
-        );
+        s.field("tls", &self.tls);
         s.finish()
-    }
-}
-
-/// Shows a byte string by its size alone.
-#[cfg(feature = "tls")]
-struct Size(usize);
-
-#[cfg(feature = "tls")]
-impl fmt::Debug for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "<{} bytes>", self.0)
     }
 }
 
@@ -148,7 +134,7 @@ impl RedisStoreBuilder {
             batch: DEFAULT_MAX,
             override_poll: DEFAULT_OVERRIDE_POLL,
             #[cfg(feature = "tls")]
-            root_certificate: None,
+            tls: super::tls::TlsOptions::default(),
         }
     }
 
@@ -236,18 +222,50 @@ impl RedisStoreBuilder {
     #[cfg(feature = "tls")]
     #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.root_certificate = Some(pem.into());
+        self.tls.root_certificate = Some(pem.into());
         self
     }
 
+    /// Presents this client certificate (PEM: the certificate, then any intermediates) and
+    /// its PEM private key to `rediss://` servers that ask for one (Redis's
+    /// `tls-auth-clients yes`: mutual TLS). A malformed PEM fails building the store.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = redlimit::store::RedisStore::builder("rediss://redis.internal:6380")
+    ///     .tls_root_certificate(std::fs::read("ca.pem")?)
+    ///     .tls_client_certificate(std::fs::read("client.pem")?, std::fs::read("client.key")?)
+    ///     .connect_lazy()?;
+    /// # Ok(()) }
+    /// ```
     #[cfg(feature = "tls")]
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        self.root_certificate
-            .clone()
-            .map(|root| redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(root),
-            })
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_client_certificate(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_certificate = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Accepts a `rediss://` server's certificate whatever names it holds (default off):
+    /// the chain is still verified, to [`tls_root_certificate`](Self::tls_root_certificate)'s
+    /// authority or the public roots, with its validity dates and server-auth usage, but not
+    /// the host name the URL dials. For Redis reached by an address its certificate does not
+    /// name (an IP, a Kubernetes service); any certificate of the authority then passes, so
+    /// keep the authority private. (envoyproxy/ratelimit's
+    /// `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`.)
+    ///
+    /// ```
+    /// let builder = redlimit::store::RedisStore::builder("rediss://10.0.0.5:6380")
+    ///     .tls_skip_hostname_verification(true);
+    /// ```
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn tls_skip_hostname_verification(mut self, skip: bool) -> Self {
+        self.tls.skip_hostname_verification = skip;
+        self
     }
 
     fn check_prefix(&self) -> Result<(), ConfigError> {
@@ -267,9 +285,8 @@ impl RedisStoreBuilder {
     fn client(&self, url: &str) -> Result<redis::Client, ConfigError> {
         let info = connection_info(url)?;
         #[cfg(feature = "tls")]
-        if let Some(certificates) = self.certificates() {
-            return redis::Client::build_with_tls(info, certificates)
-                .map_err(|e| config_error([url], &e));
+        if self.tls.is_custom() {
+            return self.tls.client(info).map_err(|e| config_error([url], &e));
         }
         redis::Client::open(info).map_err(|e| config_error([url], &e))
     }
@@ -299,6 +316,8 @@ impl RedisStoreBuilder {
         if self.urls().iter().any(|url| super::tls::is_tls(url)) {
             super::tls::ensure_provider()?;
         }
+        #[cfg(feature = "tls")]
+        super::tls::refuse_insecure(self.urls())?;
         let target = format!("{:?}", self.topology);
         match &self.topology {
             Topology::Standalone(url) => {
@@ -317,9 +336,12 @@ impl RedisStoreBuilder {
                     .response_timeout(CLUSTER_RESPONSE_TIMEOUT)
                     .tcp_settings(tcp::settings());
                 #[cfg(feature = "tls")]
-                let builder = match self.certificates() {
-                    Some(certificates) => builder.certs(certificates),
-                    None => builder,
+                let builder = if self.tls.is_custom() {
+                    builder
+                        .certs(self.tls.certificates())
+                        .danger_accept_invalid_hostnames(self.tls.skip_hostname_verification)
+                } else {
+                    builder
                 };
                 let client = builder.build().map_err(|e| config_error(urls, &e))?;
                 let dial = ClusterDial(client);

@@ -19,6 +19,8 @@ mod in_flight;
 mod inspect_reset;
 #[cfg(all(feature = "axum", feature = "redis"))]
 pub(crate) mod local_first;
+#[cfg(feature = "redis")]
+mod local_first_passthrough;
 mod memory_store;
 #[cfg(feature = "redis")]
 mod multi_limit;
@@ -33,5 +35,7 @@ mod refunds;
 // `tls-ring`: the provider these tests expect the store to install when none is.
 #[cfg(all(feature = "redis", feature = "tls-ring"))]
 mod tls;
+#[cfg(all(feature = "redis", feature = "tls-ring"))]
+mod tls_client;
 #[cfg(feature = "redis")]
 mod valkey;
