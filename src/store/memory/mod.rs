@@ -2,6 +2,7 @@
 //! decisions. For one replica, development, tests, and as a local fallback.
 
 mod builder;
+mod mirror;
 mod entry;
 mod limit_keys;
 mod penalty;
