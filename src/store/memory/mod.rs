@@ -2,9 +2,9 @@
 //! decisions. For one replica, development, tests, and as a local fallback.
 
 mod builder;
-mod mirror;
 mod entry;
 mod limit_keys;
+mod mirror;
 mod penalty;
 mod refund;
 mod reserve;
