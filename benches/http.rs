@@ -5,14 +5,19 @@
 //! cargo bench --bench http            # ~3 minutes; writes docs/benchmarks.svg
 //! REDLIMIT_BENCH_SECS=1 REDLIMIT_BENCH_ROUNDS=1 cargo bench --bench http   # a quick look
 //! REDLIMIT_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
+//! REDLIMIT_BENCH_CONNECTIONS=64 cargo bench --bench http               # one connection count
 //! ```
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
 //! (GCRA and sliding log), each with one hot key and with 100k keys; tower_governor (in memory,
-//! the in-process peer); and a hand-written middleware sending one raw `EVALSHA` of the same
-//! script over one multiplexed connection (the physical limit of a Redis-backed check). Every
+//! the in-process peer); a hand-written middleware sending one raw `EVALSHA` of the same
+//! script over one multiplexed connection; and the minimal middleware (`support/minimal.rs`:
+//! key from the `x-key` header, one `EVALSHA` of a minimal GCRA script, no headers), the
+//! baseline the layer on Redis is judged against. Every
 //! quota is high enough (10^6 per second) that requests are admitted: the benchmark measures
-//! the cost of checking, not of denying.
+//! the cost of checking, not of denying. Every request carries an `x-key` header: a constant
+//! (`hot`) for "hot key" (redlimit keys those on `Global`, the minimal middleware on the header),
+//! one of 100k values for "100k keys".
 //!
 //! Server and load generator run in this process on one single-threaded Tokio runtime each,
 //! and `redis-server` (started here, on a free port) is a third process: on a 2-core machine
@@ -298,10 +303,13 @@ fn load(
                             break;
                         }
                         next_key = (next_key + 7_919) % KEYS;
-                        let mut req = hyper::Request::get("/").header("host", "bench");
-                        if keys == Keys::Many {
-                            req = req.header("x-key", next_key);
-                        }
+                        let req = hyper::Request::get("/").header("host", "bench");
+                        // Every variant gets the same request: the minimal middleware keys on
+                        // the header in both cases.
+                        let req = match keys {
+                            Keys::Many => req.header("x-key", next_key),
+                            Keys::Hot => req.header("x-key", "hot"),
+                        };
                         let res = sender.send_request(req.body(Body::empty()).unwrap()).await;
                         let ok = match res {
                             Ok(res) => {
@@ -424,6 +432,16 @@ fn main() {
             move |_| async move { governor(keys) },
         ));
         variants.push(variant(
+            format!("minimal EVALSHA gcra, {label}"),
+            keys,
+            true,
+            move |url| async move {
+                support::minimal::Minimal::connect(&url, RATE, 1_000_000)
+                    .await
+                    .layer(app())
+            },
+        ));
+        variants.push(variant(
             format!("raw EVALSHA gcra, {label}"),
             keys,
             true,
@@ -459,9 +477,19 @@ fn main() {
         variants.retain(|v| v.name == "bare axum" || wanted.iter().any(|w| v.name.contains(w)));
     }
     // samples[variant][connections index] over rounds
-    let mut samples = vec![vec![Vec::new(); CONNECTIONS.len()]; variants.len()];
+    // REDLIMIT_BENCH_CONNECTIONS=64 measures at those connection counts only (the picture is
+    // then left alone).
+    let connections_knob = support::list_knob(
+        "REDLIMIT_BENCH_CONNECTIONS",
+        &CONNECTIONS,
+        "positive connection counts",
+        |&c| c > 0,
+    );
+    let partial = only.is_some() || connections_knob != CONNECTIONS;
+    let connection_counts = connections_knob;
+    let mut samples = vec![vec![Vec::new(); connection_counts.len()]; variants.len()];
     for round in 0..rounds {
-        for (ci, &connections) in CONNECTIONS.iter().enumerate() {
+        for (ci, &connections) in connection_counts.iter().enumerate() {
             for (vi, variant) in variants.iter().enumerate() {
                 let sample = measure(variant, connections, &redis, secs);
                 eprintln!(
@@ -530,8 +558,9 @@ fn main() {
         "× bare axum (req/s)",
         "× raw EVALSHA (req/s)",
         "× raw EVALSHA (CPU)",
+        "server CPU − baseline µs",
     ]);
-    for (ci, &connections) in CONNECTIONS.iter().enumerate() {
+    for (ci, &connections) in connection_counts.iter().enumerate() {
         println!("\n### {connections} connections\n");
         println!("{}", table.header());
         for (vi, variant) in variants.iter().enumerate() {
@@ -546,6 +575,23 @@ fn main() {
                 .position(|v| v.name == raw_name)
                 .map(|i| summary[i][ci]);
             let raw = raw.filter(|_| variant.redis);
+            // The baseline of the goals: the minimal middleware for Redis variants, governor
+            // for the memory store.
+            let label = if variant.keys == Keys::Hot {
+                "hot key"
+            } else {
+                "100k keys"
+            };
+            let baseline = if variant.name.starts_with("redlimit redis") {
+                Some(format!("minimal EVALSHA gcra, {label}"))
+            } else if variant.name.starts_with("redlimit memory") {
+                Some(format!("tower_governor, {label}"))
+            } else {
+                None
+            };
+            let baseline = baseline
+                .and_then(|name| variants.iter().position(|v| v.name == name))
+                .map(|i| summary[i][ci].server_cpu_us);
             println!(
                 "{}",
                 table.row([
@@ -563,12 +609,13 @@ fn main() {
                     raw.map_or("–".into(), |raw| {
                         format!("{:.2}", raw.server_cpu_us / s.server_cpu_us)
                     }),
+                    baseline.map_or("–".into(), |b| format!("{:+.2}", s.server_cpu_us - b)),
                 ])
             );
         }
     }
     // A partial run must not overwrite the published picture.
-    if only.is_none() {
+    if !partial {
         plot(&variants, &summary);
     }
 }

@@ -10,6 +10,13 @@
 //!   to the end, on a current-thread runtime: bare axum, redlimit and tower_governor as above
 //!   (allowed); the difference to bare axum is what each limiter adds to a request's CPU time.
 //!
+//! - **on Redis, through the app** (loop only, below): the layer on a `RedisStore` (GCRA, one
+//!   hot key, as `benches/http.rs`'s "redlimit redis gcra, hot key") beside the minimal
+//!   one-`EVALSHA` middleware (`support/minimal.rs`), each request carrying `x-key: hot`, 64
+//!   requests in flight on one current-thread runtime (so the store batches as it does under
+//!   `benches/http.rs` at 64 connections). No HTTP socket; Redis's socket stays, it is part of
+//!   both. `redis-server` is started here, as a child process: callgrind counts only ours.
+//!
 //! `cargo bench --bench layer_service` (add `-- --quick` for a fast look). The figure to read
 //! is each layer's time minus its baseline's: redlimit's over governor's is the ratio the
 //! results report.
@@ -17,13 +24,17 @@
 //! On a busy machine wall time swings; instructions do not. `REDLIMIT_BENCH_LOOP=NAME:N` runs N
 //! calls of one variant and exits, for callgrind or `perf stat`: called directly `bare`,
 //! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
-//! app `app-bare`, `app-redlimit`, `app-governor`:
+//! app `app-bare`, `app-redlimit`, `app-governor`; on Redis `app-redis`, `app-minimal` (and
+//! `app-bare-64`, bare axum with 64 in flight, their floor). Each loop prints its thread's CPU
+//! time per call (and on Redis the script calls per request) on stderr:
 //!
 //! ```text
 //! cargo bench --bench layer_service --no-run
 //! REDLIMIT_BENCH_LOOP=redlimit-allowed:100000 valgrind --tool=callgrind target/release/deps/layer_service-* --bench
 //! REDLIMIT_BENCH_LOOP=app-redlimit:300000 perf stat -e task-clock target/release/deps/layer_service-* --bench
 //! ```
+
+mod support;
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
@@ -230,12 +241,20 @@ fn run_loop(spec: &str) {
     let (name, n) = spec.split_once(':').expect("REDLIMIT_BENCH_LOOP=NAME:N");
     let n: u64 = n.parse().expect("N is a number");
     let runtime = runtime();
+    let thread = support::current_thread_proc();
     if let Some((_, app)) = apps().into_iter().find(|(app, _)| *app == name) {
+        let before = support::cpu_us(&thread);
         runtime.block_on(async {
             for _ in 0..n {
                 through(&app).await;
             }
         });
+        report_cpu(name, n, support::cpu_us(&thread) - before);
+        return;
+    }
+    #[cfg(feature = "redis")]
+    if on_redis::NAMES.contains(&name) {
+        on_redis::run(&runtime, name, n);
         return;
     }
     let _inside = runtime.enter();
@@ -247,10 +266,125 @@ fn run_loop(spec: &str) {
         .find(|(variant, _)| *variant == name)
         .expect(
             "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
-             app-bare, app-redlimit, app-governor",
+             app-bare, app-redlimit, app-governor, app-bare-64, app-redis, app-minimal",
         );
+    let before = support::cpu_us(&thread);
     for _ in 0..n {
         black_box(call(&request));
+    }
+    report_cpu(name, n, support::cpu_us(&thread) - before);
+}
+
+/// The loop's CPU time per call, on stderr (the kernel counts in 10 ms ticks: run enough calls).
+fn report_cpu(name: &str, n: u64, cpu_us: f64) {
+    eprintln!(
+        "{name}: {n} calls, {:.3} µs of CPU each",
+        cpu_us / n.max(1) as f64
+    );
+}
+
+/// The layer on Redis and the minimal middleware, 64 requests in flight.
+#[cfg(feature = "redis")]
+mod on_redis {
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::body::Body;
+    use http::Request;
+    use http_body_util::BodyExt;
+    use redlimit::key::Global;
+    use redlimit::store::RedisStore;
+    use redlimit::{Limit, Policy, RateLimitLayer};
+    use tower::ServiceExt;
+
+    use super::{app, black_box, report_cpu, support};
+    use support::redis_server::RedisServer;
+
+    pub(super) const NAMES: [&str; 3] = ["app-bare-64", "app-redis", "app-minimal"];
+
+    /// Requests in flight, as `benches/http.rs`'s 64 connections.
+    const IN_FLIGHT: u64 = 64;
+    /// 10^6 per second, as `benches/http.rs`: every request admitted.
+    const RATE: u64 = 1_000_000;
+
+    async fn make(name: &str, url: &str) -> Router {
+        match name {
+            "app-redis" => {
+                let store = RedisStore::builder(url)
+                    .prefix("gcra")
+                    .connect()
+                    .await
+                    .expect("connect to the bench redis");
+                let policy = Policy::new(
+                    "bench",
+                    [Limit::gcra(RATE, Duration::from_secs(1)).expect("a limit")],
+                )
+                .expect("a policy");
+                let layer = RateLimitLayer::builder(store, policy)
+                    .store_deadline(Duration::from_secs(1))
+                    .key(Global)
+                    .build()
+                    .expect("valid layer");
+                app().layer(layer)
+            }
+            "app-minimal" => support::minimal::Minimal::connect(url, RATE, 1_000_000)
+                .await
+                .layer(app()),
+            _ => app(),
+        }
+    }
+
+    fn request() -> Request<Body> {
+        Request::get("/")
+            .header("host", "localhost")
+            .header("user-agent", "bench/1.0")
+            .header("x-key", "hot")
+            .body(Body::empty())
+            .expect("a request")
+    }
+
+    /// `n` requests, `IN_FLIGHT` at a time, each through a clone of `app` as a connection's
+    /// request would be.
+    async fn requests(app: &Router, n: u64) {
+        let tasks: Vec<_> = (0..IN_FLIGHT)
+            .map(|i| {
+                let app = app.clone();
+                let share = n / IN_FLIGHT + u64::from(i < n % IN_FLIGHT);
+                tokio::spawn(async move {
+                    for _ in 0..share {
+                        let response = app.clone().oneshot(request()).await.expect("infallible");
+                        assert!(response.status().is_success(), "{}", response.status());
+                        black_box(response.into_body().collect().await.expect("a body"));
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a request task");
+        }
+    }
+
+    /// The loop: warmed up (the script loaded, the connection's buffers grown), then `n`
+    /// requests measured.
+    pub(super) fn run(runtime: &tokio::runtime::Runtime, name: &str, n: u64) {
+        let redis = RedisServer::start();
+        let app = runtime.block_on(make(name, &redis.url()));
+        runtime.block_on(requests(&app, IN_FLIGHT * 10));
+        support::reset_redis_stats(&mut redis.connection());
+        let thread = support::current_thread_proc();
+        let before = support::cpu_us(&thread);
+        runtime.block_on(requests(&app, n));
+        report_cpu(name, n, support::cpu_us(&thread) - before);
+        let stats = support::command_stats(&mut redis.connection());
+        let calls: u64 = stats
+            .iter()
+            .filter(|(name, _)| name.starts_with("eval"))
+            .map(|(_, stat)| stat.calls)
+            .sum();
+        eprintln!(
+            "{name}: {:.3} script calls per request",
+            calls as f64 / n.max(1) as f64
+        );
     }
 }
 

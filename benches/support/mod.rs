@@ -25,6 +25,11 @@ pub(crate) mod redis_server;
 #[allow(unused_imports)]
 pub(crate) use redis_server::RedisServer;
 
+/// The minimal one-`EVALSHA` middleware the layer on Redis is measured against
+/// (`benches/http.rs`, `benches/layer_service.rs`).
+#[cfg(feature = "redis")]
+pub(crate) mod minimal;
+
 /// The TCP proxy that puts Redis a network away (per-direction delay and jitter, freeze, black
 /// hole): the tests' copy, so benches and tests measure the same distance.
 #[cfg(feature = "redis")]

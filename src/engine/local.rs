@@ -58,7 +58,7 @@ impl LocalFallback {
     /// instance. Units past the share are not charged (the share is spent either way).
     pub(crate) fn mirror(&self, id: usize, key: &Key, cost: u64) {
         if let Some((_, Some(policy))) = self.policies.get(id) {
-            let _ = self.store.check_now(policy, key, cost);
+            self.store.mirror_now(policy, key, cost);
         }
     }
 }

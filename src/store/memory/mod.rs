@@ -4,6 +4,7 @@
 mod builder;
 mod entry;
 mod limit_keys;
+mod mirror;
 mod penalty;
 mod refund;
 mod reserve;

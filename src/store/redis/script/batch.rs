@@ -20,6 +20,7 @@
 //!   one string, the error it raised (`WRONGTYPE ...`), which fails that decision alone.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 
@@ -68,10 +69,22 @@ pub(crate) fn batch_command<'a>(
     decisions: impl Iterator<Item = &'a Cmd> + Clone,
 ) -> Cmd {
     let shape = script.shape;
-    let mut command = redis::cmd("EVALSHA");
+    let (count, bytes) = decisions.clone().fold((0, 0), |(count, bytes), decision| {
+        let own: usize = decision
+            .args_iter()
+            .map(|arg| match arg {
+                Arg::Simple(bytes) => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        (count + 1, bytes + own)
+    });
+    // Sized at once (each decision's own command bounds what it adds).
+    let mut command = redis::Cmd::with_capacity(count * (shape.keys + 2 + shape.params) + 8, bytes);
     command
+        .arg("EVALSHA")
         .arg(script.batch.get_hash())
-        .arg(decisions.clone().count() * shape.keys);
+        .arg(count * shape.keys);
     // A decision's `EVALSHA` is: the command, the SHA1, the number of keys, the keys, its
     // time and cost, the limits' arguments, the rest (its lease).
     let args = |decision: &'a Cmd| {
@@ -80,7 +93,10 @@ pub(crate) fn batch_command<'a>(
             _ => None,
         })
     };
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::with_capacity_and_hasher(
+        if shape.mget { count * shape.keys } else { 0 },
+        foldhash::fast::FixedState::default(),
+    );
     let mut again = String::new();
     for (position, key) in (1..).zip(decisions.clone().flat_map(|d| args(d).take(shape.keys))) {
         command.arg(key);
@@ -88,7 +104,8 @@ pub(crate) fn batch_command<'a>(
             if !again.is_empty() {
                 again.push(' ');
             }
-            again.push_str(&position.to_string());
+            // Into the one string: no allocation per repeated key.
+            let _ = write!(again, "{position}");
         }
     }
     // Runs of decisions that share a time, a cost and the limits' arguments.

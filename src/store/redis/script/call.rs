@@ -1,8 +1,10 @@
 //! One call of a script: the state keys it reads, the `EVALSHA` that names the policy's script,
 //! and the one reload a `NOSCRIPT` answer allows.
 
+use std::io::Write as _;
+
 use redis::aio::ConnectionLike;
-use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ServerErrorKind};
 
 use super::penalty::box_key;
 use super::registry::{by_hash, script_for_policy};
@@ -34,44 +36,84 @@ pub(in crate::store::redis) fn state_key(
     key: &Key,
     position: usize,
 ) -> String {
+    let mut text =
+        String::with_capacity(prefix.len() + policy.name().len() + 2 * key.as_str().len() + 12);
+    state_key_pieces(prefix, policy, key, position, &mut |piece| {
+        text.push_str(piece)
+    });
+    text
+}
+
+/// [`state_key`] piece by piece, into `put` (a check writes its keys straight into its
+/// command: no `String` per key, no formatting machinery).
+fn state_key_pieces(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    position: usize,
+    put: &mut impl FnMut(&str),
+) {
+    let mut digits = [0; 20];
+    let position_text = decimal(position, &mut digits);
     let limits = policy.limits();
-    let Some(limit) = limits.get(position) else {
-        return format!(
-            "{prefix}:{}:{{{}}}:none{position}",
-            policy.name(),
-            key.as_str()
-        );
-    };
     let name = policy.name();
+    let head = |put: &mut dyn FnMut(&str), tag: &str| {
+        for piece in [prefix, ":", name, ":{", tag, "}:"] {
+            put(piece);
+        }
+    };
+    let Some(limit) = limits.get(position) else {
+        head(&mut *put, key.as_str());
+        put("none");
+        put(position_text);
+        return;
+    };
     let algorithm = limit.algorithm();
     let row = algorithm.descriptor();
     let code = row.code;
     // A per-key algorithm's limits (sliding logs; a policy's one concurrency limit) share one
     // state: its key names no position, and with limit keys it is the first such limit's.
     if !key.has_limit_keys() {
-        let key = key.as_str();
-        return if row.per_key {
-            format!("{prefix}:{name}:{{{key}}}:{code}")
-        } else {
-            format!("{prefix}:{name}:{{{key}}}:{code}{position}")
-        };
+        head(&mut *put, key.as_str());
+        put(code);
+        if !row.per_key {
+            put(position_text);
+        }
+        return;
     }
-    let tag = key.hash_tag();
-    if key.names_limit_states() {
-        let own = key.limit_key(position).as_str();
-        return format!("{prefix}:{name}:{{{tag}}}:{own}:{code}");
-    }
-    if row.per_key {
+    head(&mut *put, key.hash_tag());
+    let (own, numbered) = if key.names_limit_states() {
+        (position, false)
+    } else if row.per_key {
         let first = limits
             .iter()
             .position(|l| l.algorithm() == algorithm)
             .unwrap_or(position);
-        let own = key.limit_key(first).as_str();
-        format!("{prefix}:{name}:{{{tag}}}:{own}:{code}")
+        (first, false)
     } else {
-        let own = key.limit_key(position).as_str();
-        format!("{prefix}:{name}:{{{tag}}}:{own}:{code}{position}")
+        (position, true)
+    };
+    put(key.limit_key(own).as_str());
+    put(":");
+    put(code);
+    if numbered {
+        put(position_text);
     }
+}
+
+/// `n` in decimal, written at the end of `buffer`.
+fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &str {
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only.
+    std::str::from_utf8(&buffer[at..]).unwrap_or_default()
 }
 
 /// The `EVALSHA` of one check, built once, arguments written straight into it. `now_us`
@@ -85,7 +127,13 @@ pub(crate) fn script_command(
 ) -> Cmd {
     let limits = policy.limits();
     let penalty_us = policy.penalty_us();
-    let mut command = redis::cmd("EVALSHA");
+    // Sized for the whole call at once: growing it argument by argument reallocated it
+    // several times per decision.
+    let mut command = redis::Cmd::with_capacity(
+        2 * limits.len() + 8,
+        limits.len() * (prefix.len() + policy.name().len() + key.as_str().len() + 40) + 96,
+    );
+    command.arg("EVALSHA");
     command.arg(script_for_policy(policy).script.get_hash());
     push_check_args(
         &mut command,
@@ -130,7 +178,11 @@ pub(super) fn push_check_args(
     let limits = policy.limits();
     command.arg(limits.len() + usize::from(boxed));
     for position in 0..limits.len() {
-        command.arg(state_key(prefix, policy, key, position));
+        let mut arg = command.writer_for_next_arg();
+        state_key_pieces(prefix, policy, key, position, &mut |piece| {
+            // Writing into a `Vec` cannot fail.
+            let _ = arg.write_all(piece.as_bytes());
+        });
     }
     if boxed {
         command.arg(box_key(prefix, policy, key));
@@ -229,6 +281,50 @@ mod tests {
             .map(|k| crate::store::redis::slot::slot(k.as_bytes()))
             .collect();
         assert!(slots.windows(2).all(|w| w[0] == w[1]));
+    }
+
+    #[test]
+    fn the_keys_written_into_a_command_are_the_state_keys() {
+        let g = Limit::gcra(5, Duration::from_secs(1)).unwrap();
+        let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
+        let policies = [
+            Policy::new("one", [g]).unwrap(),
+            Policy::new("mix", [g, s, g, s, g, g, g, g, g, g, g, g]).unwrap(),
+        ];
+        let keys = [
+            Key::new("ip:1.2.3.4"),
+            Key::new("k1")
+                .with_limit_key(1, Key::new("tenant:t"))
+                .with_limit_key(3, Key::new("other")),
+        ];
+        for policy in &policies {
+            for key in &keys {
+                let command = script_command("rl", policy, key, 1, None);
+                let written: Vec<Vec<u8>> = command
+                    .args_iter()
+                    .skip(3)
+                    .take(policy.limits().len())
+                    .map(|arg| match arg {
+                        Arg::Simple(bytes) => bytes.to_vec(),
+                        _ => Vec::new(),
+                    })
+                    .collect();
+                let expected: Vec<Vec<u8>> = (0..policy.limits().len())
+                    .map(|p| state_key("rl", policy, key, p).into_bytes())
+                    .collect();
+                assert_eq!(written, expected, "{} {}", policy.name(), key.as_str());
+            }
+        }
+        // Past the policy's limits, and past position 9.
+        let one = &policies[0];
+        assert_eq!(
+            state_key("rl", one, &keys[0], 12),
+            "rl:one:{ip:1.2.3.4}:none12"
+        );
+        assert_eq!(
+            state_key("rl", &policies[1], &keys[0], 11),
+            "rl:mix:{ip:1.2.3.4}:gc11"
+        );
     }
 
     #[test]
