@@ -91,6 +91,20 @@ fn holds(cluster: &RedisCluster, index: usize, prefix: &str, tag: &str) -> bool 
         .any(|k| k.contains(&format!("{{{tag}}}")))
 }
 
+/// The count in the fixed window of the counter of `prefix` on `tag`'s slot, on node `index`
+/// (its state, `...:fw`: `<window end> <count>`); `None` while it has none.
+fn count_on(cluster: &RedisCluster, index: usize, prefix: &str, tag: &str) -> Option<u64> {
+    let key = keys_on(cluster, index, prefix)
+        .into_iter()
+        // The state, not a refund's marker beside it.
+        .find(|k| k.contains(&format!("{{{tag}}}")) && k.ends_with(":fw"))?;
+    let state: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query(&mut cluster.nodes[index].connection())
+        .expect("GET");
+    state?.split(' ').nth(1)?.parse().ok()
+}
+
 /// A value of `key` other than `except` whose descriptor lives on `master`.
 fn value_on(cluster: &RedisCluster, key: &str, master: usize, except: &str) -> String {
     (0..1000)
@@ -168,7 +182,7 @@ async fn descriptor_tags_put_one_requests_counters_on_different_shards() {
     );
     assert_eq!(a_keys.len() + b_keys.len(), 2, "{a_keys:?} {b_keys:?}");
     assert_eq!(masters_holding(&cluster, &prefix).len(), 2);
-    // `a` is spent: refused, and `b` given back what the refusal's call charged.
+    // `a` is spent: refused, and `b` as it was (given back whatever its call charged).
     let second = service.should_rate_limit(both()).await.expect("answered");
     assert_eq!(second.overall_code(), Code::OverLimit);
     assert_eq!(second.statuses[0].code(), Code::OverLimit);
@@ -280,16 +294,31 @@ async fn a_requests_shards_are_called_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_on_one_shard_refunds_the_charge_on_another() {
     let cluster = RedisCluster::start();
-    let ((a, _), (b, b_master)) = on_two_shards(&cluster);
+    let ((a, a_master), (b, b_master)) = on_two_shards(&cluster);
+    let b_tag = descriptor_tag("b", &b);
+    // `a`'s shard behind a proxy: held until `b`'s shard has charged, so that the refusal
+    // comes after the charge (an answer from `a` before `b`'s call starts spares `b` any).
+    let proxy = Proxy::start(cluster.nodes[a_master].port()).await;
+    cluster.announce_port(a_master, proxy.port());
     let prefix = unique_prefix("slots-refund");
     let service = service(&cluster, &prefix, HashTag::Descriptor).await;
     let spend = service.should_rate_limit(request(vec![d(&[("a", a.as_str())])]));
     assert_eq!(spend.await.expect("answered").overall_code(), Code::Ok);
-    assert!(keys_on(&cluster, b_master, &prefix).is_empty());
-    // `a` over on its shard, `b` within on another: both called at once, `b` charged, then
-    // refunded.
+    assert_eq!(count_on(&cluster, b_master, &prefix, &b_tag), None);
+    // `a` over on its shard, `b` within on another: `b` charged, then refunded.
+    proxy.freeze();
     let both = request(vec![d(&[("a", a.as_str())]), d(&[("b", b.as_str())])]);
-    let refused = service.should_rate_limit(both).await.expect("answered");
+    let refused = tokio::spawn({
+        let service = service.clone();
+        async move { service.should_rate_limit(both).await }
+    });
+    let charged = async || count_on(&cluster, b_master, &prefix, &b_tag) == Some(1);
+    assert!(
+        eventually(PATIENCE, charged).await,
+        "b not charged while a was held"
+    );
+    proxy.thaw();
+    let refused = refused.await.expect("joined").expect("answered");
     assert_eq!(refused.overall_code(), Code::OverLimit);
     assert_eq!(refused.statuses[0].code(), Code::OverLimit);
     assert_eq!(refused.statuses[1].code(), Code::Ok);
@@ -297,21 +326,12 @@ async fn a_refusal_on_one_shard_refunds_the_charge_on_another() {
         refused.statuses[1].limit_remaining, 5,
         "b as it stands once refunded"
     );
+    let refunded = async || count_on(&cluster, b_master, &prefix, &b_tag) == Some(0);
     assert!(
-        holds(&cluster, b_master, &prefix, &descriptor_tag("b", &b)),
-        "b's shard was not charged: the refund went untested"
-    );
-    let b_left = async || {
-        let read = request(vec![read_only("b", &b)]);
-        service
-            .should_rate_limit(read)
-            .await
-            .expect("answered")
-            .statuses[0]
-            .limit_remaining
-    };
-    assert!(
-        eventually(PATIENCE, async || b_left().await == 5).await,
+        eventually(PATIENCE, refunded).await,
         "the refused request's charge on b was not refunded"
     );
+    let read = request(vec![read_only("b", &b)]);
+    let left = service.should_rate_limit(read).await.expect("answered");
+    assert_eq!(left.statuses[0].limit_remaining, 5);
 }
