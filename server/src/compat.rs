@@ -270,7 +270,9 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_CLUSTER_PIPELINE_PARALLELISM",
         "1",
-        NoEffect("one call per request, on the slot of its keys: nothing to run in series"),
+        NoEffect(
+            "one call per request, on the slot of its keys (REDLIMIT_HASH_TAG=descriptor: one per descriptor's slot, all at once): nothing to run in series",
+        ),
     ),
     var("REDIS_PERSECOND", "false", Unsupported(NO_PER_SECOND)),
     var(

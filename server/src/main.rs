@@ -114,6 +114,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         .config(config)
         .store_deadline(settings.store_deadline)
         .on_store_error(settings.on_store_error)
+        .hash_tag(settings.hash_tag)
         .deny_cache(settings.deny_cache_entries())
         .shadow_mode(settings.shadow_mode)
         .quota_mode(settings.quota_mode)

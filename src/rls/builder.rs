@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::config::RlsConfig;
 use super::service::{Generation, Inner, RateLimitService};
-use super::{FailureMode, LimitHeaders};
+use super::{FailureMode, HashTag, LimitHeaders};
 use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
@@ -57,6 +57,7 @@ pub struct RateLimitServiceBuilder {
     on_store_error: FailureMode,
     domain_modes: HashMap<String, FailureMode>,
     deny_cache: usize,
+    hash_tag: HashTag,
 }
 
 impl std::fmt::Debug for RateLimitServiceBuilder {
@@ -85,6 +86,7 @@ impl RateLimitServiceBuilder {
             on_store_error: FailureMode::default(),
             domain_modes: HashMap::new(),
             deny_cache: DEFAULT_DENY_CACHE,
+            hash_tag: HashTag::Domain,
         }
     }
 
@@ -274,6 +276,22 @@ impl RateLimitServiceBuilder {
         self
     }
 
+    /// Where counters live in a Redis Cluster, for domains whose configuration has no
+    /// `hash_tag` of its own (default [`HashTag::Domain`]: one slot per domain, one atomic
+    /// call per request). [`HashTag::Descriptor`] spreads a domain over the Cluster, a call
+    /// per descriptor in parallel, a refusal's charges refunded. Switching moves every counter
+    /// to new keys.
+    ///
+    /// ```
+    /// use redlimit::rls::{HashTag, RateLimitService};
+    /// let b = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .hash_tag(HashTag::Descriptor);
+    /// ```
+    pub fn hash_tag(mut self, tag: HashTag) -> Self {
+        self.hash_tag = tag;
+        self
+    }
+
     /// The service.
     ///
     /// ```
@@ -303,6 +321,7 @@ impl RateLimitServiceBuilder {
             max_descriptors: self.max_descriptors,
             near_limit_ratio: self.near_limit_ratio,
             limit_headers: self.limit_headers,
+            hash_tag: self.hash_tag,
         })
     }
 }

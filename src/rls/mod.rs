@@ -28,7 +28,8 @@
 //!   ([`response_dynamic_metadata`](RateLimitServiceBuilder::response_dynamic_metadata)): the
 //!   domain, the descriptors, and the passed rules' YAML `metadata`, merged;
 //! - a refused request charges nothing: the descriptors are checked and charged in one atomic
-//!   store call when they charge the same hits (see the `run` notes below);
+//!   store call when they charge the same hits and share a hash tag (see the store calls
+//!   below);
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
 //!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //!   by `domain`, `key1`, `key2`; `ratelimit_service_should_rate_limit_error` by `err_type`);
@@ -44,14 +45,18 @@
 //!   their statuses.
 //!
 //! Store calls: every counter of one cost goes into one atomic check (at most 16 limits, one
-//! sliding log, distinct counters); descriptors charging different hits, more than 16 limits,
-//! or a quota- or shadow-mode descriptor (checked on its own, after the enforced ones) make
-//! further checks, one after the other. The first refusal stops the charging and the checks
-//! already admitted are refunded in the background (stores with
+//! sliding log, distinct counters, one Redis Cluster hash tag); descriptors charging different
+//! hits, more than 16 limits, or a quota- or shadow-mode descriptor (checked on its own, after
+//! the enforced ones) make further checks, one after the other. The first refusal stops the
+//! charging and the checks already admitted are refunded in the background (stores with
 //! [`Refunds`](crate::store::Refunds): the memory and Redis stores): across several checks a
-//! refused request's charge is visible for about a round trip. On a Redis Cluster every
-//! counter of one domain shares one hash slot (the domain is the hash tag): exact and atomic,
-//! at one shard's throughput per domain.
+//! refused request's charge is visible for about a round trip. On a Redis Cluster, by default
+//! ([`HashTag::Domain`]) every counter of one domain shares one hash slot (the domain is the
+//! hash tag): exact and atomic, at one shard's throughput per domain. With
+//! [`HashTag::Descriptor`] ([`hash_tag`](RateLimitServiceBuilder::hash_tag), or a domain's
+//! `hash_tag: descriptor`) each descriptor's counters have a slot of their own, so a domain
+//! spreads over the shards: a request is a check per descriptor, all made at once, and when
+//! one refuses the others' charges are refunded (visible for about a round trip).
 //!
 //! ```
 //! use redlimit::rls::{config::RlsConfig, RateLimitService};
@@ -90,7 +95,10 @@ mod builder;
 pub mod config;
 mod failure_mode;
 mod fallback;
+mod hash_tag;
 mod headers;
+mod join;
+mod lanes;
 mod limit_headers;
 mod metadata;
 mod plan;
@@ -108,5 +116,6 @@ pub use builder::{
     RateLimitServiceBuilder,
 };
 pub use failure_mode::FailureMode;
+pub use hash_tag::HashTag;
 pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;

@@ -7,7 +7,9 @@ use std::time::Duration;
 use smallvec::SmallVec;
 use tonic::Status;
 
+use super::HashTag;
 use super::config::{RlsConfig, Unit};
+use super::hash_tag::descriptor_tag;
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use super::runtime::{Runtime, descriptor_key, descriptor_text, overridden};
@@ -42,6 +44,9 @@ pub(super) struct Counter {
     pub(super) limit: Option<Limit>,
     /// The key its state is kept under (domain, entries, which limit).
     pub(super) own: Key,
+    /// Its Redis Cluster hash tag: the domain's, or its descriptor's ([`HashTag`]). Counters
+    /// of one tag are one slot: only they can share a check.
+    pub(super) tag: Key,
     /// Units a request charges; 0 checks without charging.
     pub(super) cost: u64,
     pub(super) shown: Shown,
@@ -72,9 +77,6 @@ type Entries<'a> = SmallVec<[(&'a str, &'a str); 4]>;
 pub(super) struct Plan {
     pub(super) descriptors: SmallVec<[Resolved; 2]>,
     pub(super) counters: SmallVec<[Counter; 2]>,
-    /// The key every counter of the request shares as its hash tag (one Cluster slot per
-    /// domain).
-    pub(super) domain_key: Key,
     /// Each descriptor's stats key as envoyproxy/ratelimit names it (`domain.key_value...`),
     /// for the metrics; `None` for a descriptor without counters.
     pub(super) stats: SmallVec<[StatsKey; 2]>,
@@ -83,14 +85,15 @@ pub(super) struct Plan {
 /// The most a request's hits may charge: past any limit's count (2^45), and exact in Lua.
 const MAX_COST: u64 = 1 << 50;
 
-/// Resolves `request` against `config`, with the admin API's overrides in force (`runtime`);
-/// `Ok(None)` when its domain is not configured (every descriptor is then OK, as in
-/// envoyproxy/ratelimit).
+/// Resolves `request` against `config`, with the admin API's overrides in force (`runtime`),
+/// its counters tagged by the domain's `hash_tag`, else `hash_tag`; `Ok(None)` when its
+/// domain is not configured (every descriptor is then OK, as in envoyproxy/ratelimit).
 pub(super) fn plan(
     config: &RlsConfig,
     request: &RateLimitRequest,
     max_descriptors: usize,
     runtime: &Runtime<'_>,
+    hash_tag: HashTag,
 ) -> Result<Option<Plan>, Status> {
     if request.domain.is_empty() {
         return Err(Status::invalid_argument(
@@ -112,10 +115,13 @@ pub(super) fn plan(
         return Ok(None);
     };
     let request_hits = u64::from(request.hits_addend.max(1));
+    let tags = Tags {
+        domain: domain.key(),
+        by_descriptor: domain.hash_tag.unwrap_or(hash_tag) == HashTag::Descriptor,
+    };
     let mut plan = Plan {
         descriptors: SmallVec::with_capacity(request.descriptors.len()),
         counters: SmallVec::new(),
-        domain_key: domain.key().clone(),
         stats: (0..request.descriptors.len())
             .map(|_| StatsKey::None)
             .collect(),
@@ -134,7 +140,15 @@ pub(super) fn plan(
             .map_or(request_hits, |hits| hits.min(MAX_COST));
         if descriptor.limit.is_some() {
             matched.push(None);
-            override_counter(&mut plan, i, &request.domain, descriptor, &entries, cost)?;
+            override_counter(
+                &mut plan,
+                i,
+                &request.domain,
+                descriptor,
+                &entries,
+                cost,
+                &tags,
+            )?;
             continue;
         }
         let rule = domain.find(&entries);
@@ -170,6 +184,8 @@ pub(super) fn plan(
             _ => Mode::Enforce,
         };
         let first = plan.counters.len();
+        let mut text = descriptor_text(domain.name(), &entries, 24);
+        let tag = tags.of(&text);
         for (position, limit) in rule.limits().iter().enumerate() {
             let (counted, shown) = rates
                 .as_ref()
@@ -188,7 +204,8 @@ pub(super) fn plan(
             plan.counters.push(Counter {
                 descriptor: i,
                 limit: counted,
-                own: own_key_text(domain.name(), &entries, Which::Position(position)),
+                own: own_key(&mut text, Which::Position(position)),
+                tag: tag.clone(),
                 cost,
                 shown,
                 period: counted.map_or_else(
@@ -228,6 +245,7 @@ fn override_counter(
     descriptor: &RateLimitDescriptor,
     entries: &[(&str, &str)],
     cost: u64,
+    tags: &Tags<'_>,
 ) -> Result<(), Status> {
     let Some(limit) = &descriptor.limit else {
         return Ok(());
@@ -252,17 +270,19 @@ fn override_counter(
             &super::config::override_stats_key(domain_name, entries),
         )));
     }
+    let mut text = descriptor_text(domain_name, entries, 24);
+    let tag = tags.of(&text);
     plan.counters.push(Counter {
         descriptor: i,
         limit: counted,
-        own: own_key_text(
-            domain_name,
-            entries,
+        own: own_key(
+            &mut text,
             Which::Override {
                 requests_per_unit: rpu,
                 unit: unit.proto_number(),
             },
         ),
+        tag,
         cost,
         shown: Shown {
             requests_per_unit: rpu,
@@ -288,12 +308,32 @@ enum Which {
     Override { requests_per_unit: u32, unit: i32 },
 }
 
-/// The counter's key: the domain, every entry's key and value, and which limit, separated by
-/// NUL bytes (encoded `%00`, so no two requests' texts run together, and the text is no
-/// policy name: see `Key::with_named_limit_keys`).
-fn own_key_text(domain: &str, entries: &[(&str, &str)], which: Which) -> Key {
-    // The longest `which`: `=` 10 digits `/` 11 characters.
-    let mut text = descriptor_text(domain, entries, 24);
+/// Where a domain's counters get their hash tag.
+struct Tags<'a> {
+    /// The domain's key, every counter's tag under [`HashTag::Domain`].
+    domain: &'a Key,
+    /// [`HashTag::Descriptor`]: each descriptor's own.
+    by_descriptor: bool,
+}
+
+impl Tags<'_> {
+    /// The tag of the counters of the descriptor whose text ([`descriptor_text`]) is `text`.
+    fn of(&self, text: &[u8]) -> Key {
+        if self.by_descriptor {
+            descriptor_tag(text)
+        } else {
+            self.domain.clone()
+        }
+    }
+}
+
+/// The counter's key: its descriptor's text (the domain, every entry's key and value, each
+/// after a NUL byte, [`descriptor_text`]) and which limit (NUL bytes are encoded `%00`, so no
+/// two requests' texts run together, and the text is no policy name: see
+/// `Key::with_named_limit_keys`). `text` has room for the longest `which`: `=` 10 digits `/`
+/// 11 characters; it is left as it was.
+fn own_key(text: &mut SmallVec<[u8; 128]>, which: Which) -> Key {
+    let base = text.len();
     // Writing into memory cannot fail.
     let _ = match which {
         Which::Position(position) => write!(text, "#{position}"),
@@ -302,5 +342,7 @@ fn own_key_text(domain: &str, entries: &[(&str, &str)], which: Which) -> Key {
             unit,
         } => write!(text, "={requests_per_unit}/{unit}"),
     };
-    Key::new(&text[..])
+    let key = Key::new(&text[..]);
+    text.truncate(base);
+    key
 }

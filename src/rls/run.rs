@@ -1,29 +1,33 @@
-//! The store calls of one request: its counters in as few atomic checks as their costs allow,
-//! within one deadline, through the circuit breakers.
+//! The store calls of one request: its counters in as few atomic checks as their costs and
+//! hash tags allow, within one deadline, through the circuit breakers.
 //!
-//! Every counter of one cost goes into one check (one `Policy` of their limits, each limit
-//! under its counter's key: [`Key::with_named_limit_keys`]), so the common request, whose
-//! descriptors all charge the request's `hits_addend`, is one atomic store call: all charged
-//! or none. A check holds at most [`MAX_LIMITS`] limits, distinct counters and one sliding
-//! log; more, or descriptors charging different `hits_addend`s, are further checks, made one
-//! after the other: the first denial stops the charging, and the checks already admitted are
-//! refunded (on a store with [`Refunds`](crate::store::Refunds)), so a rejected request
-//! charges nothing once the refunds land. Check-only descriptors (`hits_addend` 0) are checks
-//! of cost 0, made first. Quota-mode and shadow-mode descriptors are checked on their own,
-//! after the enforced ones: their being over must not stop the others' charge.
+//! Every counter of one cost and one hash tag goes into one check (one `Policy` of their
+//! limits, each limit under its counter's key: [`Key::with_named_limit_keys`]), so the common
+//! request under [`HashTag::Domain`](super::HashTag::Domain), whose descriptors all charge the
+//! request's `hits_addend`, is one atomic store call: all charged or none. A check holds at
+//! most [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log; more, descriptors
+//! charging different `hits_addend`s, or descriptors of different hash tags
+//! ([`HashTag::Descriptor`](super::HashTag::Descriptor): one per descriptor, so one Cluster
+//! slot each) are further checks. Checks of one tag (a lane) are made one after the other,
+//! the lanes at once (joined in this task): the first denial anywhere starts no further
+//! check, and the checks admitted, in any lane, are refunded (on a store with
+//! [`Refunds`](crate::store::Refunds)), so a rejected request charges nothing once the
+//! refunds land, about a round trip later. Check-only descriptors (`hits_addend` 0) are reads
+//! of cost 0, made first, at once. Quota-mode and shadow-mode descriptors are checked on their
+//! own, after the enforced ones: their being over must not stop the others' charge.
 
 use std::sync::Arc;
 use std::time::{Instant, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
+use super::lanes::{Group, Step, groups, lanes};
 use super::plan::{Counter, Mode, Plan, Resolved};
 use crate::decision::{Decision, DecisionSource, LimitState};
 use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::limit::Algorithm;
-use crate::policy::{MAX_LIMITS, Policy};
+use crate::policy::Policy;
 use crate::store::{MemoryStore, Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
@@ -51,20 +55,15 @@ pub(super) fn is_over(counter: &Counter, evaluated: Option<&Evaluated>) -> bool 
     }
 }
 
-/// One check: counters (indexes into the plan) of one cost.
-#[derive(Debug)]
-struct Group {
-    members: SmallVec<[usize; 4]>,
-    cost: u64,
-}
-
 /// A check the store admitted with a cost, kept to refund if the request is refused.
-struct Charged {
-    descriptor: Option<usize>,
-    policy: Policy,
-    key: Key,
-    decision: Decision,
-    cost: u64,
+pub(super) struct Charged {
+    /// The counters it charged.
+    pub(super) members: SmallVec<[usize; 4]>,
+    pub(super) descriptor: Option<usize>,
+    pub(super) policy: Policy,
+    pub(super) key: Key,
+    pub(super) decision: Decision,
+    pub(super) cost: u64,
 }
 
 /// The deny cache's rule for every counter (a counter's key names its domain).
@@ -97,18 +96,29 @@ impl Runner<'_> {
         let mut charged = Vec::new();
         let outcome = self.run_charging(plan, &mut charged).await;
         match outcome {
-            Ok((results, refused)) => {
-                let over = |d: usize| {
+            Ok((mut results, refused)) => {
+                let over = |d: usize, results: &[Option<Evaluated>]| {
                     counters_of(plan, d).any(|c| is_over(&plan.counters[c], results[c].as_ref()))
                 };
                 // A refused request gives back all it charged; a quota or shadow descriptor
                 // over its limit gives back its own charge (its checks were its own).
-                for charge in charged {
-                    let give_back = refused || charge.descriptor.is_some_and(over);
-                    if give_back {
-                        self.refund(charge);
-                    } else {
+                let give_back: SmallVec<[bool; 4]> = charged
+                    .iter()
+                    .map(|charge| refused || charge.descriptor.is_some_and(|d| over(d, &results)))
+                    .collect();
+                for (mut charge, give_back) in charged.into_iter().zip(give_back) {
+                    if !give_back {
                         self.mirror(&charge);
+                        continue;
+                    }
+                    let members = std::mem::take(&mut charge.members);
+                    if self.refund(charge) {
+                        // Its counters' statuses say what they hold once it lands.
+                        for c in members {
+                            if let Some(evaluated) = &mut results[c] {
+                                *evaluated = given_back(evaluated);
+                            }
+                        }
                     }
                 }
                 Ok(results)
@@ -139,9 +149,7 @@ impl Runner<'_> {
             (0..counters.len()).filter(|&c| unknown(c, &results) && counters[c].cost == 0),
             |_| 0,
         );
-        for group in &reads {
-            self.check(plan, group, &mut results).await?;
-        }
+        self.read(plan, &reads, &mut results).await?;
         let enforced = |d: usize| {
             matches!(
                 plan.descriptors[d],
@@ -158,23 +166,19 @@ impl Runner<'_> {
             let charging = (0..counters.len()).filter(|&c| {
                 live(&counters[c]) && counters[c].cost > 0 && enforced(counters[c].descriptor)
             });
-            for group in groups(counters, charging, |c| counters[c].cost) {
-                let (decision, policy, key) = self.check(plan, &group, &mut results).await?;
-                if !decision.is_allowed() {
-                    refused = true;
-                    break;
-                }
-                charged.push(Charged {
+            let steps = groups(counters, charging, |c| counters[c].cost)
+                .into_iter()
+                .map(|group| Step {
+                    group,
                     descriptor: None,
-                    policy,
-                    key,
-                    decision,
-                    cost: group.cost,
                 });
-            }
+            refused = self
+                .charge(plan, lanes(counters, steps), true, &mut results, charged)
+                .await?;
         }
         if !refused {
             // Quota and shadow descriptors: each on its own.
+            let mut steps = Vec::new();
             for (d, resolved) in plan.descriptors.iter().enumerate() {
                 let Resolved::Limited {
                     mode: Mode::Quota | Mode::Shadow,
@@ -190,41 +194,42 @@ impl Runner<'_> {
                 }
                 let members =
                     (first..first + len).filter(|&c| live(&counters[c]) && counters[c].cost > 0);
-                for group in groups(counters, members, |c| counters[c].cost) {
-                    let (decision, policy, key) = self.check(plan, &group, &mut results).await?;
-                    if !decision.is_allowed() {
-                        break;
-                    }
-                    charged.push(Charged {
-                        descriptor: Some(d),
-                        policy,
-                        key,
-                        decision,
-                        cost: group.cost,
-                    });
-                }
+                steps.extend(
+                    groups(counters, members, |c| counters[c].cost)
+                        .into_iter()
+                        .map(|group| Step {
+                            group,
+                            descriptor: Some(d),
+                        }),
+                );
             }
+            self.charge(
+                plan,
+                lanes(counters, steps.into_iter()),
+                false,
+                &mut results,
+                charged,
+            )
+            .await?;
         }
         // What the refusal left unasked is read, for its status.
         let unasked = (0..counters.len()).filter(|&c| live(&counters[c]) && results[c].is_none());
-        for group in groups(counters, unasked, |_| 0) {
-            self.check(plan, &group, &mut results).await?;
-        }
+        let unasked = groups(counters, unasked, |_| 0);
+        self.read(plan, &unasked, &mut results).await?;
         Ok((results, refused))
     }
 
-    /// One atomic check of `group`'s counters; their states go into `results`.
-    async fn check(
+    /// One atomic check of `group`'s counters.
+    pub(super) async fn check(
         &self,
         plan: &Plan,
         group: &Group,
-        results: &mut [Option<Evaluated>],
     ) -> Result<(Decision, Policy, Key), StoreError> {
         let counters = &plan.counters;
         let limits = group.members.iter().filter_map(|&c| counters[c].limit);
         let policy = Policy::new(POLICY, limits)?;
-        let key = plan
-            .domain_key
+        let key = counters[group.lead]
+            .tag
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
         let decision = match self.via {
@@ -243,12 +248,6 @@ impl Runner<'_> {
                     .with_source(DecisionSource::Local)
             }
         };
-        for (&c, state) in group.members.iter().zip(decision.limits()) {
-            results[c] = Some(Evaluated {
-                state: state.clone(),
-                asked: group.cost,
-            });
-        }
         Ok((decision, policy, key))
     }
 
@@ -286,15 +285,19 @@ impl Runner<'_> {
         }
     }
 
-    /// Gives back what `charge` consumed, in the background: the answer does not wait.
-    fn refund(&self, charge: Charged) {
+    /// Gives back what `charge` consumed, in the background: the answer does not wait. False
+    /// if nothing is given back (the store cannot refund, or the charge was not the store's).
+    fn refund(&self, charge: Charged) -> bool {
         let Some(refund) = Refund::of(&charge.decision, charge.cost) else {
-            return;
+            return false;
         };
         let store: Arc<dyn Store> = match self.via {
             Via::Engine { engine, .. } => Arc::clone(engine.store()),
             Via::Local(store, _) => Arc::new(store.clone()),
         };
+        if store.refunds().is_none() {
+            return false;
+        }
         let policy = match self.via {
             Via::Local(_, instances) => charge.policy.scaled(instances),
             Via::Engine { .. } => charge.policy.clone(),
@@ -306,6 +309,28 @@ impl Runner<'_> {
                 tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
             }
         });
+        true
+    }
+}
+
+/// `evaluated` once its charge is given back: the units it was asked for left again (within
+/// the limit), as a read would find them.
+fn given_back(evaluated: &Evaluated) -> Evaluated {
+    let limit = *evaluated.state.limit();
+    let remaining = evaluated
+        .state
+        .remaining()
+        .saturating_add(evaluated.asked)
+        .min(limit.count());
+    // Whole again: nothing to wait for, as a read of an untouched counter says.
+    let reset = if remaining >= limit.count() {
+        std::time::Duration::ZERO
+    } else {
+        evaluated.state.reset_after()
+    };
+    Evaluated {
+        state: LimitState::allowed(limit, remaining, reset),
+        asked: 0,
     }
 }
 
@@ -344,47 +369,6 @@ fn counters_of(plan: &Plan, d: usize) -> impl Iterator<Item = usize> + use<> {
         Some(Resolved::Limited { first, len, .. }) => *first..first + len,
         _ => 0..0,
     }
-}
-
-/// `members` in checks: each with one cost, at most `MAX_LIMITS` limits, distinct counters and
-/// at most one limit of a per-key algorithm (sliding log). Limits are ordered by algorithm
-/// within a check, so a store that compiles a script per mix of algorithms sees few mixes.
-fn groups(
-    counters: &[Counter],
-    members: impl Iterator<Item = usize>,
-    cost: impl Fn(usize) -> u64,
-) -> Vec<Group> {
-    let per_key = |c: usize| {
-        counters[c]
-            .limit
-            .is_some_and(|l| l.algorithm() == Algorithm::SlidingLog)
-    };
-    let mut groups: Vec<Group> = Vec::new();
-    for c in members {
-        let cost = cost(c);
-        let fits = |g: &Group| {
-            g.cost == cost
-                && g.members.len() < MAX_LIMITS
-                && !g
-                    .members
-                    .iter()
-                    .any(|&m| counters[m].own == counters[c].own)
-                && !(per_key(c) && g.members.iter().any(|&m| per_key(m)))
-        };
-        match groups.iter_mut().find(|g| fits(g)) {
-            Some(group) => group.members.push(c),
-            None => groups.push(Group {
-                members: SmallVec::from_slice(&[c]),
-                cost,
-            }),
-        }
-    }
-    for group in &mut groups {
-        group
-            .members
-            .sort_by_key(|&c| counters[c].limit.map(|l| l.algorithm() as usize));
-    }
-    groups
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use arc_swap::ArcSwap;
 use tonic::{Request, Response, Status};
 
 use super::FailureMode;
+use super::HashTag;
 use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use super::config::RlsConfig;
@@ -73,6 +74,8 @@ pub(super) struct Inner {
     pub(super) max_descriptors: usize,
     pub(super) near_limit_ratio: f64,
     pub(super) limit_headers: Option<LimitHeaders>,
+    /// The hash tag of domains without their own.
+    pub(super) hash_tag: HashTag,
 }
 
 /// One configuration and the engine that decides by it: a reload makes both anew (a cached
@@ -102,6 +105,14 @@ impl Inner {
             .or_else(|| config.domain(domain).and_then(|d| d.on_store_error))
             .unwrap_or(self.on_store_error)
     }
+
+    /// The hash tag of `domain`: its configuration's, else the service's.
+    pub(super) fn hash_tag(&self, config: &RlsConfig, domain: &str) -> HashTag {
+        config
+            .domain(domain)
+            .and_then(|d| d.hash_tag)
+            .unwrap_or(self.hash_tag)
+    }
 }
 
 impl fmt::Debug for RateLimitService {
@@ -112,6 +123,7 @@ impl fmt::Debug for RateLimitService {
             .field("on_store_error", &self.inner.on_store_error)
             .field("headers", &self.inner.headers)
             .field("global_shadow", &self.inner.global_shadow)
+            .field("hash_tag", &self.inner.hash_tag)
             .finish_non_exhaustive()
     }
 }
@@ -188,6 +200,22 @@ impl RateLimitService {
         self.inner.mode(&self.config(), domain)
     }
 
+    /// The hash tag of `domain` in force: its configuration's `hash_tag`, else the service's.
+    ///
+    /// ```
+    /// use redlimit::rls::{config::RlsConfig, HashTag, RateLimitService};
+    /// let config = RlsConfig::parse([("d.yaml", "domain: d\nhash_tag: descriptor\n")], false)?;
+    /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .config(config)
+    ///     .build();
+    /// assert_eq!(service.hash_tag("d"), HashTag::Descriptor);
+    /// assert_eq!(service.hash_tag("other"), HashTag::Domain);
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn hash_tag(&self, domain: &str) -> HashTag {
+        self.inner.hash_tag(&self.config(), domain)
+    }
+
     /// Answers one `ShouldRateLimit` request (what the gRPC service calls): a request that is
     /// not valid is `INVALID_ARGUMENT`; a store that fails, is late past the store deadline, or
     /// whose circuit is open gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, so
@@ -212,10 +240,16 @@ impl RateLimitService {
         let until = tokio::time::Instant::now() + inner.shared.deadline;
         let store = &*inner.shared.store;
         let mut runtime = Runtime::of(store);
-        let planned =
-            plan(config, &request, inner.max_descriptors, &runtime).inspect_err(|_| {
-                stats::error("service_error");
-            })?;
+        let planned = plan(
+            config,
+            &request,
+            inner.max_descriptors,
+            &runtime,
+            inner.hash_tag,
+        )
+        .inspect_err(|_| {
+            stats::error("service_error");
+        })?;
         let Some(mut plan) = planned else {
             let mut response = unknown_domain(request.descriptors.len());
             if inner.dynamic_metadata {
@@ -242,7 +276,9 @@ impl RateLimitService {
         if let Ok(true) = first {
             runtime = Runtime::of(store);
             // The same request and configuration: valid, and of a known domain, again.
-            if let Some(again) = super::plan::plan(config, &request, usize::MAX, &runtime)? {
+            if let Some(again) =
+                super::plan::plan(config, &request, usize::MAX, &runtime, inner.hash_tag)?
+            {
                 plan = again;
                 if inner.global_quota {
                     quota_mode_everywhere(&mut plan);

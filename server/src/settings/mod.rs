@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use redlimit::rls::FailureMode;
+use redlimit::rls::{FailureMode, HashTag};
 
 pub(crate) use grpc::{GrpcAddress, GrpcSettings};
 pub(crate) use parse::{ExtraTags, go_duration};
@@ -210,6 +210,12 @@ pub(crate) struct Settings {
     /// the limit). A domain's `on_store_error` key wins.
     #[arg(long, env = "REDLIMIT_ON_STORE_ERROR", default_value = "error")]
     pub(crate) on_store_error: FailureMode,
+    /// redlimit: where counters live in a Redis Cluster, for domains without a `hash_tag` key:
+    /// `domain` (one slot per domain, one atomic call per request) or `descriptor` (a slot per
+    /// descriptor, the calls made in parallel, a refused request's charges refunded).
+    /// Switching moves every counter to new keys.
+    #[arg(long, env = "REDLIMIT_HASH_TAG", default_value = "domain")]
+    pub(crate) hash_tag: HashTag,
     /// redlimit: local-first mode: each server decides hot descriptors in memory on its share
     /// of the fleet's rate and syncs with Redis every `REDLIMIT_LOCAL_FIRST_SYNC`.
     #[arg(long, env = "REDLIMIT_LOCAL_FIRST", default_value = "false", value_parser = go_bool)]
@@ -315,6 +321,7 @@ mod tests {
             "REDLIMIT_ON_STORE_ERROR",
             "REDLIMIT_LOCAL_FIRST",
             "REDLIMIT_LOCAL_FIRST_SYNC",
+            "REDLIMIT_HASH_TAG",
             "REDIS_TYPE",
             "STATSD_HOST",
             "STATSD_PORT",
@@ -341,6 +348,11 @@ mod tests {
         assert_eq!(s.redis_type, RedisType::Single);
         assert!(!s.local_first, "exact mode unless asked");
         assert_eq!(s.local_first_sync, Duration::from_millis(100));
+        assert_eq!(
+            s.hash_tag,
+            HashTag::Domain,
+            "one slot per domain unless asked"
+        );
         let stats = &s.stats;
         assert_eq!(
             (stats.statsd_host.as_str(), stats.statsd_port),

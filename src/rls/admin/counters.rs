@@ -82,9 +82,15 @@ async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, M
         hits_addend: 0,
     };
     let runtime = Runtime::of(&*service.inner.shared.store);
-    let planned = plan(target.config(), &request, usize::MAX, &runtime)
-        .map_err(|status| AdminError::BadDescriptor(status.message().to_owned()))?
-        .ok_or_else(|| AdminError::NoSuchDomain(target.domain.clone()))?;
+    let planned = plan(
+        target.config(),
+        &request,
+        usize::MAX,
+        &runtime,
+        service.inner.hash_tag,
+    )
+    .map_err(|status| AdminError::BadDescriptor(status.message().to_owned()))?
+    .ok_or_else(|| AdminError::NoSuchDomain(target.domain.clone()))?;
     let mode = match planned.descriptors.first() {
         Some(Resolved::Limited { mode, .. }) => *mode,
         // A rule `replaces` named, or one without limits: nothing is counted.
@@ -98,10 +104,10 @@ async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, M
 }
 
 /// The check that holds `counter` alone: its limit under its own key.
-fn check_of(plan: &Plan, counter: &Counter) -> Option<Result<(Policy, Key), AdminError>> {
+fn check_of(counter: &Counter) -> Option<Result<(Policy, Key), AdminError>> {
     let limit = counter.limit?;
-    let key = plan
-        .domain_key
+    let key = counter
+        .tag
         .clone()
         .with_named_limit_keys([counter.own.clone()]);
     Some(
@@ -150,7 +156,7 @@ pub(super) async fn inspect(
             reset: 0,
             retry_after: 0,
         };
-        if let Some(check) = check_of(&plan, counter) {
+        if let Some(check) = check_of(counter) {
             let (policy, key) = check?;
             let state = admin.inspect(&policy, &key).await?;
             if let Some(limit) = state.limits().first() {
@@ -193,7 +199,7 @@ pub(super) async fn reset(
     let mut keys = Vec::with_capacity(plan.counters.len());
     for counter in &plan.counters {
         keys.push(counter.own.to_string());
-        let Some(check) = check_of(&plan, counter) else {
+        let Some(check) = check_of(counter) else {
             continue;
         };
         let (policy, key) = check?;

@@ -29,6 +29,8 @@ pub struct RlsDomain {
     pub(crate) root: Children,
     /// Our `on_store_error` key: the domain's failure mode, if it names one.
     pub(crate) on_store_error: Option<crate::rls::FailureMode>,
+    /// Our `hash_tag` key: where the domain's counters live in a Redis Cluster, if it says.
+    pub(crate) hash_tag: Option<crate::rls::HashTag>,
 }
 
 impl RlsDomain {
@@ -43,9 +45,23 @@ impl RlsDomain {
         &self.name
     }
 
-    /// The key every counter of the domain shares as its hash tag.
+    /// The key every counter of the domain shares as its hash tag under
+    /// [`HashTag::Domain`](crate::rls::HashTag::Domain).
     pub(crate) fn key(&self) -> &Key {
         &self.key
+    }
+
+    /// The domain's `hash_tag` key, if its files name one (else the service's setting
+    /// decides).
+    ///
+    /// ```
+    /// use redlimit::rls::{config::RlsConfig, HashTag};
+    /// let c = RlsConfig::parse([("c.yaml", "domain: d\nhash_tag: descriptor\n")], false)?;
+    /// assert_eq!(c.domain("d").unwrap().hash_tag(), Some(HashTag::Descriptor));
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn hash_tag(&self) -> Option<crate::rls::HashTag> {
+        self.hash_tag
     }
 
     /// The rule for one request descriptor's entries (key, value), by the Go service's rules:

@@ -7,8 +7,9 @@
 //! duplicate keys, ...), with a typed [`RlsConfigError`] naming the file and the place.
 //!
 //! Our extensions, each refused by the Go service as an unknown key (so a file using them never
-//! half-loads there): `algorithm` and `unit_multiplier` in a limit, and `rate_limits`, a list of
-//! limits on one descriptor, checked and charged together. See the guide
+//! half-loads there): `algorithm` and `unit_multiplier` in a limit, `rate_limits`, a list of
+//! limits on one descriptor, checked and charged together, and beside `domain`,
+//! `on_store_error` and `hash_tag`. See the guide
 //! `docs/guide/rls-config.md`.
 //!
 //! ```
@@ -129,14 +130,17 @@ impl RlsConfig {
                 });
             }
             let mode = on_store_error(&ctx, get(pairs, "on_store_error"))?;
+            let tag = hash_tag(&ctx, get(pairs, "hash_tag"))?;
             let entry = domains.entry(domain.clone()).or_insert_with(|| RlsDomain {
                 key: crate::key::Key::new(format!("rls\0{domain}")),
                 name: domain.clone(),
                 root: Children::default(),
                 on_store_error: None,
+                hash_tag: None,
             });
-            // Merged files: the last that names a mode gives it.
+            // Merged files: the last that names a mode (a tag) gives it.
             entry.on_store_error = mode.or(entry.on_store_error);
+            entry.hash_tag = tag.or(entry.hash_tag);
             load_descriptors(
                 &ctx,
                 &mut entry.root,
@@ -235,6 +239,22 @@ fn on_store_error(
             node,
             "on_store_error",
             format!("unknown failure mode '{text}' (error, open, closed, local or local:N)"),
+        )
+    })
+}
+
+/// Our `hash_tag` key beside `domain`: where the domain's counters live in a Redis Cluster.
+fn hash_tag(
+    ctx: &Ctx<'_>,
+    node: Option<&yaml::Node>,
+) -> Result<Option<crate::rls::HashTag>, RlsConfigError> {
+    let Some(node) = node else { return Ok(None) };
+    let text = ctx.string(Some(node), "hash_tag")?;
+    text.parse().map(Some).map_err(|_| {
+        ctx.extension(
+            node,
+            "hash_tag",
+            format!("unknown hash tag '{text}' (domain or descriptor)"),
         )
     })
 }

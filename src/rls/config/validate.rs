@@ -29,7 +29,7 @@ pub(crate) const GO_KEYS: [&str; 16] = [
 ];
 
 /// Our keys beside a file's `domain`.
-pub(crate) const ROOT_EXTENSIONS: [&str; 1] = ["on_store_error"];
+pub(crate) const ROOT_EXTENSIONS: [&str; 2] = ["on_store_error", "hash_tag"];
 /// Our keys beside a descriptor's `rate_limit`.
 pub(crate) const DESCRIPTOR_EXTENSIONS: [&str; 1] = ["rate_limits"];
 /// Our keys inside a `rate_limit` or a `rate_limits` entry.

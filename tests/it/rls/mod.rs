@@ -10,3 +10,4 @@ mod local_first;
 mod proto_current;
 mod service;
 mod service_edges;
+mod slots;
