@@ -1,6 +1,6 @@
 # examples/server as an image: a rate-limited HTTP server configured by flags, environment
 # variables (REDLIMIT_*) and secret files (REDLIMIT_*_FILE). Not built or run by the test
-# suite (no Docker there); scripts/test.sh checks the same command on the same Rust
+# suite (no Docker there); scripts/test.sh checks the same `cargo build` command
 # (`cargo check`).
 #
 #   docker build -t redlimit-server .
