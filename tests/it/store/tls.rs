@@ -5,7 +5,6 @@
 
 use crate::support;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,54 +15,20 @@ use support::*;
 
 /// A redis-server serving TLS only, with a certificate of its own private CA.
 struct TlsRedis {
+    _server: support::TlsRedis,
     url: String,
     ca: String,
-    dir: PathBuf,
-    _server: RedisServer,
 }
 
 impl TlsRedis {
     fn start() -> Self {
         let pki = pki();
-        let dir = std::env::temp_dir().join(format!(
-            "redlimit-tls-{}-{}",
-            std::process::id(),
-            unique_prefix("d")
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = |name: &str, text: &str| {
-            let p = dir.join(name);
-            std::fs::write(&p, text).unwrap();
-            p.to_str().unwrap().to_owned()
-        };
-        let (ca, cert, key) = (
-            path("ca.pem", &pki.ca),
-            path("cert.pem", &pki.cert.pem()),
-            path("key.pem", &pki.key.serialize_pem()),
-        );
-        let tls_port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-            .to_string();
-        let server = RedisServer::start_with(&[
-            "--tls-port",
-            &tls_port,
-            "--tls-cert-file",
-            &cert,
-            "--tls-key-file",
-            &key,
-            "--tls-ca-cert-file",
-            &ca,
-            "--tls-auth-clients",
-            "no",
-        ]);
+        let redis =
+            support::TlsRedis::start(&pki.ca, (&pki.cert.pem(), &pki.key.serialize_pem()), false);
         TlsRedis {
-            url: format!("rediss://127.0.0.1:{tls_port}"),
+            url: redis.url.clone(),
+            _server: redis,
             ca: pki.ca,
-            dir,
-            _server: server,
         }
     }
 
@@ -74,12 +39,6 @@ impl TlsRedis {
             .tls_root_certificate(self.ca.as_bytes())
             .connect()
             .await
-    }
-}
-
-impl Drop for TlsRedis {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

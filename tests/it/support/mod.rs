@@ -14,6 +14,8 @@ pub(crate) mod pki;
 pub(crate) mod proxy;
 pub(crate) mod redis_server;
 pub(crate) mod sentinel;
+#[cfg(feature = "tls")]
+pub(crate) mod tls_redis;
 
 pub(crate) use alone::alone;
 pub(crate) use app::*;
@@ -24,6 +26,8 @@ pub(crate) use pki::pki;
 pub(crate) use proxy::Proxy;
 pub(crate) use redis_server::{RedisServer, redis_binary};
 pub(crate) use sentinel::{MASTER_NAME, SentinelSet};
+#[cfg(feature = "tls")]
+pub(crate) use tls_redis::TlsRedis;
 
 use std::time::{Duration, Instant};
 
