@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule};
+use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule, Sent};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
@@ -328,9 +328,13 @@ impl Core {
             let retouch = match replies.as_mut().and_then(|(at, r)| Some((*at, r.next()?))) {
                 Some((at, reply)) => {
                     entry.alone_acked = entry.alone_acked.max(item.alone);
+                    let sent = Sent {
+                        counted: item.counted,
+                        offered: item.offered,
+                        at: sent_at,
+                    };
                     entry.apply(
-                        item.counted,
-                        item.offered,
+                        sent,
                         &reply,
                         at,
                         now,

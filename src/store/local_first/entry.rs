@@ -82,6 +82,31 @@ pub(crate) struct Context {
     pub(crate) draw: f64,
 }
 
+/// What a sync sent for one key: this instance's cumulative counts, and when it went out
+/// (local clock, µs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sent {
+    pub(crate) counted: u64,
+    pub(crate) offered: u64,
+    pub(crate) at: u64,
+}
+
+/// A refund given back to the views, kept until a sync that went out after its call brings
+/// the fleet's state with it.
+#[derive(Debug, Clone, Copy)]
+struct Returned {
+    cost: u64,
+    /// When the refunded units were admitted (Redis time, µs).
+    at: u64,
+    /// When the refund's call went out (local clock, µs).
+    sent: u64,
+}
+
+/// The refunds an entry keeps for syncs in flight: more than this many within one round trip
+/// are given back once, without their replay (the views then hold the oldest of them until
+/// the next sync: fewer admissions, never more).
+const RETURNED_KEPT: usize = 16;
+
 /// What the fleet answered for one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FleetReply {
@@ -108,6 +133,8 @@ pub(crate) struct Entry {
     pub(crate) alone_acked: u64,
     /// `counted` when the sync in progress was built (early syncs count from it).
     pub(crate) sent: u64,
+    /// Refunds given back to the views that a sync in flight may not include.
+    returned: Vec<Returned>,
     views: SmallVec<[State; 2]>,
     /// This instance's share, decided alone: while isolated, or before the first sync.
     share: Option<SmallVec<[State; 2]>>,
@@ -180,6 +207,7 @@ impl Entry {
             alone: 0,
             alone_acked: 0,
             sent: 0,
+            returned: Vec::new(),
             views,
             share: None,
             synced: false,
@@ -295,16 +323,18 @@ impl Entry {
         }
     }
 
-    /// Takes the fleet's answer to a sync that sent `sent` and `offered` (this instance's
-    /// cumulative counts of units admitted and asked for),
+    /// Takes the fleet's answer to a sync that sent `sent`,
     /// answered at Redis time `fleet_at`, received at `now` (this instance's estimate of Redis
     /// time). `lag_us` credits the rest of the fleet with the units it has not synced yet (on
     /// average half an interval's); `horizon_us` bounds the extrapolation.
+    ///
+    /// A refund whose call went out after the sync's is given back again to the views the
+    /// reply makes: Redis read the state the reply holds before it gave the refund back (calls
+    /// on one connection run in the order they are sent), and the views had it at once.
     #[allow(clippy::too_many_arguments)] // one caller, each a distinct quantity
     pub(crate) fn apply(
         &mut self,
-        sent: u64,
-        offered: u64,
+        sent: Sent,
         reply: &FleetReply,
         fleet_at: u64,
         now: u64,
@@ -313,6 +343,11 @@ impl Entry {
         smoothing: f64,
         instances: u32,
     ) {
+        let Sent {
+            counted: sent,
+            offered,
+            at: sent_at,
+        } = sent;
         self.acked = self.acked.max(sent);
         self.since_unacked = self.since_sent;
         let span = fleet_at.saturating_sub(self.fleet_at);
@@ -352,6 +387,12 @@ impl Entry {
             *view = fresh[i].with_fleet(limit.count(), limit.period_us(), fleet);
             view.add(limit.count(), limit.period_us(), mine, now);
         }
+        self.returned.retain(|r| r.sent > sent_at);
+        for r in &self.returned {
+            for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
+                view.refund(limit.count(), limit.period_us(), r.cost, r.at, now);
+            }
+        }
         self.fraction = 0.0;
         self.extrapolated_to = now.saturating_sub(lag_us);
         self.extrapolate_until = now.saturating_add(horizon_us);
@@ -363,11 +404,16 @@ impl Entry {
     }
 
     /// Gives back `cost` units admitted at `at` to the view (a refund Redis applied to the
-    /// fleet's state), as the algorithm refunds them: see `Refund`.
-    pub(crate) fn give_back(&mut self, cost: u64, at: u64, now: u64) {
+    /// fleet's state, its call sent at local time `sent`), as the algorithm refunds them: see
+    /// `Refund`.
+    pub(crate) fn give_back(&mut self, cost: u64, at: u64, sent: u64, now: u64) {
         if !self.synced {
             return;
         }
+        if self.returned.len() == RETURNED_KEPT {
+            self.returned.remove(0);
+        }
+        self.returned.push(Returned { cost, at, sent });
         for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
             view.refund(limit.count(), limit.period_us(), cost, at, now);
         }

@@ -169,6 +169,25 @@ impl Keyspace {
         Decision::from_states(policy.name_arc(), now, states)
     }
 
+    /// Gives `cost` units admitted at `at` back to `key`'s state under `policy` at `now`, as
+    /// the refund script does (its marker aside); state keys under `prefix`.
+    #[cfg(test)]
+    pub(crate) fn refund(
+        &mut self,
+        prefix: &str,
+        policy: &Policy,
+        key: &Key,
+        (cost, at): (u64, u64),
+        now: u64,
+    ) {
+        for (i, limit) in policy.limits().iter().enumerate() {
+            let name = super::task::limit_state_key(prefix, policy.name(), key, limit, i);
+            if let Some((state, _)) = self.states.get_mut(&name) {
+                state.refund(limit.count(), limit.period_us(), cost, at, now);
+            }
+        }
+    }
+
     /// The state under `name` at `now`, if it has not expired.
     fn live(&self, name: &str, now: u64) -> Option<State> {
         self.states

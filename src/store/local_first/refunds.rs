@@ -30,11 +30,12 @@ impl Refunds for LocalFirstStore {
                 shared.settle(&policy, counter).await;
             }
             let (cost, at) = (refund.cost(), refund.at_us());
+            let sent = shared.core.local_now();
             let given = shared.redis.refund(&policy, &key, refund).await?;
             if given {
                 let overridden = shared.redis.effective_policy(&policy, &key);
                 let effective = overridden.as_ref().unwrap_or(&policy);
-                shared.core.give_back(effective, &key, cost, at);
+                shared.core.give_back(effective, &key, cost, at, sent);
             }
             Ok(given)
         })

@@ -37,9 +37,10 @@ impl Core {
     }
 
     /// Gives `cost` units admitted at `at` back to `key`'s view under `policy`, at once (Redis
-    /// gave them back to the fleet; the next sync brings the same): to each counter's, one
-    /// limit each, for a key whose limit keys name their states.
-    pub(crate) fn give_back(&self, policy: &Policy, key: &Key, cost: u64, at: u64) {
+    /// gave them back to the fleet, the call sent at local time `sent`; the next sync brings
+    /// the same): to each counter's, one limit each, for a key whose limit keys name their
+    /// states.
+    pub(crate) fn give_back(&self, policy: &Policy, key: &Key, cost: u64, at: u64, sent: u64) {
         let now = self.now();
         for (i, counter) in counter_keys(key).iter().enumerate() {
             let limits = if key.names_limit_states() {
@@ -53,7 +54,7 @@ impl Core {
                 && !limits.is_empty()
             {
                 entry.adopt(limits);
-                entry.give_back(cost, at, now);
+                entry.give_back(cost, at, sent, now);
             }
         }
     }

@@ -134,3 +134,4 @@ mod counters;
 mod fleet;
 mod hot_keys;
 mod isolation;
+mod refunds;
