@@ -173,12 +173,18 @@ fn measure(
         };
         tokio::time::sleep_until(measure_from.into()).await;
         reset_redis_stats(con);
-        let (cpu0, redis0) = (server.cpu_us(), redis_cpu_secs(con));
+        let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
         tokio::time::sleep_until(end.into()).await;
-        let (cpu1, redis1) = (server.cpu_us(), redis_cpu_secs(con));
+        let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
         let stats = command_stats(con);
         let tally = load.await.expect("the load");
-        (tally, cpu1 - cpu0, (redis1 - redis0) * 1e6, stats)
+        let (user, system) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+        eprintln!(
+            "  {} server CPU: {:.0} % system",
+            cell.kind.name(),
+            100.0 * system / (user + system).max(1.0)
+        );
+        (tally, user + system, (redis1 - redis0) * 1e6, stats)
     });
     let mut top: Vec<_> = stats.iter().map(|(n, s)| (s.calls, n.as_str())).collect();
     top.sort_unstable_by(|a, b| b.cmp(a));

@@ -281,6 +281,13 @@ pub(crate) fn current_thread_proc() -> PathBuf {
 /// `proc`, in µs; 0 where `/proc` is missing (not Linux). The kernel counts in clock ticks,
 /// 10 ms at the usual 100 Hz: coarse, but plenty over seconds of load.
 pub(crate) fn cpu_us(proc: &Path) -> f64 {
+    let (user, system) = cpu_split_us(proc);
+    user + system
+}
+
+/// [`cpu_us`] as user and system time apart: a server's system share is its syscalls
+/// (reads, writes, wake-ups), which instruction counts do not see.
+pub(crate) fn cpu_split_us(proc: &Path) -> (f64, f64) {
     let stat = std::fs::read_to_string(proc.join("stat")).unwrap_or_default();
     // The command name (field 2) is in parentheses and may hold spaces: split after it.
     let fields: Vec<&str> = stat
@@ -294,7 +301,7 @@ pub(crate) fn cpu_us(proc: &Path) -> f64 {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    (ticks(14) + ticks(15)) * 10_000.0
+    (ticks(14) * 10_000.0, ticks(15) * 10_000.0)
 }
 
 /// A markdown table, written header first and then row by row (a harness prints each row as it
