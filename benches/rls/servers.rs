@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{cpu_split_us, cpu_us};
+use crate::support::cpu_split_us;
 
 /// envoyproxy/ratelimit's YAML for ours, equivalent to Limitador's file below: domain `bench`
 /// effectively unlimited (10^9 an hour per `user`), domain `small` 3 per minute per `user`.
@@ -63,11 +63,6 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// CPU time (user + system) the process has used so far, µs.
-    pub(crate) fn cpu_us(&self) -> f64 {
-        cpu_us(&self.proc())
-    }
-
     /// CPU time the process has used so far, µs: user and system apart.
     pub(crate) fn cpu_split_us(&self) -> (f64, f64) {
         cpu_split_us(&self.proc())
