@@ -2,11 +2,10 @@
 //! borrow the request's plan and engine, and end with it).
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 
-/// Every future's output, in order, once all are done; they make progress together. A single
-/// future is awaited as it is (the common request: no allocation).
+/// Every future's output, in order, once all are done; they make progress together
+/// (`futures_util`'s `join_all`). A single future is awaited as it is (the common request: no
+/// allocation).
 pub(super) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
     if futures.len() <= 1 {
         let mut outputs = Vec::with_capacity(futures.len());
@@ -15,25 +14,7 @@ pub(super) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         }
         return outputs;
     }
-    let mut pending: Vec<Option<Pin<Box<F>>>> =
-        futures.into_iter().map(|f| Some(Box::pin(f))).collect();
-    let mut outputs: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut done = true;
-        for (future, output) in pending.iter_mut().zip(outputs.iter_mut()) {
-            let Some(running) = future else { continue };
-            match running.as_mut().poll(cx) {
-                Poll::Ready(value) => {
-                    *output = Some(value);
-                    *future = None;
-                }
-                Poll::Pending => done = false,
-            }
-        }
-        if done { Poll::Ready(()) } else { Poll::Pending }
-    })
-    .await;
-    outputs.into_iter().flatten().collect()
+    futures_util::future::join_all(futures).await
 }
 
 #[cfg(test)]
