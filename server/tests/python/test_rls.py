@@ -293,7 +293,10 @@ class Lifecycle(unittest.TestCase):
                          "closed.yaml": "domain: closed\non_store_error: closed\n" + limited},
                         redis=redis,
                         env={"REDLIMIT_ON_STORE_ERROR": "open",
-                             "LOCAL_CACHE_SIZE_IN_BYTES": "1000000"})
+                             "LOCAL_CACHE_SIZE_IN_BYTES": "1000000",
+                             # While Redis is up, every call must reach it: a call past the
+                             # default 15 ms on a busy machine would be answered open.
+                             "REDLIMIT_STORE_DEADLINE": "2s"})
         try:
             code = lambda domain, ip: server.call(domain, [("ip", ip)]).overall_code
             self.assertEqual(code("by_env", "1"), OK)
