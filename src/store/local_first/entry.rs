@@ -309,6 +309,7 @@ impl Entry {
         self.synced = false;
         self.share = None;
         self.rate = 0.0;
+        self.returned = Vec::new();
     }
 
     /// The key's state was reset in Redis through another instance: a hot key is decided
@@ -407,13 +408,16 @@ impl Entry {
     /// fleet's state, its call sent at local time `sent`), as the algorithm refunds them: see
     /// `Refund`.
     pub(crate) fn give_back(&mut self, cost: u64, at: u64, sent: u64, now: u64) {
+        // Kept while joining too: the sync that joins may have gone out before the refund.
+        if self.mode != Mode::Exact {
+            if self.returned.len() == RETURNED_KEPT {
+                self.returned.remove(0);
+            }
+            self.returned.push(Returned { cost, at, sent });
+        }
         if !self.synced {
             return;
         }
-        if self.returned.len() == RETURNED_KEPT {
-            self.returned.remove(0);
-        }
-        self.returned.push(Returned { cost, at, sent });
         for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
             view.refund(limit.count(), limit.period_us(), cost, at, now);
         }
