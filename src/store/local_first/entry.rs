@@ -25,6 +25,9 @@ use crate::limit::Limit;
 use crate::store::shard::Reclaim;
 
 mod decide;
+mod returned;
+
+use returned::Returned;
 
 /// How long an entry stays after its last request once Redis acknowledged all it counted:
 /// then it is moot (a key that comes back starts afresh from the fleet's state).
@@ -90,22 +93,6 @@ pub(crate) struct Sent {
     pub(crate) offered: u64,
     pub(crate) at: u64,
 }
-
-/// A refund given back to the views, kept until a sync that went out after its call brings
-/// the fleet's state with it.
-#[derive(Debug, Clone, Copy)]
-struct Returned {
-    cost: u64,
-    /// When the refunded units were admitted (Redis time, µs).
-    at: u64,
-    /// When the refund's call went out (local clock, µs).
-    sent: u64,
-}
-
-/// The refunds an entry keeps for syncs in flight: more than this many within one round trip
-/// are given back once, without their replay (the views then hold the oldest of them until
-/// the next sync: fewer admissions, never more).
-const RETURNED_KEPT: usize = 16;
 
 /// What the fleet answered for one key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -388,12 +375,7 @@ impl Entry {
             *view = fresh[i].with_fleet(limit.count(), limit.period_us(), fleet);
             view.add(limit.count(), limit.period_us(), mine, now);
         }
-        self.returned.retain(|r| r.sent > sent_at);
-        for r in &self.returned {
-            for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
-                view.refund(limit.count(), limit.period_us(), r.cost, r.at, now);
-            }
-        }
+        self.replay_returned(sent_at, now);
         self.fraction = 0.0;
         self.extrapolated_to = now.saturating_sub(lag_us);
         self.extrapolate_until = now.saturating_add(horizon_us);
@@ -401,25 +383,6 @@ impl Entry {
         self.share = None;
         if self.mode == Mode::Joining {
             self.mode = Mode::Local;
-        }
-    }
-
-    /// Gives back `cost` units admitted at `at` to the view (a refund Redis applied to the
-    /// fleet's state, its call sent at local time `sent`), as the algorithm refunds them: see
-    /// `Refund`.
-    pub(crate) fn give_back(&mut self, cost: u64, at: u64, sent: u64, now: u64) {
-        // Kept while joining too: the sync that joins may have gone out before the refund.
-        if self.mode != Mode::Exact {
-            if self.returned.len() == RETURNED_KEPT {
-                self.returned.remove(0);
-            }
-            self.returned.push(Returned { cost, at, sent });
-        }
-        if !self.synced {
-            return;
-        }
-        for (limit, view) in self.limits.iter().zip(self.views.iter_mut()) {
-            view.refund(limit.count(), limit.period_us(), cost, at, now);
         }
     }
 
