@@ -8,6 +8,10 @@
 //! at once on *silence*: a call past its deadline with no answer in its domain since it was
 //! sent, confirmed by a probe that gets no answer either (a frozen or black-holed store
 //! answers nothing; a loaded one answers late, and answers a probe).
+//!
+//! An open breaker remembers whether the store went *silent* (no answer) or *refused* (errors):
+//! a store starved of CPU is silent too, for as long as it is starved, so the layer fails open
+//! only on a refusal (see [`OnStoreError::Open`](crate::layer::OnStoreError::Open)).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -48,6 +52,9 @@ pub(crate) enum Change {
     /// Opened because the store went silent: a call passed its deadline with no answer in
     /// the domain since it was sent, and a probe got none either.
     Silent,
+    /// Opened because a call passed its deadline with no answer in the domain since it was
+    /// sent, and a probe found the store refusing (an error, not silence).
+    Refused,
     /// Closed by a successful probe.
     Closed,
     /// Opened again by a probe that failed (not a trip: it was open before the probe).
@@ -85,9 +92,30 @@ impl Tally {
         } else {
             self.failures
         };
+        self.too_many(config, bad)
+    }
+
+    /// Whether these calls' errors alone open the breaker (not their timeouts): the store
+    /// refuses, rather than stays silent.
+    fn refused(&self, config: &CircuitBreaker) -> bool {
+        self.too_many(config, self.failures)
+    }
+
+    fn too_many(&self, config: &CircuitBreaker, bad: u32) -> bool {
         self.calls >= config.min_calls
             && u64::from(bad) * 1000 >= u64::from(config.failure_permille) * u64::from(self.calls)
     }
+}
+
+/// What a probe sent to confirm a silence found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Probed {
+    /// The store answered it (slow, not gone), or this process was too starved to tell.
+    Alive,
+    /// The store answered with an error, or could not be reached at once.
+    Refused,
+    /// No answer within the probe's time.
+    Silent,
 }
 
 /// One breaker's state. Lock-free: a closed breaker costs an atomic load and an increment per
@@ -106,6 +134,9 @@ pub(crate) struct Breaker {
     answered: AtomicU64,
     /// A probe is finding out whether the silent store is gone.
     confirming: AtomicBool,
+    /// Why it is open: the store went silent (true) or refused (false). Meaningless while
+    /// closed.
+    silent: AtomicBool,
 }
 
 impl Breaker {
@@ -149,6 +180,8 @@ impl Breaker {
                 self.open_until.store(0, Ordering::Release);
                 return Some(Change::Closed);
             }
+            self.silent
+                .store(outcome == Outcome::Timeout, Ordering::Release);
             self.open(config, now_ms);
             return Some(Change::Reopened);
         }
@@ -179,16 +212,20 @@ impl Breaker {
             return None;
         }
         let tally = self.tally(slice);
-        if tally.opens(config)
-            && self
-                .open_until
-                .compare_exchange(
-                    0,
-                    now_ms + config.cool_down.as_millis() as u64,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
+        if !tally.opens(config) {
+            return None;
+        }
+        // Set before the breaker opens: a request that finds it open reads why.
+        self.silent.store(!tally.refused(config), Ordering::Release);
+        if self
+            .open_until
+            .compare_exchange(
+                0,
+                now_ms + config.cool_down.as_millis() as u64,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
         {
             self.clear();
             return Some(Change::Opened {
@@ -216,16 +253,21 @@ impl Breaker {
         self.is_closed() && !self.confirming.swap(true, Ordering::AcqRel)
     }
 
-    /// Ends a confirmation: `gone` opens the breaker at `now_ms` (unless the store answered
-    /// a call since `since_us`, or it is open already). Returns what changed.
+    /// Ends a confirmation: a probe that found the store silent or refusing opens the breaker
+    /// at `now_ms` (unless the store answered a call since `since_us`, or it is open already).
+    /// Returns what changed.
     pub(crate) fn confirmed(
         &self,
         config: &CircuitBreaker,
         now_ms: u64,
         since_us: u64,
-        gone: bool,
+        probed: Probed,
     ) -> Option<Change> {
-        let opened = gone
+        let silent = probed == Probed::Silent;
+        if probed != Probed::Alive && self.is_closed() {
+            self.silent.store(silent, Ordering::Release);
+        }
+        let opened = probed != Probed::Alive
             && !config.disabled
             && !self.answered_since(since_us)
             && self
@@ -241,7 +283,17 @@ impl Breaker {
             self.clear();
         }
         self.confirming.store(false, Ordering::Release);
-        opened.then_some(Change::Silent)
+        match (opened, silent) {
+            (false, _) => None,
+            (true, true) => Some(Change::Silent),
+            (true, false) => Some(Change::Refused),
+        }
+    }
+
+    /// Whether the breaker is open because the store went silent rather than refused (only
+    /// meaningful while it is open).
+    pub(crate) fn is_silent(&self) -> bool {
+        self.silent.load(Ordering::Acquire)
     }
 
     /// Lets another request probe: this one's probe was never sent.
@@ -287,163 +339,4 @@ impl Breaker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const DEADLINE: Duration = Duration::from_millis(100);
-
-    fn config(min_calls: u32) -> CircuitBreaker {
-        CircuitBreaker::new()
-            .min_calls(min_calls)
-            .cool_down(Duration::from_millis(1000))
-    }
-
-    /// Records `n` calls with this outcome at `now` (ms).
-    fn record(b: &Breaker, c: &CircuitBreaker, now: u64, n: u32, outcome: Outcome) -> bool {
-        (0..n).any(|_| {
-            matches!(
-                b.record(c, now, Admission::Call, outcome),
-                Some(Change::Opened { .. })
-            )
-        })
-    }
-
-    #[test]
-    fn opens_on_a_failure_rate_only_after_the_minimum_of_calls() {
-        let (b, c) = (Breaker::default(), config(20));
-        assert!(!record(&b, &c, 1, 19, Outcome::Failure), "19 calls < 20");
-        assert_eq!(b.admit(1, DEADLINE), Admission::Call);
-        assert!(record(&b, &c, 1, 1, Outcome::Failure));
-        assert_eq!(b.admit(2, DEADLINE), Admission::Skip);
-    }
-
-    #[test]
-    fn a_failure_rate_under_the_threshold_keeps_it_closed() {
-        let (b, c) = (Breaker::default(), config(20));
-        for _ in 0..100 {
-            assert!(!record(&b, &c, 5, 2, Outcome::Success));
-            assert!(!record(&b, &c, 5, 1, Outcome::Failure), "a third failing");
-        }
-        assert_eq!(b.admit(5, DEADLINE), Admission::Call);
-    }
-
-    #[test]
-    fn timeouts_among_successes_do_not_open_it() {
-        // A flood: most calls miss the deadline, some are answered in time.
-        let (b, c) = (Breaker::default(), config(20));
-        assert!(!record(&b, &c, 1, 1, Outcome::Success));
-        assert!(!record(&b, &c, 1, 10_000, Outcome::Timeout));
-        assert_eq!(b.admit(1, DEADLINE), Admission::Call);
-    }
-
-    #[test]
-    fn timeouts_alone_open_it() {
-        // A silent store: nothing answers.
-        let (b, c) = (Breaker::default(), config(20));
-        assert!(record(&b, &c, 1, 20, Outcome::Timeout));
-        assert_eq!(b.admit(2, DEADLINE), Admission::Skip);
-    }
-
-    #[test]
-    fn old_calls_leave_the_window() {
-        let (b, c) = (Breaker::default(), config(20));
-        // 10 s window: a success at t=0 no longer excuses timeouts at t=20 s.
-        assert!(!record(&b, &c, 1, 1, Outcome::Success));
-        assert!(record(&b, &c, 20_000, 20, Outcome::Timeout));
-        // Failures spread thinner than the window never add up to the minimum.
-        let (b, c) = (Breaker::default(), config(20));
-        for second in 0..100 {
-            assert!(!record(&b, &c, 1 + second * 1000, 1, Outcome::Failure));
-        }
-    }
-
-    #[test]
-    fn probes_once_after_the_cool_down_and_closes_on_success() {
-        let (b, c) = (Breaker::default(), config(1));
-        assert!(record(&b, &c, 1, 1, Outcome::Failure));
-        assert_eq!(b.admit(999, DEADLINE), Admission::Skip);
-        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
-        assert_eq!(
-            b.admit(1001, DEADLINE),
-            Admission::Skip,
-            "one probe at a time"
-        );
-        assert_eq!(
-            b.record(&c, 1002, Admission::Probe, Outcome::Success),
-            Some(Change::Closed)
-        );
-        assert_eq!(b.admit(1003, DEADLINE), Admission::Call);
-    }
-
-    #[test]
-    fn a_failed_probe_reopens_and_a_lost_one_is_replaced() {
-        let (b, c) = (Breaker::default(), config(1));
-        assert!(record(&b, &c, 1, 1, Outcome::Failure));
-        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
-        assert_eq!(
-            b.record(&c, 1001, Admission::Probe, Outcome::Timeout),
-            Some(Change::Reopened)
-        );
-        assert_eq!(b.admit(1500, DEADLINE), Admission::Skip, "open again");
-        assert_eq!(b.admit(2002, DEADLINE), Admission::Probe);
-        // This probe never reports (its request was dropped): after 2 × the deadline, another.
-        assert_eq!(b.admit(2100, DEADLINE), Admission::Skip);
-        assert_eq!(b.admit(2203, DEADLINE), Admission::Probe);
-    }
-
-    #[test]
-    fn silence_confirmed_opens_it_at_once_and_an_answer_since_keeps_it_closed() {
-        let (b, c) = (Breaker::default(), config(20));
-        b.note_answer(5);
-        assert!(b.answered_since(5));
-        assert!(!b.answered_since(6), "nothing answered after 5");
-        assert!(b.start_confirming());
-        assert!(!b.start_confirming(), "one confirmation at a time");
-        // A call asked at 6 missed its deadline; the probe found nothing: open, one call in.
-        assert_eq!(b.confirmed(&c, 300, 6, true), Some(Change::Silent));
-        assert_eq!(b.admit(301, DEADLINE), Admission::Skip);
-        assert!(!b.start_confirming(), "open already");
-
-        // Silent when asked, but a late answer came before the probe failed: load.
-        let b = Breaker::default();
-        assert!(b.start_confirming());
-        b.note_answer(150);
-        assert_eq!(b.confirmed(&c, 300, 100, true), None);
-        assert_eq!(b.admit(301, DEADLINE), Admission::Call);
-        // The probe answered: slow, not gone.
-        assert!(b.start_confirming());
-        assert_eq!(b.confirmed(&c, 400, 350, false), None);
-        assert_eq!(b.admit(401, DEADLINE), Admission::Call);
-        // A disabled breaker never opens.
-        let off = CircuitBreaker::disabled();
-        assert!(b.start_confirming());
-        assert_eq!(b.confirmed(&off, 500, 450, true), None);
-    }
-
-    #[test]
-    fn closing_forgets_the_failures_before() {
-        let (b, c) = (Breaker::default(), config(20));
-        assert!(record(&b, &c, 1, 20, Outcome::Failure));
-        assert_eq!(b.admit(1001, DEADLINE), Admission::Probe);
-        b.record(&c, 1001, Admission::Probe, Outcome::Success);
-        assert!(!record(&b, &c, 1002, 19, Outcome::Failure));
-    }
-
-    #[test]
-    fn settings_are_clamped() {
-        let c = CircuitBreaker::new()
-            .min_calls(0)
-            .failure_rate(7.0)
-            .window(Duration::ZERO);
-        assert_eq!(c.min_calls, 1);
-        assert_eq!(c.failure_permille, 1000);
-        assert_eq!(c.window, Duration::from_millis(10));
-        assert_eq!(
-            CircuitBreaker::new()
-                .failure_rate(f64::NAN)
-                .failure_permille,
-            500
-        );
-        assert_eq!(CircuitBreaker::new().failure_rate(-1.0).failure_permille, 1);
-    }
-}
+mod tests;

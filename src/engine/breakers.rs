@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::breaker::{Admission, Breaker, Change, Outcome};
+use super::breaker::{Admission, Breaker, Change, Outcome, Probed};
 use super::breaker_meters::{BreakerMeters, State};
 use super::circuit_breaker::CircuitBreaker;
 
@@ -96,12 +96,20 @@ impl Breakers {
             && breaker.start_confirming()
     }
 
-    /// The end of a confirmation started for a call asked at `asked`: `gone` (the probe got no
-    /// answer) opens the domain's breaker at once, unless something answered meanwhile.
-    pub(crate) fn confirmed(&self, domain: u16, asked: Instant, gone: bool) {
+    /// The end of a confirmation started for a call asked at `asked`: a probe that got no
+    /// answer, or an error, opens the domain's breaker at once, unless something answered
+    /// meanwhile.
+    pub(crate) fn confirmed(&self, domain: u16, asked: Instant, probed: Probed) {
         let breaker = self.breaker(domain);
-        let change = breaker.confirmed(&self.config, self.now_ms(), self.us_at(asked), gone);
+        let change = breaker.confirmed(&self.config, self.now_ms(), self.us_at(asked), probed);
         self.report(domain, change);
+    }
+
+    /// Whether `domain`'s breaker is open because the store went silent (no answer: gone, or
+    /// starved of CPU, which look alike) rather than because it refused (errors).
+    pub(crate) fn silent(&self, domain: u16) -> bool {
+        let breaker = self.breaker(domain);
+        !breaker.is_closed() && breaker.is_silent()
     }
 
     fn report(&self, domain: u16, change: Option<Change>) {
@@ -129,6 +137,15 @@ impl Breakers {
                     cool_down = ?self.config.cool_down_value(),
                     "rate-limit store stopped answering (a call passed its deadline, and a probe, \
                      with no reply); circuit open, deciding without it"
+                )
+            }
+            Some(Change::Refused) => {
+                self.meters.entered(index, State::Open, true);
+                tracing::warn!(
+                    domain,
+                    cool_down = ?self.config.cool_down_value(),
+                    "rate-limit store refuses (a call passed its deadline, and a probe failed); \
+                     circuit open, deciding without it"
                 )
             }
             Some(Change::Closed) => {

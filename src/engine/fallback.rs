@@ -30,6 +30,18 @@ impl Engine {
         let Some(rule) = self.rules.get(ticket.rule) else {
             return Settled::Unavailable;
         };
+        // A circuit open on silence fails open no more than a missed deadline does: a store
+        // starved of CPU (beside a flood, on an overloaded node) is silent too, for as long as
+        // it is starved, and every cool-down of it would be an unlimited window.
+        if rule.mode == OnStoreError::Open
+            && error.is_circuit_open()
+            && self.breakers.silent(ticket.domain)
+        {
+            return self.in_memory(
+                ticket,
+                "rate-limit store is silent (circuit open); deciding in memory",
+            );
+        }
         let name = rule.policy.name();
         let mode = match rule.mode {
             OnStoreError::Open => "allowing request (fail open)",
@@ -79,6 +91,7 @@ impl Engine {
 mod tests {
     use std::time::Duration;
 
+    use super::super::breaker::Probed;
     use super::super::{Engine, Settled, Ticket};
     use super::OnStoreError;
     use crate::decision::DecisionSource;
@@ -128,5 +141,22 @@ mod tests {
             engine.store_failed(&failed, &unknown),
             Settled::Unavailable
         ));
+    }
+
+    #[test]
+    fn open_fails_open_on_a_refusing_store_and_decides_in_memory_on_a_silent_one() {
+        let circuit_open = |probed| {
+            let (engine, _) = engine(OnStoreError::Open);
+            let asked = std::time::Instant::now();
+            assert!(engine.breakers.start_confirming(0, asked));
+            engine.breakers.confirmed(0, asked, probed);
+            let ticket = Ticket::unasked(0, Key::new("k"), 1);
+            match engine.store_failed(&StoreError::CircuitOpen, &ticket) {
+                Settled::Decided(decision) => decision.source(),
+                _ => panic!("undecided"),
+            }
+        };
+        assert_eq!(circuit_open(Probed::Silent), DecisionSource::Local);
+        assert_eq!(circuit_open(Probed::Refused), DecisionSource::FailOpen);
     }
 }

@@ -25,9 +25,14 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OnStoreError {
-    /// Let the request through, unlimited, and log it (`warn`, at most once a second).
-    /// The handler sees a [`Decision`](crate::Decision) whose source is
-    /// [`DecisionSource::FailOpen`](crate::DecisionSource::FailOpen).
+    /// Let the request through, unlimited, and log it (`warn`, at most once a second), when
+    /// the store refuses (errors, refused connections). The handler sees a
+    /// [`Decision`](crate::Decision) whose source is
+    /// [`DecisionSource::FailOpen`](crate::DecisionSource::FailOpen). While the circuit is
+    /// open because the store went *silent* instead (no answer to calls nor to a probe), the
+    /// request is decided in memory as for a missed deadline, with this instance enforcing
+    /// the whole limit: a store starved of CPU beside a flood is silent too, and failing open
+    /// on it would give the flood an unlimited window.
     Open,
     /// Answer `503 Service Unavailable` (never 429: the client did nothing wrong).
     Closed,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::breaker::Outcome;
+use super::breaker::{Outcome, Probed};
 use super::held_lease::{HeldLease, LeaseStore};
 use super::store_meter::LeaseMeter;
 use super::{Engine, PROBE_DEADLINES, Settled, Ticket};
@@ -30,15 +30,16 @@ impl Engine {
         let within = PROBE_DEADLINES * self.deadline;
         runtime.spawn(async move {
             let started = Instant::now();
-            let gone = match probe {
+            let probed = match probe {
                 Some(probe) => match tokio::time::timeout(within, probe).await {
-                    Ok(Ok(())) => false,
-                    Ok(Err(_)) => true,
-                    Err(_) => !starved(started.elapsed(), within),
+                    Ok(Ok(())) => Probed::Alive,
+                    Ok(Err(_)) => Probed::Refused,
+                    Err(_) if starved(started.elapsed(), within) => Probed::Alive,
+                    Err(_) => Probed::Silent,
                 },
-                None => true,
+                None => Probed::Silent,
             };
-            breakers.confirmed(domain, asked, gone);
+            breakers.confirmed(domain, asked, probed);
         });
     }
 
