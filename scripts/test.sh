@@ -28,10 +28,13 @@ step() {
   step_name="$1" step_start=$SECONDS step_cpu=$cpu
   echo "== $1" >&2
 }
-lane_pid_file=""
-# A failing step ends the background lane too (it is detached: nothing else would).
+lane_pid_file="" python_pid=""
+# A failing step ends the background lane and the Python suite too (nothing else would).
 trap 'if [ -s "${lane_pid_file:-}" ] && pid=$(cat "$lane_pid_file") && kill -0 "$pid" 2>/dev/null; then
     pkill -P "$pid"; kill "$pid"
+  fi
+  if [ -n "${python_pid:-}" ] && kill -0 "$python_pid" 2>/dev/null; then
+    pkill -P "$python_pid"; kill "$python_pid"
   fi
   step ""; cpu_now; rm -f "$cpu_file"
   printf "\nstep times (wall, CPU):\n%s%5d s %6d s  in all\n" "$timings" "$SECONDS" "$cpu" >&2' EXIT
@@ -147,18 +150,19 @@ step "clippy, every target"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 step "docs"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features --quiet
-# docs.rs builds with nightly and --cfg docsrs (the feature badges, `doc(cfg)`). The same
-# rustdoc run on this toolchain, which RUSTC_BOOTSTRAP lets take the nightly attributes, checks
-# that build. Only rustdoc gets it (through a RUSTDOC wrapper): set for cargo, it would change
-# every dependency's fingerprint and check them all again (2 min of CPU, measured).
+# As docs.rs builds them: with nightly and --cfg docsrs (the feature badges, `doc(cfg)`). The
+# same rustdoc run on this toolchain, which RUSTC_BOOTSTRAP lets take the nightly attributes,
+# checks that build; `--cfg docsrs` only adds `doc(cfg)` attributes, so this run also covers a
+# plain `cargo doc` (a second run of it cost 45 s of CPU). Only rustdoc gets RUSTC_BOOTSTRAP
+# (through a RUSTDOC wrapper): set for cargo, it would change every dependency's fingerprint
+# and check them all again (2 min of CPU, measured).
 rustdoc_bootstrap=$(mktemp)
 printf '#!/bin/sh\nRUSTC_BOOTSTRAP=1 exec rustdoc "$@"\n' >"$rustdoc_bootstrap"
 chmod +x "$rustdoc_bootstrap"
 RUSTDOC="$rustdoc_bootstrap" RUSTDOCFLAGS="--cfg docsrs -D warnings" \
   cargo doc --no-deps --all-features --quiet
 rm -f "$rustdoc_bootstrap"
-echo "docs.rs build (--cfg docsrs): ok"
+echo "docs (as docs.rs builds them, --cfg docsrs): ok"
 step "package"
 # The crate as crates.io would get it: packaged from `include` alone (the tests, benches and
 # scripts stay in the repository), unpacked outside the workspace and checked there with every
@@ -196,7 +200,31 @@ done
 step "tests"
 # Every target but the benches: run as tests, they only print how to run them (clippy above
 # compiled them); linking them was some 45 s of CPU.
-cargo test --workspace --all-features --lib --bins --tests --examples
+targets=(--workspace --all-features --lib --bins --tests --examples)
+# The server's black-box suite (Python driving the real binary, `the_python_suite_passes`)
+# runs beside the others: both wait on servers far more than they compute. Its servers listen
+# below the kernel's ephemeral range, the Rust tests' within it (harness.py), so the two never
+# race for a port. Its test binary is run directly: cargo holds the target dir while it runs
+# tests.
+python_suite=$(cargo test "${targets[@]}" --no-run --message-format=json-render-diagnostics |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "python":
+        print(m["executable"])')
+[ -n "$python_suite" ] || { echo "no test binary for the server's Python suite" >&2; exit 1; }
+python_log=$(mktemp)
+(cd server && exec "$python_suite" >"$python_log" 2>&1) &
+python_pid=$!
+python_start=$SECONDS
+cargo test "${targets[@]}" -- --skip the_python_suite_passes
+python_rc=0
+wait "$python_pid" || python_rc=$?
+python_pid=""
+cat "$python_log" >&2
+rm -f "$python_log"
+[ "$python_rc" = 0 ] || { echo "the server's Python suite failed (its log above)" >&2; exit 1; }
+echo "the server's Python suite: ok ($((SECONDS - python_start)) s, beside the other tests)" >&2
 step "doctests"
 cargo test --workspace --all-features --doc
 step "waiting for the background lane"

@@ -3,6 +3,7 @@ on free loopback ports, driven with PyPI's xds-protos stubs (the gRPC project's 
 API) and plain HTTP. Nothing here is ours but the binary under test."""
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -23,10 +24,37 @@ CONDITION_DEADLINE = 30.0
 CALL_TIMEOUT = 10.0
 
 
+def _below_ephemeral():
+    """The first port of the kernel's ephemeral range (where `bind(0)` and outgoing connections
+    take theirs)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# The servers this suite starts listen below the kernel's ephemeral range, and a cluster's bus
+# ports (10 000 above) too: the Rust tests beside it (scripts/test.sh runs both at once) take
+# theirs from that range with `bind(0)`, so a port picked here is never taken by them between
+# its pick and the server's bind. Only this (sequential) suite picks ports here.
+_PORTS = range(10000, _below_ephemeral() - 10000)
+_random = random.Random()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    if len(_PORTS) < 1000:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    while True:
+        port = _random.choice(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 def cluster_port():
