@@ -80,7 +80,7 @@
 
 mod error;
 mod keys;
-mod overrides;
+pub(crate) mod overrides;
 mod target;
 mod token;
 

@@ -51,7 +51,8 @@ async fn set(
 ) -> Result<Response, AdminError> {
     let target = Target::of(&handle, &uri)?;
     let Json(body) = body.map_err(bad_body)?;
-    let value = parse(&target.policy, &body.limits)?;
+    let subject = format!("policy `{}`", target.policy.name());
+    let value = parse(&subject, &target.policy, &body.limits)?;
     handle
         .set_override(&target.policy, &target.key, value)
         .await?;
@@ -90,14 +91,18 @@ async fn remove(State(handle): State<Handle>, uri: Uri) -> Result<Response, Admi
     }
 }
 
-/// The override `rates` give `policy`: each read with the algorithm of the limit at its
-/// position, so one string is one rate (a line break inside it cannot smuggle in another).
-fn parse(policy: &Policy, rates: &[String]) -> Result<Override, AdminError> {
+/// The override `rates` give `policy` (`subject` names it in errors, for example "policy
+/// `api`"): each read with the algorithm of the limit at its position, so one string is one
+/// rate (a line break inside it cannot smuggle in another).
+pub(crate) fn parse(
+    subject: &str,
+    policy: &Policy,
+    rates: &[String],
+) -> Result<Override, AdminError> {
     let limits = policy.limits();
     if rates.len() != limits.len() {
         return Err(AdminError::BadOverride(format!(
-            "policy `{}` has {} limits: give one N/DURATION for each, in order (got {})",
-            policy.name(),
+            "{subject} has {} limits: give one N/DURATION for each, in order (got {})",
             limits.len(),
             rates.len()
         )));

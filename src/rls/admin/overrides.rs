@@ -12,7 +12,6 @@ use super::super::RateLimitService;
 use super::super::runtime::{LIMITS, descriptor_key, flag_policy, limits_policy};
 use super::target::{Entry, Target};
 use crate::admin::AdminError;
-use crate::limit::Limit;
 use crate::store::Override;
 
 /// `PUT`'s body: one `N/DURATION` per limit of the descriptor's rule, in its order.
@@ -49,28 +48,8 @@ pub(super) async fn set(
     let rule = target.rule()?;
     let Json(body) = body.map_err(super::bad_body)?;
     let policy = limits_policy(rule).map_err(AdminError::BadOverride)?;
-    let limits = rule.limits();
-    if body.limits.len() != limits.len() {
-        return Err(AdminError::BadOverride(format!(
-            "the rule `{}` has {} limits: give one N/DURATION for each, in order (got {})",
-            rule.full_key(),
-            limits.len(),
-            body.limits.len()
-        )));
-    }
-    let rates = body
-        .limits
-        .iter()
-        .zip(limits)
-        .enumerate()
-        .map(|(i, (rate, limit))| {
-            Limit::parse(limit.algorithm(), rate.trim())
-                .map(|l| (l.count(), l.period()))
-                .map_err(|e| AdminError::BadOverride(format!("limits[{i}]: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let value =
-        Override::new(&policy, rates).map_err(|e| AdminError::BadOverride(e.to_string()))?;
+    let subject = format!("the rule `{}`", rule.full_key());
+    let value = crate::admin::overrides::parse(&subject, &policy, &body.limits)?;
     let key = descriptor_key(&target.domain, &target.pairs());
     super::overrides(&service, "set_override")?
         .set_override(&policy, &key, value.clone())
