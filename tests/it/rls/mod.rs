@@ -7,6 +7,7 @@ mod admin;
 mod config;
 mod failure_modes;
 mod local_first;
+mod per_second;
 mod proto_current;
 mod service;
 mod service_edges;
