@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use smallvec::SmallVec;
 
-use super::config::Unit;
 use super::join::join_all;
 use super::plan::{Counter, Plan};
 use super::run::{Charged, Evaluated, Runner};
@@ -34,10 +33,11 @@ pub(super) struct Homes {
 }
 
 impl Homes {
-    /// `counter`'s store: the per-second one for a limit shown with unit `second` (the rule's,
-    /// or the descriptor's own `limit`, or an admin override's), when there is one.
+    /// `counter`'s store: the per-second one for a limit of unit `second` (its rule's, before
+    /// any admin override: a counter stays where it is; or the descriptor's own `limit`),
+    /// when there is one.
     pub(super) fn of(self, counter: &Counter) -> Home {
-        if self.split && counter.shown.unit == Unit::Second.proto_number() {
+        if self.split && counter.per_second {
             Home::PerSecond
         } else {
             Home::Main
