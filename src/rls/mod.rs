@@ -57,6 +57,9 @@
 //! `hash_tag: descriptor`) each descriptor's counters have a slot of their own, so a domain
 //! spreads over the shards: a request is a check per descriptor, all made at once, and when
 //! one refuses the others' charges are refunded (visible for about a round trip).
+//! With a [`per_second_store`](RateLimitServiceBuilder::per_second_store) (the Go service's
+//! `REDIS_PERSECOND`), the limits whose unit is `second` live there: a request over both stores
+//! is a check per store, made at once, refunded the same way.
 //!
 //! ```
 //! use redlimit::rls::{config::RlsConfig, RateLimitService};
