@@ -255,6 +255,7 @@ fn states<'a>(
                 Evaluated {
                     state: state.clone(),
                     asked: group.cost,
+                    cached: false,
                 },
             )
         })

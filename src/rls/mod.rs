@@ -32,7 +32,10 @@
 //!   below);
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
 //!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
-//!   by `domain`, `key1`, `key2`; `ratelimit_service_should_rate_limit_error` by `err_type`);
+//!   by `domain`, `key1`, `key2`; `..._over_limit_with_local_cache` for hits refused from the
+//!   deny cache; `ratelimit_service_rate_limit_domain_not_found` by `domain`;
+//!   `ratelimit_service_global_shadow_mode`; `ratelimit_service_should_rate_limit_error` by
+//!   `err_type`);
 //! - errors: an empty domain, no descriptors, more than
 //!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
 //!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's

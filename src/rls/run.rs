@@ -38,6 +38,8 @@ pub(super) const POLICY: &str = "rls";
 pub(super) struct Evaluated {
     pub(super) state: LimitState,
     pub(super) asked: u64,
+    /// Answered by the deny cache, without a store call.
+    pub(super) cached: bool,
 }
 
 /// Whether a counter is over its limit: refused its cost, or, asked for nothing (a
@@ -312,6 +314,7 @@ impl Runner<'_> {
                 results[c] = Some(Evaluated {
                     state: state.clone(),
                     asked: cost,
+                    cached: true,
                 });
             }
         }
@@ -385,6 +388,7 @@ fn given_back(evaluated: &Evaluated) -> Evaluated {
     Evaluated {
         state: LimitState::allowed(limit, remaining, reset),
         asked: 0,
+        cached: false,
     }
 }
 

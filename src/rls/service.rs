@@ -268,6 +268,7 @@ impl RateLimitService {
             stats::error("service_error");
         })?;
         let Some(mut plan) = planned else {
+            stats::domain_not_found(&request.domain, request.descriptors.len());
             let mut response = unknown_domain(request.descriptors.len());
             if inner.dynamic_metadata {
                 response.dynamic_metadata =
