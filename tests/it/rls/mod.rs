@@ -8,6 +8,8 @@ mod config;
 mod failure_modes;
 mod local_first;
 mod per_second;
+#[cfg(feature = "admin")]
+mod per_second_admin;
 mod proto_current;
 mod service;
 mod service_edges;
