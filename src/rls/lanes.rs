@@ -1,12 +1,13 @@
 //! How a request's counters become checks (one store call each) and lanes (the checks of one
 //! store and one hash tag, one Cluster slot, made one after the other), and the lanes run at
 //! once, joined in the request's task: one round trip for a request spread over several shards,
-//! or over the main store and the per-second one ([`Home`]).
+//! or over the main store and the per-second one ([`Home`](super::home::Home)).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use smallvec::SmallVec;
 
+use super::home::Homes;
 use super::join::join_all;
 use super::plan::{Counter, Plan};
 use super::run::{Charged, Evaluated, Runner};
@@ -14,36 +15,6 @@ use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::limit::Algorithm;
 use crate::policy::MAX_LIMITS;
-
-/// The store a counter lives in: envoyproxy/ratelimit's `REDIS_PERSECOND` rule, by unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Home {
-    /// The service's store.
-    Main,
-    /// The per-second store: limits whose unit is `second`, whatever their multiplier or
-    /// algorithm.
-    PerSecond,
-}
-
-/// Where a request's counters live: all in the main store, or split by unit.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Homes {
-    /// A per-second store is in use.
-    pub(super) split: bool,
-}
-
-impl Homes {
-    /// `counter`'s store: the per-second one for a limit of unit `second` (its rule's, before
-    /// any admin override: a counter stays where it is; or the descriptor's own `limit`),
-    /// when there is one.
-    pub(super) fn of(self, counter: &Counter) -> Home {
-        if self.split && counter.per_second {
-            Home::PerSecond
-        } else {
-            Home::Main
-        }
-    }
-}
 
 /// One check: counters (indexes into the plan) of one cost and one hash tag.
 #[derive(Debug)]

@@ -103,6 +103,7 @@ mod failure_mode;
 mod fallback;
 mod hash_tag;
 mod headers;
+mod home;
 mod join;
 mod lanes;
 mod limit_headers;

@@ -21,7 +21,8 @@ use std::time::{Instant, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
-use super::lanes::{Group, Home, Homes, Step, groups, lanes};
+use super::home::{Home, pick};
+use super::lanes::{Group, Step, groups, lanes};
 use super::plan::{Counter, Mode, Plan, Resolved};
 use crate::decision::{Decision, DecisionSource, LimitState};
 use crate::engine::Engine;
@@ -97,30 +98,6 @@ pub(super) struct Runner<'a> {
 }
 
 impl Runner<'_> {
-    /// Where the counters live: split by unit over two stores, or all in one (the local
-    /// fallback keeps every counter in its memory).
-    pub(super) fn homes(&self) -> Homes {
-        Homes {
-            split: matches!(
-                self.via,
-                Via::Engine {
-                    per_second: Some(_),
-                    ..
-                }
-            ),
-        }
-    }
-
-    /// The engine of `home`'s store (`None` for the local fallback).
-    fn engine(&self, home: Home) -> Option<&Engine> {
-        match self.via {
-            Via::Engine {
-                engine, per_second, ..
-            } => Some(pick(engine, per_second, home)),
-            Via::Local(..) => None,
-        }
-    }
-
     /// Evaluates every counter of `plan`; `None` for the zero limits (never asked).
     pub(super) async fn run(&self, plan: &Plan) -> Result<Vec<Option<Evaluated>>, StoreError> {
         let mut charged = Vec::new();
@@ -359,14 +336,6 @@ impl Runner<'_> {
             }
         });
         true
-    }
-}
-
-/// The engine of `home`: the per-second store's when there is one, else the main one's.
-fn pick<'e>(engine: &'e Engine, per_second: Option<&'e Engine>, home: Home) -> &'e Engine {
-    match (home, per_second) {
-        (Home::PerSecond, Some(per_second)) => per_second,
-        _ => engine,
     }
 }
 

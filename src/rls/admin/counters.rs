@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::super::FailureMode;
 use super::super::RateLimitService;
 use super::super::config::Unit;
-use super::super::lanes::{Home, Homes};
+use super::super::home::{Home, Homes};
 use super::super::plan::{Counter, Mode, Plan, Resolved, plan};
 use super::super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor;
