@@ -137,11 +137,6 @@ fn redis_store(settings: &Settings, target: &Target<'_>) -> Result<Arc<dyn Store
     if !settings.cache_key_prefix.is_empty() {
         builder = builder.prefix(settings.cache_key_prefix.clone());
     }
-    if let Some(path) = &settings.redis_tls_cacert {
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("REDIS_TLS_CACERT: cannot read {}: {e}", path.display()))?;
-        builder = builder.tls_root_certificate(pem);
-    }
     builder = tls(builder, settings, target)?;
     let var = target.var;
     let store = builder
@@ -157,9 +152,10 @@ fn redis_store(settings: &Settings, target: &Target<'_>) -> Result<Arc<dyn Store
     Ok(Arc::new(store))
 }
 
-/// `REDIS_TLS_CLIENT_CERT` and `_KEY` (both, as the Go service reads them) and
-/// `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, when `target` is reached over TLS (the Go service
-/// reads them only then, for either Redis).
+/// `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` and `_KEY` (both, as the Go service reads them)
+/// and `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`, when `target` is reached over TLS (the Go
+/// service reads them only then, for either Redis: one of the two over TLS leaves the other
+/// plain).
 fn tls(
     mut builder: RedisStoreBuilder,
     settings: &Settings,
@@ -167,6 +163,11 @@ fn tls(
 ) -> Result<RedisStoreBuilder, String> {
     if !target.over_tls() {
         return Ok(builder);
+    }
+    if let Some(path) = &settings.redis_tls_cacert {
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("REDIS_TLS_CACERT: cannot read {}: {e}", path.display()))?;
+        builder = builder.tls_root_certificate(pem);
     }
     match (
         &settings.redis_tls_client_cert,

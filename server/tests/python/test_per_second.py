@@ -9,7 +9,8 @@ import unittest
 
 import grpc
 
-from harness import OK, OVER_LIMIT, Redis, Server, descriptor, wait_for
+from harness import OK, OVER_LIMIT, Redis, RedisCluster, Server, _command, descriptor, wait_for
+from test_redis_tls import TlsRedis, pem
 
 
 CONFIG = """
@@ -125,6 +126,45 @@ class PerSecondRedis(unittest.TestCase):
         answer = self.srv.call("persec", [("slow", "3")])
         self.assertEqual(answer.overall_code, OK)
         self.assertEqual(answer.statuses[0].limit_remaining, 4)
+
+
+class PerSecondDeployments(unittest.TestCase):
+    """The per-second Redis as a Cluster (REDIS_PERSECOND_TYPE=cluster) or over TLS
+    (REDIS_PERSECOND_TLS, with the shared REDIS_TLS_CACERT), the main one a single server."""
+
+    def setUp(self):
+        self.main = Redis()
+        self.addCleanup(self.main.stop)
+
+    def server(self, **env):
+        srv = Server({"persec.yaml": CONFIG}, redis=self.main, env={
+            "BACKEND_TYPE": "redis", "REDIS_PERSECOND": "true",
+            "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDLIMIT_STORE_DEADLINE": "5s", **env})
+        self.addCleanup(srv.stop)
+        wait_for("healthy", srv.healthy)
+        answer = srv.call("persec", [("fast", "1")], [("slow", "1")])
+        self.assertEqual(answer.overall_code, OK)
+        self.assertEqual(srv.call("persec", [("fast", "1")]).overall_code, OVER_LIMIT)
+        in_main = keys(self.main)
+        self.assertIn(b"slow", in_main)
+        self.assertNotIn(b"fast", in_main)
+        return srv
+
+    def test_a_cluster(self):
+        cluster = RedisCluster()
+        self.addCleanup(cluster.stop)
+        self.server(REDIS_PERSECOND_TYPE="cluster", REDIS_PERSECOND_URL=cluster.url())
+        on_nodes = b"".join(_command(port, "KEYS", "*") for port in cluster.ports)
+        self.assertIn(b"fast", on_nodes)
+        self.assertNotIn(b"slow", on_nodes)
+
+    def test_tls(self):
+        redis = TlsRedis(auth_clients="no")
+        self.addCleanup(redis.stop)
+        self.server(REDIS_PERSECOND_URL=f"127.0.0.1:{redis.tls_port}",
+                    REDIS_PERSECOND_TLS="true", REDIS_TLS_CACERT=pem("ca.pem"))
+        self.assertIn(b"fast", redis.command("KEYS", "*"))
+        self.assertNotIn(b"slow", redis.command("KEYS", "*"))
 
 
 if __name__ == "__main__":
