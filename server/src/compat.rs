@@ -40,8 +40,6 @@ use Support::{Differs, Honoured, NoEffect, Unsupported};
 
 const ONE_CONNECTION: &str =
     "one multiplexed connection per Redis node, pipelined: there is no pool to size";
-const NO_PER_SECOND: &str =
-    "a second Redis for per-second limits is not supported: every limit lives in REDIS_URL's Redis";
 const NO_XDS: &str = "config from an xDS server is not supported: use CONFIG_TYPE=FILE";
 const NO_DOG_STATSD: &str = "DogStatsD is not supported: USE_STATSD sends gostats' plain statsd lines, the tags in the names";
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
@@ -274,45 +272,41 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
             "one call per request, on the slot of its keys (REDLIMIT_HASH_TAG=descriptor: one per descriptor's slot, all at once): nothing to run in series",
         ),
     ),
-    var("REDIS_PERSECOND", "false", Unsupported(NO_PER_SECOND)),
     var(
-        "REDIS_PERSECOND_SOCKET_TYPE",
-        "unix",
-        Unsupported(NO_PER_SECOND),
+        "REDIS_PERSECOND",
+        "false",
+        Differs(
+            "as there, limits whose unit is `second` count in REDIS_PERSECOND_URL's Redis, the rest in REDIS_URL's; also those with a `unit_multiplier` or an `algorithm` (the rule is by unit), and a descriptor's own `limit` in seconds. A request over both is one atomic call per store, at once, and one refused by either charges nothing in the other (refunded, visible for about a round trip)",
+        ),
     ),
-    var("REDIS_PERSECOND_TYPE", "SINGLE", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_SOCKET_TYPE", "unix", Honoured),
+    var("REDIS_PERSECOND_TYPE", "SINGLE", Honoured),
     var(
         "REDIS_PERSECOND_URL",
         "/var/run/nutcracker/ratelimitpersecond.sock",
-        Unsupported(NO_PER_SECOND),
+        Differs("also takes a redis:// or rediss:// URL"),
     ),
-    var(
-        "REDIS_PERSECOND_POOL_SIZE",
-        "10",
-        Unsupported(NO_PER_SECOND),
-    ),
-    var("REDIS_PERSECOND_AUTH", "", Unsupported(NO_PER_SECOND)),
-    var("REDIS_PERSECOND_TLS", "false", Unsupported(NO_PER_SECOND)),
+    var("REDIS_PERSECOND_POOL_SIZE", "10", NoEffect(ONE_CONNECTION)),
+    var("REDIS_PERSECOND_AUTH", "", Honoured),
+    var("REDIS_PERSECOND_TLS", "false", Honoured),
     var("REDIS_SENTINEL_AUTH", "", Honoured),
-    var(
-        "REDIS_PERSECOND_SENTINEL_AUTH",
-        "",
-        Unsupported(NO_PER_SECOND),
-    ),
+    var("REDIS_PERSECOND_SENTINEL_AUTH", "", Honoured),
     var(
         "REDIS_PERSECOND_PIPELINE_WINDOW",
         "0",
-        Unsupported(NO_PER_SECOND),
+        NoEffect("calls are pipelined as they come: no window to wait"),
     ),
     var(
         "REDIS_PERSECOND_PIPELINE_LIMIT",
         "0",
-        Unsupported(NO_PER_SECOND),
+        NoEffect("calls are pipelined as they come"),
     ),
     var(
         "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",
         "1",
-        Unsupported(NO_PER_SECOND),
+        NoEffect(
+            "one call per request on the slot of its keys, as REDIS_CLUSTER_PIPELINE_PARALLELISM",
+        ),
     ),
     var(
         "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
@@ -328,7 +322,13 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
             "the time to connect; a decision's own deadline is REDLIMIT_STORE_DEADLINE (15ms), under Envoy's 20 ms",
         ),
     ),
-    var("REDIS_PERSECOND_TIMEOUT", "10s", Unsupported(NO_PER_SECOND)),
+    var(
+        "REDIS_PERSECOND_TIMEOUT",
+        "10s",
+        Differs(
+            "the time to connect to the per-second Redis; a decision's own deadline is REDLIMIT_STORE_DEADLINE, for both stores",
+        ),
+    ),
     var(
         "REDIS_POOL_ON_EMPTY_BEHAVIOR",
         "WAIT",
@@ -337,7 +337,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR",
         "WAIT",
-        Unsupported(NO_PER_SECOND),
+        NoEffect(ONE_CONNECTION),
     ),
     var(
         "REDIS_STARTUP_INITIAL_INTERVAL",

@@ -1,5 +1,6 @@
 //! Health as envoyproxy/ratelimit reports it: healthy while every component is; the
-//! components are Redis (answering a probe), the config (only with
+//! components are Redis (answering a probe; the per-second Redis too, with `REDIS_PERSECOND`,
+//! as the Go service checks both pools), the config (only with
 //! `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) and SIGTERM (unhealthy from the signal on, so a
 //! load balancer stops sending before the listeners drain). Served as `GET /healthcheck` and as
 //! the gRPC health service (`grpc.health.v1.Health`, service names `""` and `ratelimit`).
@@ -20,6 +21,13 @@ const SERVICE_NAME: &str = "ratelimit";
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Which store a probe watches.
+#[derive(Clone, Copy)]
+enum Which {
+    Main,
+    PerSecond,
+}
+
 /// The components' states and where to report them.
 #[derive(Clone)]
 pub(crate) struct Health {
@@ -28,6 +36,8 @@ pub(crate) struct Health {
 
 struct Inner {
     store_ok: AtomicBool,
+    /// The per-second store's (healthy when there is none).
+    per_second_ok: AtomicBool,
     config_ok: AtomicBool,
     terminating: AtomicBool,
     reporter: HealthReporter,
@@ -48,6 +58,7 @@ impl Health {
         Health {
             inner: Arc::new(Inner {
                 store_ok: AtomicBool::new(false),
+                per_second_ok: AtomicBool::new(true),
                 config_ok: AtomicBool::new(config_ok),
                 terminating: AtomicBool::new(false),
                 reporter,
@@ -59,6 +70,7 @@ impl Health {
     pub(crate) fn is_healthy(&self) -> bool {
         let inner = &self.inner;
         inner.store_ok.load(Ordering::Acquire)
+            && inner.per_second_ok.load(Ordering::Acquire)
             && inner.config_ok.load(Ordering::Acquire)
             && !inner.terminating.load(Ordering::Acquire)
     }
@@ -75,12 +87,16 @@ impl Health {
         self.publish();
     }
 
-    fn set_store(&self, ok: bool) {
-        if self.inner.store_ok.swap(ok, Ordering::AcqRel) != ok {
+    fn set_store(&self, which: Which, ok: bool) {
+        let (flag, name) = match which {
+            Which::Main => (&self.inner.store_ok, "the store"),
+            Which::PerSecond => (&self.inner.per_second_ok, "the per-second store"),
+        };
+        if flag.swap(ok, Ordering::AcqRel) != ok {
             if ok {
-                tracing::info!("the store answers: healthy");
+                tracing::info!("{name} answers");
             } else {
-                tracing::warn!("the store does not answer: /healthcheck fails");
+                tracing::warn!("{name} does not answer: /healthcheck fails");
             }
         }
         self.publish();
@@ -103,6 +119,18 @@ impl Health {
     /// Probes the store every second, for ever: one decision on a key of its own (so the
     /// probe takes the same road as a request: the topology, the scripts, the connection).
     pub(crate) fn probe(&self, store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
+        self.probe_store(Which::Main, store)
+    }
+
+    /// Probes the per-second store as [`probe`](Self::probe) does the main one: health fails
+    /// from now until it answers, and while it does not.
+    pub(crate) fn probe_per_second(&self, store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
+        self.inner.per_second_ok.store(false, Ordering::Release);
+        self.publish();
+        self.probe_store(Which::PerSecond, store)
+    }
+
+    fn probe_store(&self, which: Which, store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
         let health = self.clone();
         tokio::spawn(async move {
             let policy = match Limit::fixed_window(1_000_000, Duration::from_secs(1))
@@ -121,7 +149,7 @@ impl Health {
                 every.tick().await;
                 let answered =
                     tokio::time::timeout(PROBE_TIMEOUT, store.check(&policy, &key, 1)).await;
-                health.set_store(matches!(answered, Ok(Ok(_))));
+                health.set_store(which, matches!(answered, Ok(Ok(_))));
             }
         })
     }

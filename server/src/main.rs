@@ -109,8 +109,14 @@ async fn run(settings: Settings) -> Result<(), String> {
     let has_domain = config.domains().next().is_some();
     let admin_token = admin::token(&settings, |name| std::env::var(name).ok())?;
 
-    let store = redis::store(&settings, &redis::Secrets::from_env())?;
-    let service = RateLimitService::builder(Arc::clone(&store))
+    let secrets = redis::Secrets::from_env();
+    let store = redis::store(&settings, &secrets)?;
+    let per_second = redis::per_second_store(&settings, &secrets)?;
+    let mut service = RateLimitService::builder(Arc::clone(&store));
+    if let Some(per_second) = &per_second {
+        service = service.per_second_store(Arc::clone(per_second));
+    }
+    let service = service
         .config(config)
         .store_deadline(settings.store_deadline)
         .on_store_error(settings.on_store_error)
@@ -139,6 +145,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         has_domain || !settings.healthy_with_at_least_one_config_loaded,
     );
     let _probe = health.probe(store);
+    let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
     let _watch = reload::watch(dir, seen, service.clone(), health.clone());
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.

@@ -44,6 +44,7 @@ pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 #[must_use]
 pub struct RateLimitServiceBuilder {
     store: Arc<dyn Store>,
+    per_second: Option<Arc<dyn Store>>,
     config: RlsConfig,
     deadline: Duration,
     breaker: CircuitBreaker,
@@ -73,6 +74,7 @@ impl RateLimitServiceBuilder {
     pub(super) fn new(store: Arc<dyn Store>) -> Self {
         RateLimitServiceBuilder {
             store,
+            per_second: None,
             config: RlsConfig::default(),
             deadline: DEFAULT_RLS_DEADLINE,
             breaker: CircuitBreaker::new(),
@@ -292,6 +294,28 @@ impl RateLimitServiceBuilder {
         self
     }
 
+    /// A second store for the limits whose unit is `second` (envoyproxy/ratelimit's
+    /// `REDIS_PERSECOND`): their counters live there, every other limit's in the main store.
+    /// The rule is by unit, as there: a limit of `unit: second` goes here whatever its
+    /// `unit_multiplier` or `algorithm`, and so does a descriptor's own `limit` in seconds.
+    /// Each store has its own circuit breakers and deny cache, and the store deadline bounds
+    /// both; a request whose counters live in both stores is one atomic call per store, made
+    /// at once, and a refusal by either refunds what the other charged (visible for about a
+    /// round trip). A failure of either store gets the domain's [`FailureMode`]. The admin
+    /// API's overrides and shadow settings stay in the main store.
+    ///
+    /// ```
+    /// use redlimit::rls::RateLimitService;
+    /// use redlimit::store::MemoryStore;
+    /// let service = RateLimitService::builder(MemoryStore::new())
+    ///     .per_second_store(MemoryStore::new())
+    ///     .build();
+    /// ```
+    pub fn per_second_store(mut self, store: impl Store) -> Self {
+        self.per_second = Some(Arc::new(store));
+        self
+    }
+
     /// The service.
     ///
     /// ```
@@ -308,9 +332,21 @@ impl RateLimitServiceBuilder {
             local_store: MemoryStore::new(),
             deny_cache: self.deny_cache,
         };
-        let generation = Generation::new(&shared, Arc::new(self.config));
+        // Breakers and calls in flight of its own; the fallback's memory is the main one's (a
+        // counter's key names its limit: they never meet).
+        let per_second = self.per_second.map(|store| engine::Shared {
+            breakers: Arc::new(Breakers::new(self.breaker, store.kind())),
+            store,
+            deadline: self.deadline,
+            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
+            throttle: Arc::clone(&shared.throttle),
+            local_store: shared.local_store.clone(),
+            deny_cache: self.deny_cache,
+        });
+        let generation = Generation::new(&shared, per_second.as_ref(), Arc::new(self.config));
         RateLimitService::from_inner(Inner {
             shared,
+            per_second,
             generation: ArcSwap::from_pointee(generation),
             on_store_error: self.on_store_error,
             domain_modes: self.domain_modes,

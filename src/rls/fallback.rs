@@ -41,6 +41,7 @@ pub(super) async fn failed(
                 Some(Evaluated {
                     state: LimitState::denied(limit, 0, counter.period, counter.period),
                     asked: counter.cost.max(1),
+                    cached: false,
                 })
             })
             .collect()),

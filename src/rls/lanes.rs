@@ -1,11 +1,13 @@
 //! How a request's counters become checks (one store call each) and lanes (the checks of one
-//! hash tag, one Cluster slot, made one after the other), and the lanes run at once, joined in
-//! the request's task: one round trip for a request spread over several shards.
+//! store and one hash tag, one Cluster slot, made one after the other), and the lanes run at
+//! once, joined in the request's task: one round trip for a request spread over several shards,
+//! or over the main store and the per-second one ([`Home`](super::home::Home)).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use smallvec::SmallVec;
 
+use super::home::Homes;
 use super::join::join_all;
 use super::plan::{Counter, Plan};
 use super::run::{Charged, Evaluated, Runner};
@@ -30,11 +32,18 @@ pub(super) struct Step {
     pub(super) descriptor: Option<usize>,
 }
 
-/// `steps` in lanes, one per hash tag (a Cluster slot), in order: a lane's checks are made one
-/// after the other (the first refusal spares the rest their charge and refund), the lanes at
-/// once. Under [`HashTag::Domain`](super::HashTag::Domain), one lane.
-pub(super) fn lanes(counters: &[Counter], steps: impl Iterator<Item = Step>) -> Vec<Vec<Step>> {
-    let tag = |step: &Step| &counters[step.group.lead].tag;
+/// `steps` in lanes, one per store and hash tag (a Cluster slot), in order: a lane's checks
+/// are made one after the other (the first refusal spares the rest their charge and refund),
+/// the lanes at once. Under [`HashTag::Domain`](super::HashTag::Domain), one lane per store.
+pub(super) fn lanes(
+    counters: &[Counter],
+    homes: Homes,
+    steps: impl Iterator<Item = Step>,
+) -> Vec<Vec<Step>> {
+    let tag = |step: &Step| {
+        let lead = &counters[step.group.lead];
+        (homes.of(lead), &lead.tag)
+    };
     let mut lanes: Vec<Vec<Step>> = Vec::new();
     for step in steps {
         match lanes
@@ -48,12 +57,13 @@ pub(super) fn lanes(counters: &[Counter], steps: impl Iterator<Item = Step>) -> 
     lanes
 }
 
-/// `members` in checks: each with one cost and one hash tag (one Cluster slot: one call to one
-/// node), at most `MAX_LIMITS` limits, distinct counters and at most one limit of a per-key
+/// `members` in checks: each with one cost, one store and one hash tag (one Cluster slot: one
+/// call to one node), at most `MAX_LIMITS` limits, distinct counters and at most one limit of a per-key
 /// algorithm (sliding log). Limits are ordered by algorithm
 /// within a check, so a store that compiles a script per mix of algorithms sees few mixes.
 pub(super) fn groups(
     counters: &[Counter],
+    homes: Homes,
     members: impl Iterator<Item = usize>,
     cost: impl Fn(usize) -> u64,
 ) -> Vec<Group> {
@@ -68,6 +78,7 @@ pub(super) fn groups(
         let fits = |g: &Group| {
             g.cost == cost
                 && counters[g.lead].tag == counters[c].tag
+                && homes.of(&counters[g.lead]) == homes.of(&counters[c])
                 && g.members.len() < MAX_LIMITS
                 && !g
                     .members
@@ -187,6 +198,7 @@ impl Runner<'_> {
                 continue;
             }
             ran.charged.push(Charged {
+                home: self.homes().of(&plan.counters[step.group.lead]),
                 members: step.group.members.clone(),
                 descriptor: step.descriptor,
                 policy,
@@ -214,6 +226,7 @@ fn states<'a>(
                 Evaluated {
                     state: state.clone(),
                     asked: group.cost,
+                    cached: false,
                 },
             )
         })

@@ -32,7 +32,10 @@
 //!   below);
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
 //!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
-//!   by `domain`, `key1`, `key2`; `ratelimit_service_should_rate_limit_error` by `err_type`);
+//!   by `domain`, `key1`, `key2`; `..._over_limit_with_local_cache` for hits refused from the
+//!   deny cache; `ratelimit_service_rate_limit_domain_not_found` by `domain`;
+//!   `ratelimit_service_global_shadow_mode`; `ratelimit_service_should_rate_limit_error` by
+//!   `err_type`);
 //! - errors: an empty domain, no descriptors, more than
 //!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
 //!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's
@@ -57,6 +60,9 @@
 //! `hash_tag: descriptor`) each descriptor's counters have a slot of their own, so a domain
 //! spreads over the shards: a request is a check per descriptor, all made at once, and when
 //! one refuses the others' charges are refunded (visible for about a round trip).
+//! With a [`per_second_store`](RateLimitServiceBuilder::per_second_store) (the Go service's
+//! `REDIS_PERSECOND`), the limits whose unit is `second` live there: a request over both stores
+//! is a check per store, made at once, refunded the same way.
 //!
 //! ```
 //! use redlimit::rls::{config::RlsConfig, RateLimitService};
@@ -97,6 +103,7 @@ mod failure_mode;
 mod fallback;
 mod hash_tag;
 mod headers;
+mod home;
 mod join;
 mod lanes;
 mod limit_headers;

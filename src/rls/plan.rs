@@ -50,6 +50,9 @@ pub(super) struct Counter {
     /// Units a request charges; 0 checks without charging.
     pub(super) cost: u64,
     pub(super) shown: Shown,
+    /// Its rule's unit is `second` (an admin override does not change it): with a per-second
+    /// store, the counter lives there.
+    pub(super) per_second: bool,
     /// The limit's period, for a zero limit's reset.
     pub(super) period: Duration,
 }
@@ -208,6 +211,7 @@ pub(super) fn plan(
                 tag: tag.clone(),
                 cost,
                 shown,
+                per_second: limit.unit() == Unit::Second,
                 period: counted.map_or_else(
                     || limit.unit().duration() * limit.unit_multiplier(),
                     |l| l.period(),
@@ -289,6 +293,7 @@ fn override_counter(
             unit: unit.proto_number(),
             name: String::new(),
         },
+        per_second: unit == Unit::Second,
         period: unit.duration(),
     });
     plan.descriptors.push(Resolved::Limited {

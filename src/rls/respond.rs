@@ -140,6 +140,7 @@ pub(super) fn respond(
                 },
                 over,
                 shadow: mode == Mode::Shadow,
+                cached: evaluated.is_some_and(|e| e.cached),
             },
             near_ratio,
         );
@@ -164,6 +165,9 @@ pub(super) fn respond(
         });
     }
     let over = enforced_over || (quota > 0 && quota == quota_over);
+    if over && global.shadow {
+        stats::global_shadow_mode();
+    }
     let response_headers_to_add = render(plan, results, &statuses, headers);
     RateLimitResponse {
         overall_code: if over && !global.shadow {

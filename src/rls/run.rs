@@ -21,6 +21,7 @@ use std::time::{Instant, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
+use super::home::{Home, pick};
 use super::lanes::{Group, Step, groups, lanes};
 use super::plan::{Counter, Mode, Plan, Resolved};
 use crate::decision::{Decision, DecisionSource, LimitState};
@@ -38,6 +39,8 @@ pub(super) const POLICY: &str = "rls";
 pub(super) struct Evaluated {
     pub(super) state: LimitState,
     pub(super) asked: u64,
+    /// Answered by the deny cache, without a store call.
+    pub(super) cached: bool,
 }
 
 /// Whether a counter is over its limit: refused its cost, or, asked for nothing (a
@@ -57,6 +60,8 @@ pub(super) fn is_over(counter: &Counter, evaluated: Option<&Evaluated>) -> bool 
 
 /// A check the store admitted with a cost, kept to refund if the request is refused.
 pub(super) struct Charged {
+    /// The store that charged it.
+    pub(super) home: Home,
     /// The counters it charged.
     pub(super) members: SmallVec<[usize; 4]>,
     pub(super) descriptor: Option<usize>,
@@ -74,9 +79,11 @@ pub(super) const RULE: usize = 0;
 pub(super) enum Via<'a> {
     /// The engine: its deny cache, the breakers, the store, until the request's deadline;
     /// with the local fallback to mirror admissions into (its store and the servers sharing
-    /// the limits) in local failure mode.
+    /// the limits) in local failure mode. Counters of unit `second` go to `per_second`'s
+    /// store when there is one.
     Engine {
         engine: &'a Engine,
+        per_second: Option<&'a Engine>,
         until: tokio::time::Instant,
         mirror: Option<(&'a MemoryStore, u32)>,
     },
@@ -138,6 +145,7 @@ impl Runner<'_> {
         charged: &mut Vec<Charged>,
     ) -> Result<(Vec<Option<Evaluated>>, bool), StoreError> {
         let counters = &plan.counters;
+        let homes = self.homes();
         let mut results: Vec<Option<Evaluated>> = vec![None; counters.len()];
         let live = |c: &Counter| c.limit.is_some();
         self.cached(plan, &mut results);
@@ -146,6 +154,7 @@ impl Runner<'_> {
         // Check-only counters first: reads, never charged.
         let reads = groups(
             counters,
+            homes,
             (0..counters.len()).filter(|&c| unknown(c, &results) && counters[c].cost == 0),
             |_| 0,
         );
@@ -166,14 +175,20 @@ impl Runner<'_> {
             let charging = (0..counters.len()).filter(|&c| {
                 live(&counters[c]) && counters[c].cost > 0 && enforced(counters[c].descriptor)
             });
-            let steps = groups(counters, charging, |c| counters[c].cost)
+            let steps = groups(counters, homes, charging, |c| counters[c].cost)
                 .into_iter()
                 .map(|group| Step {
                     group,
                     descriptor: None,
                 });
             refused = self
-                .charge(plan, lanes(counters, steps), true, &mut results, charged)
+                .charge(
+                    plan,
+                    lanes(counters, homes, steps),
+                    true,
+                    &mut results,
+                    charged,
+                )
                 .await?;
         }
         if !refused {
@@ -195,7 +210,7 @@ impl Runner<'_> {
                 let members =
                     (first..first + len).filter(|&c| live(&counters[c]) && counters[c].cost > 0);
                 steps.extend(
-                    groups(counters, members, |c| counters[c].cost)
+                    groups(counters, homes, members, |c| counters[c].cost)
                         .into_iter()
                         .map(|group| Step {
                             group,
@@ -205,7 +220,7 @@ impl Runner<'_> {
             }
             self.charge(
                 plan,
-                lanes(counters, steps.into_iter()),
+                lanes(counters, homes, steps.into_iter()),
                 false,
                 &mut results,
                 charged,
@@ -214,7 +229,7 @@ impl Runner<'_> {
         }
         // What the refusal left unasked is read, for its status.
         let unasked = (0..counters.len()).filter(|&c| live(&counters[c]) && results[c].is_none());
-        let unasked = groups(counters, unasked, |_| 0);
+        let unasked = groups(counters, homes, unasked, |_| 0);
         self.read(plan, &unasked, &mut results).await?;
         Ok((results, refused))
     }
@@ -232,8 +247,15 @@ impl Runner<'_> {
             .tag
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
+        let home = self.homes().of(&counters[group.lead]);
         let decision = match self.via {
-            Via::Engine { engine, until, .. } => {
+            Via::Engine {
+                engine,
+                per_second,
+                until,
+                ..
+            } => {
+                let engine = pick(engine, per_second, home);
                 let (asked, stamp) = (Instant::now(), engine.versions());
                 let decision = engine.call(&policy, &key, group.cost, until).await?;
                 if group.cost > 0 && !decision.is_allowed() {
@@ -254,13 +276,14 @@ impl Runner<'_> {
     /// The counters the deny cache knows over, for the units they would charge (a check of
     /// nothing asks whether one unit more would pass): answered as the store would.
     fn cached(&self, plan: &Plan, results: &mut [Option<Evaluated>]) {
-        let Via::Engine { engine, .. } = self.via else {
-            return;
-        };
+        let homes = self.homes();
         for (c, counter) in plan.counters.iter().enumerate() {
             if counter.limit.is_none() {
                 continue;
             }
+            let Some(engine) = self.engine(homes.of(counter)) else {
+                return;
+            };
             let cost = counter.cost.max(1);
             if let Some(denial) = engine.cached_denial(RULE, &counter.own, cost)
                 && let Some(state) = denial.limits().first()
@@ -268,6 +291,7 @@ impl Runner<'_> {
                 results[c] = Some(Evaluated {
                     state: state.clone(),
                     asked: cost,
+                    cached: true,
                 });
             }
         }
@@ -292,7 +316,9 @@ impl Runner<'_> {
             return false;
         };
         let store: Arc<dyn Store> = match self.via {
-            Via::Engine { engine, .. } => Arc::clone(engine.store()),
+            Via::Engine {
+                engine, per_second, ..
+            } => Arc::clone(pick(engine, per_second, charge.home).store()),
             Via::Local(store, _) => Arc::new(store.clone()),
         };
         if store.refunds().is_none() {
@@ -331,6 +357,7 @@ fn given_back(evaluated: &Evaluated) -> Evaluated {
     Evaluated {
         state: LimitState::allowed(limit, remaining, reset),
         asked: 0,
+        cached: false,
     }
 }
 

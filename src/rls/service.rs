@@ -60,6 +60,8 @@ pub struct RateLimitService {
 
 pub(super) struct Inner {
     pub(super) shared: engine::Shared,
+    /// The per-second store's (`REDIS_PERSECOND`): counters of unit `second` live there.
+    pub(super) per_second: Option<engine::Shared>,
     pub(super) generation: ArcSwap<Generation>,
     /// The failure mode of domains without their own.
     pub(super) on_store_error: FailureMode,
@@ -84,13 +86,20 @@ pub(super) struct Inner {
 pub(super) struct Generation {
     pub(super) config: Arc<RlsConfig>,
     pub(super) engine: Engine,
+    /// The per-second store's engine, with a deny cache of its own.
+    pub(super) per_second: Option<Engine>,
 }
 
 impl Generation {
-    pub(super) fn new(shared: &engine::Shared, config: Arc<RlsConfig>) -> Self {
+    pub(super) fn new(
+        shared: &engine::Shared,
+        per_second: Option<&engine::Shared>,
+        config: Arc<RlsConfig>,
+    ) -> Self {
         Generation {
             config,
             engine: Engine::new(shared, std::iter::empty()),
+            per_second: per_second.map(|shared| Engine::new(shared, std::iter::empty())),
         }
     }
 }
@@ -119,6 +128,10 @@ impl fmt::Debug for RateLimitService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitService")
             .field("store", &self.inner.shared.store.kind())
+            .field(
+                "per_second_store",
+                &self.inner.per_second.as_ref().map(|s| s.store.kind()),
+            )
             .field("deadline", &self.inner.shared.deadline)
             .field("on_store_error", &self.inner.on_store_error)
             .field("headers", &self.inner.headers)
@@ -168,7 +181,11 @@ impl RateLimitService {
     /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
     /// ```
     pub fn reload(&self, config: RlsConfig) {
-        let generation = Generation::new(&self.inner.shared, Arc::new(config));
+        let generation = Generation::new(
+            &self.inner.shared,
+            self.inner.per_second.as_ref(),
+            Arc::new(config),
+        );
         self.inner.generation.store(Arc::new(generation));
     }
 
@@ -251,6 +268,7 @@ impl RateLimitService {
             stats::error("service_error");
         })?;
         let Some(mut plan) = planned else {
+            stats::domain_not_found(&request.domain, request.descriptors.len());
             let mut response = unknown_domain(request.descriptors.len());
             if inner.dynamic_metadata {
                 response.dynamic_metadata =
@@ -288,6 +306,7 @@ impl RateLimitService {
         let local = &inner.shared.local_store;
         let via = Via::Engine {
             engine: &generation.engine,
+            per_second: generation.per_second.as_ref(),
             until,
             mirror: match mode {
                 FailureMode::Local { instances } => Some((local, instances)),

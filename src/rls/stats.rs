@@ -3,7 +3,11 @@
 //! `ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //! labelled `domain`, `key1` and, for a deeper rule, `key2` (the rule's stats key split at its
 //! first two dots, `key2` holding the rest), and
-//! `ratelimit_service_should_rate_limit_error{err_type}`.
+//! `ratelimit_service_should_rate_limit_error{err_type}`. The Go service's three counters its
+//! default mapping leaves out are named after the same pattern:
+//! `ratelimit_service_rate_limit_over_limit_with_local_cache{domain,key1,key2}`,
+//! `ratelimit_service_rate_limit_domain_not_found{domain}` and
+//! `ratelimit_service_global_shadow_mode`.
 //!
 //! Counters count hits (the units a request asks for), not calls, as the Go service's do. The
 //! labels are the rule's stats key: values appear only where the rule names one, or where the
@@ -23,6 +27,15 @@ pub(super) const NEAR_LIMIT: &str = "ratelimit_service_rate_limit_near_limit";
 pub(super) const WITHIN_LIMIT: &str = "ratelimit_service_rate_limit_within_limit";
 /// Hits over the limit of a shadow-mode rule (answered OK).
 pub(super) const SHADOW_MODE: &str = "ratelimit_service_rate_limit_shadow_mode";
+/// Hits over the limit answered from the deny cache, without a store call (the Go service's
+/// local cache of over-limit keys); counted in `over_limit` too, as there.
+pub(super) const OVER_LIMIT_WITH_LOCAL_CACHE: &str =
+    "ratelimit_service_rate_limit_over_limit_with_local_cache";
+/// Descriptors of requests whose domain is not configured, by `domain`.
+pub(super) const DOMAIN_NOT_FOUND: &str = "ratelimit_service_rate_limit_domain_not_found";
+/// Requests over the limit answered OK by the global shadow mode (`SHADOW_MODE`, or a domain's
+/// shadow mode set through the admin API).
+pub(super) const GLOBAL_SHADOW_MODE: &str = "ratelimit_service_global_shadow_mode";
 /// Calls that failed: `err_type` `redis_error` (the store) or `service_error` (the request).
 pub(super) const SHOULD_RATE_LIMIT_ERROR: &str = "ratelimit_service_should_rate_limit_error";
 
@@ -39,6 +52,8 @@ pub(super) struct Outcome {
     pub(super) over: bool,
     /// A shadow-mode rule.
     pub(super) shadow: bool,
+    /// Its verdict came from the deny cache.
+    pub(super) cached: bool,
 }
 
 impl Outcome {
@@ -92,7 +107,7 @@ pub(crate) struct StatsKeys {
     /// The stats key they were made from (`domain.key...`).
     pub(crate) text: String,
     #[cfg(feature = "metrics")]
-    by_counter: [metrics::Key; 5],
+    by_counter: [metrics::Key; 6],
 }
 
 impl StatsKeys {
@@ -116,6 +131,7 @@ impl StatsKeys {
                     NEAR_LIMIT,
                     WITHIN_LIMIT,
                     SHADOW_MODE,
+                    OVER_LIMIT_WITH_LOCAL_CACHE,
                 ]
                 .map(|name| metrics::Key::from_parts(name, labels.clone()))
             },
@@ -156,7 +172,7 @@ pub(super) fn record(key: &StatsKey, outcome: Outcome, near_ratio: f64) {
     let Some(keys) = key.keys() else {
         return;
     };
-    let [total, over, near, within, shadow] = &keys.by_counter;
+    let [total, over, near, within, shadow, cached] = &keys.by_counter;
     let add = |key: &metrics::Key, value: u64| {
         if value > 0 {
             metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(value);
@@ -171,6 +187,9 @@ pub(super) fn record(key: &StatsKey, outcome: Outcome, near_ratio: f64) {
     if outcome.shadow && outcome.over {
         add(shadow, outcome.hits);
     }
+    if outcome.cached && outcome.over {
+        add(cached, outcome.hits);
+    }
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -184,6 +203,55 @@ pub(super) fn error(err_type: &'static str) {
     let _ = err_type;
 }
 
+/// The most unknown domains counted under their own name: a client that makes up domains must
+/// not grow the metrics without bound. Past them, and for a domain longer than
+/// [`MAX_DOMAIN_LABEL`] bytes, the label is [`OTHER_DOMAINS`].
+const MAX_UNKNOWN_DOMAINS: usize = 1000;
+const MAX_DOMAIN_LABEL: usize = 256;
+/// The label of the unknown domains past the bound.
+pub(crate) const OTHER_DOMAINS: &str = "_other_domains";
+
+/// Counts a request of `descriptors` whose domain is not configured, as the Go service does
+/// (once per descriptor: it looks each one up).
+pub(super) fn domain_not_found(domain: &str, descriptors: usize) {
+    #[cfg(feature = "metrics")]
+    {
+        use std::collections::HashSet;
+        use std::sync::{Mutex, OnceLock};
+        static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+        let seen = SEEN.get_or_init(Mutex::default);
+        let label = match seen.lock() {
+            Ok(mut seen) => domain_label(&mut seen, domain),
+            Err(_) => OTHER_DOMAINS,
+        }
+        .to_owned();
+        metrics::counter!(DOMAIN_NOT_FOUND, "domain" => label).increment(descriptors as u64);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (domain, descriptors);
+}
+
+/// The `domain` label of an unknown domain: its name while at most [`MAX_UNKNOWN_DOMAINS`]
+/// names are in use (`seen`) and it is short enough, else [`OTHER_DOMAINS`].
+fn domain_label<'a>(seen: &mut std::collections::HashSet<String>, domain: &'a str) -> &'a str {
+    if domain.len() > MAX_DOMAIN_LABEL {
+        return OTHER_DOMAINS;
+    }
+    if !seen.contains(domain) {
+        if seen.len() >= MAX_UNKNOWN_DOMAINS {
+            return OTHER_DOMAINS;
+        }
+        seen.insert(domain.to_owned());
+    }
+    domain
+}
+
+/// Counts a request over the limit that the global shadow mode answered OK.
+pub(super) fn global_shadow_mode() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(GLOBAL_SHADOW_MODE).increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,8 +263,23 @@ mod tests {
             used_before,
             over,
             shadow: false,
+            cached: false,
         }
         .split(0.8)
+    }
+
+    #[test]
+    fn unknown_domains_are_named_up_to_a_bound() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..MAX_UNKNOWN_DOMAINS {
+            let name = format!("d{i}");
+            assert_eq!(domain_label(&mut seen, &name), name);
+        }
+        assert_eq!(domain_label(&mut seen, "one-more"), OTHER_DOMAINS);
+        // Those already named keep their name.
+        assert_eq!(domain_label(&mut seen, "d7"), "d7");
+        let long = "x".repeat(MAX_DOMAIN_LABEL + 1);
+        assert_eq!(domain_label(&mut Default::default(), &long), OTHER_DOMAINS);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod grpc;
 mod parse;
+mod per_second;
 mod stats;
 
 use std::net::IpAddr;
@@ -20,6 +21,7 @@ use redlimit::rls::{FailureMode, HashTag};
 
 pub(crate) use grpc::{GrpcAddress, GrpcSettings};
 pub(crate) use parse::{ExtraTags, go_duration};
+pub(crate) use per_second::PerSecondSettings;
 pub(crate) use stats::{StatsSettings, StatsdProtocol};
 
 use parse::{config_type, go_bool, log_level, ratio};
@@ -157,6 +159,9 @@ pub(crate) struct Settings {
     /// A prefix of every Redis key.
     #[arg(long, env = "CACHE_KEY_PREFIX", default_value = "")]
     pub(crate) cache_key_prefix: String,
+    /// The per-second Redis (`REDIS_PERSECOND_*`).
+    #[command(flatten)]
+    pub(crate) per_second: PerSecondSettings,
 
     /// 0: no deny cache; otherwise a deny cache of about this many bytes.
     #[arg(long, env = "LOCAL_CACHE_SIZE_IN_BYTES", default_value_t = 0)]

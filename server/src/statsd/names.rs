@@ -10,19 +10,25 @@ use metrics::Key;
 use crate::metered::{RESPONSE_TIME, TOTAL_REQUESTS};
 use crate::settings::ExtraTags;
 
-/// The per-rule counters, by the Prometheus name's suffix (the statsd name's last part).
+/// The per-rule counters, by the Prometheus name's suffix (the statsd name's last part), and
+/// the per-domain one (`domain_not_found`, labelled `domain` alone:
+/// `ratelimit.service.rate_limit.DOMAIN.domain_not_found`).
 const RULE_PREFIX: &str = "ratelimit_service_rate_limit_";
-const RULE_STATS: [&str; 5] = [
+const RULE_STATS: [&str; 7] = [
     "total_hits",
     "over_limit",
     "near_limit",
     "within_limit",
     "shadow_mode",
+    "over_limit_with_local_cache",
+    "domain_not_found",
 ];
 const CALL_ERROR: &str = "ratelimit_service_should_rate_limit_error";
-const CONFIG_LOAD: [&str; 2] = [
+/// The service's own counters: `ratelimit.service.NAME`.
+const SERVICE: [&str; 3] = [
     "ratelimit_service_config_load_success",
     "ratelimit_service_config_load_error",
+    "ratelimit_service_global_shadow_mode",
 ];
 
 /// Whether the Go service has a statsd counter for this metric (redlimit's own metrics are
@@ -31,7 +37,7 @@ pub(super) fn is_go_counter(name: &str) -> bool {
     name.strip_prefix(RULE_PREFIX)
         .is_some_and(|stat| RULE_STATS.contains(&stat))
         || name == CALL_ERROR
-        || CONFIG_LOAD.contains(&name)
+        || SERVICE.contains(&name)
         || name == TOTAL_REQUESTS
 }
 
@@ -67,7 +73,7 @@ pub(super) fn go_name(key: &Key, tags: &ExtraTags) -> Option<String> {
             "ratelimit.service.call.should_rate_limit.{}",
             label("err_type")?
         )
-    } else if let Some(what) = CONFIG_LOAD.iter().find(|n| **n == name) {
+    } else if let Some(what) = SERVICE.iter().find(|n| **n == name) {
         format!("ratelimit.service.{}", &what["ratelimit_service_".len()..])
     } else if name == TOTAL_REQUESTS {
         format!("ratelimit_server.{}.total_requests", label("grpc_method")?)
@@ -197,6 +203,27 @@ mod tests {
         assert_eq!(
             go_name(&time, &none).as_deref(),
             Some("ratelimit_server.Check.response_time")
+        );
+        let cached = key(
+            "ratelimit_service_rate_limit_over_limit_with_local_cache",
+            &[("domain", "edge"), ("key1", "ip_10.0.0.1")],
+        );
+        assert_eq!(
+            go_name(&cached, &none).as_deref(),
+            Some("ratelimit.service.rate_limit.edge.ip_10_0_0_1.over_limit_with_local_cache")
+        );
+        let unknown = key(
+            "ratelimit_service_rate_limit_domain_not_found",
+            &[("domain", "nowhere:x")],
+        );
+        assert_eq!(
+            go_name(&unknown, &none).as_deref(),
+            Some("ratelimit.service.rate_limit.nowhere_x.domain_not_found")
+        );
+        let shadow = key("ratelimit_service_global_shadow_mode", &[]);
+        assert_eq!(
+            go_name(&shadow, &tags).as_deref(),
+            Some("ratelimit.service.global_shadow_mode.__app=rl.__env=prod")
         );
         assert!(is_go_timer(RESPONSE_TIME) && !is_go_counter(RESPONSE_TIME));
         assert!(!is_go_counter("redlimit_decisions_total"));

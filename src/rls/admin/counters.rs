@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::super::FailureMode;
 use super::super::RateLimitService;
 use super::super::config::Unit;
+use super::super::home::{Home, Homes};
 use super::super::plan::{Counter, Mode, Plan, Resolved, plan};
 use super::super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor;
@@ -117,16 +118,24 @@ fn check_of(counter: &Counter) -> Option<Result<(Policy, Key), AdminError>> {
     )
 }
 
+/// The store that keeps `counter`: the per-second one for a limit in seconds, when there is
+/// one; else the main one.
+fn home(service: &RateLimitService, counter: &Counter) -> Home {
+    let split = service.inner.per_second.is_some();
+    Homes { split }.of(counter)
+}
+
 fn admin<'a>(
     service: &'a RateLimitService,
+    counter: &Counter,
     power: &'static str,
 ) -> Result<&'a dyn Admin, AdminError> {
-    service
-        .inner
-        .shared
-        .store
-        .admin()
-        .ok_or(AdminError::Unsupported(power))
+    let inner = &service.inner;
+    let shared = match (home(service, counter), &inner.per_second) {
+        (Home::PerSecond, Some(per_second)) => per_second,
+        _ => &inner.shared,
+    };
+    shared.store.admin().ok_or(AdminError::Unsupported(power))
 }
 
 pub(super) async fn inspect(
@@ -136,7 +145,6 @@ pub(super) async fn inspect(
     let target = Target::of(&service, &uri)?;
     let rule = target.rule()?.full_key().to_owned();
     let (plan, mode) = resolve(&service, &target).await?;
-    let admin = admin(&service, "inspect")?;
     let overridden = plan
         .counters
         .iter()
@@ -158,6 +166,7 @@ pub(super) async fn inspect(
         };
         if let Some(check) = check_of(counter) {
             let (policy, key) = check?;
+            let admin = admin(&service, counter, "inspect")?;
             let state = admin.inspect(&policy, &key).await?;
             if let Some(limit) = state.limits().first() {
                 body.limit = limit.limit().count();
@@ -190,7 +199,6 @@ pub(super) async fn reset(
 ) -> Result<Json<ResetBody>, AdminError> {
     let target = Target::of(&service, &uri)?;
     let (plan, _) = resolve(&service, &target).await?;
-    let admin = admin(&service, "reset")?;
     let inner = &service.inner;
     let local = match inner.mode(target.config(), &target.domain) {
         FailureMode::Local { instances } => Some(instances),
@@ -203,7 +211,12 @@ pub(super) async fn reset(
             continue;
         };
         let (policy, key) = check?;
-        let engine = &target.generation.engine;
+        let admin = admin(&service, counter, "reset")?;
+        let generation = &target.generation;
+        let engine = match (home(&service, counter), &generation.per_second) {
+            (Home::PerSecond, Some(per_second)) => per_second,
+            _ => &generation.engine,
+        };
         engine.forget_denial(RULE, &counter.own);
         // Tells every replica (a Redis store): their deny caches drop their denials at once.
         admin.reset(&policy, &key).await?;

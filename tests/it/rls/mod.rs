@@ -7,6 +7,9 @@ mod admin;
 mod config;
 mod failure_modes;
 mod local_first;
+mod per_second;
+#[cfg(feature = "admin")]
+mod per_second_admin;
 mod proto_current;
 mod service;
 mod service_edges;
