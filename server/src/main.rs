@@ -323,7 +323,12 @@ mod tests {
 
     #[test]
     fn one_worker_thread_is_a_single_threaded_runtime() {
-        let flavor = |threads| runtime(threads).expect("a runtime").handle().runtime_flavor();
+        let flavor = |threads| {
+            runtime(threads)
+                .expect("a runtime")
+                .handle()
+                .runtime_flavor()
+        };
         assert_eq!(flavor(1), RuntimeFlavor::CurrentThread);
         assert_eq!(flavor(0), RuntimeFlavor::MultiThread, "one per core");
         let two = runtime(2).expect("a runtime");
