@@ -6,6 +6,7 @@
 //! REDLIMIT_BENCH_SECS=1 REDLIMIT_BENCH_ROUNDS=1 cargo bench --bench http   # a quick look
 //! REDLIMIT_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
 //! REDLIMIT_BENCH_CONNECTIONS=64 cargo bench --bench http               # one connection count
+//! REDLIMIT_BENCH_SYSCALLS=1 cargo bench --bench http    # + the server thread's syscalls per request
 //! ```
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
@@ -50,6 +51,7 @@ use redlimit::{Algorithm, Key, KeyExtractor, Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
 use support::{
     Table, command_stats, cpu_us, current_thread_proc, median, redis_cpu_secs, reset_redis_stats,
+    syscalls,
 };
 
 const KEYS: u64 = 100_000;
@@ -366,8 +368,14 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
     let (addr, task, handle, stop) = serve(&variant.make, &redis.url());
     let cpu_before = std::cell::Cell::new(0.0);
     let redis_cpu_before = std::cell::Cell::new(0.0);
+    let window = std::cell::Cell::new(None);
     let reset = || {
         reset_redis_stats(&mut redis.connection());
+        // Started first: perf's attaching is then outside the CPU time measured.
+        if syscalls::wanted() {
+            let tid = task.file_name().and_then(|t| t.to_str()?.parse().ok());
+            window.set(Some(syscalls::Window::start(std::process::id(), tid)));
+        }
         cpu_before.set(cpu_us(&task));
         redis_cpu_before.set(redis_cpu_secs(&mut redis.connection()));
     };
@@ -380,6 +388,13 @@ fn measure(variant: &Variant, connections: usize, redis: &RedisServer, secs: f64
         reset,
     );
     let server_cpu = cpu_us(&task) - cpu_before.get();
+    if let Some(window) = window.take() {
+        eprintln!(
+            "  {} c={connections}, the server's thread per request: {}",
+            variant.name,
+            window.stop().per(requests)
+        );
+    }
     let redis_cpu = redis_cpu_secs(&mut redis.connection()) - redis_cpu_before.get();
     let (calls, executed) = redis_calls(redis);
     stop.store(true, Ordering::Relaxed);

@@ -31,6 +31,14 @@
 //!    of server and Redis together; p50/p99 latency (hdrhistogram) and the share over Envoy's
 //!    20 ms default timeout; calls that failed.
 //!
+//! With `REDLIMIT_BENCH_SYSCALLS=1`, each server's syscalls by kind (`perf trace -s`) and
+//! context switches per decision in the measured windows, as counts hold on a busy machine
+//! (`support/syscalls.rs`; tracing slows the server a little: read its CPU columns then as
+//! rough).
+//!
+//! Our server's environment is cleared but for the bench's settings and
+//! `REDLIMIT_BENCH_OURS_ENV` (`NAME=VALUE ...`), e.g. `TOKIO_WORKER_THREADS=1`.
+//!
 //! The client is ours: tonic on the generated stubs (`redlimit::rls::proto`), four HTTP/2
 //! connections per server, on a single-threaded runtime in this process; its CPU is counted
 //! for neither server. Everything shares the machine's cores: compare CPU per decision, which
@@ -47,13 +55,15 @@ mod servers;
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use load::{Clients, Tally};
 use servers::{Kind, Server};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
-use support::{Table, command_stats, redis_cpu_secs, reset_redis_stats};
+use support::{Table, command_stats, redis_cpu_secs, reset_redis_stats, syscalls};
 
 const WARM_UP: Duration = Duration::from_secs(1);
 /// Envoy's default RLS timeout.
@@ -74,6 +84,11 @@ pub(crate) struct Cell {
     commands: u64,
     /// The exactness bursts.
     pub(crate) bursts: Vec<load::Burst>,
+    /// The server's syscalls and context switches in the measured windows
+    /// (`REDLIMIT_BENCH_SYSCALLS=1`).
+    syscalls: Option<syscalls::Counts>,
+    /// The decisions made while they were counted.
+    syscall_decisions: u64,
 }
 
 impl Cell {
@@ -163,21 +178,54 @@ fn measure(
     flushall(con);
     let measure_from = Instant::now() + WARM_UP;
     let end = measure_from + Duration::from_secs_f64(secs);
+    let decided = Arc::new(AtomicU64::new(0));
     let (tally, server_cpu, redis_cpu, stats) = runtime.block_on(async {
         let load = {
             let clients = clients.clone();
             let concurrency = cell.concurrency;
-            tokio::spawn(
-                async move { load::run(&clients, concurrency, users, measure_from, end).await },
-            )
+            let decided = Arc::clone(&decided);
+            tokio::spawn(async move {
+                load::run(&clients, concurrency, users, measure_from, end, &decided).await
+            })
         };
         tokio::time::sleep_until(measure_from.into()).await;
         reset_redis_stats(con);
         let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
+        // Counted apart from the CPU time, over the part of the window perf attached for
+        // (blocking work off the client's thread, which keeps the load going).
+        let window = if syscalls::wanted() {
+            let pid = server.pid();
+            let window = tokio::task::spawn_blocking(move || syscalls::Window::start(pid, None));
+            Some((
+                window.await.expect("perf attached"),
+                decided.load(Ordering::Relaxed),
+            ))
+        } else {
+            None
+        };
         tokio::time::sleep_until(end.into()).await;
+        let counted = match window {
+            Some((window, decided0)) => {
+                let decisions = decided.load(Ordering::Relaxed) - decided0;
+                let counts = tokio::task::spawn_blocking(move || window.stop());
+                Some((counts.await.expect("perf stopped"), decisions))
+            }
+            None => None,
+        };
         let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
         let stats = command_stats(con);
         let tally = load.await.expect("the load");
+        if let Some((counts, decisions)) = counted {
+            eprintln!(
+                "  {} per decision: {}",
+                cell.kind.name(),
+                counts.per(decisions)
+            );
+            cell.syscalls
+                .get_or_insert_with(syscalls::Counts::default)
+                .merge(&counts);
+            cell.syscall_decisions += decisions;
+        }
         let (user, system) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
         eprintln!(
             "  {} server CPU: {:.0} % system",
@@ -323,6 +371,8 @@ fn main() {
                     scripts: 0,
                     commands: 0,
                     bursts: Vec::new(),
+                    syscalls: None,
+                    syscall_decisions: 0,
                 });
             }
         }
@@ -369,6 +419,17 @@ fn main() {
         report.line(load_table.header());
         for cell in &cells[first..] {
             report.line(cell.row(&load_table));
+        }
+        report.line("");
+        for cell in &cells[first..] {
+            if let Some(counts) = &cell.syscalls {
+                report.line(format!(
+                    "- {} at {} in flight, per decision: {}",
+                    cell.kind.name(),
+                    cell.concurrency,
+                    counts.per(cell.syscall_decisions)
+                ));
+            }
         }
         report.line("");
         let exact_table = Table::new(&[

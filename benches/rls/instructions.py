@@ -12,7 +12,8 @@ HTTP/2 connection, default 16; users cycling over 1000); the difference of the t
 CALLS is the server's instructions per decision (every thread: the runtime, the Redis client,
 its idle loops; start-up and shutdown cancel out). Needs `grpcio` and `xds-protos` (as the
 server's Python tests do). Valgrind runs threads one at a time and slower: Redis's batching
-differs from a real run, the same for every build compared.
+differs from a real run, the same for every build compared. `REDLIMIT_WORKER_THREADS` set
+around the script reaches the server (its runtime's threads).
 """
 
 import asyncio
@@ -120,6 +121,10 @@ def run(binary, calls, in_flight):
         # Generous: valgrind runs the server some 50 times slower.
         "REDLIMIT_STORE_DEADLINE": "10s",
     }
+    # The runtime's threads as asked around the script (`REDLIMIT_WORKER_THREADS=0`: one per
+    # core, the former default), else the server's default (one).
+    if "REDLIMIT_WORKER_THREADS" in os.environ:
+        env["REDLIMIT_WORKER_THREADS"] = os.environ["REDLIMIT_WORKER_THREADS"]
     server = subprocess.Popen(
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", binary],
         env=env,

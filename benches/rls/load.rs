@@ -102,6 +102,7 @@ pub(crate) async fn run(
     users: usize,
     measure_from: Instant,
     end: Instant,
+    decided: &std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> Tally {
     let names: std::sync::Arc<Vec<String>> =
         std::sync::Arc::new((0..users).map(|u| format!("u{u}")).collect());
@@ -109,6 +110,7 @@ pub(crate) async fn run(
         .map(|c| {
             let mut client = clients.get(c);
             let names = std::sync::Arc::clone(&names);
+            let decided = std::sync::Arc::clone(decided);
             tokio::spawn(async move {
                 let mut tally = Tally::new();
                 let mut i = c * 7919;
@@ -118,6 +120,9 @@ pub(crate) async fn run(
                     let started = Instant::now();
                     let result = call(&mut client, "bench", user).await;
                     let done = Instant::now();
+                    if let Ok(Code::Ok | Code::OverLimit) = result {
+                        decided.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     if done < measure_from || done >= end {
                         continue;
                     }

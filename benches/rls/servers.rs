@@ -68,6 +68,11 @@ impl Server {
         cpu_split_us(&self.proc())
     }
 
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn proc(&self) -> PathBuf {
         Path::new("/proc").join(self.child.id().to_string())
     }
@@ -161,6 +166,19 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `REDLIMIT_BENCH_OURS_ENV` (`NAME=VALUE`, space-separated) for our server on top of the
+/// bench's own settings: its environment is otherwise cleared, so a variable set around the
+/// bench (`TOKIO_WORKER_THREADS`, say) would not reach it.
+fn ours_env() -> Vec<(String, String)> {
+    let text = std::env::var("REDLIMIT_BENCH_OURS_ENV").unwrap_or_default();
+    text.split_whitespace()
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) => (name.to_owned(), value.to_owned()),
+            None => panic!("REDLIMIT_BENCH_OURS_ENV: `{pair}` is not NAME=VALUE"),
+        })
+        .collect()
+}
+
 /// Starts our server on `redis_port` (Redis, or a proxy to it), with its config files written
 /// into a runtime directory of its own; returns once it has printed its gRPC address.
 pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
@@ -185,6 +203,7 @@ pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
             ("DEBUG_PORT", "0"),
             ("LOG_LEVEL", "warn"),
         ])
+        .envs(ours_env())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -36,6 +36,9 @@ pub(crate) mod minimal;
 #[path = "../../tests/it/support/proxy.rs"]
 pub(crate) mod proxy;
 
+/// Syscalls and context switches per request over a window (`REDLIMIT_BENCH_SYSCALLS=1`).
+pub(crate) mod syscalls;
+
 /// Whether the target runs as a benchmark. `cargo test --all-targets` (and `--benches`) runs
 /// every bench target once, without `--bench`, even those marked `test = false`; a load harness
 /// must then stay quick, so it prints `note` (how to run it for real) and the caller returns.

@@ -100,16 +100,20 @@ pub(crate) fn watch(
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
-            let now = dir.fingerprint();
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            let loaded = {
+            // Off the runtime's thread (the server's only one by default): a slow volume
+            // stalls this task, not the decisions.
+            let look = {
                 let dir = dir.clone();
-                tokio::task::spawn_blocking(move || dir.load()).await
+                tokio::task::spawn_blocking(move || {
+                    let now = dir.fingerprint();
+                    (now != seen).then(|| (now, dir.load()))
+                })
+                .await
             };
-            let Ok(outcome) = loaded else { continue };
+            let Ok(Some((now, outcome))) = look else {
+                continue;
+            };
+            seen = now;
             record(&dir.dir, &outcome);
             if let Ok(config) = outcome {
                 if config.domains().next().is_some() {

@@ -232,6 +232,11 @@ pub(crate) struct Settings {
     /// they drain (0: drain at once, as envoyproxy/ratelimit does).
     #[arg(long, env = "REDLIMIT_DRAIN_DELAY", default_value = "0s", value_parser = go_duration)]
     pub(crate) drain_delay: Duration,
+    /// redlimit: the threads the server runs on: 1 (the default) serves everything on one
+    /// thread, fewest syscalls per decision; 0 is one per core, for more decisions per
+    /// second than one core can make.
+    #[arg(long, env = "REDLIMIT_WORKER_THREADS", default_value_t = 1)]
+    pub(crate) worker_threads: usize,
     /// redlimit: the admin API's address (on only with a token: REDLIMIT_ADMIN_TOKEN_FILE, or
     /// REDLIMIT_ADMIN_TOKEN from the environment).
     #[arg(long, env = "REDLIMIT_ADMIN_HOST", default_value = "0.0.0.0")]
@@ -327,6 +332,7 @@ mod tests {
             "REDLIMIT_LOCAL_FIRST",
             "REDLIMIT_LOCAL_FIRST_SYNC",
             "REDLIMIT_HASH_TAG",
+            "REDLIMIT_WORKER_THREADS",
             "REDIS_TYPE",
             "STATSD_HOST",
             "STATSD_PORT",
@@ -349,6 +355,7 @@ mod tests {
             PathBuf::from("/srv/runtime_data/current/config")
         );
         assert_eq!(s.store_deadline, Duration::from_millis(15));
+        assert_eq!(s.worker_threads, 1, "one thread unless asked");
         assert_eq!(s.on_store_error, FailureMode::Unavailable);
         assert_eq!(s.redis_type, RedisType::Single);
         assert!(!s.local_first, "exact mode unless asked");
