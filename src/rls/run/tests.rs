@@ -1,0 +1,75 @@
+use super::super::RateLimitService;
+use super::super::config::RlsConfig;
+use super::super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use super::super::testing::{Flaky, request};
+
+const CONFIG: &str = "
+domain: d
+descriptors:
+  - {key: ip, rate_limit: {unit: day, requests_per_unit: 1}}
+  - {key: path, rate_limit: {unit: day, requests_per_unit: 5}}
+";
+
+fn service(store: Flaky, deny_cache: usize) -> RateLimitService {
+    let config = RlsConfig::parse([("d.yaml", CONFIG)], false).unwrap();
+    RateLimitService::builder(store)
+        .config(config)
+        .deny_cache(deny_cache)
+        .build()
+}
+
+#[tokio::test]
+async fn a_known_denial_answers_over_limit_without_the_store() {
+    let store = Flaky::default();
+    let service = service(store.clone(), 100);
+    let ip = request("d", &[&[("ip", "1")]]);
+    assert_eq!(
+        service
+            .should_rate_limit(ip.clone())
+            .await
+            .unwrap()
+            .overall_code(),
+        Code::Ok
+    );
+    let denied = service.should_rate_limit(ip.clone()).await.unwrap();
+    assert_eq!(denied.overall_code(), Code::OverLimit);
+    let calls = store.calls();
+    let cached = service.should_rate_limit(ip.clone()).await.unwrap();
+    assert_eq!(store.calls(), calls, "the store was asked");
+    assert_eq!(cached.overall_code(), Code::OverLimit);
+    let status = &cached.statuses[0];
+    assert_eq!(status.code(), Code::OverLimit);
+    assert_eq!(status.limit_remaining, 0);
+    assert_eq!(status.current_limit.as_ref().unwrap().requests_per_unit, 1);
+    assert!(status.duration_until_reset.unwrap().seconds > 0);
+    // Another descriptor beside it: nothing charged, its status read (one call).
+    let both = request("d", &[&[("ip", "1")], &[("path", "/")]]);
+    for _ in 0..2 {
+        let answer = service.should_rate_limit(both.clone()).await.unwrap();
+        assert_eq!(answer.overall_code(), Code::OverLimit);
+        assert_eq!(answer.statuses[0].code(), Code::OverLimit);
+        assert_eq!(answer.statuses[1].code(), Code::Ok);
+        assert_eq!(answer.statuses[1].limit_remaining, 5, "charged");
+    }
+    assert_eq!(store.calls(), calls + 2);
+    // Other keys still ask.
+    let other = service
+        .should_rate_limit(request("d", &[&[("ip", "2")]]))
+        .await
+        .unwrap();
+    assert_eq!(other.overall_code(), Code::Ok);
+    assert_eq!(store.calls(), calls + 3);
+}
+
+#[tokio::test]
+async fn without_the_deny_cache_every_request_asks_the_store() {
+    let store = Flaky::default();
+    let service = service(store.clone(), 0);
+    let ip = request("d", &[&[("ip", "1")]]);
+    for _ in 0..3 {
+        service.should_rate_limit(ip.clone()).await.unwrap();
+    }
+    let calls = store.calls();
+    service.should_rate_limit(ip).await.unwrap();
+    assert!(store.calls() > calls);
+}
