@@ -294,7 +294,9 @@ mod tests {
         );
         let none = Secrets::default();
         let s = settings(&["--redis-type", "sentinel", "--redis-url", "mymaster"]);
-        let refused = builder(&Target::main(&s, &none)).err().expect("refused");
+        let Err(refused) = builder(&Target::main(&s, &none)) else {
+            panic!("refused")
+        };
         assert!(refused.contains("no Sentinel"), "{refused}");
         let s = settings(&["--redis-type", "cluster", "--redis-url", "a:1,,b:2"]);
         assert!(builder(&Target::main(&s, &none)).is_err());
@@ -332,9 +334,9 @@ mod tests {
             "--redis-persecond-url",
             "fast",
         ]);
-        let refused = builder(&Target::per_second(&sentinel, &secrets).expect("on"))
-            .err()
-            .expect("refused");
+        let Err(refused) = builder(&Target::per_second(&sentinel, &secrets).expect("on")) else {
+            panic!("refused")
+        };
         // The variables named are the per-second Redis's.
         assert!(
             refused.starts_with("REDIS_PERSECOND_AUTH with REDIS_PERSECOND_TYPE=sentinel"),
