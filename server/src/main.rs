@@ -37,6 +37,7 @@ mod reload;
 mod settings;
 mod statsd;
 mod tls;
+mod xds;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -49,7 +50,7 @@ use redlimit::rls::config::RlsConfig;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use settings::{LogFormat, Settings};
+use settings::{ConfigType, LogFormat, Settings};
 
 /// mimalloc: an RLS decision makes some 80 small allocations (HTTP/2, gRPC, protobuf, the
 /// store's script call), each a few times cheaper than glibc's.
@@ -122,16 +123,25 @@ async fn run(settings: Settings) -> Result<(), String> {
         prometheus,
         last_flush,
     } = metrics::install(&settings.stats)?;
+    let mut xds = match settings.config_type {
+        ConfigType::GrpcXdsSotw => Some(xds::start(&settings.xds, settings.merge_domain_config)?),
+        ConfigType::File => None,
+    };
     let seen = dir.fingerprint();
-    let first = dir.load();
-    reload::record(&dir.dir, &first);
-    let config = match first {
-        Ok(config) => config,
-        Err(e) if settings.force_start_without_initial_config => {
-            tracing::warn!("starting without a config: {e}");
-            RlsConfig::default()
+    let config = match &mut xds {
+        Some(xds) => xds.first(settings.force_start_without_initial_config).await,
+        None => {
+            let first = dir.load();
+            reload::record(&dir.dir, &first);
+            match first {
+                Ok(config) => config,
+                Err(e) if settings.force_start_without_initial_config => {
+                    tracing::warn!("starting without a config: {e}");
+                    RlsConfig::default()
+                }
+                Err(e) => return Err(format!("the config did not load: {e}")),
+            }
         }
-        Err(e) => return Err(format!("the config did not load: {e}")),
     };
     let has_domain = config.domains().next().is_some();
     let admin_token = admin::token(&settings, |name| std::env::var(name).ok())?;
@@ -173,7 +183,10 @@ async fn run(settings: Settings) -> Result<(), String> {
     );
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
-    let _watch = reload::watch(dir, seen, service.clone(), health.clone());
+    let _watch = match xds {
+        Some(xds) => xds.follow(service.clone(), health.clone()),
+        None => reload::watch(dir, seen, service.clone(), health.clone()),
+    };
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.
     let grpc_tls = tls::from_settings(&settings.grpc)?;

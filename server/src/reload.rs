@@ -84,6 +84,14 @@ pub(crate) fn record(dir: &Path, outcome: &Result<RlsConfig, RlsConfigError>) {
     }
 }
 
+/// Puts a config that loaded in force: a file reload's and an xDS update's path alike.
+pub(crate) fn apply(config: RlsConfig, service: &RateLimitService, health: &Health) {
+    if config.domains().next().is_some() {
+        health.config_loaded();
+    }
+    service.reload(config);
+}
+
 /// Polls the directory for ever, applying each config that loads to `service`. `seen` is the
 /// directory's fingerprint taken before the config in force was read: taken when this task
 /// first runs instead, a change written in between (a deploy right after the start) would
@@ -116,10 +124,7 @@ pub(crate) fn watch(
             seen = now;
             record(&dir.dir, &outcome);
             if let Ok(config) = outcome {
-                if config.domains().next().is_some() {
-                    health.config_loaded();
-                }
-                service.reload(config);
+                apply(config, &service, &health);
             }
         }
     })

@@ -11,6 +11,7 @@ mod grpc;
 mod parse;
 mod per_second;
 mod stats;
+mod xds;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -23,8 +24,10 @@ pub(crate) use grpc::{GrpcAddress, GrpcSettings};
 pub(crate) use parse::{ExtraTags, go_duration};
 pub(crate) use per_second::PerSecondSettings;
 pub(crate) use stats::{StatsSettings, StatsdProtocol};
+pub(crate) use xds::{ConfigType, XdsSettings};
 
-use parse::{config_type, go_bool, log_level, ratio};
+use parse::{go_bool, log_level, ratio};
+use xds::config_type;
 
 /// What the server listens on, where it reads its config, and how it reaches Redis.
 #[derive(Debug, Parser)]
@@ -68,9 +71,13 @@ pub(crate) struct Settings {
     )]
     pub(crate) log_format: LogFormat,
 
-    /// Where the config comes from: FILE (GRPC_XDS_SOTW is not supported).
+    /// Where the config comes from: FILE (RUNTIME_ROOT's files) or GRPC_XDS_SOTW (an xDS
+    /// server, CONFIG_GRPC_XDS_SERVER_URL).
     #[arg(long, env = "CONFIG_TYPE", default_value = "FILE", value_parser = config_type)]
-    pub(crate) config_type: String,
+    pub(crate) config_type: ConfigType,
+    /// The xDS client (CONFIG_TYPE=GRPC_XDS_SOTW).
+    #[command(flatten)]
+    pub(crate) xds: XdsSettings,
     /// Start even when the first config does not load (then every domain is unknown until
     /// one does).
     #[arg(long, env = "FORCE_START_WITHOUT_INITIAL_CONFIG", default_value = "false", value_parser = go_bool)]

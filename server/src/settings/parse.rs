@@ -81,16 +81,6 @@ pub(super) fn log_level(text: &str) -> Result<tracing::Level, String> {
     }
 }
 
-pub(super) fn config_type(text: &str) -> Result<String, String> {
-    match text {
-        "FILE" => Ok(text.to_owned()),
-        "GRPC_XDS_SOTW" => {
-            Err("GRPC_XDS_SOTW (config from an xDS server) is not supported: use FILE".to_owned())
-        }
-        _ => Err(format!("`{text}` is not a config type (FILE)")),
-    }
-}
-
 /// envconfig's map syntax for `EXTRA_TAGS`, `k1:v1,k2:v2`, as gostats keeps it: pairs with an
 /// empty key or value dropped, `.`, `:` and `|` in a value made `_`, sorted by key.
 pub(super) fn extra_tags(text: &str) -> Result<ExtraTags, String> {

@@ -8,3 +8,30 @@ pub struct HeaderValue {
     #[prost(bytes = "vec", tag = "3")]
     pub raw_value: ::prost::alloc::vec::Vec<u8>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ControlPlane {
+    #[prost(string, tag = "1")]
+    pub identifier: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Node {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub cluster: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub metadata: ::core::option::Option<::prost_types::Struct>,
+    #[prost(string, tag = "6")]
+    pub user_agent_name: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "10")]
+    pub client_features: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(oneof = "node::UserAgentVersionType", tags = "7")]
+    pub user_agent_version_type: ::core::option::Option<node::UserAgentVersionType>,
+}
+pub mod node {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum UserAgentVersionType {
+        #[prost(string, tag = "7")]
+        UserAgentVersion(::prost::alloc::string::String),
+    }
+}

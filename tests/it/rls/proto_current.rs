@@ -9,11 +9,22 @@
 use std::path::{Path, PathBuf};
 
 /// The files the generator writes, one per protobuf package.
-const GENERATED: [&str; 4] = [
+const GENERATED: [&str; 7] = [
     "envoy.config.core.v3.rs",
     "envoy.extensions.common.ratelimit.v3.rs",
+    "envoy.service.discovery.v3.rs",
     "envoy.service.ratelimit.v3.rs",
     "envoy.r#type.v3.rs",
+    "google.rpc.rs",
+    "ratelimit.config.ratelimit.v3.rs",
+];
+
+/// The files compiled: the RLS service, and the ADS stream with envoyproxy/ratelimit's config
+/// resource (redlimit-server's `CONFIG_TYPE=GRPC_XDS_SOTW`).
+const ROOTS: [&str; 3] = [
+    "envoy/service/ratelimit/v3/rls.proto",
+    "envoy/service/discovery/v3/ads.proto",
+    "ratelimit/config/ratelimit/v3/rls_conf.proto",
 ];
 
 fn root() -> PathBuf {
@@ -22,8 +33,7 @@ fn root() -> PathBuf {
 
 fn generate(out: &Path) {
     let protos = root().join("proto");
-    let descriptors = protox::compile(["envoy/service/ratelimit/v3/rls.proto"], [&protos])
-        .expect("proto/ compiles");
+    let descriptors = protox::compile(ROOTS, [&protos]).expect("proto/ compiles");
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
