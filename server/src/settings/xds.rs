@@ -55,6 +55,25 @@ pub(crate) struct XdsSettings {
         default_value = ""
     )]
     pub(crate) config_grpc_xds_client_additional_headers: String,
+    /// GRPC_XDS_SOTW: connect to the xDS server over TLS (its certificate verified against
+    /// CONFIG_GRPC_XDS_SERVER_TLS_CACERT, else the webpki roots).
+    #[arg(long, env = "CONFIG_GRPC_XDS_SERVER_USE_TLS", default_value = "false", value_parser = go_bool)]
+    pub(crate) config_grpc_xds_server_use_tls: bool,
+    /// GRPC_XDS_SOTW over TLS: a PEM file of this client's certificate (chain), for an xDS
+    /// server that asks for one (mTLS), with CONFIG_GRPC_XDS_CLIENT_TLS_KEY.
+    #[arg(long, env = "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", default_value = "")]
+    pub(crate) config_grpc_xds_client_tls_cert: String,
+    /// GRPC_XDS_SOTW over TLS: a PEM file of CONFIG_GRPC_XDS_CLIENT_TLS_CERT's private key.
+    #[arg(long, env = "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", default_value = "")]
+    pub(crate) config_grpc_xds_client_tls_key: String,
+    /// GRPC_XDS_SOTW over TLS: a PEM file of the authority that signed the xDS server's
+    /// certificate.
+    #[arg(long, env = "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", default_value = "")]
+    pub(crate) config_grpc_xds_server_tls_cacert: String,
+    /// GRPC_XDS_SOTW over TLS: the name the xDS server's certificate must carry (default:
+    /// the host of CONFIG_GRPC_XDS_SERVER_URL).
+    #[arg(long, env = "CONFIG_GRPC_XDS_SERVER_TLS_SAN", default_value = "")]
+    pub(crate) config_grpc_xds_server_tls_san: String,
     /// GRPC_XDS_SOTW: after an open stream ends, the first wait before connecting again.
     #[arg(long, env = "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", default_value = "10s", value_parser = go_duration)]
     pub(crate) xds_client_backoff_initial_interval: Duration,
@@ -110,7 +129,7 @@ impl XdsSettings {
     }
 
     /// The server's URI for the gRPC client: `host:port` (gRPC-Go's default `passthrough`
-    /// target, or `dns:///host:port`) as `http://host:port`.
+    /// target, or `dns:///host:port`) as `http://host:port` (`https://` over TLS).
     pub(crate) fn server_uri(&self) -> Result<String, String> {
         let url = self.config_grpc_xds_server_url.as_str();
         let authority = url
@@ -122,7 +141,12 @@ impl XdsSettings {
                 "CONFIG_GRPC_XDS_SERVER_URL: `{url}` is not host:port (or dns:///host:port)"
             ));
         }
-        Ok(format!("http://{authority}"))
+        let scheme = if self.config_grpc_xds_server_use_tls {
+            "https"
+        } else {
+            "http"
+        };
+        Ok(format!("{scheme}://{authority}"))
     }
 }
 

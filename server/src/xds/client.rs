@@ -12,7 +12,7 @@ use redlimit::rls::proto::google::rpc::Status;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 use super::backoff::Backoff;
 use super::convert::{self, TYPE_URL};
@@ -43,8 +43,13 @@ impl Client {
     /// Checks the settings: a bad URL or header stops the start, as it does the Go service's.
     pub(crate) fn new(s: &XdsSettings, merge_domains: bool) -> Result<Client, String> {
         let uri = s.server_uri()?;
-        let endpoint = Endpoint::from_shared(uri.clone())
+        let mut endpoint = Endpoint::from_shared(uri.clone())
             .map_err(|e| format!("CONFIG_GRPC_XDS_SERVER_URL `{uri}`: {e}"))?;
+        if s.config_grpc_xds_server_use_tls {
+            endpoint = endpoint
+                .tls_config(tls(s)?)
+                .map_err(|e| format!("CONFIG_GRPC_XDS_SERVER_USE_TLS: {e}"))?;
+        }
         let mut headers = MetadataMap::new();
         for (name, value) in s.additional_headers()? {
             let bad = |e: &dyn std::fmt::Display| {
@@ -128,7 +133,7 @@ impl Client {
     ) -> Ended {
         let channel = match self.endpoint.connect().await {
             Ok(channel) => channel,
-            Err(e) => return Ended::NotOpened(format!("cannot connect: {e}")),
+            Err(e) => return Ended::NotOpened(format!("cannot connect: {}", chain(&e))),
         };
         let mut client = AggregatedDiscoveryServiceClient::new(channel);
         if let Some(max) = self.max_message {
@@ -183,4 +188,56 @@ impl Client {
             Err(e) => self.request(version, &response.nonce, Some(e)),
         }
     }
+}
+
+/// An error and its sources (tonic's connect error says "transport error" alone; why is in
+/// its sources: refused, a certificate for another name, ...).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The TLS of `CONFIG_GRPC_XDS_SERVER_USE_TLS`: the server verified against
+/// `CONFIG_GRPC_XDS_SERVER_TLS_CACERT` (else the webpki roots), for the name
+/// `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (else the URL's host); a client certificate when
+/// `CONFIG_GRPC_XDS_CLIENT_TLS_CERT` and `_KEY` are given (both or neither).
+fn tls(s: &XdsSettings) -> Result<ClientTlsConfig, String> {
+    let read =
+        |var: &str, path: &str| std::fs::read(path).map_err(|e| format!("{var} `{path}`: {e}"));
+    let mut config = ClientTlsConfig::new();
+    config = match s.config_grpc_xds_server_tls_cacert.as_str() {
+        "" => config.with_webpki_roots(),
+        path => config.ca_certificate(Certificate::from_pem(read(
+            "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
+            path,
+        )?)),
+    };
+    match (
+        s.config_grpc_xds_client_tls_cert.as_str(),
+        s.config_grpc_xds_client_tls_key.as_str(),
+    ) {
+        ("", "") => {}
+        ("", _) | (_, "") => {
+            return Err(
+                "CONFIG_GRPC_XDS_CLIENT_TLS_CERT and CONFIG_GRPC_XDS_CLIENT_TLS_KEY go together"
+                    .into(),
+            );
+        }
+        (cert, key) => {
+            config = config.identity(Identity::from_pem(
+                read("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", cert)?,
+                read("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", key)?,
+            ));
+        }
+    }
+    if !s.config_grpc_xds_server_tls_san.is_empty() {
+        config = config.domain_name(s.config_grpc_xds_server_tls_san.clone());
+    }
+    Ok(config)
 }

@@ -4,6 +4,7 @@ Gateway configures envoyproxy/ratelimit. The xDS server is grpcio serving xds-pr
 xds-protos, so its message is built here at run time from envoyproxy/ratelimit's
 `rls_conf.proto` definition (field numbers typed in from that file, not from our copy)."""
 
+import os
 import queue
 import threading
 import unittest
@@ -94,10 +95,13 @@ class Ads(ads_pb2_grpc.AggregatedDiscoveryServiceServicer):
         self.server = None
         self.port = free_port()
 
-    def start(self):
+    def start(self, credentials=None):
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(self, self.server)
-        self.server.add_insecure_port(f"127.0.0.1:{self.port}")
+        if credentials is None:
+            self.server.add_insecure_port(f"127.0.0.1:{self.port}")
+        else:
+            self.server.add_secure_port(f"127.0.0.1:{self.port}", credentials)
         self.server.start()
 
     def stop(self):
@@ -246,6 +250,52 @@ class Xds(unittest.TestCase):
         wait_for("health once a domain is in", srv.healthy)
         codes = [srv.call("xds", [("k", "a")]).overall_code for _ in range(2)]
         self.assertEqual(codes, [OK, OVER_LIMIT])
+
+
+def pem(name):
+    directory = os.environ.get("REDLIMIT_TEST_PKI")
+    if not directory:
+        raise AssertionError("REDLIMIT_TEST_PKI is not set: run the suite through cargo test")
+    with open(os.path.join(directory, name), "rb") as f:
+        return f.read()
+
+
+def pem_path(name):
+    return os.path.join(os.environ["REDLIMIT_TEST_PKI"], name)
+
+
+class XdsTls(unittest.TestCase):
+    """CONFIG_GRPC_XDS_SERVER_USE_TLS against an xDS server serving python.rs's certificates
+    and asking for a client certificate; its own certificate names `elsewhere.test` alone."""
+
+    def setUp(self):
+        self.ads = Ads()
+        self.ads.start(grpc.ssl_server_credentials(
+            [(pem("elsewhere.key"), pem("elsewhere.pem"))], root_certificates=pem("ca.pem"),
+            require_client_auth=True))
+        self.addCleanup(self.ads.stop)
+        self.ads.push("1", resource("tls", [("k", 1)]))
+
+    def tls_env(self, **more):
+        return xds_env(self.ads, CONFIG_GRPC_XDS_SERVER_USE_TLS="true",
+                       CONFIG_GRPC_XDS_SERVER_TLS_CACERT=pem_path("ca.pem"),
+                       CONFIG_GRPC_XDS_CLIENT_TLS_CERT=pem_path("client.pem"),
+                       CONFIG_GRPC_XDS_CLIENT_TLS_KEY=pem_path("client.key"), **more)
+
+    def test_mtls_with_the_servers_name_in_the_san_setting(self):
+        srv = Server({}, env=self.tls_env(CONFIG_GRPC_XDS_SERVER_TLS_SAN="elsewhere.test"))
+        self.addCleanup(srv.stop)
+        self.assertFalse(self.ads.reply_to("1").HasField("error_detail"))
+        codes = [srv.call("tls", [("k", "a")]).overall_code for _ in range(2)]
+        self.assertEqual(codes, [OK, OVER_LIMIT])
+
+    def test_a_certificate_for_another_name_is_refused(self):
+        # Dialled as 127.0.0.1, without CONFIG_GRPC_XDS_SERVER_TLS_SAN: the name does not match.
+        srv = Server({}, env=self.tls_env(FORCE_START_WITHOUT_INITIAL_CONFIG="true"))
+        self.addCleanup(srv.stop)
+        wait_for("the refused certificate in the log", lambda: any(
+            "cannot connect" in line and "certificate" in line for line in srv.stderr_lines))
+        self.assertEqual(self.ads.requests, [], "nothing reached the xDS server")
 
 
 if __name__ == "__main__":
