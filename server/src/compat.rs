@@ -40,7 +40,6 @@ use Support::{Differs, Honoured, NoEffect, Unsupported};
 
 const ONE_CONNECTION: &str =
     "one multiplexed connection per Redis node, pipelined: there is no pool to size";
-const NO_XDS: &str = "config from an xDS server is not supported: use CONFIG_TYPE=FILE";
 const NO_DOG_STATSD: &str = "DogStatsD is not supported: USE_STATSD sends gostats' plain statsd lines, the tags in the names";
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
 const NO_TRACING: &str = "OpenTelemetry tracing is not supported: logs go to stderr";
@@ -97,52 +96,48 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "CONFIG_TYPE",
         "FILE",
-        Differs("FILE only: GRPC_XDS_SOTW stops the server at start"),
+        Differs(
+            "FILE or GRPC_XDS_SOTW; with GRPC_XDS_SOTW the listeners open once the first config is accepted (a NACKed one is waited past), unless FORCE_START_WITHOUT_INITIAL_CONFIG: then every domain is unknown (OK, no limit) until one is, where the Go service answers an error",
+        ),
     ),
     var("FORCE_START_WITHOUT_INITIAL_CONFIG", "false", Honoured),
-    var("CONFIG_GRPC_XDS_NODE_ID", "default", Unsupported(NO_XDS)),
-    var("CONFIG_GRPC_XDS_NODE_METADATA", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_NODE_ID", "default", Honoured),
+    var("CONFIG_GRPC_XDS_NODE_METADATA", "", Honoured),
     var(
         "CONFIG_GRPC_XDS_SERVER_URL",
         "localhost:18000",
-        Unsupported(NO_XDS),
+        Differs("host:port, or dns:///host:port; other gRPC target schemes are refused at start"),
     ),
     var(
         "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
         "3s",
-        Unsupported(NO_XDS),
+        Differs(
+            "the wait (±50%) before connecting again after a connection or a stream could not be opened",
+        ),
     ),
+    var("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", Honoured),
+    var("CONFIG_GRPC_XDS_SERVER_USE_TLS", "false", Honoured),
+    var("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", Honoured),
+    var("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", Honoured),
     var(
-        "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS",
+        "CONFIG_GRPC_XDS_SERVER_TLS_CACERT",
         "",
-        Unsupported(NO_XDS),
+        Differs(
+            "without it the server's certificate is checked against the webpki roots (Mozilla's), not the system's",
+        ),
     ),
-    var(
-        "CONFIG_GRPC_XDS_SERVER_USE_TLS",
-        "false",
-        Unsupported(NO_XDS),
-    ),
-    var("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "", Unsupported(NO_XDS)),
-    var("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "", Unsupported(NO_XDS)),
-    var("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "", Unsupported(NO_XDS)),
-    var("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", Unsupported(NO_XDS)),
+    var("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "", Honoured),
     var(
         "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
         "10s",
-        Unsupported(NO_XDS),
+        Differs(
+            "as there (jpillora/backoff), the attempts counted from the last accepted response",
+        ),
     ),
-    var(
-        "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
-        "60s",
-        Unsupported(NO_XDS),
-    ),
-    var(
-        "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-        "0.5",
-        Unsupported(NO_XDS),
-    ),
-    var("XDS_CLIENT_BACKOFF_JITTER", "true", Unsupported(NO_XDS)),
-    var("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", Unsupported(NO_XDS)),
+    var("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", Honoured),
+    var("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", Honoured),
+    var("XDS_CLIENT_BACKOFF_JITTER", "true", Honoured),
+    var("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", Honoured),
     var("USE_DOG_STATSD", "false", Unsupported(NO_DOG_STATSD)),
     var("USE_DOG_STATSD_MOGRIFIERS", "", Unsupported(NO_DOG_STATSD)),
     var(

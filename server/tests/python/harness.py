@@ -159,6 +159,10 @@ class Server:
         if full_env.get("REDLIMIT_ADMIN_TOKEN_FILE") or full_env.get("REDLIMIT_ADMIN_TOKEN"):
             wanted.add("admin")
         end = time.monotonic() + START_DEADLINE
+        # A server that never prints its listeners (one waiting for a config) is killed at the
+        # deadline, so the read below ends instead of waiting for ever.
+        watchdog = threading.Timer(START_DEADLINE, self.process.kill)
+        watchdog.start()
         while not wanted <= self.addresses.keys():
             line = self.process.stdout.readline()
             if not line:
@@ -172,6 +176,7 @@ class Server:
                 self.addresses[name] = addr
             if time.monotonic() > end:
                 raise AssertionError("redlimit-server did not print its listeners in time")
+        watchdog.cancel()
         # grpc-core sends a Unix socket's path as :authority, which HTTP/2 servers on
         # hyperium/h2 (tonic's) refuse as malformed (their issue #487): it is told to send
         # `localhost`, as grpc-go does and Envoy's envoy_grpc sends its cluster's name.
