@@ -20,6 +20,9 @@ use crate::settings::XdsSettings;
 
 /// gRPC's `INVALID_ARGUMENT`: the code of a NACK's `error_detail`.
 const INVALID_ARGUMENT: i32 = 3;
+/// How long a connection may take before it counts as failed (and is tried again), so that a
+/// server whose packets vanish does not hold the client for the system's TCP timeout.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the client needs, checked once at start.
 #[derive(Debug, Clone)]
@@ -44,7 +47,8 @@ impl Client {
     pub(crate) fn new(s: &XdsSettings, merge_domains: bool) -> Result<Client, String> {
         let uri = s.server_uri()?;
         let mut endpoint = Endpoint::from_shared(uri.clone())
-            .map_err(|e| format!("CONFIG_GRPC_XDS_SERVER_URL `{uri}`: {e}"))?;
+            .map_err(|e| format!("CONFIG_GRPC_XDS_SERVER_URL `{uri}`: {e}"))?
+            .connect_timeout(CONNECT_TIMEOUT);
         if s.config_grpc_xds_server_use_tls {
             endpoint = endpoint
                 .tls_config(tls(s)?)
@@ -176,7 +180,7 @@ impl Client {
         backoff: &mut Backoff,
         configs: &watch::Sender<Option<RlsConfig>>,
     ) -> DiscoveryRequest {
-        let outcome = convert::config(&response.resources, self.merge_domains);
+        let outcome = convert::config(&response.type_url, &response.resources, self.merge_domains);
         super::record(&response.version_info, &outcome);
         match outcome {
             Ok(config) => {

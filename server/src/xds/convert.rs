@@ -22,12 +22,19 @@ use serde_json::{Map, Value, json};
 pub(crate) const TYPE_URL: &str =
     "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConfig";
 
-/// Decodes every resource and builds one config of them all (state of the world: the set is
-/// the whole config). The error is what a NACK's `error_detail` says.
+/// Decodes every resource of a response of `type_url` and builds one config of them all
+/// (state of the world: the set is the whole config). A response of another type is refused
+/// (its empty set must not empty the config). The error is what a NACK's `error_detail` says.
 pub(crate) fn config(
+    type_url: &str,
     resources: &[prost_types::Any],
     merge_domains: bool,
 ) -> Result<RlsConfig, String> {
+    if type_url != TYPE_URL {
+        return Err(format!(
+            "a response of type {type_url}: subscribed to {TYPE_URL} alone"
+        ));
+    }
     let mut documents = Vec::with_capacity(resources.len());
     for (i, any) in resources.iter().enumerate() {
         if any.type_url != TYPE_URL {

@@ -118,7 +118,7 @@ descriptors:
 
 #[test]
 fn a_resource_gives_what_its_yaml_gives() {
-    let from_xds = config(&[any(&everything())], false).expect("converts");
+    let from_xds = config(TYPE_URL, &[any(&everything())], false).expect("converts");
     let from_yaml = RlsConfig::parse([("edge.yaml", EVERYTHING_YAML)], false).expect("yaml loads");
     assert_eq!(from_xds.dump(), from_yaml.dump());
     let edge = from_xds.domain("edge").expect("domain");
@@ -156,7 +156,7 @@ fn awkward_strings_keep_their_text() {
         "d: x",
         vec![leaf(odd, odd, limit(RateLimitUnit::Hour, 1))],
     );
-    let config = config(&[any(&r)], false).expect("converts");
+    let config = config(TYPE_URL, &[any(&r)], false).expect("converts");
     let domain = config.domain("d: x").expect("domain with a colon");
     assert!(domain.find(&[(odd, odd)]).is_some());
 }
@@ -173,9 +173,9 @@ fn the_set_is_refused_as_files_are() {
         "same",
         vec![leaf("j", "", limit(RateLimitUnit::Second, 1))],
     );
-    let err = config(&[any(&a), any(&b)], false).expect_err("duplicate domain");
+    let err = config(TYPE_URL, &[any(&a), any(&b)], false).expect_err("duplicate domain");
     assert!(err.contains("same"), "{err}");
-    let merged = config(&[any(&a), any(&b)], true).expect("MERGE_DOMAIN_CONFIG merges");
+    let merged = config(TYPE_URL, &[any(&a), any(&b)], true).expect("MERGE_DOMAIN_CONFIG merges");
     assert_eq!(merged.domain("same").expect("merged").rules().count(), 2);
 
     let twice = resource(
@@ -187,11 +187,11 @@ fn the_set_is_refused_as_files_are() {
         ],
     );
     assert!(
-        config(&[any(&twice)], false).is_err(),
+        config(TYPE_URL, &[any(&twice)], false).is_err(),
         "duplicate descriptor"
     );
     assert!(
-        config(&[any(&resource("e", "", vec![]))], false).is_err(),
+        config(TYPE_URL, &[any(&resource("e", "", vec![]))], false).is_err(),
         "empty domain"
     );
 }
@@ -204,14 +204,14 @@ fn units_are_checked_as_go_checks_them() {
         vec![leaf("k", "", limit(RateLimitUnit::Unknown, 5))],
     );
     assert!(
-        config(&[any(&unknown)], false).is_err(),
+        config(TYPE_URL, &[any(&unknown)], false).is_err(),
         "UNKNOWN with a limit"
     );
     let mut beyond = unknown.clone();
     if let Some(p) = &mut beyond.descriptors[0].rate_limit {
         p.unit = 99;
     }
-    let err = config(&[any(&beyond)], false).expect_err("a unit Go does not know");
+    let err = config(TYPE_URL, &[any(&beyond)], false).expect_err("a unit Go does not know");
     assert!(err.contains("99"), "{err}");
     let mut unlimited = unknown.clone();
     if let Some(p) = &mut unlimited.descriptors[0].rate_limit {
@@ -219,7 +219,7 @@ fn units_are_checked_as_go_checks_them() {
         p.requests_per_unit = 0;
     }
     assert!(
-        config(&[any(&unlimited)], false).is_ok(),
+        config(TYPE_URL, &[any(&unlimited)], false).is_ok(),
         "unlimited needs no unit"
     );
     let mut both = unlimited.clone();
@@ -227,7 +227,7 @@ fn units_are_checked_as_go_checks_them() {
         p.unit = RateLimitUnit::Second as i32;
     }
     assert!(
-        config(&[any(&both)], false).is_err(),
+        config(TYPE_URL, &[any(&both)], false).is_err(),
         "unlimited with a unit"
     );
 }
@@ -236,16 +236,24 @@ fn units_are_checked_as_go_checks_them() {
 fn resources_that_are_not_rate_limit_configs_are_refused() {
     let mut wrong_type = any(&everything());
     wrong_type.type_url = "type.googleapis.com/envoy.config.cluster.v3.Cluster".into();
-    let err = config(&[wrong_type], false).expect_err("wrong type");
+    let err = config(TYPE_URL, &[wrong_type], false).expect_err("wrong type");
     assert!(err.contains("Cluster"), "{err}");
     let garbage = Any {
         type_url: TYPE_URL.into(),
         value: vec![0xff, 0xff, 0xff],
     };
-    assert!(config(&[garbage], false).is_err(), "undecodable bytes");
     assert!(
-        config(&[], false)
+        config(TYPE_URL, &[garbage], false).is_err(),
+        "undecodable bytes"
+    );
+    assert!(
+        config(TYPE_URL, &[], false)
             .expect("no resource: no domain")
             .is_empty()
+    );
+    let other = "type.googleapis.com/envoy.config.listener.v3.Listener";
+    assert!(
+        config(other, &[], false).is_err(),
+        "another type's empty set"
     );
 }
