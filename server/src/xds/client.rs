@@ -165,7 +165,7 @@ impl Client {
                 Ok(None) => return Ended::Closed("the server closed it".into()),
                 Err(status) => return Ended::Closed(status.to_string()),
             };
-            let reply = self.handle(&response, version, backoff, configs);
+            let reply = self.handle(response, version, backoff, configs).await;
             if requests.send(reply).await.is_err() {
                 return Ended::Closed("the request stream closed".into());
             }
@@ -173,23 +173,37 @@ impl Client {
     }
 
     /// Builds the response's config: published and ACKed, or counted and NACKed.
-    fn handle(
+    async fn handle(
         &self,
-        response: &DiscoveryResponse,
+        response: DiscoveryResponse,
         version: &mut String,
         backoff: &mut Backoff,
         configs: &watch::Sender<Option<RlsConfig>>,
     ) -> DiscoveryRequest {
-        let outcome = convert::config(&response.type_url, &response.resources, self.merge_domains);
-        super::record(&response.version_info, &outcome);
+        // Off the runtime's thread (the server's only one by default), as a file reload is
+        // read: a large config is built without stalling the decisions.
+        let DiscoveryResponse {
+            version_info,
+            resources,
+            type_url,
+            nonce,
+            ..
+        } = response;
+        let merge = self.merge_domains;
+        let outcome =
+            tokio::task::spawn_blocking(move || convert::config(&type_url, &resources, merge))
+                .await
+                .unwrap_or_else(|e| Err(format!("the config was not built: {e}")));
+        let (version_info, nonce) = (&version_info, &nonce);
+        super::record(version_info, &outcome);
         match outcome {
             Ok(config) => {
                 backoff.reset();
-                version.clone_from(&response.version_info);
+                version.clone_from(version_info);
                 configs.send_replace(Some(config));
-                self.request(version, &response.nonce, None)
+                self.request(version, nonce, None)
             }
-            Err(e) => self.request(version, &response.nonce, Some(e)),
+            Err(e) => self.request(version, nonce, Some(e)),
         }
     }
 }
