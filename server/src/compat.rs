@@ -131,7 +131,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
         "10s",
         Differs(
-            "as there (jpillora/backoff), the attempts counted from the last accepted response",
+            "the first wait after a stream ends, as there (jpillora/backoff: this × factor^n within the max, so the defaults wait 10 s every time); n restarts at each accepted response",
         ),
     ),
     var("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "60s", Honoured),
