@@ -153,7 +153,8 @@ class Server:
         self.process = subprocess.Popen(
             [os.environ["REDLIMIT_SERVER_BIN"]], env=full_env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        drain = threading.Thread(target=self._drain_stderr, daemon=True)
+        drain.start()
         self.addresses = {}
         wanted = {"grpc", "http", "debug"} | ({"metrics"} if full_env.get("USE_PROMETHEUS") == "true" else set())
         if full_env.get("REDLIMIT_ADMIN_TOKEN_FILE") or full_env.get("REDLIMIT_ADMIN_TOKEN"):
@@ -166,10 +167,14 @@ class Server:
         while not wanted <= self.addresses.keys():
             line = self.process.stdout.readline()
             if not line:
+                watchdog.cancel()
                 self.process.stdout.close()
                 shutil.rmtree(self.root, ignore_errors=True)
+                status = self.process.wait()
+                # Its last words may still be on their way through the drain.
+                drain.join(CONDITION_DEADLINE)
                 raise AssertionError(
-                    f"redlimit-server exited ({self.process.wait()}) before listening:\n"
+                    f"redlimit-server exited ({status}) before listening:\n"
                     + "".join(self.stderr_lines))
             name, _, addr = line.strip().partition(" on ")
             if addr:
