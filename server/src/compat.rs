@@ -97,10 +97,16 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "CONFIG_TYPE",
         "FILE",
         Differs(
-            "FILE or GRPC_XDS_SOTW; with GRPC_XDS_SOTW the listeners open once the first config is accepted (a NACKed one is waited past), unless FORCE_START_WITHOUT_INITIAL_CONFIG: then every domain is unknown (OK, no limit) until one is, where the Go service answers an error",
+            "FILE or GRPC_XDS_SOTW; with GRPC_XDS_SOTW the listeners open at once, where the Go service opens none before its first config unless FORCE_START_WITHOUT_INITIAL_CONFIG (a probe is refused while the xDS server is slow); until a config is accepted, calls answer as the Go service's do with no config: UNKNOWN `no rate limit configuration loaded` (/json: 400), health as HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED says",
         ),
     ),
-    var("FORCE_START_WITHOUT_INITIAL_CONFIG", "false", Honoured),
+    var(
+        "FORCE_START_WITHOUT_INITIAL_CONFIG",
+        "false",
+        Differs(
+            "with CONFIG_TYPE=FILE: unset, a config that does not load at start stops the server (the Go service serves on with no config, answering errors); set, it serves with no domain (every descriptor OK; the Go service answers errors until a config loads). No effect with GRPC_XDS_SOTW, which always serves at once",
+        ),
+    ),
     var("CONFIG_GRPC_XDS_NODE_ID", "default", Honoured),
     var("CONFIG_GRPC_XDS_NODE_METADATA", "", Honoured),
     var(

@@ -26,6 +26,7 @@
 mod admin;
 mod compat;
 mod debug;
+mod gate;
 mod grpc;
 mod health;
 mod http;
@@ -123,13 +124,14 @@ async fn run(settings: Settings) -> Result<(), String> {
         prometheus,
         last_flush,
     } = metrics::install(&settings.stats)?;
-    let mut xds = match settings.config_type {
-        ConfigType::GrpcXdsSotw => Some(xds::start(&settings.xds, settings.merge_domain_config)?),
+    let xds = match settings.config_type {
+        ConfigType::GrpcXdsSotw => Some(xds::prepare(&settings.xds, settings.merge_domain_config)?),
         ConfigType::File => None,
     };
     let seen = dir.fingerprint();
-    let config = match &mut xds {
-        Some(xds) => xds.first(settings.force_start_without_initial_config).await,
+    let config = match &xds {
+        // None until the xDS server sends one: the listeners do not wait for it.
+        Some(_) => RlsConfig::default(),
         None => {
             let first = dir.load();
             reload::record(&dir.dir, &first);
@@ -183,8 +185,15 @@ async fn run(settings: Settings) -> Result<(), String> {
     );
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
+    let gated = match &xds {
+        Some(_) => gate::Gated::awaiting_config(service.clone()),
+        None => gate::Gated::open(service.clone()),
+    };
     let _watch = match xds {
-        Some(xds) => xds.follow(service.clone(), health.clone()),
+        Some(xds) => xds.start(xds::Target {
+            gated: gated.clone(),
+            health: health.clone(),
+        }),
         None => reload::watch(dir, seen, service.clone(), health.clone()),
     };
 
@@ -232,14 +241,14 @@ async fn run(settings: Settings) -> Result<(), String> {
 
     let grpc_router = tonic::transport::Server::builder()
         .add_service(metered::Metered::new(health_service))
-        .add_service(metered::Metered::new(service.clone().into_server()));
+        .add_service(metered::Metered::new(gated.clone().into_server()));
     let grpc_server = grpc::serve(
         grpc_router,
         grpc,
         grpc_tls.map(|t| t.acceptor),
         stopped(stopping.clone()),
     );
-    let http_server = axum::serve(http, http::router(health.clone(), service.clone()))
+    let http_server = axum::serve(http, http::router(health.clone(), gated))
         .with_graceful_shutdown(stopped(stopping.clone()));
     let debug_server = axum::serve(debug, debug::router(service.clone()))
         .with_graceful_shutdown(stopped(stopping.clone()));

@@ -78,8 +78,8 @@ pub(crate) struct Settings {
     /// The xDS client (CONFIG_TYPE=GRPC_XDS_SOTW).
     #[command(flatten)]
     pub(crate) xds: XdsSettings,
-    /// Start even when the first config does not load (then every domain is unknown until
-    /// one does).
+    /// CONFIG_TYPE=FILE: start even when the first config does not load (then every domain
+    /// is unknown until one does). GRPC_XDS_SOTW always starts at once.
     #[arg(long, env = "FORCE_START_WITHOUT_INITIAL_CONFIG", default_value = "false", value_parser = go_bool)]
     pub(crate) force_start_without_initial_config: bool,
     /// The runtime root: the config is read from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.

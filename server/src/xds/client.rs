@@ -4,16 +4,16 @@
 //! not; reconnected with the backoff when the stream ends.
 
 use prost_types::{Struct, Value, value::Kind};
-use redlimit::rls::config::RlsConfig;
 use redlimit::rls::proto::envoy::config::core::v3::{Node, node::UserAgentVersionType};
 use redlimit::rls::proto::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
 use redlimit::rls::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
 use redlimit::rls::proto::google::rpc::Status;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
+use super::Target;
 use super::backoff::Backoff;
 use super::convert::{self, TYPE_URL};
 use crate::settings::XdsSettings;
@@ -90,12 +90,12 @@ impl Client {
         })
     }
 
-    /// Streams for ever, publishing each accepted config on `configs`.
-    pub(crate) async fn run(self, mut backoff: Backoff, configs: watch::Sender<Option<RlsConfig>>) {
+    /// Streams for ever, putting each accepted config in force in `target`.
+    pub(crate) async fn run(self, mut backoff: Backoff, target: Target) {
         // The version in force: sent when a stream opens, and in every NACK.
         let mut version = String::new();
         loop {
-            let wait = match self.session(&mut version, &mut backoff, &configs).await {
+            let wait = match self.session(&mut version, &mut backoff, &target).await {
                 Ended::NotOpened(e) => {
                     let wait = backoff.after_connect_failure();
                     tracing::warn!("xDS server {}: {e}; again in {wait:?}", self.endpoint.uri());
@@ -129,12 +129,7 @@ impl Client {
         }
     }
 
-    async fn session(
-        &self,
-        version: &mut String,
-        backoff: &mut Backoff,
-        configs: &watch::Sender<Option<RlsConfig>>,
-    ) -> Ended {
+    async fn session(&self, version: &mut String, backoff: &mut Backoff, target: &Target) -> Ended {
         let channel = match self.endpoint.connect().await {
             Ok(channel) => channel,
             Err(e) => return Ended::NotOpened(format!("cannot connect: {}", chain(&e))),
@@ -165,20 +160,20 @@ impl Client {
                 Ok(None) => return Ended::Closed("the server closed it".into()),
                 Err(status) => return Ended::Closed(status.to_string()),
             };
-            let reply = self.handle(response, version, backoff, configs).await;
+            let reply = self.handle(response, version, backoff, target).await;
             if requests.send(reply).await.is_err() {
                 return Ended::Closed("the request stream closed".into());
             }
         }
     }
 
-    /// Builds the response's config: published and ACKed, or counted and NACKed.
+    /// Builds the response's config: put in force, then ACKed; or counted and NACKed.
     async fn handle(
         &self,
         response: DiscoveryResponse,
         version: &mut String,
         backoff: &mut Backoff,
-        configs: &watch::Sender<Option<RlsConfig>>,
+        target: &Target,
     ) -> DiscoveryRequest {
         // Off the runtime's thread (the server's only one by default), as a file reload is
         // read: a large config is built without stalling the decisions.
@@ -200,7 +195,7 @@ impl Client {
             Ok(config) => {
                 backoff.reset();
                 version.clone_from(version_info);
-                configs.send_replace(Some(config));
+                target.put_in_force(config);
                 self.request(version, nonce, None)
             }
             Err(e) => self.request(version, nonce, Some(e)),

@@ -10,68 +10,59 @@
 //! drop-in (its settings, its stats, its place in the start), on the library's generated ADS
 //! code and `RlsConfig`.
 //!
-//! Without `FORCE_START_WITHOUT_INITIAL_CONFIG` the server waits for the first accepted config
-//! before it opens its listeners (envoyproxy/ratelimit waits for the first config event too);
-//! with it, it serves at once with no domain.
+//! The listeners open without waiting for the xDS server (`FORCE_START_WITHOUT_INITIAL_CONFIG`
+//! or not): until the first config is in force, decisions answer as the Go service answers
+//! with no config (see `gate`). envoyproxy/ratelimit opens none before its first config event
+//! unless forced, so a slow xDS server failed liveness probes with "connection refused".
+//! A response is ACKed once its config is in force.
 
 mod backoff;
 mod client;
 mod convert;
 
-use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
-use tokio::sync::watch;
 
+use crate::gate::Gated;
 use crate::health::Health;
 use crate::settings::XdsSettings;
 
-/// The running client and the configs it accepts.
+/// The client, checked, not yet started.
 #[derive(Debug)]
 pub(crate) struct Xds {
-    configs: watch::Receiver<Option<RlsConfig>>,
-    _client: tokio::task::JoinHandle<()>,
+    client: client::Client,
+    backoff: backoff::Backoff,
 }
 
-/// Starts the client: settings that cannot work (a bad URL or header) stop the start.
-pub(crate) fn start(settings: &XdsSettings, merge_domains: bool) -> Result<Xds, String> {
-    let client = client::Client::new(settings, merge_domains)?;
-    let (sender, configs) = watch::channel(None);
-    let backoff = backoff::Backoff::new(settings);
+/// Where accepted configs go: put in force in the service, health told.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) gated: Gated,
+    pub(crate) health: Health,
+}
+
+impl Target {
+    fn put_in_force(&self, config: RlsConfig) {
+        self.gated.put_in_force(config, &self.health);
+    }
+}
+
+/// Checks the client's settings: settings that cannot work (a bad URL or header) stop the
+/// start.
+pub(crate) fn prepare(settings: &XdsSettings, merge_domains: bool) -> Result<Xds, String> {
     Ok(Xds {
-        configs,
-        _client: tokio::spawn(client.run(backoff, sender)),
+        client: client::Client::new(settings, merge_domains)?,
+        backoff: backoff::Backoff::new(settings),
     })
 }
 
 impl Xds {
-    /// The config to start with: without `force_start`, the first the server sends that
-    /// builds (for as long as that takes); with it, none.
-    pub(crate) async fn first(&mut self, force_start: bool) -> RlsConfig {
-        if force_start {
-            return self.configs.borrow_and_update().clone().unwrap_or_default();
-        }
-        tracing::warn!("waiting for the first config from the xDS server");
-        match self.configs.wait_for(Option::is_some).await {
-            Ok(config) => config.clone().unwrap_or_default(),
-            Err(_) => RlsConfig::default(),
-        }
-    }
-
-    /// Puts each later config in force, for ever.
-    pub(crate) fn follow(
-        mut self,
-        service: RateLimitService,
-        health: Health,
-    ) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let _client = self._client;
-            while self.configs.changed().await.is_ok() {
-                let config = self.configs.borrow_and_update().clone();
-                if let Some(config) = config {
-                    crate::reload::apply(config, &service, &health);
-                }
-            }
-        })
+    /// Streams for ever, putting each accepted config in force in `target`.
+    pub(crate) fn start(self, target: Target) -> tokio::task::JoinHandle<()> {
+        tracing::warn!(
+            "no config until the xDS server sends one: until then decisions answer UNKNOWN ({})",
+            crate::gate::NO_CONFIG
+        );
+        tokio::spawn(self.client.run(self.backoff, target))
     }
 }
 

@@ -193,9 +193,9 @@ class Xds(unittest.TestCase):
 
     def test_config_updates_nacks_and_reconnects(self):
         self.ads.push("1", resource("xds", [("k", 2)]))
-        # Without FORCE_START_WITHOUT_INITIAL_CONFIG the listeners open once a config is in.
         srv = Server({}, env=xds_env(self.ads))
         self.addCleanup(srv.stop)
+        # A response is ACKed once its config is in force: the calls below see it.
         ack = self.ads.reply_to("1")
         self.assertEqual((ack.version_info, ack.type_url), ("1", TYPE_URL))
         self.assertFalse(ack.HasField("error_detail"))
@@ -235,16 +235,53 @@ class Xds(unittest.TestCase):
         wait_for("limit 7", lambda: limit_of(srv, "xds", "d") == (OK, 7))
         self.assertEqual(limit_of(srv, "other", "x"), (OK, 1))
 
+    def assert_no_config_yet(self, srv):
+        """Calls answered as the Go service answers them with no config loaded."""
+        with self.assertRaises(grpc.RpcError) as refused:
+            srv.call("xds", [("k", "a")])
+        self.assertEqual((refused.exception.code(), refused.exception.details()),
+                         (grpc.StatusCode.UNKNOWN, "no rate limit configuration loaded"))
+
+    def test_the_listeners_answer_while_the_first_config_is_withheld(self):
+        # The xDS server has no snapshot for the node: the client subscribes and hears nothing.
+        # Without FORCE_START_WITHOUT_INITIAL_CONFIG the listeners open all the same (the Go
+        # service opens none before its first config: a liveness probe is refused), health
+        # follows Redis as the Go service's does once it serves, and calls answer as it does
+        # with no config.
+        srv = Server({}, env=xds_env(self.ads))
+        self.addCleanup(srv.stop)
+        wait_for("the subscription", lambda: self.ads.requests)
+        wait_for("health", srv.healthy)
+        self.assert_no_config_yet(srv)
+        status, body = srv.post("/json", b'{"domain": "xds", "descriptors": '
+                                         b'[{"entries": [{"key": "k", "value": "a"}]}]}')
+        self.assertEqual(status, 400)
+        self.assertIn("no rate limit configuration loaded", body)
+        self.assertEqual(srv.get("debug", "/rlconfig"), (200, ""))
+        with self.assertRaises(grpc.RpcError) as refused:
+            srv.call("", [("k", "a")])
+        self.assertEqual(refused.exception.code(), grpc.StatusCode.INVALID_ARGUMENT,
+                         "a request without a domain is refused first, as always")
+        errors = 'ratelimit_service_should_rate_limit_error{err_type="service_error"}'
+        self.assertEqual(self.metric(srv, errors), 3)
+        self.assertEqual(self.metric(srv, "ratelimit_service_config_load_success"), 0)
+        self.assertEqual(len(self.ads.requests), 1, "still waiting for the first response")
+
+        self.ads.push("1", resource("xds", [("k", 1)]))
+        self.assertFalse(self.ads.reply_to("1").HasField("error_detail"))
+        codes = [srv.call("xds", [("k", "a")]).overall_code for _ in range(2)]
+        self.assertEqual(codes, [OK, OVER_LIMIT])
+        self.assertTrue(srv.healthy())
+
     def test_force_start_serves_before_the_first_config(self):
-        # No xDS server yet: FORCE_START_WITHOUT_INITIAL_CONFIG serves at once, every domain
-        # unknown (OK, no limit), and health waits for a domain when asked to.
+        # No xDS server yet: FORCE_START_WITHOUT_INITIAL_CONFIG serves at once too, with no
+        # config, and health waits for a domain when asked to.
         self.ads.stop()
         srv = Server({}, env=xds_env(self.ads, FORCE_START_WITHOUT_INITIAL_CONFIG="true",
                                      HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED="true"))
         self.addCleanup(srv.stop)
-        answer = srv.call("xds", [("k", "a")])
-        self.assertEqual((answer.overall_code, answer.statuses[0].HasField("current_limit")), (OK, False))
-        self.assertFalse(srv.healthy())
+        self.assert_no_config_yet(srv)
+        self.assertEqual(srv.get("http", "/healthcheck")[0], 500)
         self.ads.push("1", resource("xds", [("k", 1)]))
         self.ads.start()
         wait_for("health once a domain is in", srv.healthy)
