@@ -39,6 +39,9 @@ struct Inner {
     /// The per-second store's (healthy when there is none).
     per_second_ok: AtomicBool,
     config_ok: AtomicBool,
+    /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: the config component follows whether the
+    /// config in force has a domain (else it is always healthy).
+    follows_config: bool,
     terminating: AtomicBool,
     reporter: HealthReporter,
 }
@@ -52,14 +55,17 @@ impl std::fmt::Debug for Health {
 }
 
 impl Health {
-    /// Starts unhealthy until the store answers; `config_ok` is whether the config
-    /// component starts healthy (it does unless health waits for a loaded config).
-    pub(crate) fn new(reporter: HealthReporter, config_ok: bool) -> Self {
+    /// Starts unhealthy until the store answers. With `follows_config`
+    /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) the config component is healthy while the
+    /// config in force has a domain, starting with `has_domain` (the config at start);
+    /// without, it always is.
+    pub(crate) fn new(reporter: HealthReporter, follows_config: bool, has_domain: bool) -> Self {
         Health {
             inner: Arc::new(Inner {
                 store_ok: AtomicBool::new(false),
                 per_second_ok: AtomicBool::new(true),
-                config_ok: AtomicBool::new(config_ok),
+                config_ok: AtomicBool::new(has_domain || !follows_config),
+                follows_config,
                 terminating: AtomicBool::new(false),
                 reporter,
             }),
@@ -75,10 +81,20 @@ impl Health {
             && !inner.terminating.load(Ordering::Acquire)
     }
 
-    /// A config with at least one domain has loaded.
-    pub(crate) fn config_loaded(&self) {
-        self.inner.config_ok.store(true, Ordering::Release);
-        self.publish();
+    /// A config was put in force: with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`, health
+    /// follows whether it has a domain, as the Go service's does (a later config with none,
+    /// an xDS server that sends an empty one, fails health again).
+    pub(crate) fn config_applied(&self, has_domain: bool) {
+        if self.inner.follows_config
+            && self.inner.config_ok.swap(has_domain, Ordering::AcqRel) != has_domain
+        {
+            if has_domain {
+                tracing::info!("a config with a domain is in force");
+            } else {
+                tracing::warn!("the config in force has no domain: /healthcheck fails");
+            }
+            self.publish();
+        }
     }
 
     /// SIGTERM: unhealthy from now on.

@@ -181,7 +181,8 @@ async fn run(settings: Settings) -> Result<(), String> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = health::Health::new(
         reporter,
-        has_domain || !settings.healthy_with_at_least_one_config_loaded,
+        settings.healthy_with_at_least_one_config_loaded,
+        has_domain,
     );
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));

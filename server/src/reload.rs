@@ -86,10 +86,9 @@ pub(crate) fn record(dir: &Path, outcome: &Result<RlsConfig, RlsConfigError>) {
 
 /// Puts a config that loaded in force: a file reload's and an xDS update's path alike.
 pub(crate) fn apply(config: RlsConfig, service: &RateLimitService, health: &Health) {
-    if config.domains().next().is_some() {
-        health.config_loaded();
-    }
+    let has_domain = config.domains().next().is_some();
     service.reload(config);
+    health.config_applied(has_domain);
 }
 
 /// Polls the directory for ever, applying each config that loads to `service`. `seen` is the

@@ -287,6 +287,14 @@ class Xds(unittest.TestCase):
         wait_for("health once a domain is in", srv.healthy)
         codes = [srv.call("xds", [("k", "a")]).overall_code for _ in range(2)]
         self.assertEqual(codes, [OK, OVER_LIMIT])
+        # A later snapshot with no resource is a config with no domain: health fails again,
+        # as the Go service's does, and comes back with the next one that has a domain.
+        self.ads.push("2")
+        self.assertFalse(self.ads.reply_to("2").HasField("error_detail"))
+        wait_for("health to fail with no domain", lambda: not srv.healthy())
+        self.ads.push("3", resource("xds", [("k", 1)]))
+        self.assertFalse(self.ads.reply_to("3").HasField("error_detail"))
+        wait_for("health with a domain again", srv.healthy)
 
 
 def pem(name):
