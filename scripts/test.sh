@@ -39,11 +39,13 @@ trap 'if [ -s "${lane_pid_file:-}" ] && pid=$(cat "$lane_pid_file") && kill -0 "
   step ""; cpu_now; rm -f "$cpu_file"
   printf "\nstep times (wall, CPU):\n%s%5d s %6d s  in all\n" "$timings" "$SECONDS" "$cpu" >&2' EXIT
 
-# CI builds from scratch: incremental compilation only adds work there, and full debug info
-# makes every test, bench and example binary slow to link. Line tables keep panics' and
-# backtraces' file:line.
+# CI builds from scratch: incremental compilation only adds work there, and debug info only
+# makes every test, bench and example binary slow to build and link (line tables alone cost
+# 81 s of CPU in the tests' build, and 32 s in cargo-deny's, measured cold). A failing test
+# still names its file:line (the panic's location needs no debug info); for a backtrace with
+# lines, run with RUST_BACKTRACE=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 # Most tests wait on servers, proxies and timers rather than the CPU: more of them at once
 # than cores shortens the run, and the suite is written to pass on a busy machine.
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}"
@@ -155,20 +157,27 @@ step "docs"
 # checks that build; `--cfg docsrs` only adds `doc(cfg)` attributes, so this run also covers a
 # plain `cargo doc` (a second run of it cost 45 s of CPU). Only rustdoc gets RUSTC_BOOTSTRAP
 # (through a RUSTDOC wrapper): set for cargo, it would change every dependency's fingerprint
-# and check them all again (2 min of CPU, measured).
+# and check them all again (2 min of CPU, measured). The examples are documented too, and
+# with the whole workspace: building a dev target (an example) turns on the dev-dependencies'
+# features, so the dependencies are the ones clippy checked above; the library alone would
+# have its dependencies checked again with fewer features (78 units, ~100 s of CPU; `cargo
+# --unit-graph` shows it).
 rustdoc_bootstrap=$(mktemp)
 printf '#!/bin/sh\nRUSTC_BOOTSTRAP=1 exec rustdoc "$@"\n' >"$rustdoc_bootstrap"
 chmod +x "$rustdoc_bootstrap"
 RUSTDOC="$rustdoc_bootstrap" RUSTDOCFLAGS="--cfg docsrs -D warnings" \
-  cargo doc --no-deps --all-features --quiet
+  cargo doc --no-deps --all-features --workspace --lib --examples --quiet
 rm -f "$rustdoc_bootstrap"
 echo "docs (as docs.rs builds them, --cfg docsrs): ok"
 step "package"
 # The crate as crates.io would get it: packaged from `include` alone (the tests, benches and
 # scripts stay in the repository), unpacked outside the workspace and checked there with every
 # feature against the packaged Cargo.lock: a file the code needs but `include` leaves out
-# fails here. A check, not `cargo publish --dry-run`'s debug build: the docs step above
-# checked the same dependencies with the same features, so only the crate itself is new work.
+# fails here. A check, not `cargo publish --dry-run`'s debug build, and of the unit tests
+# too (`--tests`: a packager's `cargo test` builds them from the crate): as a dev target they
+# turn on the dev-dependencies' features, so the dependencies are the ones clippy checked and
+# only the crate is new work (checked alone, the library would check them again with fewer
+# features).
 # --allow-dirty only lets a developer run this with uncommitted edits; CI's clone is clean.
 if ! package_log=$(cargo package --no-verify --allow-dirty 2>&1); then
   echo "$package_log" >&2
@@ -179,9 +188,9 @@ crate_name=$(sed -n 's/^ *Packaging \([^ ]*\) v\([^ ]*\) .*$/\1-\2/p' <<<"$packa
 crate_file="${CARGO_TARGET_DIR:-target}/package/$crate_name.crate"
 unpacked=$(mktemp -d)
 tar -xzf "$crate_file" -C "$unpacked"
-(cd "$unpacked"/*/ && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo check --locked --lib --all-features --quiet)
+(cd "$unpacked"/*/ && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo check --locked --lib --tests --all-features --quiet)
 rm -rf "$unpacked"
-echo "the packaged crate builds"
+echo "the packaged crate and its unit tests build"
 step "Dockerfile build commands"
 # The Dockerfiles' build commands (their features, --locked) as checks: what they build
 # compiles, without a release build (or a debug one: the tests below build the same code with
