@@ -97,21 +97,30 @@ impl Engine {
                 }
                 // The call is dropped unsent (a store future does nothing until polled).
                 None => {
-                    self.breakers.abandon(domain, admission);
-                    crate::telemetry::store_failure(self.meter.store(), "overload");
-                    let settled = self.in_memory(
-                        &ticket,
-                        "too many rate-limit store calls in flight; deciding in memory",
-                    );
+                    let settled = self.overloaded(&ticket);
                     Begin::Done(settled, ticket)
                 }
             },
         }
     }
 
+    /// Too many store calls in flight for `ticket`'s: decided in memory.
+    #[cold]
+    #[inline(never)]
+    fn overloaded(&self, ticket: &Ticket) -> Settled {
+        self.breakers.abandon(ticket.domain, ticket.admission);
+        crate::telemetry::store_failure(self.meter.store(), "overload");
+        self.in_memory(
+            ticket,
+            "too many rate-limit store calls in flight; deciding in memory",
+        )
+    }
+
     /// Probes the store behind `domain` in the background, for its open breaker, if the store
     /// can be probed (and a runtime runs): the request that drew the probe is then decided as
     /// while the breaker is open, and no request waits for a store that may still be gone.
+    #[cold]
+    #[inline(never)]
     fn probe(&self, domain: u16) -> bool {
         let (Some(probe), Ok(runtime)) = (
             self.store.probe(domain),

@@ -21,6 +21,8 @@ macro_rules! warn_or_debug {
 impl Engine {
     /// The store failed, or its circuit is open: the failure mode decides (a timeout, though,
     /// is load: decided in memory).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn store_failed(&self, error: &StoreError, ticket: &Ticket) -> Settled {
         // A reply that did not come in time may be load as well as failure: see
         // `missed_deadline`. Only errors and an open circuit say the store is gone.
@@ -66,6 +68,8 @@ impl Engine {
     /// missed its deadline while the store answers others. Decided in memory with this
     /// instance's share of the limits, whatever the failure mode, so that load never buys an
     /// unlimited window (and never a 503: the store is busy, not gone).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn in_memory(&self, ticket: &Ticket, why: &str) -> Settled {
         let Some(decision) = self.local_decision(ticket) else {
             return Settled::Unavailable;

@@ -164,8 +164,11 @@ where
                     request,
                     inner,
                 } => {
+                    let Some(headers) = request.as_ref().map(Request::headers) else {
+                        panic!("ResponseFuture polled after completion");
+                    };
                     let verdict = match Pin::new(&mut *check).poll(cx) {
-                        Poll::Ready(outcome) => decider.verdict(outcome, pending),
+                        Poll::Ready(outcome) => decider.verdict(outcome, pending, headers),
                         Poll::Pending => {
                             let limit = decider.config.deadline;
                             let sleep =
@@ -173,7 +176,7 @@ where
                             ready!(sleep.as_mut().poll(cx));
                             let placeholder = Check::ready(Err(StoreError::Timeout(limit)));
                             let check = std::mem::replace(check, placeholder.into_future());
-                            decider.missed_deadline(check, pending)
+                            decider.missed_deadline(check, pending, headers)
                         }
                     };
                     let (Some(request), Some(mut inner)) = (request.take(), inner.take()) else {
@@ -204,7 +207,7 @@ where
                     else {
                         panic!("ResponseFuture polled after completion");
                     };
-                    let start = decider.resume(queued, turn);
+                    let start = decider.resume(queued, turn, request.headers());
                     let decider = Arc::clone(decider);
                     state.set(ResponseFuture::start(&decider, start, request, inner).state);
                 }

@@ -6,7 +6,6 @@
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use http::request::Parts;
 use http::{Response, StatusCode};
 
 use crate::decision::Decision;
@@ -34,14 +33,16 @@ pub(crate) enum Framing {
 }
 
 impl Framing {
-    /// The framing of a gRPC or gRPC-Web call; `None` for any other request.
-    pub(crate) fn of(parts: &Parts) -> Option<Framing> {
-        let content_type = essence_of(parts.headers.get(CONTENT_TYPE)?.as_bytes());
+    /// The framing of a gRPC or gRPC-Web call, from its request's headers; `None` for any
+    /// other request. Read only when the layer answers a request itself: an admitted one never
+    /// needs it.
+    pub(crate) fn of(headers: &HeaderMap) -> Option<Framing> {
+        let content_type = essence_of(headers.get(CONTENT_TYPE)?.as_bytes());
         let framing = if family(content_type, b"application/grpc-web-text") {
             Framing::WebText
         } else if family(content_type, b"application/grpc-web") {
             // tonic-web (and grpc-web's text mode) answers in the encoding `Accept` asks for.
-            let text = parts.headers.get_all(ACCEPT).iter().any(|accept| {
+            let text = headers.get_all(ACCEPT).iter().any(|accept| {
                 accept
                     .as_bytes()
                     .split(|&b| b == b',')
@@ -184,7 +185,7 @@ mod tests {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        Framing::of(&request.body(()).unwrap().into_parts().0)
+        Framing::of(request.body(()).unwrap().headers())
     }
 
     #[test]

@@ -196,6 +196,15 @@ impl RateHeaders {
                 .entry(X_RESET)
                 .or_insert_with(|| number(reset, Slot::Reset));
         }
+        if self.ietf.is_some() || self.retry_after.is_some() {
+            self.write_rest(target);
+        }
+    }
+
+    /// The IETF fields and `Retry-After`, where they go (out of line: the default style on an
+    /// admitted request has neither).
+    #[inline(never)]
+    fn write_rest(&self, target: &mut HeaderMap) {
         if let Some(fields) = &self.ietf {
             let (policy, current) = &**fields;
             target.entry(POLICY).or_insert_with(|| policy.clone());

@@ -24,14 +24,11 @@ impl Decider {
     /// [`MissingKey`] setting; else how the request goes on without one.
     // Returned to `start`, which returns the `Start` as it is: boxing it would allocate.
     #[allow(clippy::result_large_err)]
-    pub(super) fn keyless(
-        &self,
-        rule_id: usize,
-        rule: &Rule,
-        parts: &Parts,
-        grpc: Option<Framing>,
-    ) -> Result<Key, Start> {
+    #[cold]
+    #[inline(never)]
+    pub(super) fn keyless(&self, rule_id: usize, rule: &Rule, parts: &Parts) -> Result<Key, Start> {
         let missing = self.config.missing_key;
+        let grpc = Framing::of(&parts.headers);
         // Shadow mode answers nothing for lack of a key either.
         let shadow = self.shadow(rule_id).is_on();
         match missing {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Response;
+use http::header::HeaderMap;
 use http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -24,7 +25,6 @@ use crate::engine::throttle::Throttle;
 use crate::engine::{self, Begin, Engine, Ticket};
 use crate::key::{Key, KeyExtractor};
 use crate::layer::config::Config;
-use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::meters::Meters;
 use crate::layer::refund::PendingRefund;
@@ -43,16 +43,15 @@ pub(crate) struct Decider {
     keyless_log: Throttle,
 }
 
-/// A store call under way, and whether its request is a gRPC call.
+/// A store call under way. Whether its request is a gRPC call is read from the request's
+/// headers when it settles, and only if the layer answers it itself.
 pub(crate) struct Pending {
     ticket: Ticket,
-    grpc: Option<Framing>,
 }
 
 /// A request waiting for another to refresh its key's expired denial.
 pub(crate) struct Queued {
     queued: engine::Queued,
-    grpc: Option<Framing>,
 }
 
 /// How a request starts.
@@ -135,29 +134,34 @@ impl Decider {
         let Some((rule_id, rule)) = config.rule_for(parts) else {
             return Start::Unlimited;
         };
-        let grpc = Framing::of(parts);
         let key = match rule.key.extract(parts) {
             Some(key) => key,
-            None => match self.keyless(rule_id, rule, parts, grpc) {
+            None => match self.keyless(rule_id, rule, parts) {
                 Ok(key) => key,
                 Err(start) => return start,
             },
         };
         let cost = config.cost.as_ref().map_or(1, |cost| cost(parts));
-        self.begun(self.engine.begin(rule_id, key, cost), grpc)
+        self.begun(self.engine.begin(rule_id, key, cost), &parts.headers)
     }
 
-    /// After waiting at the gate: with `turn`, or without it if the deadline passed first.
-    pub(crate) fn resume(&self, queued: Queued, turn: Option<OwnedSemaphorePermit>) -> Start {
-        self.begun(self.engine.resume(queued.queued, turn), queued.grpc)
+    /// After waiting at the gate: with `turn`, or without it if the deadline passed first
+    /// (`headers`: the request's).
+    pub(crate) fn resume(
+        &self,
+        queued: Queued,
+        turn: Option<OwnedSemaphorePermit>,
+        headers: &HeaderMap,
+    ) -> Start {
+        self.begun(self.engine.resume(queued.queued, turn), headers)
     }
 
-    /// What the engine's start means for the request.
-    fn begun(&self, begin: Begin, grpc: Option<Framing>) -> Start {
+    /// What the engine's start means for the request with `headers`.
+    fn begun(&self, begin: Begin, headers: &HeaderMap) -> Start {
         match begin {
-            Begin::Ask(check, ticket) => Start::Check(check, Pending { ticket, grpc }),
-            Begin::Wait(gate, queued) => Start::Wait(gate, Queued { queued, grpc }),
-            Begin::Done(settled, ticket) => Start::Decided(self.finish(settled, &ticket, grpc)),
+            Begin::Ask(check, ticket) => Start::Check(check, Pending { ticket }),
+            Begin::Wait(gate, queued) => Start::Wait(gate, Queued { queued }),
+            Begin::Done(settled, ticket) => Start::Decided(self.finish(settled, &ticket, headers)),
         }
     }
 }

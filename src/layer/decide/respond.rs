@@ -234,7 +234,7 @@ mod tests {
             assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
             assert!(response.body().is_empty(), "trailers-only");
             assert_eq!(
-                d.unavailable(crate::layer::grpc::Framing::of(&call))
+                d.unavailable(crate::layer::grpc::Framing::of(&call.headers))
                     .headers()["content-type"],
                 answer
             );

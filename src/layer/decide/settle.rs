@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::header::HeaderMap;
+
 use super::{Decider, Pending, Verdict};
 use crate::decision::{Decision, DecisionSource};
 use crate::engine::held_lease::{HeldLease, LeaseStore};
@@ -24,42 +26,48 @@ impl Decider {
         &self,
         outcome: Result<Decision, StoreError>,
         pending: &Pending,
+        headers: &HeaderMap,
     ) -> Verdict {
         let settled = self.engine.settle(outcome, &pending.ticket);
-        self.finish(settled, &pending.ticket, pending.grpc)
+        self.finish(settled, &pending.ticket, headers)
     }
 
     /// The store missed the deadline (see
     /// [`Engine::missed_deadline`](crate::engine::Engine::missed_deadline)).
-    pub(crate) fn missed_deadline(&self, check: CheckFuture, pending: &mut Pending) -> Verdict {
+    pub(crate) fn missed_deadline(
+        &self,
+        check: CheckFuture,
+        pending: &mut Pending,
+        headers: &HeaderMap,
+    ) -> Verdict {
         let settled = self.engine.missed_deadline(check, &mut pending.ticket);
-        self.finish(settled, &pending.ticket, pending.grpc)
+        self.finish(settled, &pending.ticket, headers)
     }
 
-    /// The verdict on the engine's outcome.
-    pub(super) fn finish(
-        &self,
-        settled: Settled,
-        ticket: &Ticket,
-        grpc: Option<Framing>,
-    ) -> Verdict {
+    /// The verdict on the engine's outcome for the request with `headers`.
+    pub(super) fn finish(&self, settled: Settled, ticket: &Ticket, headers: &HeaderMap) -> Verdict {
         match settled {
             Settled::Store(decision, latency) => {
-                let refund = self.refund_of(&decision, ticket);
-                let mut verdict = self.decided(ticket.rule, &ticket.key, decision, grpc, latency);
+                let refund = match &self.config.refund {
+                    Some(_) => self.refund_of(&decision, ticket),
+                    None => None,
+                };
+                let mut verdict =
+                    self.decided(ticket.rule, &ticket.key, decision, headers, latency);
                 if let Verdict::Proceed(_, _, slot, _) = &mut verdict {
                     *slot = refund;
                 }
                 verdict
             }
             Settled::Decided(decision) => {
-                self.decided(ticket.rule, &ticket.key, decision, grpc, None)
+                self.decided(ticket.rule, &ticket.key, decision, headers, None)
             }
-            Settled::Unavailable => Verdict::Respond(self.unavailable(grpc)),
+            Settled::Unavailable => Verdict::Respond(self.unavailable(Framing::of(headers))),
         }
     }
 
     /// What `decision` would give back after the response, if the layer refunds.
+    #[inline(never)]
     fn refund_of(&self, decision: &Decision, ticket: &Ticket) -> Option<Box<PendingRefund>> {
         let config = &*self.config;
         let policy = self.engine.policy(ticket.rule)?;
@@ -82,42 +90,74 @@ impl Decider {
         rule: usize,
         key: &Key,
         mut decision: Decision,
-        grpc: Option<Framing>,
+        headers: &HeaderMap,
         latency: Option<Duration>,
     ) -> Verdict {
         decision.name_denied_key(key);
         let shadow = self.shadow(rule);
         let shadowed = shadow.is_on() && !decision.is_allowed();
         self.meters.decision(rule, &decision, shadowed);
-        if shadowed {
-            self.meters.undecided(rule, Undecided::Shadow);
-        } else if decision.source() == DecisionSource::FailOpen {
-            self.meters.undecided(rule, Undecided::StoreUnavailable);
+        if shadowed || decision.source() == DecisionSource::FailOpen {
+            self.undecided(rule, shadowed);
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
-            crate::telemetry::trace(key, &decision, shadowed, latency);
+            traced(key, &decision, shadowed, latency);
         }
-        let style = self.config.headers;
         if decision.is_allowed() || shadowed {
             let headers = match shadow {
-                Shadow::Off => RateHeaders::of(&decision, style),
-                Shadow::On => RateHeaders::default(),
-                _ => RateHeaders::of(&decision, style).without_retry_after(),
+                Shadow::Off => RateHeaders::of(&decision, self.config.headers),
+                _ => self.shadow_headers(&decision, shadow),
             };
-            let held = decision
-                .lease()
-                .and_then(|lease| self.hold(rule, key, &decision, lease));
+            let held = match decision.lease() {
+                Some(lease) => self.hold(rule, key, &decision, lease),
+                None => None,
+            };
             return Verdict::Proceed(decision, headers, None, held);
         }
-        if decision.source() == DecisionSource::FailClosed {
-            let mut response = self.unavailable(grpc);
-            response.extensions_mut().insert(decision);
-            return Verdict::Respond(response);
+        Verdict::Respond(self.refused(decision, headers))
+    }
+
+    // The rare paths below are kept out of line (`#[cold]`): the admitting path of every
+    // request stays short in code, and the instruction cache holds more of it.
+
+    /// Counts a request let through without the limiter's verdict enforced: a denial in
+    /// shadow mode (`shadowed`), else a store failure failing open.
+    #[cold]
+    #[inline(never)]
+    fn undecided(&self, rule: usize, shadowed: bool) {
+        let reason = if shadowed {
+            Undecided::Shadow
+        } else {
+            Undecided::StoreUnavailable
+        };
+        self.meters.undecided(rule, reason);
+    }
+
+    /// The headers of a request let through in shadow mode `shadow` (not `Off`).
+    #[cold]
+    #[inline(never)]
+    fn shadow_headers(&self, decision: &Decision, shadow: Shadow) -> RateHeaders {
+        match shadow {
+            Shadow::On => RateHeaders::default(),
+            _ => RateHeaders::of(decision, self.config.headers).without_retry_after(),
         }
-        Verdict::Respond(self.reject(decision, grpc))
+    }
+
+    /// The layer's answer to a refused request: 503 (or gRPC `UNAVAILABLE`) failing closed,
+    /// else the denial.
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, decision: Decision, headers: &HeaderMap) -> http::Response<bytes::Bytes> {
+        if decision.source() == DecisionSource::FailClosed {
+            let mut response = self.unavailable(Framing::of(headers));
+            response.extensions_mut().insert(decision);
+            return response;
+        }
+        self.reject(decision, Framing::of(headers))
     }
 
     /// The lease of an admitted request, to be given back to the store that took it.
+    #[inline(never)]
     fn hold(
         &self,
         rule: usize,
@@ -146,6 +186,13 @@ impl Decider {
     }
 }
 
+/// Traces a decision at `debug` (out of line: tracing is off on the hot path by default).
+#[cold]
+#[inline(never)]
+fn traced(key: &Key, decision: &Decision, shadowed: bool, latency: Option<Duration>) {
+    crate::telemetry::trace(key, decision, shadowed, latency);
+}
+
 #[cfg(test)]
 mod tests {
     use std::future::IntoFuture;
@@ -161,7 +208,10 @@ mod tests {
     /// Asks the store through `d` for a request with key `key`, awaits and settles its answer.
     async fn asked(d: &super::Decider, key: &str) -> Verdict {
         match d.start(&with_key(key)) {
-            Start::Check(check, pending) => d.verdict(check.into_future().await, &pending),
+            Start::Check(check, pending) => {
+                let headers = with_key(key).headers;
+                d.verdict(check.into_future().await, &pending, &headers)
+            }
             other => panic!(
                 "expected a store call, got {}",
                 super::super::testing::name(&other)

@@ -121,11 +121,7 @@ impl MemoryStore {
         let now = inner.clock.now_us();
         let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
         let (mut decision, penalized) = if key.has_limit_keys() {
-            let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
-            (
-                Decision::from_states(policy.name_arc(), now, states),
-                penalized,
-            )
+            self.check_keyed(policy, key, cost, now, lease)
         } else {
             // The decision is allocated before the shard's lock is taken; the entry's states are
             // written straight into it under the lock.
@@ -247,13 +243,38 @@ impl MemoryStore {
         (at, entries.shard(at.hash))
     }
 
+    /// The decision on a key with limit keys, and whether it was penalized (out of line: the
+    /// plain key's path stays short in code).
+    #[inline(never)]
+    fn check_keyed(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        cost: u64,
+        now: u64,
+        lease: Option<Lease>,
+    ) -> (Decision, bool) {
+        let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
+        (
+            Decision::from_states(policy.name_arc(), now, states),
+            penalized,
+        )
+    }
+
     /// Counts `evicted` entries whose state was live when the cap evicted them.
     fn count_evictions(&self, evicted: u64) {
         if evicted > 0 {
-            self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
-            crate::telemetry::memory_eviction();
-            tracing::debug!("memory store at its key cap: evicted live state");
+            self.evicted(evicted);
         }
+    }
+
+    /// Counts and logs an eviction of live state (rare: out of line).
+    #[cold]
+    #[inline(never)]
+    fn evicted(&self, evicted: u64) {
+        self.inner.evictions.fetch_add(evicted, Ordering::Relaxed);
+        crate::telemetry::memory_eviction();
+        tracing::debug!("memory store at its key cap: evicted live state");
     }
 
     /// How many keys hold state (across policies).

@@ -2,7 +2,7 @@
 //! admission, else `{ now, allowed, per limit: allowed, remaining, reset, retry }`), which
 //! rejects anything the script never returns.
 
-use crate::decision::{Decision, LimitState, LimitStates};
+use crate::decision::{Decision, LimitState};
 use crate::error::StoreError;
 use crate::policy::Policy;
 
@@ -26,10 +26,9 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
     let penalized = reply[1] == 2;
     let allowed = if penalized { false } else { flag(reply[1])? };
     let width = if admitted { 2 } else { 4 };
-    let states = limits
-        .iter()
-        .zip(reply[2..].chunks_exact(width))
-        .map(|(limit, raw)| {
+    // The states are written where the decision keeps them, not collected and copied in.
+    let (decision, filled) = Decision::filled(policy.name_arc(), now, |states| {
+        for (limit, raw) in limits.iter().zip(reply[2..].chunks_exact(width)) {
             // (allowed, remaining, reset, retry): an admission's limits all allowed, no wait.
             let (ok, remaining, reset, retry) = match *raw {
                 [remaining, reset] => (1, remaining, reset, 0),
@@ -41,16 +40,17 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
             if retry < -1 || remaining > limit.count() {
                 return Err(bad("out-of-range limit state"));
             }
-            Ok(LimitState::from_raw(
+            states.push(LimitState::from_raw(
                 *limit,
                 flag(ok)?,
                 remaining,
                 reset,
                 retry,
-            ))
-        })
-        .collect::<Result<LimitStates, _>>()?;
-    let decision = Decision::from_states(policy.name_arc(), now, states);
+            ));
+        }
+        Ok(())
+    });
+    filled?;
     if decision.is_allowed() != allowed {
         return Err(bad("inconsistent verdict"));
     }
