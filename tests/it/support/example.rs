@@ -30,10 +30,14 @@ pub(crate) fn example_binary(name: &str) -> PathBuf {
             command.env_remove(var.as_ref());
         }
     }
-    // The same features as `scripts/test.sh`, so the build reuses its artifacts.
+    // The same packages and features as `scripts/test.sh` builds, so the build reuses its
+    // artifacts: without `--workspace` the library and the tonic crates would be built again
+    // without the server's features (nine units of the dependency tree, cargo's unit graph
+    // shows).
     let out = command
         .args([
             "build",
+            "--workspace",
             "--all-features",
             "--example",
             name,
