@@ -339,15 +339,51 @@ impl Tags<'_> {
 /// 11 characters; it is left as it was.
 fn own_key(text: &mut SmallVec<[u8; 128]>, which: Which) -> Key {
     let base = text.len();
-    // Writing into memory cannot fail.
-    let _ = match which {
-        Which::Position(position) => write!(text, "#{position}"),
+    match which {
+        // Every request's: its digits pushed, not formatted.
+        Which::Position(position) => {
+            text.push(b'#');
+            push_decimal(text, position);
+        }
         Which::Override {
             requests_per_unit,
             unit,
-        } => write!(text, "={requests_per_unit}/{unit}"),
-    };
+        } => {
+            // Writing into memory cannot fail.
+            let _ = write!(text, "={requests_per_unit}/{unit}");
+        }
+    }
     let key = Key::new(&text[..]);
     text.truncate(base);
     key
+}
+
+/// Appends `n` in decimal, as `write!(text, "{n}")` would.
+fn push_decimal(text: &mut SmallVec<[u8; 128]>, n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    text.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_written_as_format_writes_them() {
+        for n in [0, 7, 9, 10, 123, 1_000_000, usize::MAX] {
+            let mut text = SmallVec::from_slice(b"d\0k");
+            push_decimal(&mut text, n);
+            assert_eq!(&text[..], format!("d\0k{n}").as_bytes());
+        }
+    }
 }
