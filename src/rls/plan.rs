@@ -16,6 +16,7 @@ use super::runtime::{Runtime, descriptor_key, descriptor_text, overridden};
 use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
+use crate::policy::Policy;
 
 /// How a descriptor's verdict counts in the request's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub(super) struct Counter {
     pub(super) descriptor: usize,
     /// `None`: `requests_per_unit: 0`, over whatever the store holds (no store call).
     pub(super) limit: Option<Limit>,
+    /// The policy of `limit` alone, when its rule made one (not under an override).
+    pub(super) policy: Option<Policy>,
     /// The key its state is kept under (domain, entries, which limit).
     pub(super) own: Key,
     /// Its Redis Cluster hash tag: the domain's, or its descriptor's ([`HashTag`]). Counters
@@ -190,7 +193,7 @@ pub(super) fn plan(
         let mut text = descriptor_text(domain.name(), &entries, 24);
         let tag = tags.of(&text);
         for (position, limit) in rule.limits().iter().enumerate() {
-            let (counted, shown) = rates
+            let (counted, policy, shown) = rates
                 .as_ref()
                 .and_then(|o| overridden(limit, o.rates()[position]))
                 .map_or_else(
@@ -200,13 +203,14 @@ pub(super) fn plan(
                             unit: limit.unit().proto_number(),
                             name: limit.name().unwrap_or_default().to_owned(),
                         };
-                        (limit.limit().copied(), shown)
+                        (limit.limit().copied(), limit.policy().cloned(), shown)
                     },
-                    |(counted, shown)| (Some(counted), shown),
+                    |(counted, shown)| (Some(counted), None, shown),
                 );
             plan.counters.push(Counter {
                 descriptor: i,
                 limit: counted,
+                policy,
                 own: own_key(&mut text, Which::Position(position)),
                 tag: tag.clone(),
                 cost,
@@ -279,6 +283,7 @@ fn override_counter(
     plan.counters.push(Counter {
         descriptor: i,
         limit: counted,
+        policy: None,
         own: own_key(
             &mut text,
             Which::Override {

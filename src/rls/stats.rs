@@ -303,6 +303,41 @@ mod tests {
         .split(0.8)
     }
 
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn a_rules_counters_count_every_call_through_the_handles_they_keep() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let value = |name: &str| {
+            let series = format!("{name}{{domain=\"d\",key1=\"user\"}} ");
+            handle
+                .render()
+                .lines()
+                .find_map(|l| l.strip_prefix(&series).map(str::to_owned))
+        };
+        let key = StatsKey::Rule(std::sync::Arc::new(StatsKeys::new("d.user")));
+        let outcome = |used_before, over| Outcome {
+            hits: 1,
+            limit: 10,
+            used_before,
+            over,
+            shadow: false,
+            cached: false,
+        };
+        metrics::with_local_recorder(&recorder, || {
+            record(&key, outcome(0, false), 0.8);
+            record(&key, outcome(1, false), 0.8);
+            assert_eq!(value(TOTAL_HITS).as_deref(), Some("2"));
+            assert_eq!(value(WITHIN_LIMIT).as_deref(), Some("2"));
+            // Not hit yet: no series, as before the handles were kept.
+            assert_eq!(value(OVER_LIMIT), None);
+            record(&key, outcome(10, true), 0.8);
+            assert_eq!(value(TOTAL_HITS).as_deref(), Some("3"));
+            assert_eq!(value(OVER_LIMIT).as_deref(), Some("1"));
+            assert_eq!(value(WITHIN_LIMIT).as_deref(), Some("2"));
+        });
+    }
+
     #[test]
     fn unknown_domains_are_named_up_to_a_bound() {
         let mut seen = std::collections::HashSet::new();
