@@ -117,7 +117,66 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::is_call_to;
+    use super::*;
+    use crate::metered::Metered;
+    use redlimit::rls::RateLimitService;
+    use redlimit::store::MemoryStore;
+    use tonic::service::Routes;
+
+    /// The `grpc-status` a call's response headers carry (a trailers-only answer: tonic's
+    /// "unimplemented" for a service or method it has not, or the error of an empty body).
+    async fn status_of<S>(service: &mut S, path: &str) -> Option<String>
+    where
+        S: Service<http::Request<Body>, Response = http::Response<Body>>,
+        S::Error: std::fmt::Debug,
+    {
+        let request = http::Request::builder()
+            .method("POST")
+            .uri(path)
+            .header("content-type", "application/grpc")
+            .body(Body::empty())
+            .expect("a request");
+        std::future::poll_fn(|cx| service.poll_ready(cx))
+            .await
+            .expect("ready");
+        let response = service.call(request).await.expect("an answer");
+        response
+            .headers()
+            .get("grpc-status")
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+    }
+
+    #[tokio::test]
+    async fn rate_limit_calls_reach_the_service_and_the_rest_the_routes() {
+        let rls = Metered::new(
+            RateLimitService::builder(MemoryStore::new())
+                .build()
+                .into_server(),
+        );
+        let (_reporter, health) = tonic_health::server::health_reporter();
+        let mut first = RlsFirst::new(rls).layer(Routes::new(health));
+        let unimplemented = Some("12".to_owned());
+        // Not the routes' fallback: the service's answer to an empty body.
+        let rls = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+        assert_ne!(status_of(&mut first, rls).await, unimplemented);
+        // The health service, through the routes.
+        let health = "/grpc.health.v1.Health/Check";
+        assert_ne!(status_of(&mut first, health).await, unimplemented);
+        assert_eq!(
+            status_of(&mut first, "/nope.Service/Method").await,
+            unimplemented
+        );
+
+        // With routes that know nothing, only the service answers.
+        let rls_only = Metered::new(
+            RateLimitService::builder(MemoryStore::new())
+                .build()
+                .into_server(),
+        );
+        let mut first = RlsFirst::new(rls_only).layer(Routes::default());
+        assert_ne!(status_of(&mut first, rls).await, unimplemented);
+        assert_eq!(status_of(&mut first, health).await, unimplemented);
+    }
 
     #[test]
     fn calls_are_matched_by_the_service_name_as_a_whole_path_segment() {
