@@ -21,6 +21,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::{Connected, Router, TcpIncoming};
 
+use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer as RlsServer;
+use tower_layer::{Identity, Stack};
+
+use crate::gate::Gated;
+use crate::metered::Metered;
+use crate::rls_first::RlsFirst;
 use crate::settings::GrpcAddress;
 
 /// A bound gRPC listener.
@@ -71,13 +77,16 @@ async fn remove_stale_socket(path: &Path) -> io::Result<()> {
     }
 }
 
+/// The gRPC services, rate limit calls first (`rls_first`).
+pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer<Gated>>>, Identity>>;
+
 /// What serving the listener comes to.
 pub(crate) type Serving = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 /// Serves `router` on `listener` (over TLS with `tls`) until `shutdown`; a Unix socket's file
 /// is removed then.
 pub(crate) fn serve(
-    router: Router,
+    router: GrpcRouter,
     listener: GrpcListener,
     tls: Option<TlsAcceptor>,
     shutdown: impl Future<Output = ()> + Send + 'static,

@@ -35,6 +35,7 @@ mod metered;
 mod metrics;
 mod redis;
 mod reload;
+mod rls_first;
 mod settings;
 mod statsd;
 mod tls;
@@ -240,9 +241,11 @@ async fn run(settings: Settings) -> Result<(), String> {
         let _ = stopping.wait_for(|stop| *stop).await;
     };
 
+    let rls = metered::Metered::new(gated.clone().into_server());
     let grpc_router = tonic::transport::Server::builder()
+        .layer(rls_first::RlsFirst::new(rls.clone()))
         .add_service(metered::Metered::new(health_service))
-        .add_service(metered::Metered::new(gated.clone().into_server()));
+        .add_service(rls);
     let grpc_server = grpc::serve(
         grpc_router,
         grpc,

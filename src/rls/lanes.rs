@@ -122,6 +122,10 @@ impl Runner<'_> {
         groups: &[Group],
         results: &mut [Option<Evaluated>],
     ) -> Result<(), StoreError> {
+        if groups.is_empty() {
+            // Most requests read nothing: no futures to make and move.
+            return Ok(());
+        }
         let checks = join_all(groups.iter().map(|g| self.check(plan, g)).collect()).await;
         for (group, checked) in groups.iter().zip(checks) {
             let (decision, ..) = checked?;
@@ -146,13 +150,21 @@ impl Runner<'_> {
         charged: &mut Vec<Charged>,
     ) -> Result<bool, StoreError> {
         let stop = AtomicBool::new(false);
-        let ran = join_all(
-            lanes
-                .iter()
-                .map(|lane| self.lane(plan, lane, all_or_none, &stop))
-                .collect(),
-        )
-        .await;
+        let ran = match &lanes[..] {
+            [] => Vec::new(),
+            // The common request, one lane (one hash tag): awaited in place, its future
+            // neither boxed in a vector nor moved out of one.
+            [lane] => vec![self.lane(plan, lane, all_or_none, &stop).await],
+            _ => {
+                join_all(
+                    lanes
+                        .iter()
+                        .map(|lane| self.lane(plan, lane, all_or_none, &stop))
+                        .collect(),
+                )
+                .await
+            }
+        };
         let (mut refused, mut failed) = (false, None);
         for lane in ran {
             for (c, evaluated) in lane.evaluated {

@@ -16,6 +16,7 @@ use super::runtime::{Runtime, descriptor_key, descriptor_text, overridden};
 use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
+use crate::policy::Policy;
 
 /// How a descriptor's verdict counts in the request's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub(super) struct Counter {
     pub(super) descriptor: usize,
     /// `None`: `requests_per_unit: 0`, over whatever the store holds (no store call).
     pub(super) limit: Option<Limit>,
+    /// The policy of `limit` alone, when its rule made one (not under an override).
+    pub(super) policy: Option<Policy>,
     /// The key its state is kept under (domain, entries, which limit).
     pub(super) own: Key,
     /// Its Redis Cluster hash tag: the domain's, or its descriptor's ([`HashTag`]). Counters
@@ -190,7 +193,7 @@ pub(super) fn plan(
         let mut text = descriptor_text(domain.name(), &entries, 24);
         let tag = tags.of(&text);
         for (position, limit) in rule.limits().iter().enumerate() {
-            let (counted, shown) = rates
+            let (counted, policy, shown) = rates
                 .as_ref()
                 .and_then(|o| overridden(limit, o.rates()[position]))
                 .map_or_else(
@@ -200,13 +203,14 @@ pub(super) fn plan(
                             unit: limit.unit().proto_number(),
                             name: limit.name().unwrap_or_default().to_owned(),
                         };
-                        (limit.limit().copied(), shown)
+                        (limit.limit().copied(), limit.policy().cloned(), shown)
                     },
-                    |(counted, shown)| (Some(counted), shown),
+                    |(counted, shown)| (Some(counted), None, shown),
                 );
             plan.counters.push(Counter {
                 descriptor: i,
                 limit: counted,
+                policy,
                 own: own_key(&mut text, Which::Position(position)),
                 tag: tag.clone(),
                 cost,
@@ -279,6 +283,7 @@ fn override_counter(
     plan.counters.push(Counter {
         descriptor: i,
         limit: counted,
+        policy: None,
         own: own_key(
             &mut text,
             Which::Override {
@@ -339,15 +344,51 @@ impl Tags<'_> {
 /// 11 characters; it is left as it was.
 fn own_key(text: &mut SmallVec<[u8; 128]>, which: Which) -> Key {
     let base = text.len();
-    // Writing into memory cannot fail.
-    let _ = match which {
-        Which::Position(position) => write!(text, "#{position}"),
+    match which {
+        // Every request's: its digits pushed, not formatted.
+        Which::Position(position) => {
+            text.push(b'#');
+            push_decimal(text, position);
+        }
         Which::Override {
             requests_per_unit,
             unit,
-        } => write!(text, "={requests_per_unit}/{unit}"),
-    };
+        } => {
+            // Writing into memory cannot fail.
+            let _ = write!(text, "={requests_per_unit}/{unit}");
+        }
+    }
     let key = Key::new(&text[..]);
     text.truncate(base);
     key
+}
+
+/// Appends `n` in decimal, as `write!(text, "{n}")` would.
+fn push_decimal(text: &mut SmallVec<[u8; 128]>, n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    text.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_written_as_format_writes_them() {
+        for n in [0, 7, 9, 10, 123, 1_000_000, usize::MAX] {
+            let mut text = SmallVec::from_slice(b"d\0k");
+            push_decimal(&mut text, n);
+            assert_eq!(&text[..], format!("d\0k{n}").as_bytes());
+        }
+    }
 }

@@ -32,7 +32,7 @@ use crate::policy::Policy;
 use crate::store::{MemoryStore, Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
-pub(super) const POLICY: &str = "rls";
+pub(crate) const POLICY: &str = "rls";
 
 /// What the store said of one counter, and the cost it was asked for.
 #[derive(Debug, Clone)]
@@ -241,8 +241,18 @@ impl Runner<'_> {
         group: &Group,
     ) -> Result<(Decision, Policy, Key), StoreError> {
         let counters = &plan.counters;
-        let limits = group.members.iter().filter_map(|&c| counters[c].limit);
-        let policy = Policy::new(POLICY, limits)?;
+        // A counter checked alone: its rule's policy, made with the configuration.
+        let alone = match &group.members[..] {
+            [only] => counters[*only].policy.as_ref(),
+            _ => None,
+        };
+        let policy = match alone {
+            Some(policy) => policy.clone(),
+            None => Policy::new(
+                POLICY,
+                group.members.iter().filter_map(|&c| counters[c].limit),
+            )?,
+        };
         let key = counters[group.lead]
             .tag
             .clone()

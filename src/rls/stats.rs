@@ -101,13 +101,28 @@ struct Split {
 }
 
 /// A descriptor's metric keys, one per counter, made once from its stats key: a rule whose
-/// stats key holds no request value keeps them (`RlsRule`), so its calls format nothing.
-#[derive(Debug, Clone, PartialEq)]
+/// stats key holds no request value keeps them (`RlsRule`), so its calls format nothing; and
+/// each counter's handle, taken from the recorder at its first hit, so later calls look
+/// nothing up (a counter not hit yet is not registered, as before).
+#[derive(Debug, Clone)]
 pub(crate) struct StatsKeys {
     /// The stats key they were made from (`domain.key...`).
     pub(crate) text: String,
     #[cfg(feature = "metrics")]
     by_counter: [metrics::Key; 6],
+    #[cfg(feature = "metrics")]
+    handles: [std::sync::OnceLock<metrics::Counter>; 6],
+}
+
+impl PartialEq for StatsKeys {
+    /// The keys alone: the handles are what the recorder gave for them.
+    fn eq(&self, other: &Self) -> bool {
+        #[cfg(feature = "metrics")]
+        let same_keys = self.by_counter == other.by_counter;
+        #[cfg(not(feature = "metrics"))]
+        let same_keys = true;
+        self.text == other.text && same_keys
+    }
 }
 
 impl StatsKeys {
@@ -135,6 +150,8 @@ impl StatsKeys {
                 ]
                 .map(|name| metrics::Key::from_parts(name, labels.clone()))
             },
+            #[cfg(feature = "metrics")]
+            handles: Default::default(),
         }
     }
 }
@@ -161,6 +178,20 @@ impl StatsKey {
     }
 }
 
+/// The counters' places in [`StatsKeys`]' arrays.
+#[cfg(feature = "metrics")]
+const TOTAL: usize = 0;
+#[cfg(feature = "metrics")]
+const OVER: usize = 1;
+#[cfg(feature = "metrics")]
+const NEAR: usize = 2;
+#[cfg(feature = "metrics")]
+const WITHIN: usize = 3;
+#[cfg(feature = "metrics")]
+const SHADOW: usize = 4;
+#[cfg(feature = "metrics")]
+const CACHED: usize = 5;
+
 /// The macros' metadata, for the keys made ahead.
 #[cfg(feature = "metrics")]
 static METADATA: metrics::Metadata<'static> =
@@ -172,23 +203,27 @@ pub(super) fn record(key: &StatsKey, outcome: Outcome, near_ratio: f64) {
     let Some(keys) = key.keys() else {
         return;
     };
-    let [total, over, near, within, shadow, cached] = &keys.by_counter;
-    let add = |key: &metrics::Key, value: u64| {
+    let counter = |i: usize| {
+        keys.handles[i].get_or_init(|| {
+            metrics::with_recorder(|r| r.register_counter(&keys.by_counter[i], &METADATA))
+        })
+    };
+    let add = |i: usize, value: u64| {
         if value > 0 {
-            metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(value);
+            counter(i).increment(value);
         }
     };
     let split = outcome.split(near_ratio);
     // Registered even at 0, as the Go service's counter is.
-    metrics::with_recorder(|r| r.register_counter(total, &METADATA)).increment(outcome.hits);
-    add(over, split.over);
-    add(near, split.near);
-    add(within, split.within);
+    counter(TOTAL).increment(outcome.hits);
+    add(OVER, split.over);
+    add(NEAR, split.near);
+    add(WITHIN, split.within);
     if outcome.shadow && outcome.over {
-        add(shadow, outcome.hits);
+        add(SHADOW, outcome.hits);
     }
     if outcome.cached && outcome.over {
-        add(cached, outcome.hits);
+        add(CACHED, outcome.hits);
     }
 }
 
@@ -266,6 +301,41 @@ mod tests {
             cached: false,
         }
         .split(0.8)
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn a_rules_counters_count_every_call_through_the_handles_they_keep() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let value = |name: &str| {
+            let series = format!("{name}{{domain=\"d\",key1=\"user\"}} ");
+            handle
+                .render()
+                .lines()
+                .find_map(|l| l.strip_prefix(&series).map(str::to_owned))
+        };
+        let key = StatsKey::Rule(std::sync::Arc::new(StatsKeys::new("d.user")));
+        let outcome = |used_before, over| Outcome {
+            hits: 1,
+            limit: 10,
+            used_before,
+            over,
+            shadow: false,
+            cached: false,
+        };
+        metrics::with_local_recorder(&recorder, || {
+            record(&key, outcome(0, false), 0.8);
+            record(&key, outcome(1, false), 0.8);
+            assert_eq!(value(TOTAL_HITS).as_deref(), Some("2"));
+            assert_eq!(value(WITHIN_LIMIT).as_deref(), Some("2"));
+            // Not hit yet: no series, as before the handles were kept.
+            assert_eq!(value(OVER_LIMIT), None);
+            record(&key, outcome(10, true), 0.8);
+            assert_eq!(value(TOTAL_HITS).as_deref(), Some("3"));
+            assert_eq!(value(OVER_LIMIT).as_deref(), Some("1"));
+            assert_eq!(value(WITHIN_LIMIT).as_deref(), Some("2"));
+        });
     }
 
     #[test]

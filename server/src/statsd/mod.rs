@@ -17,6 +17,7 @@ mod names;
 mod sink;
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -151,7 +152,7 @@ impl Flusher {
                 count: 0,
             });
             if count > entry.count && !entry.name.is_empty() {
-                lines.push_str(&format!("{}:{}|c\n", entry.name, count - entry.count));
+                let _ = writeln!(lines, "{}:{}|c", entry.name, count - entry.count);
                 moved.push((key.clone(), count));
             }
         });
@@ -162,7 +163,8 @@ impl Flusher {
             };
             bucket.clear_with(|seconds| {
                 for s in seconds {
-                    lines.push_str(&format!("{name}:{}|ms\n", (s * 1000.0) as u64));
+                    // Into the lines themselves: one per call timed, no string of its own.
+                    let _ = writeln!(lines, "{name}:{}|ms", (s * 1000.0) as u64);
                 }
             });
         });

@@ -1,7 +1,7 @@
 //! One limit of a rule: the Go service's `rate_limit` (or one entry of our `rate_limits`),
 //! with the redlimit [`Limit`] that enforces it.
 
-use crate::{Algorithm, Limit};
+use crate::{Algorithm, Limit, Policy};
 
 use super::unit::Unit;
 
@@ -29,6 +29,9 @@ use super::unit::Unit;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RlsLimit {
     limit: Option<Limit>,
+    /// The RLS check's policy of this limit alone, made once: a request's counter of it is
+    /// checked under a clone (three `Arc`s shared), not a policy made anew per call.
+    policy: Option<Policy>,
     requests_per_unit: u32,
     unit: Unit,
     unit_multiplier: u32,
@@ -52,8 +55,10 @@ impl RlsLimit {
                 Some(Limit::new(algorithm, u64::from(n), period)?)
             }
         };
+        let policy = limit.and_then(|l| Policy::new(crate::rls::run::POLICY, [l]).ok());
         Ok(RlsLimit {
             limit,
+            policy,
             requests_per_unit,
             unit,
             unit_multiplier,
@@ -75,6 +80,11 @@ impl RlsLimit {
     /// ```
     pub fn limit(&self) -> Option<&Limit> {
         self.limit.as_ref()
+    }
+
+    /// The policy a check of this limit alone is made under (`None` with no limit).
+    pub(crate) fn policy(&self) -> Option<&Policy> {
+        self.policy.as_ref()
     }
 
     /// `requests_per_unit` as written (what `current_limit.requests_per_unit` carries).
