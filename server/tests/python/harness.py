@@ -153,8 +153,8 @@ class Server:
         self.process = subprocess.Popen(
             [os.environ["REDLIMIT_SERVER_BIN"]], env=full_env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
-        drain = threading.Thread(target=self._drain_stderr, daemon=True)
-        drain.start()
+        self.drain = threading.Thread(target=self._drain_stderr, daemon=True)
+        self.drain.start()
         self.addresses = {}
         wanted = {"grpc", "http", "debug"} | ({"metrics"} if full_env.get("USE_PROMETHEUS") == "true" else set())
         if full_env.get("REDLIMIT_ADMIN_TOKEN_FILE") or full_env.get("REDLIMIT_ADMIN_TOKEN"):
@@ -172,7 +172,8 @@ class Server:
                 shutil.rmtree(self.root, ignore_errors=True)
                 status = self.process.wait()
                 # Its last words may still be on their way through the drain.
-                drain.join(CONDITION_DEADLINE)
+                self.drain.join(CONDITION_DEADLINE)
+                self.process.stderr.close()
                 raise AssertionError(
                     f"redlimit-server exited ({status}) before listening:\n"
                     + "".join(self.stderr_lines))
@@ -264,6 +265,9 @@ class Server:
             self.process.kill()
         self.process.wait()
         self.process.stdout.close()
+        # The drain ends at the exited server's end of file; closed under it, it would fail.
+        self.drain.join(CONDITION_DEADLINE)
+        self.process.stderr.close()
         self.channel.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
