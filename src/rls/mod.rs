@@ -35,7 +35,10 @@
 //!   by `domain`, `key1`, `key2`; `..._over_limit_with_local_cache` for hits refused from the
 //!   deny cache; `ratelimit_service_rate_limit_domain_not_found` by `domain`;
 //!   `ratelimit_service_global_shadow_mode`; `ratelimit_service_should_rate_limit_error` by
-//!   `err_type`);
+//!   `err_type`). Each rule's counters are registered with the `metrics` recorder at the
+//!   rule's first hit and kept beside the rule until the configuration is replaced, so install
+//!   the recorder before the service answers its first call (a recorder installed later sees
+//!   a configuration's rules from the next reload on);
 //! - errors: an empty domain, no descriptors, more than
 //!   [`max_descriptors`](RateLimitServiceBuilder::max_descriptors), or a bad `limit` unit is
 //!   `INVALID_ARGUMENT`; a store error, the store deadline (15 ms by default, under Envoy's
