@@ -40,6 +40,7 @@ mod error;
 mod limit;
 mod load;
 mod matching;
+mod read;
 mod rule;
 mod unit;
 mod validate;
@@ -56,8 +57,9 @@ pub use limit::RlsLimit;
 pub use rule::{RlsRule, override_stats_key};
 pub use unit::{Unit, UnknownUnit};
 
-use build::{Ctx, get, load_descriptors};
+use build::load_descriptors;
 use matching::Children;
+use read::{Ctx, get};
 
 /// Every domain of a configuration, immutable once built; cloning is cheap (one `Arc`).
 ///
