@@ -40,7 +40,6 @@ use Support::{Differs, Honoured, NoEffect, Unsupported};
 
 const ONE_CONNECTION: &str =
     "one multiplexed connection per Redis node, pipelined: there is no pool to size";
-const NO_DOG_STATSD: &str = "DogStatsD is not supported: USE_STATSD sends gostats' plain statsd lines, the tags in the names";
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
 const NO_TRACING: &str = "OpenTelemetry tracing is not supported: logs go to stderr";
 
@@ -144,18 +143,34 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0.5", Honoured),
     var("XDS_CLIENT_BACKOFF_JITTER", "true", Honoured),
     var("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", Honoured),
-    var("USE_DOG_STATSD", "false", Unsupported(NO_DOG_STATSD)),
-    var("USE_DOG_STATSD_MOGRIFIERS", "", Unsupported(NO_DOG_STATSD)),
+    var(
+        "USE_DOG_STATSD",
+        "false",
+        Differs(
+            "as there (DogStatsD lines over UDP to STATSD_HOST:STATSD_PORT, EXTRA_TAGS as tags); refused beside USE_STATSD=true, but allowed beside USE_PROMETHEUS (the Go service refuses both), and an unset USE_STATSD is false then",
+        ),
+    ),
+    var(
+        "USE_DOG_STATSD_MOGRIFIERS",
+        "",
+        Differs(
+            "as there, each mogrifier's `DOG_STATSD_MOGRIFIER_<NAME>_{PATTERN,NAME,TAGS}` read at start (a missing or broken one stops the start, naming it); a mogrifier's tags are sent in the order written (the Go service's in random order)",
+        ),
+    ),
     var(
         "USE_STATSD",
         "true",
         Differs(
-            "true by default, as there, unless USE_PROMETHEUS=true (which the Go service refuses beside it); both true: both. The Go service's counters, under its names; redlimit's own metrics are Prometheus's",
+            "true by default, as there, unless USE_PROMETHEUS=true or USE_DOG_STATSD=true (which the Go service refuses beside it); USE_STATSD=true and USE_PROMETHEUS=true: both. The Go service's counters, under its names; redlimit's own metrics are Prometheus's",
         ),
     ),
     var("STATSD_HOST", "localhost", Honoured),
     var("STATSD_PORT", "8125", Honoured),
-    var("STATSD_PROTOCOL", "tcp", Differs("tcp or udp")),
+    var(
+        "STATSD_PROTOCOL",
+        "tcp",
+        Differs("tcp or udp; DogStatsD is sent over UDP whatever it says"),
+    ),
     var(
         "EXTRA_TAGS",
         "",
@@ -456,10 +471,10 @@ mod tests {
 
     #[test]
     fn set_variables_without_effect_are_named_and_honoured_ones_are_not() {
-        let set = ["REDIS_POOL_SIZE", "USE_DOG_STATSD", "REDIS_URL", "PORT"];
+        let set = ["REDIS_POOL_SIZE", "TRACING_ENABLED", "REDIS_URL", "PORT"];
         let warnings = warnings(|name| set.contains(&name).then(|| "x".to_owned()));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].starts_with("USE_DOG_STATSD is set but not supported"));
-        assert!(warnings[1].starts_with("REDIS_POOL_SIZE is set but has no effect"));
+        assert!(warnings[1].starts_with("TRACING_ENABLED is set but not supported"));
+        assert!(warnings[0].starts_with("REDIS_POOL_SIZE is set but has no effect"));
     }
 }

@@ -17,7 +17,8 @@
 //!   overrides and shadow mode, behind `Authorization: Bearer TOKEN`;
 //! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics);
 //! - statsd (`USE_STATSD`, on by default as in the Go service unless Prometheus is chosen:
-//!   `STATSD_HOST` localhost, `STATSD_PORT` 8125, over TCP or `STATSD_PROTOCOL=udp`).
+//!   `STATSD_HOST` localhost, `STATSD_PORT` 8125, over TCP or `STATSD_PROTOCOL=udp`), or
+//!   DogStatsD (`USE_DOG_STATSD=true`, over UDP, with the Go service's mogrifiers).
 //!
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the

@@ -1,7 +1,8 @@
 //! The process's metrics recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/
 //! ratelimit's names recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
-//! `PROMETHEUS_PATH`), statsd (`USE_STATSD`: the Go service's counters under its statsd names),
-//! both, or none (`DISABLE_STATS`).
+//! `PROMETHEUS_PATH`), statsd (`USE_STATSD`: the Go service's counters under its statsd names)
+//! or DogStatsD (`USE_DOG_STATSD`: the same as DogStatsD lines), Prometheus and one of those,
+//! or none (`DISABLE_STATS`).
 
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use metrics_exporter_prometheus::{
 use metrics_util::layers::FanoutBuilder;
 
 use crate::settings::StatsSettings;
-use crate::statsd::{LastFlush, StatsdRecorder};
+use crate::statsd::{Dog, LastFlush, StatsdRecorder};
 
 /// The recorders installed: Prometheus's handle, statsd's last flush.
 #[derive(Debug, Default)]
@@ -26,7 +27,14 @@ pub(crate) struct Installed {
 /// metric handles are taken from the recorder in place at first use.
 pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
     let prometheus = stats.prometheus().then(prometheus).transpose()?;
-    let (statsd, last_flush) = match stats.statsd().then(|| StatsdRecorder::start(stats)) {
+    let dog = match stats.dog_statsd()? {
+        true => Some(Dog::from_env(&stats.use_dog_statsd_mogrifiers.0, |name| {
+            std::env::var(name).ok()
+        })?),
+        false => None,
+    };
+    let lines = (stats.statsd() || dog.is_some()).then(|| StatsdRecorder::start(stats, dog));
+    let (statsd, last_flush) = match lines {
         Some((recorder, last)) => (Some(recorder), Some(last)),
         None => (None, None),
     };

@@ -15,6 +15,14 @@ pub(crate) struct StatsSettings {
     /// USE_PROMETHEUS=true, which that service refuses beside it).
     #[arg(long, env = "USE_STATSD", value_parser = go_bool)]
     pub(crate) use_statsd: Option<bool>,
+    /// Send statistics as DogStatsD lines over UDP to STATSD_HOST:STATSD_PORT (instead of
+    /// statsd: not both, they share the address).
+    #[arg(long, env = "USE_DOG_STATSD", default_value = "false", value_parser = go_bool)]
+    pub(crate) use_dog_statsd: bool,
+    /// The DogStatsD mogrifiers, comma-separated, each read from
+    /// `DOG_STATSD_MOGRIFIER_<NAME>_{PATTERN,NAME,TAGS}`.
+    #[arg(long, env = "USE_DOG_STATSD_MOGRIFIERS", default_value = "", value_parser = names)]
+    pub(crate) use_dog_statsd_mogrifiers: Names,
     /// The statsd host.
     #[arg(long, env = "STATSD_HOST", default_value = "localhost")]
     pub(crate) statsd_host: String,
@@ -60,16 +68,48 @@ pub(crate) enum StatsdProtocol {
 }
 
 impl StatsSettings {
-    /// Whether statsd is on: `USE_STATSD` when set; unset, on unless Prometheus is (the Go
-    /// service cannot start with both, so no deployment of it has both by default).
+    /// Whether statsd is on: `USE_STATSD` when set; unset, on unless Prometheus or DogStatsD
+    /// is (the Go service cannot start with two of them, so no deployment of it has two by
+    /// default).
     pub(crate) fn statsd(&self) -> bool {
-        !self.disable_stats && self.use_statsd.unwrap_or(!self.use_prometheus)
+        !self.disable_stats
+            && self
+                .use_statsd
+                .unwrap_or(!self.use_prometheus && !self.use_dog_statsd)
+    }
+
+    /// Whether DogStatsD is on; an error when statsd is too (both would send to the same
+    /// address).
+    pub(crate) fn dog_statsd(&self) -> Result<bool, String> {
+        let on = !self.disable_stats && self.use_dog_statsd;
+        if on && self.statsd() {
+            return Err(
+                "USE_DOG_STATSD=true and USE_STATSD=true: both would send to \
+                        STATSD_HOST:STATSD_PORT; set USE_STATSD=false"
+                    .to_owned(),
+            );
+        }
+        Ok(on)
     }
 
     /// Whether the Prometheus listener is on.
     pub(crate) fn prometheus(&self) -> bool {
         !self.disable_stats && self.use_prometheus
     }
+}
+
+/// A comma-separated list, blanks around each item and empty items dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Names(pub(crate) Vec<String>);
+
+fn names(text: &str) -> Result<Names, String> {
+    Ok(Names(
+        text.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    ))
 }
 
 fn flush_interval(text: &str) -> Result<Duration, String> {
@@ -99,7 +139,12 @@ mod tests {
 
     #[test]
     fn statsd_is_on_by_default_unless_prometheus_is_chosen_alone() {
-        let read = ["USE_STATSD", "USE_PROMETHEUS", "DISABLE_STATS"];
+        let read = [
+            "USE_STATSD",
+            "USE_PROMETHEUS",
+            "USE_DOG_STATSD",
+            "DISABLE_STATS",
+        ];
         if let Some(set) = read.iter().find(|v| std::env::var_os(v).is_some()) {
             eprintln!("{set} is set: the defaults cannot be seen");
             return;
@@ -112,5 +157,16 @@ mod tests {
         let off = parse(&["--use-prometheus", "--disable-stats"]);
         assert!(!off.statsd() && !off.prometheus());
         assert!(Only::try_parse_from(["x", "--stats-flush-interval", "0"]).is_err());
+        let dog = parse(&["--use-dog-statsd"]);
+        assert!(
+            !dog.statsd() && dog.dog_statsd() == Ok(true),
+            "DogStatsD instead of statsd"
+        );
+        let two = parse(&["--use-dog-statsd", "--use-statsd", "1"]);
+        assert!(two.dog_statsd().is_err(), "one address, two formats");
+        let off = parse(&["--use-dog-statsd", "--disable-stats"]);
+        assert!(!off.statsd() && off.dog_statsd() == Ok(false));
+        let dog = parse(&["--use-dog-statsd-mogrifiers", " a, ,B "]);
+        assert_eq!(dog.use_dog_statsd_mogrifiers.0, ["a", "B"]);
     }
 }

@@ -12,7 +12,12 @@
 //! writes DogStatsD's `|#key:value`). The counters are kept in `metrics-util`'s registry (the
 //! one the Prometheus exporter keeps its own in); what is written here is the line format and
 //! the socket.
+//!
+//! DogStatsD (`USE_DOG_STATSD`, see `dog`) is the same counters and timer, flushed the same
+//! way, written as the Go service's DogStatsD sink writes them (`name:delta|c|#tags`), over
+//! UDP as its client sends them.
 
+mod dog;
 mod names;
 mod sink;
 
@@ -26,7 +31,9 @@ use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, Share
 use metrics_util::registry::{AtomicStorage, Registry};
 use tokio::sync::oneshot;
 
-use crate::settings::{ExtraTags, StatsSettings};
+use crate::settings::{ExtraTags, StatsSettings, StatsdProtocol};
+
+pub(crate) use dog::Dog;
 
 /// The process's statsd recorder: the Go service's counters, counted in memory until flushed.
 #[derive(Clone)]
@@ -42,19 +49,21 @@ impl std::fmt::Debug for StatsdRecorder {
 
 impl StatsdRecorder {
     /// A recorder whose statistics are flushed to the settings' statsd every interval, by a
-    /// task spawned on the current runtime, and once more by [`LastFlush::run`].
-    pub(crate) fn start(stats: &StatsSettings) -> (Self, LastFlush) {
+    /// task spawned on the current runtime, and once more by [`LastFlush::run`]; as DogStatsD
+    /// lines with `dog`.
+    pub(crate) fn start(stats: &StatsSettings, dog: Option<Dog>) -> (Self, LastFlush) {
         let recorder = StatsdRecorder {
             registry: Arc::new(Registry::atomic()),
         };
+        let protocol = match dog {
+            Some(_) => StatsdProtocol::Udp,
+            None => stats.statsd_protocol,
+        };
         let flusher = Flusher {
             registry: Arc::clone(&recorder.registry),
-            sink: sink::Sink::new(
-                stats.statsd_protocol,
-                stats.statsd_host.clone(),
-                stats.statsd_port,
-            ),
+            sink: sink::Sink::new(protocol, stats.statsd_host.clone(), stats.statsd_port),
             tags: stats.extra_tags.clone(),
+            dog,
             sent: HashMap::new(),
         };
         let (last, asked) = oneshot::channel();
@@ -111,9 +120,11 @@ impl Recorder for StatsdRecorder {
     }
 }
 
-/// A counter's statsd name and the count last sent.
+/// A counter's statsd name, what its lines end with (DogStatsD's tags), and the count last
+/// sent.
 struct Sent {
     name: String,
+    tags: String,
     count: u64,
 }
 
@@ -124,6 +135,7 @@ struct Flusher {
     registry: Arc<Registry<Key, AtomicStorage>>,
     sink: sink::Sink,
     tags: ExtraTags,
+    dog: Option<Dog>,
     sent: HashMap<Key, Sent>,
 }
 
@@ -144,27 +156,39 @@ impl Flusher {
     async fn flush(&mut self) {
         let mut lines = String::new();
         let mut moved = Vec::new();
-        let (sent, tags) = (&mut self.sent, &self.tags);
+        let (sent, tags, dog) = (&mut self.sent, &self.tags, &self.dog);
+        let name = |key: &Key| {
+            let go = names::go_name(key, tags)?;
+            Some(match dog {
+                Some(dog) => dog.split(&go),
+                None => (go, String::new()),
+            })
+        };
         self.registry.visit_counters(|key, counter| {
             let count = counter.load(Ordering::Relaxed);
-            let entry = sent.entry(key.clone()).or_insert_with(|| Sent {
-                name: names::go_name(key, tags).unwrap_or_default(),
-                count: 0,
+            let entry = sent.entry(key.clone()).or_insert_with(|| {
+                let (name, tags) = name(key).unwrap_or_default();
+                Sent {
+                    name,
+                    tags,
+                    count: 0,
+                }
             });
             if count > entry.count && !entry.name.is_empty() {
-                let _ = writeln!(lines, "{}:{}|c", entry.name, count - entry.count);
+                let delta = count - entry.count;
+                let _ = writeln!(lines, "{}:{delta}|c{}", entry.name, entry.tags);
                 moved.push((key.clone(), count));
             }
         });
         // Timers are sent once, as gostats sends them (one lost is not sent again).
         self.registry.visit_histograms(|key, bucket| {
-            let Some(name) = names::go_name(key, tags) else {
+            let Some((name, tags)) = name(key) else {
                 return;
             };
             bucket.clear_with(|seconds| {
                 for s in seconds {
                     // Into the lines themselves: one per call timed, no string of its own.
-                    let _ = writeln!(lines, "{name}:{}|ms", (s * 1000.0) as u64);
+                    let _ = writeln!(lines, "{name}:{}|ms{tags}", (s * 1000.0) as u64);
                 }
             });
         });
