@@ -9,7 +9,8 @@ import unittest
 
 import grpc
 
-from harness import OK, OVER_LIMIT, Redis, RedisCluster, Server, _command, descriptor, wait_for
+from harness import (OK, OVER_LIMIT, Redis, RedisCluster, Sentinel, Server, _command, descriptor,
+                     wait_for)
 from test_redis_tls import TlsRedis, pem
 
 
@@ -129,8 +130,9 @@ class PerSecondRedis(unittest.TestCase):
 
 
 class PerSecondDeployments(unittest.TestCase):
-    """The per-second Redis as a Cluster (REDIS_PERSECOND_TYPE=cluster) or over TLS
-    (REDIS_PERSECOND_TLS, with the shared REDIS_TLS_CACERT), the main one a single server."""
+    """The per-second Redis as a Cluster (REDIS_PERSECOND_TYPE=cluster), a master found through
+    a Sentinel (REDIS_PERSECOND_TYPE=sentinel) or over TLS (REDIS_PERSECOND_TLS, with the shared
+    REDIS_TLS_CACERT), the main one a single server."""
 
     def setUp(self):
         self.main = Redis()
@@ -157,6 +159,13 @@ class PerSecondDeployments(unittest.TestCase):
         on_nodes = b"".join(_command(port, "KEYS", "*") for port in cluster.ports)
         self.assertIn(b"fast", on_nodes)
         self.assertNotIn(b"slow", on_nodes)
+
+    def test_a_master_found_through_a_sentinel(self):
+        sentinel = Sentinel()
+        self.addCleanup(sentinel.stop)
+        self.server(REDIS_PERSECOND_TYPE="sentinel", REDIS_PERSECOND_URL=sentinel.url())
+        self.assertIn(b"fast", keys(sentinel.master))
+        self.assertNotIn(b"slow", keys(sentinel.master))
 
     def test_tls(self):
         redis = TlsRedis(auth_clients="no")
