@@ -103,7 +103,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "FORCE_START_WITHOUT_INITIAL_CONFIG",
         "false",
         Differs(
-            "with CONFIG_TYPE=FILE: unset, a config that does not load at start stops the server (the Go service serves on with no config, answering errors); set, it serves with no domain (every descriptor OK; the Go service answers errors until a config loads). No effect with GRPC_XDS_SOTW, which always serves at once",
+            "with CONFIG_TYPE=FILE: unset, a config that does not load at start stops the server (the Go service serves on with no config, answering errors); set, it serves as the Go service does: calls answer UNKNOWN `no rate limit configuration loaded` (/json: 400) until a config loads. No effect with GRPC_XDS_SOTW, which always serves at once",
         ),
     ),
     var("CONFIG_GRPC_XDS_NODE_ID", "default", Honoured),

@@ -6,7 +6,8 @@
 //! `failure_mode_deny` then decides. `/json` answers it 400, as the Go service does.
 //!
 //! A config read from files is in force before the listeners open: that gate is open from
-//! the start.
+//! the start, unless the files did not load and `FORCE_START_WITHOUT_INITIAL_CONFIG` started
+//! the server all the same; it opens then with the first config that loads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

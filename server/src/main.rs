@@ -131,17 +131,20 @@ async fn run(settings: Settings) -> Result<(), String> {
         ConfigType::File => None,
     };
     let seen = dir.fingerprint();
-    let config = match &xds {
-        // None until the xDS server sends one: the listeners do not wait for it.
-        Some(_) => RlsConfig::default(),
+    // Whether calls wait for a first config: the listeners do not.
+    let (config, awaiting_config) = match &xds {
+        // None until the xDS server sends one.
+        Some(_) => (RlsConfig::default(), true),
         None => {
             let first = dir.load();
             reload::record(&dir.dir, &first);
             match first {
-                Ok(config) => config,
+                Ok(config) => (config, false),
                 Err(e) if settings.force_start_without_initial_config => {
-                    tracing::warn!("starting without a config: {e}");
-                    RlsConfig::default()
+                    tracing::warn!(
+                        "starting without a config ({e}): calls are answered UNKNOWN until one loads"
+                    );
+                    (RlsConfig::default(), true)
                 }
                 Err(e) => return Err(format!("the config did not load: {e}")),
             }
@@ -188,16 +191,16 @@ async fn run(settings: Settings) -> Result<(), String> {
     );
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
-    let gated = match &xds {
-        Some(_) => gate::Gated::awaiting_config(service.clone()),
-        None => gate::Gated::open(service.clone()),
+    let gated = match awaiting_config {
+        true => gate::Gated::awaiting_config(service.clone()),
+        false => gate::Gated::open(service.clone()),
     };
     let _watch = match xds {
         Some(xds) => xds.start(xds::Target {
             gated: gated.clone(),
             health: health.clone(),
         }),
-        None => reload::watch(dir, seen, service.clone(), health.clone()),
+        None => reload::watch(dir, seen, gated.clone(), health.clone()),
     };
 
     // Every listener bound before any serves: a port in use stops the start, not half of it.

@@ -16,6 +16,7 @@ use std::time::Duration;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::{RlsConfig, RlsConfigError};
 
+use crate::gate::Gated;
 use crate::health::Health;
 
 /// How often the directory is looked at.
@@ -91,14 +92,14 @@ pub(crate) fn apply(config: RlsConfig, service: &RateLimitService, health: &Heal
     health.config_applied(has_domain);
 }
 
-/// Polls the directory for ever, applying each config that loads to `service`. `seen` is the
+/// Polls the directory for ever, putting each config that loads in force in `gated`. `seen` is the
 /// directory's fingerprint taken before the config in force was read: taken when this task
 /// first runs instead, a change written in between (a deploy right after the start) would
 /// never be seen.
 pub(crate) fn watch(
     dir: ConfigDir,
     seen: u64,
-    service: RateLimitService,
+    gated: Gated,
     health: Health,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -123,7 +124,7 @@ pub(crate) fn watch(
             seen = now;
             record(&dir.dir, &outcome);
             if let Ok(config) = outcome {
-                apply(config, &service, &health);
+                gated.put_in_force(config, &health);
             }
         }
     })

@@ -335,9 +335,9 @@ class Lifecycle(unittest.TestCase):
             server.stop()
 
     def test_unsupported_environment_is_named_at_start(self):
-        server = Server({"config.yaml": CONFIG}, env={"REDIS_POOL_SIZE": "20", "USE_DOG_STATSD": "true"})
+        server = Server({"config.yaml": CONFIG}, env={"REDIS_POOL_SIZE": "20", "TRACING_ENABLED": "true"})
         try:
-            wait_for("the warnings", lambda: sum("REDIS_POOL_SIZE" in l or "USE_DOG_STATSD" in l
+            wait_for("the warnings", lambda: sum("REDIS_POOL_SIZE" in l or "TRACING_ENABLED" in l
                                                  for l in server.stderr_lines) >= 2)
         finally:
             server.stop()
@@ -346,6 +346,33 @@ class Lifecycle(unittest.TestCase):
         with self.assertRaises(AssertionError) as caught:
             Server({"config.yaml": "domain: x\ndescriptors: [{key: k, nope: 1}]\n"})
         self.assertIn("config", str(caught.exception))
+
+    def test_force_start_with_a_broken_config_answers_unknown_until_one_loads(self):
+        # As the Go service with no config: an error Envoy's failure_mode_deny decides, never
+        # an unlimited OK.
+        server = Server({"config.yaml": "domain: x\ndescriptors: [{key: k, nope: 1}]\n"},
+                        env={"FORCE_START_WITHOUT_INITIAL_CONFIG": "true"})
+        try:
+            with self.assertRaises(grpc.RpcError) as refused:
+                server.call("x", [("k", "v")])
+            self.assertEqual((refused.exception.code(), refused.exception.details()),
+                             (grpc.StatusCode.UNKNOWN, "no rate limit configuration loaded"))
+            status, body = server.post("/json", b'{"domain": "x", "descriptors": '
+                                                b'[{"entries": [{"key": "k", "value": "v"}]}]}')
+            self.assertEqual(status, 400)
+            self.assertIn("no rate limit configuration loaded", body)
+            server.write_config({"config.yaml": "domain: x\ndescriptors:\n  - key: k\n"
+                                                "    rate_limit: {unit: hour, requests_per_unit: 1}\n"})
+
+            def answered():
+                try:
+                    return server.call("x", [("k", "v")]).overall_code
+                except grpc.RpcError:
+                    return None
+            wait_for("the first config to load", answered)
+            self.assertEqual(server.call("x", [("k", "v")]).overall_code, OVER_LIMIT)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":
