@@ -28,8 +28,10 @@
 //!    over `REDLIMIT_BENCH_USERS`, for 1 s of warm-up and `REDLIMIT_BENCH_SECS` measured.
 //!    Reported, summed over rounds: decisions per second; the server's CPU per decision
 //!    (`utime + stime` from `/proc/PID/stat`); Redis's (`INFO cpu`); decisions per CPU-second
-//!    of server and Redis together; p50/p99 latency (hdrhistogram) and the share over Envoy's
-//!    20 ms default timeout; calls that failed.
+//!    of server and Redis together; this process's own, the load generator's and the proxy's
+//!    (`rls/threads.rs`: they share the two cores with the server, and in a closed loop at 256
+//!    in flight what they take sets the latency); p50/p99 latency (hdrhistogram) and the share
+//!    over Envoy's 20 ms default timeout; calls that failed.
 //!
 //! With `REDLIMIT_BENCH_SYSCALLS=1`, each server's syscalls by kind (`perf trace -s`) and
 //! context switches per decision in the measured windows, as counts hold on a busy machine
@@ -41,7 +43,7 @@
 //!
 //! The client is ours: tonic on the generated stubs (`redlimit::rls::proto`), four HTTP/2
 //! connections per server, on a single-threaded runtime in this process; its CPU is counted
-//! for neither server. Everything shares the machine's cores: compare CPU per decision, which
+//! for neither server, but reported beside them. Everything shares the machine's cores: compare CPU per decision, which
 //! holds steady, more than decisions per second, which does not.
 
 mod support;
@@ -52,6 +54,8 @@ mod load;
 mod plot;
 #[path = "rls/servers.rs"]
 mod servers;
+#[path = "rls/threads.rs"]
+mod threads;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -78,6 +82,8 @@ pub(crate) struct Cell {
     pub(crate) secs: f64,
     pub(crate) server_cpu_us: f64,
     pub(crate) redis_cpu_us: f64,
+    /// This process's CPU in the measured windows: the load generator's and the proxy's.
+    bench_cpu: threads::Split,
     /// Scripts (`EVALSHA`, `EVAL`, `FCALL`) Redis ran in the measured windows.
     scripts: u64,
     /// Every command Redis ran in them, those inside scripts included.
@@ -110,6 +116,11 @@ impl Cell {
             format!("{:.0}", self.tally.decisions as f64 / self.secs),
             format!("{:.1}", self.server_cpu_us / n),
             format!("{:.1}", self.redis_cpu_us / n),
+            format!("{:.1}", self.bench_cpu.client_us / n),
+            format!(
+                "{:.1}",
+                (self.bench_cpu.proxy_us + self.bench_cpu.other_us()) / n
+            ),
             format!("{:.2}", self.scripts as f64 / n),
             format!("{:.2}", self.commands as f64 / n),
             format!("{:.0}", self.per_cpu_sec()),
@@ -179,7 +190,7 @@ fn measure(
     let measure_from = Instant::now() + WARM_UP;
     let end = measure_from + Duration::from_secs_f64(secs);
     let decided = Arc::new(AtomicU64::new(0));
-    let (tally, server_cpu, redis_cpu, stats) = runtime.block_on(async {
+    let (tally, server_cpu, redis_cpu, bench_cpu, stats) = runtime.block_on(async {
         let load = {
             let clients = clients.clone();
             let concurrency = cell.concurrency;
@@ -191,6 +202,7 @@ fn measure(
         tokio::time::sleep_until(measure_from.into()).await;
         reset_redis_stats(con);
         let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let bench0 = threads::Split::now();
         // Counted apart from the CPU time, over the part of the window perf attached for
         // (blocking work off the client's thread, which keeps the load going).
         let window = if syscalls::wanted() {
@@ -213,6 +225,7 @@ fn measure(
             None => None,
         };
         let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let bench_cpu = threads::Split::now().since(&bench0);
         let stats = command_stats(con);
         let tally = load.await.expect("the load");
         if let Some((counts, decisions)) = counted {
@@ -232,7 +245,23 @@ fn measure(
             cell.kind.name(),
             100.0 * system / (user + system).max(1.0)
         );
-        (tally, user + system, (redis1 - redis0) * 1e6, stats)
+        let n = tally.decisions.max(1) as f64;
+        eprintln!(
+            "  CPU µs per decision: server {:.1}, Redis {:.1}, load generator {:.1}, proxy {:.1}, \
+             rest of the bench {:.1}",
+            (user + system) / n,
+            (redis1 - redis0) * 1e6 / n,
+            bench_cpu.client_us / n,
+            bench_cpu.proxy_us / n,
+            bench_cpu.other_us() / n,
+        );
+        (
+            tally,
+            user + system,
+            (redis1 - redis0) * 1e6,
+            bench_cpu,
+            stats,
+        )
     });
     let mut top: Vec<_> = stats.iter().map(|(n, s)| (s.calls, n.as_str())).collect();
     top.sort_unstable_by(|a, b| b.cmp(a));
@@ -257,6 +286,7 @@ fn measure(
     cell.secs += secs;
     cell.server_cpu_us += server_cpu;
     cell.redis_cpu_us += redis_cpu;
+    cell.bench_cpu.add(&bench_cpu);
 }
 
 fn main() {
@@ -305,7 +335,7 @@ fn main() {
     let mut con = redis.connection();
     let proxies = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .thread_name("proxy")
+        .thread_name(threads::PROXY_THREADS)
         .enable_all()
         .build()
         .expect("the proxies' runtime");
@@ -321,6 +351,8 @@ fn main() {
         "decisions/s",
         "server CPU µs/dec",
         "Redis CPU µs/dec",
+        "load gen CPU µs/dec",
+        "proxy CPU µs/dec",
         "Redis scripts/dec",
         "Redis commands/dec",
         "decisions per CPU-s",
@@ -368,6 +400,7 @@ fn main() {
                     secs: 0.0,
                     server_cpu_us: 0.0,
                     redis_cpu_us: 0.0,
+                    bench_cpu: threads::Split::default(),
                     scripts: 0,
                     commands: 0,
                     bursts: Vec::new(),
