@@ -41,10 +41,11 @@
 //! Our server's environment is cleared but for the bench's settings and
 //! `REDLIMIT_BENCH_OURS_ENV` (`NAME=VALUE ...`), e.g. `TOKIO_WORKER_THREADS=1`.
 //!
-//! The client is ours: tonic on the generated stubs (`redlimit::rls::proto`), four HTTP/2
+//! The client is ours: bare gRPC unary calls on `h2` with our generated messages
+//! (`redlimit::rls::proto`, each user's request encoded once per load), four HTTP/2
 //! connections per server, on a single-threaded runtime in this process; its CPU is counted
-//! for neither server, but reported beside them. Everything shares the machine's cores: compare CPU per decision, which
-//! holds steady, more than decisions per second, which does not.
+//! for neither server, but reported beside them. Everything shares the machine's cores: compare
+//! CPU per decision, which holds steady, more than decisions per second, which does not.
 
 mod support;
 
