@@ -266,13 +266,14 @@ async fn relay(
 }
 
 /// Where a chunk waits for its time: a kernel timer (`timerfd`, ns-grained) in the runtime's
-/// poller, set afresh per wait and read when it fires, so a wait ends within tens of µs of its
-/// deadline, never before, with no thread of its own. Tokio's timer alone rounds every deadline
+/// poller, set afresh per wait and read when it fires, so a wait ends as late as the runtime's
+/// thread takes to wake (tens of µs on an idle core), never before, with no thread of its own. Tokio's timer alone rounds every deadline
 /// up to its next millisecond tick, even one already due: it added 1–2 ms to each direction (a
 /// "1 ms" round trip took 3.3 ms, one without delay 2 ms) and let a backlog out one chunk per
 /// tick. A thread's sleep per chunk (what this replaced) was as precise but handed every chunk
 /// to the blocking pool and back, two thread wake-ups more per chunk: the proxy's CPU per RLS
-/// decision in `benches/rls.rs` was 2–3× what it is now (`docs/bench/rls.md`).
+/// call in `benches/rls.rs` at 256 in flight was about twice what it is now
+/// (`docs/bench/rls.md`).
 struct Timer {
     #[cfg(target_os = "linux")]
     fd: Option<tokio::io::unix::AsyncFd<rustix::fd::OwnedFd>>,
@@ -302,8 +303,8 @@ impl Timer {
         Timer {}
     }
 
-    /// Returns at `at`, to within tens of µs (else, without a kernel timer, to within Tokio's
-    /// timer's 1–2 ms, late).
+    /// Returns at `at`, never before: to within a wake-up (else, without a kernel timer, within
+    /// Tokio's timer's 1–2 ms).
     async fn wait_until(&self, at: Instant) {
         let rest = at.saturating_duration_since(Instant::now());
         if rest.is_zero() {
