@@ -33,6 +33,15 @@
 //!    in flight what they take sets the latency); p50/p99 latency (hdrhistogram) and the share
 //!    over Envoy's 20 ms default timeout; calls that failed.
 //!
+//! With `REDLIMIT_BENCH_RATES` (calls a second, e.g. `2000,5000`; none by default), each
+//! server also gets, per rate and after the closed loops of each round, an **open loop**
+//! (`rls/open_loop.rs`): calls started on a schedule whatever the answers, as Envoy's traffic
+//! arrives, timed from each call's start; its rows (`open 5000/s`) join the load table and its
+//! p99 against 20 ms joins the goals, beside the closed loop's (the picture keeps the closed
+//! loop only). A closed loop's latency at 256 in flight is 256 ÷ its throughput, which the
+//! bench's own CPU helps set on shared cores; an open loop's is the server's and Redis's at
+//! that offered rate.
+//!
 //! With `REDLIMIT_BENCH_SYSCALLS=1`, each server's syscalls by kind (`perf trace -s`) and
 //! context switches per decision in the measured windows, as counts hold on a busy machine
 //! (`support/syscalls.rs`; tracing slows the server a little: read its CPU columns then as
@@ -51,6 +60,8 @@ mod support;
 
 #[path = "rls/load.rs"]
 mod load;
+#[path = "rls/open_loop.rs"]
+mod open_loop;
 #[path = "rls/plot.rs"]
 mod plot;
 #[path = "rls/servers.rs"]
@@ -79,6 +90,10 @@ pub(crate) struct Cell {
     pub(crate) kind: Kind,
     pub(crate) rtt_ms: f64,
     pub(crate) concurrency: usize,
+    /// An open loop's calls started a second (`REDLIMIT_BENCH_RATES`), instead of a closed
+    /// loop of `concurrency` calls in flight; kept apart from the closed loop's table, goals
+    /// and picture.
+    rate: Option<u64>,
     pub(crate) tally: Tally,
     pub(crate) secs: f64,
     pub(crate) server_cpu_us: f64,
@@ -99,6 +114,25 @@ pub(crate) struct Cell {
 }
 
 impl Cell {
+    fn new(kind: Kind, rtt_ms: f64, concurrency: usize, rate: Option<u64>) -> Cell {
+        Cell {
+            kind,
+            rtt_ms,
+            concurrency,
+            rate,
+            tally: Tally::new(),
+            secs: 0.0,
+            server_cpu_us: 0.0,
+            redis_cpu_us: 0.0,
+            bench_cpu: threads::Split::default(),
+            scripts: 0,
+            commands: 0,
+            bursts: Vec::new(),
+            syscalls: None,
+            syscall_decisions: 0,
+        }
+    }
+
     pub(crate) fn per_cpu_sec(&self) -> f64 {
         self.tally.decisions as f64 / ((self.server_cpu_us + self.redis_cpu_us) / 1e6)
     }
@@ -107,13 +141,21 @@ impl Cell {
         self.tally.latency.value_at_quantile(q) as f64 / 1e3
     }
 
+    /// `256` (calls in flight), or `open 5000/s`.
+    fn load_name(&self) -> String {
+        match self.rate {
+            Some(rate) => format!("open {rate}/s"),
+            None => self.concurrency.to_string(),
+        }
+    }
+
     fn row(&self, table: &Table) -> String {
         let n = self.tally.decisions.max(1) as f64;
         let late = self.tally.decisions - self.tally.latency.count_between(0, ENVOY_TIMEOUT_US);
         table.row([
             self.kind.name().to_owned(),
             format!("{}", self.rtt_ms),
-            format!("{}", self.concurrency),
+            self.load_name(),
             format!("{:.0}", self.tally.decisions as f64 / self.secs),
             format!("{:.1}", self.server_cpu_us / n),
             format!("{:.1}", self.redis_cpu_us / n),
@@ -194,10 +236,17 @@ fn measure(
     let (tally, server_cpu, redis_cpu, bench_cpu, stats) = runtime.block_on(async {
         let load = {
             let clients = clients.clone();
-            let concurrency = cell.concurrency;
+            let (concurrency, rate) = (cell.concurrency, cell.rate);
             let decided = Arc::clone(&decided);
             tokio::spawn(async move {
-                load::run(&clients, concurrency, users, measure_from, end, &decided).await
+                match rate {
+                    Some(rate) => {
+                        open_loop::run(&clients, rate, users, measure_from, end, &decided).await
+                    }
+                    None => {
+                        load::run(&clients, concurrency, users, measure_from, end, &decided).await
+                    }
+                }
             })
         };
         tokio::time::sleep_until(measure_from.into()).await;
@@ -321,6 +370,12 @@ fn main() {
         "at least 1 user",
         |&u: &usize| u > 0,
     );
+    let rates = support::list_knob(
+        "REDLIMIT_BENCH_RATES",
+        &[],
+        "open-loop calls a second (1 to 1 000 000)",
+        |r: &u64| (1..=1_000_000).contains(r),
+    );
     let bursts = support::knob_where(
         "REDLIMIT_BENCH_BURSTS",
         5,
@@ -364,6 +419,8 @@ fn main() {
     ]);
     let mut report = Report::default();
     let mut cells: Vec<Cell> = Vec::new();
+    // The open loops' cells (`REDLIMIT_BENCH_RATES`), kept out of the picture.
+    let mut open: Vec<Cell> = Vec::new();
     for &rtt_ms in &rtts {
         let proxy = (rtt_ms > 0.0).then(|| {
             proxies.block_on(Proxy::with_rtt(
@@ -393,24 +450,16 @@ fn main() {
         let first = cells.len();
         for &concurrency in &concurrencies {
             for server in &running {
-                cells.push(Cell {
-                    kind: server.kind,
-                    rtt_ms,
-                    concurrency,
-                    tally: Tally::new(),
-                    secs: 0.0,
-                    server_cpu_us: 0.0,
-                    redis_cpu_us: 0.0,
-                    bench_cpu: threads::Split::default(),
-                    scripts: 0,
-                    commands: 0,
-                    bursts: Vec::new(),
-                    syscalls: None,
-                    syscall_decisions: 0,
-                });
+                cells.push(Cell::new(server.kind, rtt_ms, concurrency, None));
             }
         }
         let cell_of = |c: usize, s: usize| first + c * running.len() + s;
+        let first_open = open.len();
+        for &rate in &rates {
+            for server in &running {
+                open.push(Cell::new(server.kind, rtt_ms, 0, Some(rate)));
+            }
+        }
 
         // Each server's reading of the limit, one call at a time, before any burst.
         for (si, server) in running.iter().enumerate() {
@@ -449,9 +498,21 @@ fn main() {
                     );
                 }
             }
+            for ri in 0..rates.len() {
+                for (si, server) in running.iter().enumerate() {
+                    let cell = &mut open[first_open + ri * running.len() + si];
+                    measure(&runtime, &mut con, server, &clients[si], cell, users, secs);
+                    eprintln!(
+                        "  {} rtt {rtt_ms} ms, {}: {} decisions so far",
+                        server.kind.name(),
+                        cell.load_name(),
+                        cell.tally.decisions
+                    );
+                }
+            }
         }
         report.line(load_table.header());
-        for cell in &cells[first..] {
+        for cell in cells[first..].iter().chain(&open[first_open..]) {
             report.line(cell.row(&load_table));
         }
         report.line("");
@@ -501,6 +562,7 @@ fn main() {
     }
     report.line("");
     goals(&mut report, &cells);
+    open_goals(&mut report, &open);
     report.line(format!(
         "\nwall time {:.0} s",
         started.elapsed().as_secs_f64()
@@ -552,6 +614,24 @@ fn goals(report: &mut Report, cells: &[Cell]) {
             );
         }
         report.line(line);
+    }
+}
+
+/// The latency goal at each open loop's offered rate, beside the closed loop's: p99 under
+/// Envoy's 20 ms with Redis 10 ms away.
+fn open_goals(report: &mut Report, cells: &[Cell]) {
+    for cell in cells.iter().filter(|c| c.rtt_ms >= 10.0) {
+        let p99 = cell.p_ms(0.99);
+        let verdict = if p99 < 20.0 { "met" } else { "missed" };
+        report.line(format!(
+            "- {} RTT {} ms, {} offered (open loop): {:.0} decisions/s, p99 {p99:.2} ms < 20 ms \
+             ({verdict}), {} calls failed",
+            cell.kind.name(),
+            cell.rtt_ms,
+            cell.load_name(),
+            cell.tally.decisions as f64 / cell.secs.max(f64::EPSILON),
+            cell.tally.errors,
+        ));
     }
 }
 

@@ -35,7 +35,7 @@ const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
 
 /// One HTTP/2 connection to a server: what opens a stream on it, and the call's URI.
 #[derive(Clone)]
-struct Connection {
+pub(crate) struct Connection {
     send: h2::client::SendRequest<Bytes>,
     uri: Uri,
 }
@@ -69,7 +69,8 @@ impl Clients {
         Clients(Arc::new(connections))
     }
 
-    fn get(&self, i: usize) -> &Connection {
+    /// Connection `i`, round robin.
+    pub(crate) fn get(&self, i: usize) -> &Connection {
         &self.0[i % self.0.len()]
     }
 }
@@ -98,7 +99,7 @@ pub(crate) fn request_body(domain: &str, user: &str) -> Bytes {
 
 /// One `ShouldRateLimit` with the framed request `body`: its overall code, or the gRPC error
 /// (a timeout after [`CALL_TIMEOUT`] as `DEADLINE_EXCEEDED`).
-async fn call(connection: &Connection, body: Bytes) -> Result<Code, Status> {
+pub(crate) async fn call(connection: &Connection, body: Bytes) -> Result<Code, Status> {
     match tokio::time::timeout(CALL_TIMEOUT, exchange(connection, body)).await {
         Ok(result) => result,
         Err(_) => Err(Status::deadline_exceeded("the call's own timeout")),
