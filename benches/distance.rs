@@ -10,8 +10,8 @@
 //! Redis is put at a distance by the tests' TCP proxy (`tests/it/support/proxy.rs`: each direction
 //! delayed by half the round trip, order kept; freeze), which runs on a Tokio runtime of its own
 //! (one worker thread), so the clients' tasks never hold up its deliveries (the two cores are
-//! still shared). Its last 2 ms of waiting are a thread's sleep, not Tokio's millisecond
-//! timer: its measured round trip is within ~0.5 ms of the nominal one. The app and its
+//! still shared). Each wait is a kernel timer (`timerfd`) in that runtime's poller, not Tokio's
+//! millisecond timer: its measured round trip is within ~0.5 ms of the nominal one. The app and its
 //! clients share one single-threaded runtime, as in `benches/failure_latency.rs`;
 //! `redis-server` (started here on a free port) is a third process on the same two cores.
 //!

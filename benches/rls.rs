@@ -28,8 +28,19 @@
 //!    over `REDLIMIT_BENCH_USERS`, for 1 s of warm-up and `REDLIMIT_BENCH_SECS` measured.
 //!    Reported, summed over rounds: decisions per second; the server's CPU per decision
 //!    (`utime + stime` from `/proc/PID/stat`); Redis's (`INFO cpu`); decisions per CPU-second
-//!    of server and Redis together; p50/p99 latency (hdrhistogram) and the share over Envoy's
-//!    20 ms default timeout; calls that failed.
+//!    of server and Redis together; this process's own, the load generator's and the proxy's
+//!    (`rls/threads.rs`: they share the two cores with the server, and in a closed loop at 256
+//!    in flight what they take sets the latency); p50/p99 latency (hdrhistogram) and the share
+//!    over Envoy's 20 ms default timeout; calls that failed.
+//!
+//! With `REDLIMIT_BENCH_RATES` (calls a second, e.g. `2000,5000`; none by default), each
+//! server also gets, per rate and after the closed loops of each round, an **open loop**
+//! (`rls/open_loop.rs`): calls started on a schedule whatever the answers, as Envoy's traffic
+//! arrives, timed from each call's start; its rows (`open 5000/s`) join the load table and its
+//! p99 against 20 ms joins the goals, beside the closed loop's (the picture keeps the closed
+//! loop only). A closed loop's latency at 256 in flight is 256 ÷ its throughput, which the
+//! bench's own CPU helps set on shared cores; an open loop's is the server's and Redis's at
+//! that offered rate.
 //!
 //! With `REDLIMIT_BENCH_SYSCALLS=1`, each server's syscalls by kind (`perf trace -s`) and
 //! context switches per decision in the measured windows, as counts hold on a busy machine
@@ -39,27 +50,33 @@
 //! Our server's environment is cleared but for the bench's settings and
 //! `REDLIMIT_BENCH_OURS_ENV` (`NAME=VALUE ...`), e.g. `TOKIO_WORKER_THREADS=1`.
 //!
-//! The client is ours: tonic on the generated stubs (`redlimit::rls::proto`), four HTTP/2
+//! The client is ours: bare gRPC unary calls on `h2` with our generated messages
+//! (`redlimit::rls::proto`, each user's request encoded once per load), four HTTP/2
 //! connections per server, on a single-threaded runtime in this process; its CPU is counted
-//! for neither server. Everything shares the machine's cores: compare CPU per decision, which
-//! holds steady, more than decisions per second, which does not.
+//! for neither server, but reported beside them. Everything shares the machine's cores: compare
+//! CPU per decision, which holds steady, more than decisions per second, which does not.
 
 mod support;
 
 #[path = "rls/load.rs"]
 mod load;
+#[path = "rls/open_loop.rs"]
+mod open_loop;
 #[path = "rls/plot.rs"]
 mod plot;
+#[path = "rls/report.rs"]
+mod report;
 #[path = "rls/servers.rs"]
 mod servers;
+#[path = "rls/threads.rs"]
+mod threads;
 
-use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use load::{Clients, Tally};
+use report::{Report, goals, open_goals, write_results};
 use servers::{Kind, Server};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
@@ -74,10 +91,16 @@ pub(crate) struct Cell {
     pub(crate) kind: Kind,
     pub(crate) rtt_ms: f64,
     pub(crate) concurrency: usize,
+    /// An open loop's calls started a second (`REDLIMIT_BENCH_RATES`), instead of a closed
+    /// loop of `concurrency` calls in flight; kept apart from the closed loop's table, goals
+    /// and picture.
+    rate: Option<u64>,
     pub(crate) tally: Tally,
     pub(crate) secs: f64,
     pub(crate) server_cpu_us: f64,
     pub(crate) redis_cpu_us: f64,
+    /// This process's CPU in the measured windows: the load generator's and the proxy's.
+    bench_cpu: threads::Split,
     /// Scripts (`EVALSHA`, `EVAL`, `FCALL`) Redis ran in the measured windows.
     scripts: u64,
     /// Every command Redis ran in them, those inside scripts included.
@@ -92,6 +115,25 @@ pub(crate) struct Cell {
 }
 
 impl Cell {
+    fn new(kind: Kind, rtt_ms: f64, concurrency: usize, rate: Option<u64>) -> Cell {
+        Cell {
+            kind,
+            rtt_ms,
+            concurrency,
+            rate,
+            tally: Tally::new(),
+            secs: 0.0,
+            server_cpu_us: 0.0,
+            redis_cpu_us: 0.0,
+            bench_cpu: threads::Split::default(),
+            scripts: 0,
+            commands: 0,
+            bursts: Vec::new(),
+            syscalls: None,
+            syscall_decisions: 0,
+        }
+    }
+
     pub(crate) fn per_cpu_sec(&self) -> f64 {
         self.tally.decisions as f64 / ((self.server_cpu_us + self.redis_cpu_us) / 1e6)
     }
@@ -100,16 +142,29 @@ impl Cell {
         self.tally.latency.value_at_quantile(q) as f64 / 1e3
     }
 
-    fn row(&self, table: &Table) -> String {
+    /// `256` (calls in flight), or `open 5000/s`.
+    pub(crate) fn load_name(&self) -> String {
+        match self.rate {
+            Some(rate) => format!("open {rate}/s"),
+            None => self.concurrency.to_string(),
+        }
+    }
+
+    pub(crate) fn row(&self, table: &Table) -> String {
         let n = self.tally.decisions.max(1) as f64;
         let late = self.tally.decisions - self.tally.latency.count_between(0, ENVOY_TIMEOUT_US);
         table.row([
             self.kind.name().to_owned(),
             format!("{}", self.rtt_ms),
-            format!("{}", self.concurrency),
+            self.load_name(),
             format!("{:.0}", self.tally.decisions as f64 / self.secs),
             format!("{:.1}", self.server_cpu_us / n),
             format!("{:.1}", self.redis_cpu_us / n),
+            format!("{:.1}", self.bench_cpu.client_us / n),
+            format!(
+                "{:.1}",
+                (self.bench_cpu.proxy_us + self.bench_cpu.other_us()) / n
+            ),
             format!("{:.2}", self.scripts as f64 / n),
             format!("{:.2}", self.commands as f64 / n),
             format!("{:.0}", self.per_cpu_sec()),
@@ -118,18 +173,6 @@ impl Cell {
             format!("{:.2}", 100.0 * late as f64 / n),
             format!("{}", self.tally.errors),
         ])
-    }
-}
-
-/// Prints and keeps what a run reports.
-#[derive(Default)]
-struct Report(String);
-
-impl Report {
-    fn line(&mut self, text: impl AsRef<str>) {
-        println!("{}", text.as_ref());
-        self.0.push_str(text.as_ref());
-        self.0.push('\n');
     }
 }
 
@@ -179,18 +222,26 @@ fn measure(
     let measure_from = Instant::now() + WARM_UP;
     let end = measure_from + Duration::from_secs_f64(secs);
     let decided = Arc::new(AtomicU64::new(0));
-    let (tally, server_cpu, redis_cpu, stats) = runtime.block_on(async {
+    let (tally, server_cpu, redis_cpu, bench_cpu, stats) = runtime.block_on(async {
         let load = {
             let clients = clients.clone();
-            let concurrency = cell.concurrency;
+            let (concurrency, rate) = (cell.concurrency, cell.rate);
             let decided = Arc::clone(&decided);
             tokio::spawn(async move {
-                load::run(&clients, concurrency, users, measure_from, end, &decided).await
+                match rate {
+                    Some(rate) => {
+                        open_loop::run(&clients, rate, users, measure_from, end, &decided).await
+                    }
+                    None => {
+                        load::run(&clients, concurrency, users, measure_from, end, &decided).await
+                    }
+                }
             })
         };
         tokio::time::sleep_until(measure_from.into()).await;
         reset_redis_stats(con);
         let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let bench0 = threads::Split::now();
         // Counted apart from the CPU time, over the part of the window perf attached for
         // (blocking work off the client's thread, which keeps the load going).
         let window = if syscalls::wanted() {
@@ -213,6 +264,7 @@ fn measure(
             None => None,
         };
         let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let bench_cpu = threads::Split::now().since(&bench0);
         let stats = command_stats(con);
         let tally = load.await.expect("the load");
         if let Some((counts, decisions)) = counted {
@@ -232,7 +284,23 @@ fn measure(
             cell.kind.name(),
             100.0 * system / (user + system).max(1.0)
         );
-        (tally, user + system, (redis1 - redis0) * 1e6, stats)
+        let n = tally.decisions.max(1) as f64;
+        eprintln!(
+            "  CPU µs per decision: server {:.1}, Redis {:.1}, load generator {:.1}, proxy {:.1}, \
+             rest of the bench {:.1}",
+            (user + system) / n,
+            (redis1 - redis0) * 1e6 / n,
+            bench_cpu.client_us / n,
+            bench_cpu.proxy_us / n,
+            bench_cpu.other_us() / n,
+        );
+        (
+            tally,
+            user + system,
+            (redis1 - redis0) * 1e6,
+            bench_cpu,
+            stats,
+        )
     });
     let mut top: Vec<_> = stats.iter().map(|(n, s)| (s.calls, n.as_str())).collect();
     top.sort_unstable_by(|a, b| b.cmp(a));
@@ -257,6 +325,7 @@ fn measure(
     cell.secs += secs;
     cell.server_cpu_us += server_cpu;
     cell.redis_cpu_us += redis_cpu;
+    cell.bench_cpu.add(&bench_cpu);
 }
 
 fn main() {
@@ -290,6 +359,12 @@ fn main() {
         "at least 1 user",
         |&u: &usize| u > 0,
     );
+    let rates = support::list_knob(
+        "REDLIMIT_BENCH_RATES",
+        &[],
+        "open-loop calls a second (1 to 1 000 000)",
+        |r: &u64| (1..=1_000_000).contains(r),
+    );
     let bursts = support::knob_where(
         "REDLIMIT_BENCH_BURSTS",
         5,
@@ -305,7 +380,7 @@ fn main() {
     let mut con = redis.connection();
     let proxies = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
-        .thread_name("proxy")
+        .thread_name(threads::PROXY_THREADS)
         .enable_all()
         .build()
         .expect("the proxies' runtime");
@@ -321,6 +396,8 @@ fn main() {
         "decisions/s",
         "server CPU µs/dec",
         "Redis CPU µs/dec",
+        "load gen CPU µs/dec",
+        "proxy CPU µs/dec",
         "Redis scripts/dec",
         "Redis commands/dec",
         "decisions per CPU-s",
@@ -331,6 +408,8 @@ fn main() {
     ]);
     let mut report = Report::default();
     let mut cells: Vec<Cell> = Vec::new();
+    // The open loops' cells (`REDLIMIT_BENCH_RATES`), kept out of the picture.
+    let mut open: Vec<Cell> = Vec::new();
     for &rtt_ms in &rtts {
         let proxy = (rtt_ms > 0.0).then(|| {
             proxies.block_on(Proxy::with_rtt(
@@ -360,23 +439,16 @@ fn main() {
         let first = cells.len();
         for &concurrency in &concurrencies {
             for server in &running {
-                cells.push(Cell {
-                    kind: server.kind,
-                    rtt_ms,
-                    concurrency,
-                    tally: Tally::new(),
-                    secs: 0.0,
-                    server_cpu_us: 0.0,
-                    redis_cpu_us: 0.0,
-                    scripts: 0,
-                    commands: 0,
-                    bursts: Vec::new(),
-                    syscalls: None,
-                    syscall_decisions: 0,
-                });
+                cells.push(Cell::new(server.kind, rtt_ms, concurrency, None));
             }
         }
         let cell_of = |c: usize, s: usize| first + c * running.len() + s;
+        let first_open = open.len();
+        for &rate in &rates {
+            for server in &running {
+                open.push(Cell::new(server.kind, rtt_ms, 0, Some(rate)));
+            }
+        }
 
         // Each server's reading of the limit, one call at a time, before any burst.
         for (si, server) in running.iter().enumerate() {
@@ -415,9 +487,21 @@ fn main() {
                     );
                 }
             }
+            for ri in 0..rates.len() {
+                for (si, server) in running.iter().enumerate() {
+                    let cell = &mut open[first_open + ri * running.len() + si];
+                    measure(&runtime, &mut con, server, &clients[si], cell, users, secs);
+                    eprintln!(
+                        "  {} rtt {rtt_ms} ms, {}: {} decisions so far",
+                        server.kind.name(),
+                        cell.load_name(),
+                        cell.tally.decisions
+                    );
+                }
+            }
         }
         report.line(load_table.header());
-        for cell in &cells[first..] {
+        for cell in cells[first..].iter().chain(&open[first_open..]) {
             report.line(cell.row(&load_table));
         }
         report.line("");
@@ -467,82 +551,11 @@ fn main() {
     }
     report.line("");
     goals(&mut report, &cells);
+    open_goals(&mut report, &open);
     report.line(format!(
         "\nwall time {:.0} s",
         started.elapsed().as_secs_f64()
     ));
     write_results(&redis, &report, secs, rounds, users, bursts);
     plot::draw(&cells);
-}
-
-/// The goals, judged per cell: ≥ 2× Limitador's decisions per CPU-second; p99 under Envoy's
-/// 20 ms with Redis 10 ms away; exactly 3 admitted per burst.
-fn goals(report: &mut Report, cells: &[Cell]) {
-    let ours = cells.iter().filter(|c| c.kind == Kind::Ours);
-    for cell in ours {
-        let peer = cells.iter().find(|p| {
-            p.kind == Kind::Limitador
-                && p.rtt_ms == cell.rtt_ms
-                && p.concurrency == cell.concurrency
-        });
-        let mut line = format!("- RTT {} ms, {} in flight:", cell.rtt_ms, cell.concurrency);
-        if let Some(peer) = peer {
-            let ratio = cell.per_cpu_sec() / peer.per_cpu_sec();
-            let verdict = if ratio >= 2.0 { "met" } else { "missed" };
-            let _ = write!(
-                line,
-                " {ratio:.2}× Limitador's decisions per CPU-second ({verdict});"
-            );
-        }
-        if cell.rtt_ms >= 10.0 {
-            let p99 = cell.p_ms(0.99);
-            let verdict = if p99 < 20.0 { "met" } else { "missed" };
-            let _ = write!(line, " p99 {p99:.2} ms < 20 ms ({verdict});");
-        }
-        let exact = cell.bursts.iter().all(load::Burst::exact);
-        let _ = write!(line, " exact counts: {}", if exact { "yes" } else { "NO" });
-        let failed: u64 = cell
-            .bursts
-            .iter()
-            .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
-            .sum();
-        if failed > 0 {
-            let _ = write!(line, ", {failed} calls of the bursts failed");
-        }
-        if let Some(peer) = peer {
-            let over = peer.bursts.iter().filter(|b| b.over_admitted()).count();
-            let _ = write!(
-                line,
-                " (Limitador over-admitted in {over} of {} bursts)",
-                peer.bursts.len()
-            );
-        }
-        report.line(line);
-    }
-}
-
-/// Appends this run to `docs/bench/rls.md`.
-fn write_results(
-    redis: &RedisServer,
-    report: &Report,
-    secs: f64,
-    rounds: usize,
-    users: usize,
-    bursts: usize,
-) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bench/rls.md");
-    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# RLS servers\n".into());
-    let server = support::redis_info(&mut redis.connection(), "server");
-    let _ = write!(
-        text,
-        "\n## {} (run)\n\n```sh\nREDLIMIT_BENCH_SECS={secs} REDLIMIT_BENCH_ROUNDS={rounds} \
-         REDLIMIT_BENCH_USERS={users} REDLIMIT_BENCH_BURSTS={bursts} \
-         cargo bench --features rls,redis --bench rls\n```\n\n{}; redis {}\n{}",
-        support::today(),
-        support::machine_line(),
-        server.get("redis_version").map_or("?", String::as_str),
-        report.0,
-    );
-    std::fs::write(&path, text).expect("write docs/bench/rls.md");
-    println!("\nwrote {}", path.display());
 }

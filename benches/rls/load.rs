@@ -1,68 +1,181 @@
-//! The load: a tonic client on our generated RLS stubs, `concurrency` calls in flight over a
-//! few HTTP/2 connections (as an Envoy fleet keeps a few per RLS host), each call one
-//! descriptor `user=<u>` in the domain asked for.
+//! The load: `ShouldRateLimit` calls on our generated RLS messages, `concurrency` calls in
+//! flight over a few HTTP/2 connections (as an Envoy fleet keeps a few per RLS host), each call
+//! one descriptor `user=<u>` in the domain asked for.
+//!
+//! The client is a bare gRPC unary call on `h2` ([`call`]): the same request a tonic client
+//! sends (the same headers and message bytes), each user's message encoded once per load
+//! ([`request_body`]). The load generator shares the machine's two cores with the server, Redis
+//! and the proxy, and in a closed loop its CPU per call sets the latency at 256 calls in flight
+//! (Little's law): tonic's client channel cost ~2× this per call (its buffer task, layers and
+//! codec).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, Bytes, BytesMut};
 use hdrhistogram::Histogram;
+use http::{HeaderValue, Request, Uri};
+use prost::Message as _;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::{
     RateLimitDescriptor, rate_limit_descriptor::Entry,
 };
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{
-    RateLimitRequest, rate_limit_response::Code, rate_limit_service_client::RateLimitServiceClient,
+    RateLimitRequest, RateLimitResponse, rate_limit_response::Code,
 };
-use tonic::transport::Channel;
+use tonic::Status;
 
 /// HTTP/2 connections the calls share, round robin.
 pub(crate) const CONNECTIONS: usize = 4;
 /// A call's own bound: a stuck server costs the bench this, never a hang.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// The bound as a gRPC client says it (`grpc-timeout`), as tonic's did.
+const GRPC_TIMEOUT: &str = "2S";
+const PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-/// Connections to one server.
+/// One HTTP/2 connection to a server: what opens a stream on it, and the call's URI.
 #[derive(Clone)]
-pub(crate) struct Clients(Vec<RateLimitServiceClient<Channel>>);
+pub(crate) struct Connection {
+    send: h2::client::SendRequest<Bytes>,
+    uri: Uri,
+}
+
+/// Connections to one server; they close once every clone is dropped.
+#[derive(Clone)]
+pub(crate) struct Clients(Arc<Vec<Connection>>);
 
 impl Clients {
-    /// Opens [`CONNECTIONS`] connections to `addr` (`127.0.0.1:PORT`).
+    /// Opens [`CONNECTIONS`] connections to `addr` (`127.0.0.1:PORT`), each driven by a task of
+    /// the calling runtime.
     pub(crate) async fn connect(addr: &str) -> Clients {
-        let mut clients = Vec::with_capacity(CONNECTIONS);
+        let uri: Uri = format!("http://{addr}{PATH}").parse().expect("a valid URI");
+        let mut connections = Vec::with_capacity(CONNECTIONS);
         for _ in 0..CONNECTIONS {
-            let channel = Channel::from_shared(format!("http://{addr}"))
-                .expect("a valid URI")
-                .tcp_nodelay(true)
-                .connect()
+            let tcp = tokio::net::TcpStream::connect(addr)
                 .await
                 .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-            clients.push(RateLimitServiceClient::new(channel));
+            tcp.set_nodelay(true).expect("TCP_NODELAY");
+            let (send, connection) = h2::client::handshake(tcp)
+                .await
+                .unwrap_or_else(|e| panic!("HTTP/2 handshake with {addr}: {e}"));
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            connections.push(Connection {
+                send,
+                uri: uri.clone(),
+            });
         }
-        Clients(clients)
+        Clients(Arc::new(connections))
     }
 
-    fn get(&self, i: usize) -> RateLimitServiceClient<Channel> {
-        self.0[i % self.0.len()].clone()
+    /// Connection `i`, round robin.
+    pub(crate) fn get(&self, i: usize) -> &Connection {
+        &self.0[i % self.0.len()]
     }
 }
 
-/// One `ShouldRateLimit` on `domain` for `user`: its overall code, or the gRPC error.
-async fn call(
-    client: &mut RateLimitServiceClient<Channel>,
-    domain: &str,
-    user: &str,
-) -> Result<Code, tonic::Status> {
-    let descriptor = RateLimitDescriptor {
-        entries: vec![Entry {
-            key: "user".into(),
-            value: user.into(),
-        }],
-        ..Default::default()
-    };
-    let mut request = tonic::Request::new(RateLimitRequest {
+/// A `ShouldRateLimit` request for `user` on `domain`, as gRPC frames a message: a flag byte
+/// (not compressed), the length (big-endian `u32`), the protobuf bytes.
+pub(crate) fn request_body(domain: &str, user: &str) -> Bytes {
+    let message = RateLimitRequest {
         domain: domain.into(),
-        descriptors: vec![descriptor],
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "user".into(),
+                value: user.into(),
+            }],
+            ..Default::default()
+        }],
         hits_addend: 0,
-    });
-    request.set_timeout(CALL_TIMEOUT);
-    let response = client.should_rate_limit(request).await?.into_inner();
+    };
+    let len = message.encoded_len();
+    let mut frame = BytesMut::with_capacity(5 + len);
+    frame.put_u8(0);
+    frame.put_u32(u32::try_from(len).expect("a small message"));
+    message.encode(&mut frame).expect("room for the message");
+    frame.freeze()
+}
+
+/// One `ShouldRateLimit` with the framed request `body`: its overall code, or the gRPC error
+/// (a timeout after [`CALL_TIMEOUT`] as `DEADLINE_EXCEEDED`).
+pub(crate) async fn call(connection: &Connection, body: Bytes) -> Result<Code, Status> {
+    match tokio::time::timeout(CALL_TIMEOUT, exchange(connection, body)).await {
+        Ok(result) => result,
+        Err(_) => Err(Status::deadline_exceeded("the call's own timeout")),
+    }
+}
+
+fn h2_status(e: &h2::Error) -> Status {
+    Status::unavailable(e.to_string())
+}
+
+/// `grpc-status` in `headers`: `None` if absent, else OK or the error it says.
+fn grpc_status(headers: &http::HeaderMap) -> Option<Result<(), Status>> {
+    let value = headers.get("grpc-status")?;
+    let code = tonic::Code::from_bytes(value.as_bytes());
+    Some(if code == tonic::Code::Ok {
+        Ok(())
+    } else {
+        let message = headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .unwrap_or_default();
+        Err(Status::new(code, message.to_owned()))
+    })
+}
+
+async fn exchange(connection: &Connection, body: Bytes) -> Result<Code, Status> {
+    let mut send = connection
+        .send
+        .clone()
+        .ready()
+        .await
+        .map_err(|e| h2_status(&e))?;
+    let mut request = Request::new(());
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = connection.uri.clone();
+    let headers = request.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    headers.insert("grpc-timeout", HeaderValue::from_static(GRPC_TIMEOUT));
+    let (response, mut stream) = send
+        .send_request(request, false)
+        .map_err(|e| h2_status(&e))?;
+    stream.send_data(body, true).map_err(|e| h2_status(&e))?;
+    let (head, mut body) = response.await.map_err(|e| h2_status(&e))?.into_parts();
+    if head.status != http::StatusCode::OK {
+        return Err(Status::unknown(format!("HTTP status {}", head.status)));
+    }
+    // A trailers-only answer (an error) carries its status in the headers.
+    if let Some(Err(status)) = grpc_status(&head.headers) {
+        return Err(status);
+    }
+    let mut message = Bytes::new();
+    while let Some(data) = body.data().await {
+        let data = data.map_err(|e| h2_status(&e))?;
+        let _ = body.flow_control().release_capacity(data.len());
+        message = if message.is_empty() {
+            data
+        } else {
+            [message, data].concat().into()
+        };
+    }
+    let trailers = body.trailers().await.map_err(|e| h2_status(&e))?;
+    match trailers.as_ref().and_then(grpc_status) {
+        Some(Ok(())) => {}
+        Some(Err(status)) => return Err(status),
+        None if grpc_status(&head.headers).is_some() => {}
+        None => return Err(Status::unknown("no grpc-status")),
+    }
+    if message.len() < 5 || message[0] != 0 {
+        return Err(Status::internal("not one uncompressed gRPC message"));
+    }
+    let response = RateLimitResponse::decode(&message[5..])
+        .map_err(|e| Status::internal(format!("decode the answer: {e}")))?;
     Ok(Code::try_from(response.overall_code).unwrap_or(Code::Unknown))
 }
 
@@ -92,7 +205,7 @@ impl Tally {
     }
 }
 
-/// Runs `concurrency` callers on `domain` `bench` over `users` users from `start` until `end`,
+/// Runs `concurrency` callers on domain `bench` over `users` users from `start` until `end`,
 /// counting only calls that complete in `[measure_from, end)`; the caller snapshots CPU at
 /// those two instants meanwhile. User `i` of caller `c` is `u{(c * 7919 + i) % users}`: every
 /// caller walks all users, from places far apart.
@@ -102,26 +215,30 @@ pub(crate) async fn run(
     users: usize,
     measure_from: Instant,
     end: Instant,
-    decided: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    decided: &Arc<AtomicU64>,
 ) -> Tally {
-    let names: std::sync::Arc<Vec<String>> =
-        std::sync::Arc::new((0..users).map(|u| format!("u{u}")).collect());
+    let bodies: Arc<Vec<Bytes>> = Arc::new(
+        (0..users)
+            .map(|u| request_body("bench", &format!("u{u}")))
+            .collect(),
+    );
     let tasks: Vec<_> = (0..concurrency)
         .map(|c| {
-            let mut client = clients.get(c);
-            let names = std::sync::Arc::clone(&names);
-            let decided = std::sync::Arc::clone(decided);
+            let clients = clients.clone();
+            let bodies = Arc::clone(&bodies);
+            let decided = Arc::clone(decided);
             tokio::spawn(async move {
+                let connection = clients.get(c);
                 let mut tally = Tally::new();
                 let mut i = c * 7919;
                 while Instant::now() < end {
-                    let user = &names[i % names.len()];
+                    let body = bodies[i % bodies.len()].clone();
                     i += 1;
                     let started = Instant::now();
-                    let result = call(&mut client, "bench", user).await;
+                    let result = call(connection, body).await;
                     let done = Instant::now();
                     if let Ok(Code::Ok | Code::OverLimit) = result {
-                        decided.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        decided.fetch_add(1, Ordering::Relaxed);
                     }
                     if done < measure_from || done >= end {
                         continue;
@@ -173,15 +290,16 @@ impl Burst {
 /// One burst on domain `small` (3 per minute per user): `concurrency` calls for `user` all at
 /// once, then one more call once they have all answered.
 pub(crate) async fn burst(clients: &Clients, concurrency: usize, user: &str) -> Burst {
-    let start = std::sync::Arc::new(tokio::sync::Barrier::new(concurrency));
+    let start = Arc::new(tokio::sync::Barrier::new(concurrency));
+    let body = request_body("small", user);
     let tasks: Vec<_> = (0..concurrency)
         .map(|c| {
-            let mut client = clients.get(c);
-            let start = std::sync::Arc::clone(&start);
-            let user = user.to_owned();
+            let clients = clients.clone();
+            let start = Arc::clone(&start);
+            let body = body.clone();
             tokio::spawn(async move {
                 start.wait().await;
-                call(&mut client, "small", &user).await
+                call(clients.get(c), body).await
             })
         })
         .collect();
@@ -193,7 +311,7 @@ pub(crate) async fn burst(clients: &Clients, concurrency: usize, user: &str) -> 
             _ => errors += 1,
         }
     }
-    let then = call(&mut clients.get(0), "small", user).await;
+    let then = call(clients.get(0), body).await;
     Burst {
         admitted,
         errors,
@@ -209,10 +327,10 @@ pub(crate) async fn burst(clients: &Clients, concurrency: usize, user: &str) -> 
 /// as the server reads it, without concurrency (exact is `OK OK OK OVER OVER`). A burst that
 /// over-admits against this shows a race, not a limit the server did not match.
 pub(crate) async fn in_a_row(clients: &Clients, user: &str) -> String {
-    let mut client = clients.get(0);
+    let body = request_body("small", user);
     let mut codes = Vec::with_capacity(5);
     for _ in 0..5 {
-        codes.push(match call(&mut client, "small", user).await {
+        codes.push(match call(clients.get(0), body.clone()).await {
             Ok(Code::Ok) => "OK".to_owned(),
             Ok(Code::OverLimit) => "OVER".to_owned(),
             Ok(other) => format!("{other:?}"),
@@ -225,9 +343,9 @@ pub(crate) async fn in_a_row(clients: &Clients, user: &str) -> String {
 /// One call on domain `bench` that must answer: the server is up and its Redis reachable.
 pub(crate) async fn ready(clients: &Clients) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut client = clients.get(0);
+    let body = request_body("bench", "warm-up");
     loop {
-        match call(&mut client, "bench", "warm-up").await {
+        match call(clients.get(0), body.clone()).await {
             Ok(Code::Ok) => return,
             other if Instant::now() > deadline => panic!("the server never answered OK: {other:?}"),
             _ => tokio::time::sleep(Duration::from_millis(50)).await,

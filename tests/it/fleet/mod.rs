@@ -12,5 +12,6 @@ mod deployments;
 mod distance;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod exact_under_load;
+mod proxy_link;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod resets;

@@ -4,6 +4,8 @@
 //! - Distance: each direction is delayed by a fixed time plus a uniform jitter, order kept (a
 //!   byte never overtakes an earlier one, as on TCP). [`Proxy::with_rtt`] halves a round trip
 //!   over the two directions; [`Proxy::set_link`] changes it for open and later connections.
+//!   Each wait is a kernel timer in Tokio's poller (no thread per wait), so the proxy costs the
+//!   benches that share its cores little; chunks due at the same moment leave in one write.
 //! - Freeze: nothing is delivered either way (bytes are held, and delivered in order on
 //!   [`Proxy::thaw`]), as when the server is stopped with SIGSTOP or a link stalls.
 //! - Black hole: the connections open at a moment stay open, every byte sent on them is read
@@ -263,20 +265,90 @@ async fn relay(
     }
 }
 
-/// Tokio's timer ticks every millisecond and fires up to about two ticks late.
-const TIMER_GRAIN: Duration = Duration::from_millis(2);
+/// Where a chunk waits for its time: a kernel timer (`timerfd`, ns-grained) in the runtime's
+/// poller, set afresh per wait and read when it fires, so a wait ends as late as the runtime's
+/// thread takes to wake (tens of µs on an idle core), never before, with no thread of its own. Tokio's timer alone rounds every deadline
+/// up to its next millisecond tick, even one already due: it added 1–2 ms to each direction (a
+/// "1 ms" round trip took 3.3 ms, one without delay 2 ms) and let a backlog out one chunk per
+/// tick. A thread's sleep per chunk (what this replaced) was as precise but handed every chunk
+/// to the blocking pool and back, two thread wake-ups more per chunk: the proxy's CPU per RLS
+/// call in `benches/rls.rs` at 256 in flight was about twice what it is now
+/// (`docs/bench/rls.md`).
+struct Timer {
+    #[cfg(target_os = "linux")]
+    fd: Option<tokio::io::unix::AsyncFd<rustix::fd::OwnedFd>>,
+}
 
-/// Returns at `at`, to within a few tens of µs: Tokio's timer sleeps to about `TIMER_GRAIN`
-/// before, a thread's sleep (µs-grained) the rest. Tokio's timer alone rounds every deadline up
-/// to its next tick, even one already due: it added 1–2 ms to each direction (a "1 ms" round
-/// trip took 3.3 ms, one without delay 2 ms) and let a backlog out one chunk per tick.
-async fn wait_until(at: Instant) {
-    if at.saturating_duration_since(Instant::now()) > TIMER_GRAIN {
-        tokio::time::sleep_until(at - TIMER_GRAIN).await;
+impl Timer {
+    #[cfg(target_os = "linux")]
+    fn new() -> Timer {
+        use rustix::time::{TimerfdClockId, TimerfdFlags, timerfd_create};
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )
+        .ok()
+        // Deprecated as unsound for a type whose raw fd may change or close under the
+        // registration; an `OwnedFd` it owns cannot, and `register` (its successor) is `unsafe`,
+        // which this crate forbids.
+        .and_then(|fd| {
+            #[allow(deprecated)]
+            tokio::io::unix::AsyncFd::new(fd).ok()
+        });
+        Timer { fd }
     }
-    let rest = at.saturating_duration_since(Instant::now());
-    if !rest.is_zero() {
-        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(rest)).await;
+
+    #[cfg(not(target_os = "linux"))]
+    fn new() -> Timer {
+        Timer {}
+    }
+
+    /// Returns at `at`, never before: to within a wake-up (else, without a kernel timer, within
+    /// Tokio's timer's 1–2 ms).
+    async fn wait_until(&self, at: Instant) {
+        let rest = at.saturating_duration_since(Instant::now());
+        if rest.is_zero() {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(fd) = &self.fd
+            && Timer::wait_on(fd, rest).await.is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Sets the kernel timer `rest` from now and waits for it to fire.
+    #[cfg(target_os = "linux")]
+    async fn wait_on(
+        fd: &tokio::io::unix::AsyncFd<rustix::fd::OwnedFd>,
+        rest: Duration,
+    ) -> std::io::Result<()> {
+        use rustix::time::{Itimerspec, TimerfdTimerFlags, Timespec, timerfd_settime};
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let value = Timespec {
+            tv_sec: i64::try_from(rest.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(rest.subsec_nanos()),
+        };
+        // Setting the timer also clears a count an earlier firing left unread.
+        let spec = Itimerspec {
+            it_interval: zero,
+            it_value: value,
+        };
+        timerfd_settime(fd.get_ref(), TimerfdTimerFlags::empty(), &spec)?;
+        loop {
+            let mut guard = fd.readable().await?;
+            let mut count = [0_u8; 8];
+            match guard.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut count)?)) {
+                Ok(read) => return read.map(drop),
+                // A readiness left from an earlier wait: cleared, wait again.
+                Err(_would_block) => continue,
+            }
+        }
     }
 }
 
@@ -341,13 +413,28 @@ impl Pump<'_> {
         mut to: OwnedWriteHalf,
     ) {
         let mut frozen = self.shaping.frozen.subscribe();
-        while let Some((at, chunk)) = queue.recv().await {
-            wait_until(at).await;
+        let timer = Timer::new();
+        // A chunk read from the queue that was not yet due when the last write went out.
+        let mut next = None;
+        while let Some((at, mut chunk)) = match next.take() {
+            Some(chunk) => Some(chunk),
+            None => queue.recv().await,
+        } {
+            timer.wait_until(at).await;
             if frozen.wait_for(|frozen| !*frozen).await.is_err() {
                 return;
             }
             if self.hole.load(Ordering::SeqCst) {
                 continue;
+            }
+            // Chunks already due go out with this one, in order, in one write.
+            let now = Instant::now();
+            while let Ok((at, more)) = queue.try_recv() {
+                if at > now {
+                    next = Some((at, more));
+                    break;
+                }
+                chunk.extend_from_slice(&more);
             }
             if to.write_all(&chunk).await.is_err() {
                 return;

@@ -1,0 +1,113 @@
+//! What a run reports beyond its tables: the goals judged per cell, and the run appended to
+//! `docs/bench/rls.md`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::Cell;
+use crate::load;
+use crate::servers::Kind;
+use crate::support;
+use crate::support::redis_server::RedisServer;
+
+/// Prints and keeps what a run reports.
+#[derive(Default)]
+pub(crate) struct Report(pub(crate) String);
+
+impl Report {
+    pub(crate) fn line(&mut self, text: impl AsRef<str>) {
+        println!("{}", text.as_ref());
+        self.0.push_str(text.as_ref());
+        self.0.push('\n');
+    }
+}
+
+/// The goals, judged per cell: ≥ 2× Limitador's decisions per CPU-second; p99 under Envoy's
+/// 20 ms with Redis 10 ms away; exactly 3 admitted per burst.
+pub(crate) fn goals(report: &mut Report, cells: &[Cell]) {
+    let ours = cells.iter().filter(|c| c.kind == Kind::Ours);
+    for cell in ours {
+        let peer = cells.iter().find(|p| {
+            p.kind == Kind::Limitador
+                && p.rtt_ms == cell.rtt_ms
+                && p.concurrency == cell.concurrency
+        });
+        let mut line = format!("- RTT {} ms, {} in flight:", cell.rtt_ms, cell.concurrency);
+        if let Some(peer) = peer {
+            let ratio = cell.per_cpu_sec() / peer.per_cpu_sec();
+            let verdict = if ratio >= 2.0 { "met" } else { "missed" };
+            let _ = write!(
+                line,
+                " {ratio:.2}× Limitador's decisions per CPU-second ({verdict});"
+            );
+        }
+        if cell.rtt_ms >= 10.0 {
+            let p99 = cell.p_ms(0.99);
+            let verdict = if p99 < 20.0 { "met" } else { "missed" };
+            let _ = write!(line, " p99 {p99:.2} ms < 20 ms ({verdict});");
+        }
+        let exact = cell.bursts.iter().all(load::Burst::exact);
+        let _ = write!(line, " exact counts: {}", if exact { "yes" } else { "NO" });
+        let failed: u64 = cell
+            .bursts
+            .iter()
+            .map(|b| b.errors + u64::from(b.then_admitted.is_none()))
+            .sum();
+        if failed > 0 {
+            let _ = write!(line, ", {failed} calls of the bursts failed");
+        }
+        if let Some(peer) = peer {
+            let over = peer.bursts.iter().filter(|b| b.over_admitted()).count();
+            let _ = write!(
+                line,
+                " (Limitador over-admitted in {over} of {} bursts)",
+                peer.bursts.len()
+            );
+        }
+        report.line(line);
+    }
+}
+
+/// The latency goal at each open loop's offered rate, beside the closed loop's: p99 under
+/// Envoy's 20 ms with Redis 10 ms away.
+pub(crate) fn open_goals(report: &mut Report, cells: &[Cell]) {
+    for cell in cells.iter().filter(|c| c.rtt_ms >= 10.0) {
+        let p99 = cell.p_ms(0.99);
+        let verdict = if p99 < 20.0 { "met" } else { "missed" };
+        report.line(format!(
+            "- {} RTT {} ms, {} offered (open loop): {:.0} decisions/s, p99 {p99:.2} ms < 20 ms \
+             ({verdict}), {} calls failed",
+            cell.kind.name(),
+            cell.rtt_ms,
+            cell.load_name(),
+            cell.tally.decisions as f64 / cell.secs.max(f64::EPSILON),
+            cell.tally.errors,
+        ));
+    }
+}
+
+/// Appends this run to `docs/bench/rls.md`.
+pub(crate) fn write_results(
+    redis: &RedisServer,
+    report: &Report,
+    secs: f64,
+    rounds: usize,
+    users: usize,
+    bursts: usize,
+) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bench/rls.md");
+    let mut text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# RLS servers\n".into());
+    let server = support::redis_info(&mut redis.connection(), "server");
+    let _ = write!(
+        text,
+        "\n## {} (run)\n\n```sh\nREDLIMIT_BENCH_SECS={secs} REDLIMIT_BENCH_ROUNDS={rounds} \
+         REDLIMIT_BENCH_USERS={users} REDLIMIT_BENCH_BURSTS={bursts} \
+         cargo bench --features rls,redis --bench rls\n```\n\n{}; redis {}\n{}",
+        support::today(),
+        support::machine_line(),
+        server.get("redis_version").map_or("?", String::as_str),
+        report.0,
+    );
+    std::fs::write(&path, text).expect("write docs/bench/rls.md");
+    println!("\nwrote {}", path.display());
+}
