@@ -11,7 +11,7 @@ use super::FailureMode;
 use super::HashTag;
 use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
-use super::config::RlsConfig;
+use super::config::{RlsConfig, Unit};
 use super::fallback::failed;
 use super::metadata::dynamic_metadata;
 use super::plan::plan;
@@ -96,6 +96,25 @@ impl Generation {
         per_second: Option<&engine::Shared>,
         config: Arc<RlsConfig>,
     ) -> Self {
+        // Each limit's script is loaded ahead into the store that will run it: otherwise the
+        // first check of each after a start or a reload pays a `NOSCRIPT` and a reload, two more
+        // round trips, which with Redis 10 ms away is past the store deadline (a request's
+        // combined script of several limits is still loaded on first use).
+        let limits = config
+            .domains()
+            .flat_map(|d| d.rules())
+            .flat_map(|r| r.limits());
+        for limit in limits {
+            let Some(policy) = limit.policy() else {
+                continue;
+            };
+            match per_second {
+                Some(per_second) if limit.unit() == Unit::Second => {
+                    per_second.store.prepare(policy);
+                }
+                _ => shared.store.prepare(policy),
+            }
+        }
         Generation {
             config,
             engine: Engine::new(shared, std::iter::empty()),

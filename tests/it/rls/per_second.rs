@@ -170,6 +170,39 @@ async fn second_limits_count_in_the_per_second_store_and_the_rest_in_the_main_on
     );
 }
 
+/// The number after `name` in the line of `section` (of `INFO`) that starts with `line`.
+fn info(server: &RedisServer, section: &str, line: &str, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query(&mut server.connection())
+        .expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with(line))
+        .map(|l| stat(l, name))
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_limits_script_is_loaded_ahead_into_the_store_that_runs_it() {
+    let two = two("persec-ahead", FailureMode::Unavailable).await;
+    let loads =
+        |server: &RedisServer| info(server, "commandstats", "cmdstat_script|load:", "calls=");
+    // One limit script and its batch twin in each store (fixed windows alike), before any call.
+    let loaded = eventually(PATIENCE, async || {
+        loads(&two.main) >= 2 && loads(&two.per_second) >= 2
+    })
+    .await;
+    assert!(loaded, "the scripts were not loaded ahead");
+    for entry in [("fast", "1"), ("slow", "1"), ("tick", "1")] {
+        let answer = two.ask(&[entry]).await.expect("answered");
+        assert_eq!(answer.overall_code(), Code::Ok);
+    }
+    for server in [&two.main, &two.per_second] {
+        let noscript = info(server, "errorstats", "errorstat_NOSCRIPT:", "count=");
+        assert_eq!(noscript, 0, "a first check found its script missing");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_by_either_store_charges_nothing_in_the_other() {
     let two = two("persec-refusal", FailureMode::Unavailable).await;
