@@ -17,6 +17,11 @@
 //!   `benches/http.rs` at 64 connections). No HTTP socket; Redis's socket stays, it is part of
 //!   both. `redis-server` is started here, as a child process: callgrind counts only ours.
 //!
+//! - **100k keys through the app** (loop only): as above, each request carrying an `x-key`
+//!   header, one of 100 000 values in `benches/http.rs`'s order, keyed on by redlimit (the
+//!   header's text) and by tower_governor (the same text), both at 10^6 per second; every key
+//!   seen once before the measured calls.
+//!
 //! `cargo bench --bench layer_service` (add `-- --quick` for a fast look). The figure to read
 //! is each layer's time minus its baseline's: redlimit's over governor's is the ratio the
 //! results report.
@@ -24,7 +29,8 @@
 //! On a busy machine wall time swings; instructions do not. `REDLIMIT_BENCH_LOOP=NAME:N` runs N
 //! calls of one variant and exits, for callgrind or `perf stat`: called directly `bare`,
 //! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
-//! app `app-bare`, `app-redlimit`, `app-governor`; on Redis `app-redis`, `app-minimal` (and
+//! app `app-bare`, `app-redlimit`, `app-governor`; with 100k keys `app-bare-100k`,
+//! `app-redlimit-100k`, `app-governor-100k`; on Redis `app-redis`, `app-minimal` (and
 //! `app-bare-64`, bare axum with 64 in flight, their floor). Each loop prints its thread's CPU
 //! time per call (and on Redis the script calls per request) on stderr:
 //!
@@ -269,7 +275,8 @@ fn run_loop(spec: &str) {
         .find(|(variant, _)| *variant == name)
         .expect(
             "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
-             app-bare, app-redlimit, app-governor, app-bare-64, app-redis, app-minimal",
+             app-bare, app-redlimit, app-governor, app-bare-100k, app-redlimit-100k, \
+             app-governor-100k, app-bare-64, app-redis, app-minimal",
         );
     let before = support::cpu_us(&thread);
     for _ in 0..n {
