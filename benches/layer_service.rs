@@ -17,6 +17,11 @@
 //!   `benches/http.rs` at 64 connections). No HTTP socket; Redis's socket stays, it is part of
 //!   both. `redis-server` is started here, as a child process: callgrind counts only ours.
 //!
+//! - **100k keys through the app** (loop only): as above, each request carrying an `x-key`
+//!   header, one of 100 000 values in `benches/http.rs`'s order, keyed on by redlimit (the
+//!   header's text) and by tower_governor (the same text), both at 10^6 per second; every key
+//!   seen once before the measured calls.
+//!
 //! `cargo bench --bench layer_service` (add `-- --quick` for a fast look). The figure to read
 //! is each layer's time minus its baseline's: redlimit's over governor's is the ratio the
 //! results report.
@@ -24,7 +29,8 @@
 //! On a busy machine wall time swings; instructions do not. `REDLIMIT_BENCH_LOOP=NAME:N` runs N
 //! calls of one variant and exits, for callgrind or `perf stat`: called directly `bare`,
 //! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
-//! app `app-bare`, `app-redlimit`, `app-governor`; on Redis `app-redis`, `app-minimal` (and
+//! app `app-bare`, `app-redlimit`, `app-governor`; with 100k keys `app-bare-100k`,
+//! `app-redlimit-100k`, `app-governor-100k`; on Redis `app-redis`, `app-minimal` (and
 //! `app-bare-64`, bare axum with 64 in flight, their floor). Each loop prints its thread's CPU
 //! time per call (and on Redis the script calls per request) on stderr:
 //!
@@ -225,12 +231,8 @@ fn app_request() -> Request<Body> {
 }
 
 /// One request through `app`, its body read to the end.
-async fn through(app: &Router) {
-    let response = app
-        .clone()
-        .oneshot(app_request())
-        .await
-        .expect("infallible");
+async fn through(app: &Router, request: Request<Body>) {
+    let response = app.clone().oneshot(request).await.expect("infallible");
     assert!(response.status().is_success());
     let body = response.into_body().collect().await.expect("a body");
     black_box(body);
@@ -242,11 +244,18 @@ fn run_loop(spec: &str) {
     let n: u64 = n.parse().expect("N is a number");
     let runtime = runtime();
     let thread = support::current_thread_proc();
+    if let Some((_, app)) = many_keys::apps().into_iter().find(|(app, _)| *app == name) {
+        runtime.block_on(many_keys::warm_up(&app));
+        let before = support::cpu_us(&thread);
+        runtime.block_on(many_keys::requests(&app, n));
+        report_cpu(name, n, support::cpu_us(&thread) - before);
+        return;
+    }
     if let Some((_, app)) = apps().into_iter().find(|(app, _)| *app == name) {
         let before = support::cpu_us(&thread);
         runtime.block_on(async {
             for _ in 0..n {
-                through(&app).await;
+                through(&app, app_request()).await;
             }
         });
         report_cpu(name, n, support::cpu_us(&thread) - before);
@@ -266,7 +275,8 @@ fn run_loop(spec: &str) {
         .find(|(variant, _)| *variant == name)
         .expect(
             "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
-             app-bare, app-redlimit, app-governor, app-bare-64, app-redis, app-minimal",
+             app-bare, app-redlimit, app-governor, app-bare-100k, app-redlimit-100k, \
+             app-governor-100k, app-bare-64, app-redis, app-minimal",
         );
     let before = support::cpu_us(&thread);
     for _ in 0..n {
@@ -281,6 +291,100 @@ fn report_cpu(name: &str, n: u64, cpu_us: f64) {
         "{name}: {n} calls, {:.3} µs of CPU each",
         cpu_us / n.max(1) as f64
     );
+}
+
+/// 100k keys through the app, as `benches/http.rs`'s "100k keys" rows: every request carries
+/// an `x-key` header, one of 100 000 values taken in the same stride; redlimit keys on it (the
+/// header's text, as a closure), governor on the same text as a `String`; both at 10^6 per
+/// second, so every request is admitted and each key's state has lapsed by its next request.
+mod many_keys {
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::body::Body;
+    use http::Request;
+    use redlimit::store::MemoryStore;
+    use redlimit::{Key, Limit, Policy, RateLimitLayer};
+    use tower_governor::GovernorLayer;
+    use tower_governor::governor::GovernorConfigBuilder;
+
+    use super::{app, through};
+
+    /// Distinct keys, as `benches/http.rs`.
+    const KEYS: u64 = 100_000;
+    /// The stride through them, as `benches/http.rs`'s.
+    const STRIDE: u64 = 7_919;
+    /// 10^6 per second, as `benches/http.rs`.
+    const RATE: u64 = 1_000_000;
+
+    #[derive(Clone)]
+    struct ByHeader;
+
+    impl tower_governor::key_extractor::KeyExtractor for ByHeader {
+        type Key = String;
+
+        fn extract<T>(&self, req: &Request<T>) -> Result<String, tower_governor::GovernorError> {
+            Ok(req
+                .headers()
+                .get("x-key")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned())
+        }
+    }
+
+    pub(super) fn apps() -> [(&'static str, Router); 3] {
+        let policy = Policy::new(
+            "bench",
+            [Limit::gcra(RATE, Duration::from_secs(1)).expect("a limit")],
+        )
+        .expect("a policy");
+        let layer = RateLimitLayer::builder(MemoryStore::new(), policy)
+            .key(|parts: &http::request::Parts| {
+                parts.headers.get("x-key").map(|v| Key::new(v.as_bytes()))
+            })
+            .build()
+            .expect("valid layer");
+        let governor = GovernorConfigBuilder::default()
+            .per_nanosecond(1_000)
+            .burst_size(NonZeroU32::new(RATE as u32).expect("not zero").get())
+            .key_extractor(ByHeader)
+            .use_headers()
+            .finish()
+            .expect("governor config");
+        [
+            ("app-bare-100k", app()),
+            ("app-redlimit-100k", app().layer(layer)),
+            (
+                "app-governor-100k",
+                app().layer(GovernorLayer::new(governor)),
+            ),
+        ]
+    }
+
+    fn request(key: u64) -> Request<Body> {
+        Request::get("/")
+            .header("host", "localhost")
+            .header("user-agent", "bench/1.0")
+            .header("x-key", key)
+            .body(Body::empty())
+            .expect("a request")
+    }
+
+    /// `n` requests, one at a time, the keys in `benches/http.rs`'s order.
+    pub(super) async fn requests(app: &Router, n: u64) {
+        let mut key = 0;
+        for _ in 0..n {
+            key = (key + STRIDE) % KEYS;
+            through(app, request(key)).await;
+        }
+    }
+
+    /// Every key seen once, so that each limiter's table holds what it holds in a long run.
+    pub(super) async fn warm_up(app: &Router) {
+        requests(app, KEYS).await;
+    }
 }
 
 /// The layer on Redis and the minimal middleware, 64 requests in flight.
@@ -412,7 +516,9 @@ fn layer_path(c: &mut Criterion) {
     let runtime = runtime();
     let mut group = c.benchmark_group("request through the app");
     for (name, app) in apps() {
-        group.bench_function(name, |b| b.iter(|| runtime.block_on(through(&app))));
+        group.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(through(&app, app_request())))
+        });
     }
     group.finish();
 }

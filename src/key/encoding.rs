@@ -199,20 +199,48 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 /// A key under construction, on the stack: encoding stops past `MAX_LEN`.
 type Buf = SmallVec<[u8; 2 * MAX_LEN + 8]>;
 
-/// Percent-encodes `bytes` onto `buf`; `false` once `buf` holds more than `MAX_LEN` bytes.
+/// Percent-encodes `bytes` onto `buf`; `false` when the result would hold more than `MAX_LEN`
+/// bytes (then `buf` holds a part of it, and at most `MAX_LEN + 3` bytes were examined past what
+/// fits). Runs of bytes kept as they are are copied at once: a key is mostly such bytes.
 fn encode(buf: &mut Buf, bytes: &[u8]) -> bool {
-    for &b in bytes {
-        if buf.len() > MAX_LEN {
+    let mut rest = bytes;
+    loop {
+        let Some(room) = MAX_LEN.checked_sub(buf.len()) else {
+            return false;
+        };
+        // One byte past the room is enough to know the run does not fit.
+        let window = &rest[..rest.len().min(room + 1)];
+        let run = window
+            .iter()
+            .position(|&b| !PLAIN[usize::from(b)])
+            .unwrap_or(window.len());
+        if run > room {
             return false;
         }
-        if b.is_ascii_alphanumeric() || b".-_:/@".contains(&b) {
-            buf.push(b);
-        } else {
-            buf.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        buf.extend_from_slice(&rest[..run]);
+        let Some((&b, tail)) = rest[run..].split_first() else {
+            return true;
+        };
+        if room - run < 3 {
+            return false;
         }
+        buf.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        rest = tail;
     }
-    buf.len() <= MAX_LEN
 }
+
+/// The bytes a key keeps as they are: `A-Z a-z 0-9 . _ - : / @`.
+const PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        plain[b] =
+            c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b':' | b'/' | b'@');
+        b += 1;
+    }
+    plain
+};
 
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -323,6 +351,46 @@ mod tests {
                 Key::new(text).namespaced(ns),
                 "{ns} {text:?}"
             );
+        }
+    }
+
+    /// The encoding byte by byte, as documented on [`Key`]: what `encode` must equal.
+    fn encoded_one_by_one(bytes: &[u8]) -> Option<String> {
+        let mut out = String::new();
+        for &b in bytes {
+            if b.is_ascii_alphanumeric() || b".-_:/@".contains(&b) {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        (out.len() <= MAX_LEN).then_some(out)
+    }
+
+    #[test]
+    fn encode_copies_runs_as_the_byte_by_byte_encoding_would() {
+        // Every byte value, and lengths around the bound with escapes at every place near it.
+        let mut inputs: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b'a', b, b'z']).collect();
+        for len in [0, 1, 124, 125, 126, 127, 128, 129, 130, 300] {
+            inputs.push(vec![b'k'; len]);
+            for at in len.saturating_sub(4)..len {
+                let mut v = vec![b'k'; len];
+                v[at] = b' ';
+                inputs.push(v);
+            }
+        }
+        for prefix in [0, 1, 127, 128, 129] {
+            for input in &inputs {
+                let mut buf = Buf::new();
+                buf.extend(std::iter::repeat_n(b'p', prefix));
+                let whole = [vec![b'p'; prefix], input.clone()].concat();
+                let expected = encoded_one_by_one(&whole);
+                let fits = encode(&mut buf, input);
+                assert_eq!(fits, expected.is_some(), "{prefix} {input:?}");
+                if let Some(expected) = expected {
+                    assert_eq!(std::str::from_utf8(&buf).ok(), Some(&*expected));
+                }
+            }
         }
     }
 

@@ -11,8 +11,8 @@ use smallvec::SmallVec;
 
 use crate::key::Key;
 
-/// The default cap on stored keys (about 20 MB of memory-store state for single-limit
-/// policies).
+/// The default cap on stored keys (about 22 MB of memory-store state at the cap for
+/// single-limit policies: 136-byte slots, grown in powers of two, and each key's text).
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// Independent locks; a check holds one shard's lock for well under a microsecond.

@@ -15,12 +15,18 @@ use crate::store::shard::{Lookup, Reclaim, Shard};
 /// the decision's own.
 type Steps = SmallVec<[Step<State>; 4]>;
 
+/// Each limit's state: inline for a policy of one limit (most are), on the heap beyond. A
+/// table of 100k keys makes a fresh entry for every key whose state lapsed: no allocation for
+/// it, and one pointer fewer to chase on every check.
+type States = SmallVec<[State; 1]>;
+
 /// The state of every limit of a policy for one key.
 pub(super) struct Entry {
     limits: Arc<[Limit]>,
-    states: Box<[State]>,
-    /// The log and the leases, one per key as in Redis.
-    per_key: PerKey,
+    states: States,
+    /// The log and the leases, one per key as in Redis: only for a policy with a sliding log or
+    /// a concurrency limit (allocated at its first use), so that every other entry stays small.
+    per_key: Option<Box<PerKey>>,
     /// When every limit's state is moot (Unix µs): the longest of the TTLs the Lua scripts
     /// would set. Past it, the entry may be reclaimed without changing any decision.
     pub(super) expires_at: u64,
@@ -47,7 +53,7 @@ impl Entry {
         Entry {
             states: fresh(&limits).collect(),
             limits,
-            per_key: PerKey::default(),
+            per_key: None,
             expires_at: 0,
             blocked_until: 0,
         }
@@ -59,7 +65,9 @@ impl Entry {
         for state in self.states.iter_mut() {
             *state = State::fresh(state.algorithm());
         }
-        self.per_key = PerKey::default();
+        if let Some(per_key) = &mut self.per_key {
+            **per_key = PerKey::default();
+        }
         self.expires_at = 0;
     }
 
@@ -74,7 +82,7 @@ impl Entry {
         {
             return;
         }
-        self.states = State::adopt(&self.states, fresh(policy.limits()));
+        self.states = State::adopt::<States>(&self.states, fresh(policy.limits()));
         self.limits = policy.limits_arc();
     }
 
@@ -103,7 +111,9 @@ impl Entry {
                 *state = step.next;
                 self.expires_at = self.expires_at.max(now.saturating_add(step.ttl));
             }
-            self.per_key.commit(max_log, cost, now);
+            if max_log > 0 {
+                self.per_key_mut().commit(max_log, cost, now);
+            }
         }
         self.report(&steps, allowed, states);
     }
@@ -117,7 +127,8 @@ impl Entry {
         }
         given |= self
             .per_key
-            .refund(policy.max_log_period_us(), cost, at, now);
+            .as_mut()
+            .is_some_and(|p| p.refund(policy.max_log_period_us(), cost, at, now));
         given
     }
 
@@ -176,12 +187,14 @@ impl Entry {
     }
 
     pub(super) fn hold(&mut self, lease: u128, now: u64) {
-        self.per_key.leases.hold(lease, now);
+        self.per_key_mut().leases.hold(lease, now);
     }
 
     /// Gives `lease` back; answers whether it was held.
     pub(super) fn release(&mut self, lease: u128) -> bool {
-        self.per_key.leases.release(lease)
+        self.per_key
+            .as_mut()
+            .is_some_and(|p| p.leases.release(lease))
     }
 
     /// Each limit's state for `cost` now, committing nothing: what a check would find before
@@ -216,10 +229,25 @@ impl Entry {
             .iter()
             .find(|l| l.algorithm() == Algorithm::Concurrency)
             .map(Limit::period_us);
-        self.per_key.trim(lease_timeout, max_log, now);
+        let none;
+        let per_key = match &mut self.per_key {
+            Some(per_key) => {
+                per_key.trim(lease_timeout, max_log, now);
+                &**per_key
+            }
+            None => {
+                none = PerKey::default();
+                &none
+            }
+        };
         for (limit, state) in self.limits.iter().zip(self.states.iter()) {
-            steps.push(state.check(&self.per_key, limit.count(), limit.period_us(), cost, now));
+            steps.push(state.check(per_key, limit.count(), limit.period_us(), cost, now));
         }
+    }
+
+    /// The key's log and leases, made at their first use.
+    fn per_key_mut(&mut self) -> &mut PerKey {
+        self.per_key.get_or_insert_with(Box::default)
     }
 }
 
@@ -258,4 +286,41 @@ pub(super) fn with_entry<T>(
 /// The fresh states of `limits`.
 fn fresh(limits: &[Limit]) -> impl Iterator<Item = State> + '_ {
     limits.iter().map(|l| State::fresh(l.algorithm()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn one_limit_is_kept_inline_and_a_log_only_where_a_policy_has_one() {
+        let second = Duration::from_secs(1);
+        let gcra = Policy::new("g", [Limit::gcra(5, second).expect("a limit")]).expect("policy");
+        let mut entry = Entry::new(&gcra);
+        assert!(entry.check(&gcra, 1, 10)[0].is_allowed());
+        assert!(
+            !entry.states.spilled(),
+            "one limit's state needs no allocation"
+        );
+        assert!(entry.per_key.is_none(), "no log or leases to keep");
+
+        let log =
+            Policy::new("l", [Limit::sliding_log(2, second).expect("a limit")]).expect("policy");
+        let mut entry = Entry::new(&log);
+        assert!(entry.check(&log, 1, 10)[0].is_allowed());
+        assert!(entry.check(&log, 1, 20)[0].is_allowed());
+        assert!(
+            !entry.check(&log, 1, 30)[0].is_allowed(),
+            "the log counts both"
+        );
+        // Lapsed, then revived in place: the log is forgotten, not its allocation.
+        let lapsed = entry.expires_at;
+        entry.revive(lapsed);
+        assert!(entry.per_key.is_some());
+        assert!(entry.check(&log, 1, lapsed)[0].is_allowed());
+        assert!(entry.check(&log, 1, lapsed + 1)[0].is_allowed());
+        assert!(!entry.check(&log, 1, lapsed + 2)[0].is_allowed());
+    }
 }
