@@ -75,6 +75,15 @@ impl Clients {
     }
 }
 
+/// The request of each of `users` users (`u0`, `u1`, ...) on domain `bench`, encoded once.
+pub(crate) fn user_bodies(users: usize) -> Arc<Vec<Bytes>> {
+    Arc::new(
+        (0..users)
+            .map(|u| request_body("bench", &format!("u{u}")))
+            .collect(),
+    )
+}
+
 /// A `ShouldRateLimit` request for `user` on `domain`, as gRPC frames a message: a flag byte
 /// (not compressed), the length (big-endian `u32`), the protobuf bytes.
 pub(crate) fn request_body(domain: &str, user: &str) -> Bytes {
@@ -217,11 +226,7 @@ pub(crate) async fn run(
     end: Instant,
     decided: &Arc<AtomicU64>,
 ) -> Tally {
-    let bodies: Arc<Vec<Bytes>> = Arc::new(
-        (0..users)
-            .map(|u| request_body("bench", &format!("u{u}")))
-            .collect(),
-    );
+    let bodies = user_bodies(users);
     let tasks: Vec<_> = (0..concurrency)
         .map(|c| {
             let clients = clients.clone();

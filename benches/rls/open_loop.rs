@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
-use crate::load::{Clients, Tally, call, request_body};
+use crate::load::{Clients, Tally, call, user_bodies};
 
 /// Calls waiting for an answer beyond which a due call is not started but counted as failed:
 /// a server that stops answering costs the bench this many tasks, never an unbounded pile.
@@ -29,11 +29,7 @@ pub(crate) async fn run(
     end: Instant,
     decided: &Arc<AtomicU64>,
 ) -> Tally {
-    let bodies: Arc<Vec<_>> = Arc::new(
-        (0..users)
-            .map(|u| request_body("bench", &format!("u{u}")))
-            .collect(),
-    );
+    let bodies = user_bodies(users);
     let tally = Arc::new(Mutex::new(Tally::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();

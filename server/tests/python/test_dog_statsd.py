@@ -3,11 +3,10 @@ tags (EXTRA_TAGS) and the mogrifiers' (USE_DOG_STATSD_MOGRIFIERS, DOG_STATSD_MOG
 DogStatsD tags; a setting the Go service would not start with stops the start, named."""
 
 import re
-import socket
-import threading
 import unittest
 
 from harness import OK, OVER_LIMIT, Server, wait_for
+from test_gateway import StatsdReceiver
 
 CONFIG = """
 domain: dd
@@ -28,44 +27,26 @@ HITS = {
 LINE = re.compile(r"^([^:|#]+):(\d+)\|(c|ms)(?:\|#([^|]+))?$")
 
 
-class DogReceiver:
+class DogReceiver(StatsdReceiver):
     """A DogStatsD agent of ours on a loopback UDP port: counter sums and timer values by
     (name, tags), and every line it could not read."""
 
     def __init__(self):
-        self.sums, self.timers, self.bad = {}, {}, []
-        self.lock = threading.Lock()
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        threading.Thread(target=self._datagrams, daemon=True).start()
+        super().__init__("udp")
 
-    def _datagrams(self):
-        while True:
-            try:
-                data = self.socket.recv(65536)
-            except OSError:
-                return
-            with self.lock:
-                for line in data.decode().splitlines():
-                    match = LINE.match(line)
-                    if not match:
-                        self.bad.append(line)
-                        continue
-                    name, value, kind, tags = match.groups()
-                    key = (name, tuple((tags or "").split(",")) if tags else ())
-                    if kind == "c":
-                        self.sums[key] = self.sums.get(key, 0) + int(value)
-                    else:
-                        self.timers.setdefault(key, []).append(int(value))
-
-    def received(self, sums, timers):
+    def _take(self, text):
         with self.lock:
-            return (all(self.sums.get(k) == v for k, v in sums.items())
-                    and all(len(self.timers.get(k, [])) == n for k, n in timers.items()))
-
-    def close(self):
-        self.socket.close()
+            for line in text.splitlines():
+                match = LINE.match(line)
+                if not match:
+                    self.bad.append(line)
+                    continue
+                name, value, kind, tags = match.groups()
+                key = (name, tuple(tags.split(",")) if tags else ())
+                if kind == "c":
+                    self.sums[key] = self.sums.get(key, 0) + int(value)
+                else:
+                    self.timers.setdefault(key, []).append(int(value))
 
 
 def dog_env(receiver, **extra):
