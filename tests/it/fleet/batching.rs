@@ -37,7 +37,7 @@ async fn at_once<F: Future + Unpin>(checks: Vec<F>) -> Vec<F::Output> {
 }
 
 /// `n` decisions of `policy` for `key` at `cost`, at once.
-async fn decide(
+pub(super) async fn decide(
     store: &RedisStore,
     policy: &Policy,
     keys: &[Key],
@@ -52,7 +52,7 @@ async fn decide(
 
 /// `EVALSHA` calls the server has run, not counting those it refused (`NOSCRIPT` before the
 /// script was loaded).
-fn evalsha_calls(server: &RedisServer) -> u64 {
+pub(super) fn evalsha_calls(server: &RedisServer) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query(&mut server.connection())
@@ -80,7 +80,7 @@ fn day() -> u64 {
         / 86_400
 }
 
-const DAY: Duration = Duration::from_secs(86_400);
+pub(super) const DAY: Duration = Duration::from_secs(86_400);
 
 /// Every algorithm alone, and a policy of three limits where the tightest (7) decides.
 fn policies() -> Vec<(Policy, u64)> {

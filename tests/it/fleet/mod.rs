@@ -12,5 +12,7 @@ mod deployments;
 mod distance;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod exact_under_load;
+#[cfg(feature = "redis")]
+mod linger;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod resets;
