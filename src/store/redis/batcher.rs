@@ -1,19 +1,21 @@
 //! Batched calls: decisions that wait at the same moment go to Redis as one script call.
 //!
 //! A decision made while no call of this store is in flight is sent at once, as its own
-//! `EVALSHA`: the uncontended path costs what it did before batching. Under load (calls in
-//! flight), a decision joins a queue, and the first to join spawns a task that takes what the
-//! queue holds once the tasks ready at that moment have run (one `yield`) and, while the
-//! store's recent calls were answered within the linger (`linger`: 500 µs unless the builder
-//! says otherwise), once the call in flight is answered, `max` decisions wait, or the linger
-//! has passed, whichever comes first: on loopback or a LAN a batch gathers what arrives
-//! during one round trip, for less than one round trip more; with Redis further away nothing
-//! is held and a batch goes out within one turn of the scheduler, pipelined behind the calls
-//! in flight (holding it would cost up to a whole round trip). What it takes, grouped by
-//! script (and by Cluster slot, since one script call reaches one node), goes out as one call
-//! per group of at most `max` decisions, each group sent without waiting for the others; a
-//! group of one is that decision's own `EVALSHA`. A decision keeps its arguments until it is
-//! sent: the command written is the one sent, its own or its batch's.
+//! `EVALSHA` (the uncontended path costs what it did before batching), unless the last batch
+//! held several decisions (decisions come several at a time: they then join the queue, as
+//! under load; a batch of one turns that off again). Under load (calls in flight), a decision
+//! joins a queue, and the first to join spawns a task that takes what the queue holds once
+//! the tasks ready at that moment have run (one `yield`) and, while calls are in flight and
+//! the store's recent calls were answered within the linger (`linger`: 1 ms unless the
+//! builder says otherwise), once the call in flight is answered, `max` decisions wait, or the
+//! linger has passed, whichever comes first: on loopback or a LAN a batch gathers what
+//! arrives during one round trip, for less than one round trip more; with Redis further away
+//! nothing is held and a batch goes out within one turn of the scheduler, pipelined behind
+//! the calls in flight (holding it would cost up to a whole round trip). What it takes,
+//! grouped by script (and by Cluster slot, since one script call reaches one node), goes out
+//! as one call per group of at most `max` decisions, each group sent without waiting for the
+//! others; a group of one is that decision's own `EVALSHA`. A decision keeps its arguments
+//! until it is sent: the command written is the one sent, its own or its batch's.
 //!
 //! A failed call fails each of its decisions with its error, and is never sent again but on
 //! `NOSCRIPT` (`evalsha`), as a single call. A call whose callers all gave up (the layer's
@@ -22,7 +24,7 @@
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -58,6 +60,8 @@ pub(super) struct Batcher {
     in_flight: AtomicUsize,
     /// How long a batch may wait for more while a call is in flight.
     linger: Linger,
+    /// The last batch taken held more than one decision: decisions come several at a time.
+    busy: AtomicBool,
     queue: Mutex<Queue>,
 }
 
@@ -91,6 +95,7 @@ impl Batcher {
             max: max.max(1),
             in_flight: AtomicUsize::new(0),
             linger: Linger::new(linger),
+            busy: AtomicBool::new(false),
             queue: Mutex::default(),
         }
     }
@@ -127,10 +132,11 @@ impl Batcher {
         answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 
-    /// Whether a decision made now may wait for others: batching is on and calls are in
-    /// flight (the connection is busy; alone, it goes out at once).
+    /// Whether a decision made now may wait for others: batching is on, and calls are in
+    /// flight or the last batch held several decisions (alone, it goes out at once).
     fn contended(&self) -> bool {
-        self.max > 1 && self.in_flight.load(Ordering::Relaxed) > 0
+        self.max > 1
+            && (self.in_flight.load(Ordering::Relaxed) > 0 || self.busy.load(Ordering::Relaxed))
     }
 
     /// Takes the queue once the tasks ready now have queued their decisions and the batch's
@@ -147,10 +153,11 @@ impl Batcher {
             let mut queue = self.lock_queue();
             queue.taken_soon = false;
             // A decision whose caller already gave up is not sent at all.
-            let waiting = mem::take(&mut queue.waiting)
+            let waiting: Vec<_> = mem::take(&mut queue.waiting)
                 .into_iter()
                 .filter(|(_, reply)| !reply.is_closed())
                 .collect();
+            self.busy.store(waiting.len() > 1, Ordering::Relaxed);
             batches(waiting, self.max)
         };
         let last = batches.pop();

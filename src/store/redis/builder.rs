@@ -188,8 +188,10 @@ impl RedisStoreBuilder {
     /// At most `max` decisions per script call (default 32); `1` sends every decision as its
     /// own `EVALSHA`, as before batching.
     ///
-    /// A decision made while none of the store's calls is in flight is sent at once, alone.
-    /// Under load, the decisions that are waiting at the same moment for the same script
+    /// A decision made while none of the store's calls is in flight is sent at once, alone
+    /// (unless the last batch held several decisions: it then waits one turn of the
+    /// scheduler for the decisions made in the same turn, and shares their call). Under
+    /// load, the decisions that are waiting at the same moment for the same script
     /// (and, in a Cluster, the same hash slot) go out as one call that evaluates and commits
     /// each on its own, in order; how long a batch may wait for more is
     /// [`batch_linger`](Self::batch_linger)'s. At 64 concurrent requests that costs Redis
@@ -206,7 +208,7 @@ impl RedisStoreBuilder {
     }
 
     /// How long a batch may wait for more decisions while a call is in flight (default
-    /// 500 µs); zero never holds one.
+    /// 1 ms); zero never holds one.
     ///
     /// Each script call costs Redis a wake-up, a read and a write, about as much as the
     /// scripts of a few decisions, so fewer and larger calls cost it less CPU. A batch taken

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// How long a batch may be held unless the builder says otherwise.
-pub(super) const DEFAULT_LINGER: Duration = Duration::from_micros(500);
+pub(super) const DEFAULT_LINGER: Duration = Duration::from_millis(1);
 
 /// The hold of one store's batches.
 pub(super) struct Linger {

@@ -65,10 +65,11 @@ pub use self::builder::RedisStoreBuilder;
 /// waiting at the same moment for the same script (in a Cluster, the same hash slot) go out
 /// as one call of the script's batch variant, which evaluates and commits each decision on its
 /// own, in order (at most 32 per call: [`RedisStoreBuilder::batch`]). A batch waits for more
-/// only while the store's calls are answered within 500 µs, until the call in flight is
-/// answered and for at most those 500 µs ([`RedisStoreBuilder::batch_linger`]); with Redis
+/// only while the store's calls are answered within 1 ms, until the call in flight is
+/// answered and for at most that 1 ms ([`RedisStoreBuilder::batch_linger`]); with Redis
 /// further away it goes out at once, pipelined. A decision made while nothing is in flight is
-/// its own `EVALSHA`, as before. Each
+/// its own `EVALSHA`, as before (unless decisions come several at a time: those made in one
+/// turn of the scheduler then share a call). Each
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs

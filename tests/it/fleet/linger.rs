@@ -155,3 +155,32 @@ async fn a_batch_held_behind_a_call_never_answered_goes_out() {
         }
     }
 }
+
+/// With nothing in flight, a decision goes out alone at once, unless the last batch held
+/// several: decisions then come several at a time, and those made in one turn share a call.
+#[tokio::test]
+async fn once_decisions_come_several_at_a_time_those_of_one_turn_share_a_call() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, "busy").await;
+    let policy = gcra_policy("p", 1_000, DAY);
+    let keys = |tag: &str| -> Vec<Key> { (0..10).map(|i| Key::new(format!("{tag}{i}"))).collect() };
+    let mut calls_for = async |keys: Vec<Key>| {
+        let before = evalsha_calls(&server);
+        for result in decide(&store, &policy, &keys, 1).await {
+            assert!(result.expect("decided").is_allowed());
+        }
+        // The call answered stops counting as in flight once its callers have run.
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        evalsha_calls(&server) - before
+    };
+    assert_eq!(calls_for(keys("a")).await, 2, "the first alone, then nine");
+    assert_eq!(calls_for(keys("b")).await, 1, "ten in one call");
+    assert_eq!(calls_for(keys("c")[..1].to_vec()).await, 1, "one alone");
+    assert_eq!(
+        calls_for(keys("d")).await,
+        2,
+        "a batch of one: the first alone again"
+    );
+}
