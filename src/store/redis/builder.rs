@@ -210,8 +210,8 @@ impl RedisStoreBuilder {
     /// How long a batch may wait for more decisions while a call is in flight (default
     /// 1 ms); zero never holds one.
     ///
-    /// Each script call costs Redis a wake-up, a read and a write, about as much as the
-    /// scripts of a few decisions, so fewer and larger calls cost it less CPU. A batch taken
+    /// Each script call costs Redis a wake-up, a read and a write besides its scripts, so
+    /// fewer and larger calls cost it less CPU. A batch taken
     /// while a call is in flight is held until that call is answered (what arrived meanwhile
     /// goes with it), until `max` decisions wait, or for at most `linger` (Tokio's timer
     /// rounds it up to its next millisecond), whichever comes first; and only while the

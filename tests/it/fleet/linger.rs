@@ -164,7 +164,7 @@ async fn once_decisions_come_several_at_a_time_those_of_one_turn_share_a_call() 
     let store = redis_store(&server, "busy").await;
     let policy = gcra_policy("p", 1_000, DAY);
     let keys = |tag: &str| -> Vec<Key> { (0..10).map(|i| Key::new(format!("{tag}{i}"))).collect() };
-    let mut calls_for = async |keys: Vec<Key>| {
+    let calls_for = async |keys: Vec<Key>| {
         let before = evalsha_calls(&server);
         for result in decide(&store, &policy, &keys, 1).await {
             assert!(result.expect("decided").is_allowed());
