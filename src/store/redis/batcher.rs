@@ -2,8 +2,8 @@
 //!
 //! A decision made while no call of this store is in flight is sent at once, as its own
 //! `EVALSHA` (the uncontended path costs what it did before batching), unless the last batch
-//! held several decisions (decisions come several at a time: they then join the queue, as
-//! under load; a batch of one turns that off again). Under load (calls in flight), a decision
+//! held several decisions and Redis answers within the linger (decisions come several at a
+//! time: they then join the queue, as under load; a batch of one turns that off again). Under load (calls in flight), a decision
 //! joins a queue, and the first to join spawns a task that takes what the queue holds once
 //! the tasks ready at that moment have run (one `yield`) and, while calls are in flight and
 //! the store's recent calls were answered within the linger (`linger`: 1 ms unless the
@@ -133,10 +133,12 @@ impl Batcher {
     }
 
     /// Whether a decision made now may wait for others: batching is on, and calls are in
-    /// flight or the last batch held several decisions (alone, it goes out at once).
+    /// flight, or the last batch held several decisions and Redis answers within the linger
+    /// (alone, it goes out at once: a turn's wait is worth it only when calls are short).
     fn contended(&self) -> bool {
         self.max > 1
-            && (self.in_flight.load(Ordering::Relaxed) > 0 || self.busy.load(Ordering::Relaxed))
+            && (self.in_flight.load(Ordering::Relaxed) > 0
+                || (self.busy.load(Ordering::Relaxed) && self.linger.worth_it()))
     }
 
     /// Takes the queue once the tasks ready now have queued their decisions and the batch's

@@ -189,8 +189,9 @@ impl RedisStoreBuilder {
     /// own `EVALSHA`, as before batching.
     ///
     /// A decision made while none of the store's calls is in flight is sent at once, alone
-    /// (unless the last batch held several decisions: it then waits one turn of the
-    /// scheduler for the decisions made in the same turn, and shares their call). Under
+    /// (unless the last batch held several decisions and Redis answers within the
+    /// [`batch_linger`](Self::batch_linger): it then waits one turn of the scheduler for the
+    /// decisions made in the same turn, and shares their call). Under
     /// load, the decisions that are waiting at the same moment for the same script
     /// (and, in a Cluster, the same hash slot) go out as one call that evaluates and commits
     /// each on its own, in order; how long a batch may wait for more is

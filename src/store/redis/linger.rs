@@ -38,9 +38,9 @@ impl Linger {
         }
     }
 
-    /// Whether a batch taken now is held: holding is on and recent calls were answered
-    /// within the bound.
-    fn worth_it(&self) -> bool {
+    /// Whether waiting is worth it now: holding is on and recent calls were answered within
+    /// the bound.
+    pub(super) fn worth_it(&self) -> bool {
         self.bound_ns > 0 && self.round_trip_ns.load(Ordering::Relaxed) <= self.bound_ns
     }
 

@@ -68,8 +68,8 @@ pub use self::builder::RedisStoreBuilder;
 /// only while the store's calls are answered within 1 ms, until the call in flight is
 /// answered and for at most that 1 ms ([`RedisStoreBuilder::batch_linger`]); with Redis
 /// further away it goes out at once, pipelined. A decision made while nothing is in flight is
-/// its own `EVALSHA`, as before (unless decisions come several at a time: those made in one
-/// turn of the scheduler then share a call). Each
+/// its own `EVALSHA`, as before (unless decisions come several at a time and Redis answers
+/// within that 1 ms: those made in one turn of the scheduler then share a call). Each
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs
