@@ -1,15 +1,21 @@
 //! Batched calls: decisions that wait at the same moment go to Redis as one script call.
 //!
 //! A decision made while no call of this store is in flight is sent at once, as its own
-//! `EVALSHA`: the uncontended path costs what it did before batching. Under load (calls in
-//! flight), a decision joins a queue, and the first to join spawns a task that takes what the
-//! queue holds once the tasks ready at that moment have run (one `yield`, never a timer: a
-//! batch is never waited for). What it takes, grouped by script (and by Cluster slot, since one
-//! script call reaches one node), goes out as one call per group of at most `max` decisions,
-//! each group sent without waiting for the others; a group of one is that decision's own
-//! `EVALSHA`. A batch never waits for a reply: the connection pipelines, so a decision ready now
-//! goes out within one turn of the scheduler whatever is in flight. Holding it behind a call in
-//! flight would be free on loopback and cost a whole round trip a network away.
+//! `EVALSHA` (the uncontended path costs what it did before batching), unless the last batch
+//! held several decisions and Redis answers within the linger (decisions come several at a
+//! time: they then join the queue, as under load; a batch of one turns that off again). Under load (calls in flight), a decision
+//! joins a queue, and the first to join spawns a task that takes what the queue holds once
+//! the tasks ready at that moment have run (one `yield`) and, while calls are in flight and
+//! the store's recent calls were answered within the linger (`linger`: 1 ms unless the
+//! builder says otherwise), once the call in flight is answered, `max` decisions wait, or the
+//! linger has passed, whichever comes first: on loopback or a LAN a batch gathers what
+//! arrives during one round trip, for less than one round trip more; with Redis further away
+//! nothing is held and a batch goes out within one turn of the scheduler, pipelined behind
+//! the calls in flight (holding it would cost up to a whole round trip). What it takes,
+//! grouped by script (and by Cluster slot, since one script call reaches one node), goes out
+//! as one call per group of at most `max` decisions, each group sent without waiting for the
+//! others; a group of one is that decision's own `EVALSHA`. A decision keeps its arguments
+//! until it is sent: the command written is the one sent, its own or its batch's.
 //!
 //! A failed call fails each of its decisions with its error, and is never sent again but on
 //! `NOSCRIPT` (`evalsha`), as a single call. A call whose callers all gave up (the layer's
@@ -18,22 +24,25 @@
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use redis::{Cmd, RedisError, RedisResult, Value};
+use redis::{RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
 use super::backend::Backend;
-use super::script::{LuaScript, batch_command, split};
+use super::linger::Linger;
+use super::script::{CheckArgs, LuaScript, batch_command, split};
 
 /// The decisions per call unless the builder says otherwise.
 pub(super) const DEFAULT_MAX: usize = 32;
 
-/// One decision: its own `EVALSHA`, the script it runs, and its Cluster slot (0 elsewhere).
+/// One decision: its check's arguments, the script it runs, and its Cluster slot (0
+/// elsewhere).
 pub(super) struct Decision {
-    pub(super) command: Cmd,
+    pub(super) check: CheckArgs,
     pub(super) script: &'static LuaScript,
     pub(super) slot: u16,
 }
@@ -43,10 +52,16 @@ type Reply = oneshot::Sender<RedisResult<Vec<i64>>>;
 /// The calls of one store.
 pub(super) struct Batcher {
     backend: Backend,
+    /// The store's key prefix.
+    prefix: String,
     /// Decisions per call; 1 sends each alone.
     max: usize,
     /// Script calls sent and not yet answered (or dropped).
     in_flight: AtomicUsize,
+    /// How long a batch may wait for more while a call is in flight.
+    linger: Linger,
+    /// The last batch taken held more than one decision: decisions come several at a time.
+    busy: AtomicBool,
     queue: Mutex<Queue>,
 }
 
@@ -58,6 +73,12 @@ struct Queue {
 }
 
 impl Queue {
+    /// Queues `item`; whether `max` decisions now wait (a batch held for more must go).
+    fn push(&mut self, item: (Decision, Reply), max: usize) -> bool {
+        self.waiting.push(item);
+        self.waiting.len() >= max
+    }
+
     /// Whether a task must be spawned to take `waiting` now (and if so, notes that one is).
     fn take_now(&mut self) -> bool {
         let now = !self.taken_soon && !self.waiting.is_empty();
@@ -67,11 +88,14 @@ impl Queue {
 }
 
 impl Batcher {
-    pub(super) fn new(backend: Backend, max: usize) -> Self {
+    pub(super) fn new(backend: Backend, prefix: String, max: usize, linger: Duration) -> Self {
         Batcher {
             backend,
+            prefix,
             max: max.max(1),
             in_flight: AtomicUsize::new(0),
+            linger: Linger::new(linger),
+            busy: AtomicBool::new(false),
             queue: Mutex::default(),
         }
     }
@@ -83,8 +107,10 @@ impl Batcher {
         {
             return self.queue(decision, &runtime).await;
         }
-        let _flight = InFlight::start(&self.in_flight);
-        self.backend.run(&decision.command).await
+        let _flight = InFlight::start(self);
+        self.backend
+            .run(&decision.check.command(&self.prefix))
+            .await
     }
 
     /// Queues `decision` for the next batch and waits for its answer.
@@ -95,8 +121,10 @@ impl Batcher {
     ) -> RedisResult<Vec<i64>> {
         let (reply, answer) = oneshot::channel();
         {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.waiting.push((decision, reply));
+            let mut queue = self.lock_queue();
+            if queue.push((decision, reply), self.max) {
+                self.linger.release();
+            }
             if queue.take_now() {
                 runtime.spawn(Arc::clone(self).take());
             }
@@ -104,23 +132,34 @@ impl Batcher {
         answer.await.unwrap_or_else(|_| Err(dropped()))
     }
 
-    /// Whether a decision made now may wait for others: batching is on and calls are in
-    /// flight (the connection is busy; alone, it goes out at once).
+    /// Whether a decision made now may wait for others: batching is on, and calls are in
+    /// flight, or the last batch held several decisions and Redis answers within the linger
+    /// (alone, it goes out at once: a turn's wait is worth it only when calls are short).
     fn contended(&self) -> bool {
-        self.max > 1 && self.in_flight.load(Ordering::Relaxed) > 0
+        self.max > 1
+            && (self.in_flight.load(Ordering::Relaxed) > 0
+                || (self.busy.load(Ordering::Relaxed) && self.linger.worth_it()))
     }
 
-    /// Takes the queue once the tasks ready now have queued their decisions, and sends it.
+    /// Takes the queue once the tasks ready now have queued their decisions and the batch's
+    /// hold is over (`linger`), and sends it.
     async fn take(self: Arc<Self>) {
         tokio::task::yield_now().await;
+        self.linger
+            .hold(|| {
+                self.in_flight.load(Ordering::SeqCst) == 0
+                    || self.lock_queue().waiting.len() >= self.max
+            })
+            .await;
         let mut batches = {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut queue = self.lock_queue();
             queue.taken_soon = false;
             // A decision whose caller already gave up is not sent at all.
-            let waiting = mem::take(&mut queue.waiting)
+            let waiting: Vec<_> = mem::take(&mut queue.waiting)
                 .into_iter()
                 .filter(|(_, reply)| !reply.is_closed())
                 .collect();
+            self.busy.store(waiting.len() > 1, Ordering::Relaxed);
             batches(waiting, self.max)
         };
         let last = batches.pop();
@@ -132,14 +171,21 @@ impl Batcher {
         }
     }
 
+    fn lock_queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Sends one batch (of one script and slot) and answers each of its decisions.
     async fn send(self: Arc<Self>, mut batch: Vec<(Decision, Reply)>) {
-        let _flight = InFlight::start(&self.in_flight);
+        let _flight = InFlight::start(&self);
+        let sent = Instant::now();
         if batch.len() == 1 {
             let (decision, mut reply) = batch.pop().expect("a batch of one");
+            let command = decision.check.command(&self.prefix);
             tokio::select! {
                 biased;
-                result = self.backend.run(&decision.command) => {
+                result = self.backend.run(&command) => {
+                    self.linger.observe(sent.elapsed());
                     let _ = reply.send(result);
                 }
                 // Its caller gave up: dropping the call counts it as missed, as before.
@@ -149,12 +195,14 @@ impl Batcher {
         }
         let (decisions, mut replies): (Vec<Decision>, Vec<Reply>) = batch.into_iter().unzip();
         let first = &decisions[0];
-        let command = batch_command(first.script, decisions.iter().map(|d| &d.command));
+        let checks = decisions.iter().map(|d| &d.check);
+        let command = batch_command(&self.prefix, first.script, checks);
         let result = tokio::select! {
             biased;
             result = self.backend.run::<Vec<Value>>(&command) => result,
             () = AllClosed(&mut replies) => return,
         };
+        self.linger.observe(sent.elapsed());
         match result {
             Ok(values) => {
                 let results = split(values, decisions.len(), first.script.limits);
@@ -208,19 +256,21 @@ fn dropped() -> RedisError {
     .into()
 }
 
-/// Counts a call in flight until dropped.
-struct InFlight<'a>(&'a AtomicUsize);
+/// Counts a call in flight until dropped; the last one answered releases a held batch.
+struct InFlight<'a>(&'a Batcher);
 
 impl<'a> InFlight<'a> {
-    fn start(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        InFlight(count)
+    fn start(batcher: &'a Batcher) -> Self {
+        batcher.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(batcher)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.linger.release();
+        }
     }
 }
 
@@ -247,10 +297,16 @@ mod tests {
     use std::time::Duration;
 
     fn decision(script: &'static LuaScript, slot: u16, n: u64) -> (Decision, Reply) {
-        let mut command = redis::cmd("EVALSHA");
-        command.arg(n);
+        let policy = crate::Policy::new("p", [Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        let check = CheckArgs {
+            policy: policy.unwrap(),
+            key: crate::Key::new("k"),
+            cost: n,
+            now_us: None,
+            lease: None,
+        };
         let decision = Decision {
-            command,
+            check,
             script,
             slot,
         };
@@ -260,10 +316,7 @@ mod tests {
     fn tag(batch: &[(Decision, Reply)]) -> Vec<String> {
         batch
             .iter()
-            .map(|(d, _)| match d.command.args_iter().nth(1) {
-                Some(redis::Arg::Simple(n)) => String::from_utf8_lossy(n).into_owned(),
-                _ => String::new(),
-            })
+            .map(|(d, _)| d.check.cost.to_string())
             .collect()
     }
 
@@ -285,6 +338,18 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_of_max_decisions_is_full() {
+        let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
+        let mut queue = Queue::default();
+        assert!(!queue.push(decision(gcra, 0, 1), 3));
+        assert!(!queue.push(decision(gcra, 0, 2), 3));
+        assert!(
+            queue.push(decision(gcra, 0, 3), 3),
+            "a held batch must go now"
+        );
+    }
+
+    #[test]
     fn the_queue_is_taken_once_at_a_time() {
         let mut queue = Queue::default();
         assert!(!queue.take_now(), "nothing waiting");
@@ -295,7 +360,8 @@ mod tests {
         queue.taken_soon = false;
         assert!(
             queue.take_now(),
-            "whatever is in flight: never held behind a reply"
+            "whatever is in flight, a task takes it at once: a hold behind a reply is the \
+             linger's, bounded (`linger.rs`)"
         );
     }
 }

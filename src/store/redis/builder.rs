@@ -15,6 +15,7 @@ use super::batcher::{Batcher, DEFAULT_MAX};
 use super::cluster::{BUCKETS, ClusterDial};
 use super::error::config_error;
 use super::heal::Healing;
+use super::linger::DEFAULT_LINGER;
 use super::overrides::DEFAULT_OVERRIDE_POLL;
 use super::redact::Redacted;
 use super::sentinel::SentinelBackend;
@@ -106,6 +107,7 @@ pub struct RedisStoreBuilder {
     prefix: String,
     connect_timeout: Duration,
     batch: usize,
+    linger: Duration,
     override_poll: Duration,
     #[cfg(feature = "tls")]
     tls: super::tls::TlsOptions,
@@ -118,6 +120,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("prefix", &self.prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("batch", &self.batch)
+            .field("linger", &self.linger)
             .field("override_poll", &self.override_poll);
         #[cfg(feature = "tls")]
         s.field("tls", &self.tls);
@@ -132,6 +135,7 @@ impl RedisStoreBuilder {
             prefix: DEFAULT_PREFIX.to_owned(),
             connect_timeout: Duration::from_millis(500),
             batch: DEFAULT_MAX,
+            linger: DEFAULT_LINGER,
             override_poll: DEFAULT_OVERRIDE_POLL,
             #[cfg(feature = "tls")]
             tls: super::tls::TlsOptions::default(),
@@ -184,22 +188,47 @@ impl RedisStoreBuilder {
     /// At most `max` decisions per script call (default 32); `1` sends every decision as its
     /// own `EVALSHA`, as before batching.
     ///
-    /// Batching never waits to fill a batch (no timer): a decision made while none of the
-    /// store's calls is in flight is sent at once, alone. Under load, the decisions that are
-    /// waiting at the same moment for the same script (and, in a Cluster, the same hash slot)
-    /// go out as one call that evaluates and commits each on its own, in order. A batch goes
-    /// out as soon as it is taken, whatever is in flight (the connection pipelines; holding it
-    /// back would cost a round trip when Redis is a network away). At 64 concurrent requests
-    /// that costs Redis about half the CPU per GCRA decision (`benches/README.md`). Each
-    /// decision's answer, error and failure handling are
-    /// those of its own call: a key of the wrong type fails its own decision only; a lost call
-    /// fails each decision in it and is never sent again.
+    /// A decision made while none of the store's calls is in flight is sent at once, alone
+    /// (unless the last batch held several decisions and Redis answers within the
+    /// [`batch_linger`](Self::batch_linger): it then waits one turn of the scheduler for the
+    /// decisions made in the same turn, and shares their call). Under
+    /// load, the decisions that are waiting at the same moment for the same script
+    /// (and, in a Cluster, the same hash slot) go out as one call that evaluates and commits
+    /// each on its own, in order; how long a batch may wait for more is
+    /// [`batch_linger`](Self::batch_linger)'s. At 64 concurrent requests that costs Redis
+    /// about half the CPU per GCRA decision (`benches/README.md`). Each decision's answer,
+    /// error and failure handling are those of its own call: a key of the wrong type fails its
+    /// own decision only; a lost call fails each decision in it and is never sent again.
     ///
     /// ```
     /// let unbatched = redlimit::store::RedisStore::builder("redis://127.0.0.1:6379").batch(1);
     /// ```
     pub fn batch(mut self, max: usize) -> Self {
         self.batch = max.max(1);
+        self
+    }
+
+    /// How long a batch may wait for more decisions while a call is in flight (default
+    /// 1 ms); zero never holds one.
+    ///
+    /// Each script call costs Redis a wake-up, a read and a write besides its scripts, so
+    /// fewer and larger calls cost it less CPU. A batch taken
+    /// while a call is in flight is held until that call is answered (what arrived meanwhile
+    /// goes with it), until `max` decisions wait, or for at most `linger` (Tokio's timer
+    /// rounds it up to its next millisecond), whichever comes first; and only while the
+    /// store's recent calls were answered within `linger` (smoothed over the last few). On
+    /// loopback or a LAN a decision then waits less than one round trip more; with Redis
+    /// further away than `linger`, nothing is held: a batch goes out at once, pipelined
+    /// behind the calls in flight, since waiting would cost up to a round trip. A held
+    /// decision's deadline (the layer's) runs meanwhile, as for any call.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let never_held = redlimit::store::RedisStore::builder("redis://127.0.0.1:6379")
+    ///     .batch_linger(Duration::ZERO);
+    /// ```
+    pub fn batch_linger(mut self, linger: Duration) -> Self {
+        self.linger = linger;
         self
     }
 
@@ -377,7 +406,12 @@ impl RedisStoreBuilder {
     pub(super) fn build(self) -> Result<Deployment, ConfigError> {
         let backend = self.backend()?;
         Ok(Deployment {
-            batcher: Arc::new(Batcher::new(backend.clone(), self.batch)),
+            batcher: Arc::new(Batcher::new(
+                backend.clone(),
+                self.prefix.clone(),
+                self.batch,
+                self.linger,
+            )),
             backend,
             prefix: self.prefix,
             topology: self.topology,

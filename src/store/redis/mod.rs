@@ -2,7 +2,8 @@
 //! under load), on a standalone server, a Cluster, or a master found through Sentinels.
 //!
 //! Layout (dependencies flow down): this file is the store; `builder` its settings; `batcher`
-//! the queue that sends decisions waiting at the same moment as one call; `backend`, `cluster`
+//! the queue that sends decisions waiting at the same moment as one call (`linger`: how long
+//! a batch may wait for more); `backend`, `cluster`
 //! and `sentinel` the deployments; `heal` the connection each keeps and replaces when
 //! `health` (its calls' outcomes) says so, `tcp` its sockets' keepalive; `script` the Lua
 //! scripts' Rust side (one script per algorithm mix); `error` and `redact` how failures and
@@ -18,6 +19,7 @@ mod contract;
 mod error;
 mod heal;
 mod health;
+mod linger;
 mod overrides;
 mod poll;
 mod redact;
@@ -35,7 +37,7 @@ use std::sync::Arc;
 use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{decode, every_algorithm_source, script_command, script_for_policy};
+use self::script::{CheckArgs, decode, every_algorithm_source, script_command, script_for_policy};
 use super::{Check, Refund};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
@@ -62,9 +64,12 @@ pub use self::builder::RedisStoreBuilder;
 /// Under load, decisions are batched: while calls of the store are in flight, the decisions
 /// waiting at the same moment for the same script (in a Cluster, the same hash slot) go out
 /// as one call of the script's batch variant, which evaluates and commits each decision on its
-/// own, in order (at most 32 per call: [`RedisStoreBuilder::batch`]). It never waits to fill a
-/// batch nor for a reply (the connection pipelines), and a decision made while nothing is in
-/// flight is its own `EVALSHA`, as before. Each
+/// own, in order (at most 32 per call: [`RedisStoreBuilder::batch`]). A batch waits for more
+/// only while the store's calls are answered within 1 ms, until the call in flight is
+/// answered and for at most that 1 ms ([`RedisStoreBuilder::batch_linger`]); with Redis
+/// further away it goes out at once, pipelined. A decision made while nothing is in flight is
+/// its own `EVALSHA`, as before (unless decisions come several at a time and Redis answers
+/// within that 1 ms: those made in one turn of the scheduler then share a call). Each
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs
@@ -283,14 +288,17 @@ impl RedisStore {
         }
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
-        let mut command = script_command(&self.inner.prefix, policy, key, cost, now_us);
         // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
         let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
-        if let Some(lease) = lease {
-            command.arg(lease.member());
-        }
+        let check = CheckArgs {
+            policy: policy.clone(),
+            key: key.clone(),
+            cost,
+            now_us,
+            lease: lease.map(|lease| lease.member()),
+        };
         let decision = Decision {
-            command,
+            check,
             script: script_for_policy(policy),
             slot: match self.inner.backend {
                 backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),

@@ -12,6 +12,8 @@ mod deployments;
 mod distance;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod exact_under_load;
+#[cfg(feature = "redis")]
+mod linger;
 mod proxy_link;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod resets;

@@ -1,5 +1,5 @@
-//! Several decisions of one script signature in one call: the batch script's `EVALSHA`, made
-//! of the decisions' own `EVALSHA`s, and its reply split back into one per decision.
+//! Several decisions of one script signature in one call: the batch script's `EVALSHA`,
+//! written from the decisions' arguments, and its reply split back into one per decision.
 //!
 //! The batch script (`source.rs` writes it) runs the signature's tail as a function once per
 //! decision, in order, each committed on its own, as if each were its own call. Its contract:
@@ -24,6 +24,8 @@ use std::fmt::Write as _;
 
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 
+use super::call::{check_bytes, push_keys, push_limit_args, push_time_and_cost};
+use super::check::CheckArgs;
 use super::registry::LuaScript;
 use super::signature::Signature;
 use crate::limit::Algorithm;
@@ -62,45 +64,68 @@ impl BatchShape {
     }
 }
 
-/// The `EVALSHA` of `script`'s batch script for `decisions`: each decision's own `EVALSHA`
-/// (from [`script_command`](super::script_command)). Every decision runs `script`.
+/// The `EVALSHA` of `script`'s batch script for `checks`, written straight from their
+/// arguments (no check's own `EVALSHA` is made). Every check runs `script`.
 pub(crate) fn batch_command<'a>(
+    prefix: &str,
     script: &LuaScript,
-    decisions: impl Iterator<Item = &'a Cmd> + Clone,
+    checks: impl Iterator<Item = &'a CheckArgs> + Clone,
 ) -> Cmd {
     let shape = script.shape;
-    let (count, bytes) = decisions.clone().fold((0, 0), |(count, bytes), decision| {
-        let own: usize = decision
-            .args_iter()
-            .map(|arg| match arg {
-                Arg::Simple(bytes) => bytes.len(),
-                _ => 0,
-            })
-            .sum();
-        (count + 1, bytes + own)
+    let (count, bytes) = checks.clone().fold((0, 0), |(count, bytes), check| {
+        let own = check.lease.as_ref().map_or(0, String::len);
+        (
+            count + 1,
+            bytes + check_bytes(prefix, &check.policy, &check.key) + own + 48,
+        )
     });
-    // Sized at once (each decision's own command bounds what it adds).
+    // Sized at once.
     let mut command = redis::Cmd::with_capacity(count * (shape.keys + 2 + shape.params) + 8, bytes);
     command
         .arg("EVALSHA")
         .arg(script.batch.get_hash())
         .arg(count * shape.keys);
-    // A decision's `EVALSHA` is: the command, the SHA1, the number of keys, the keys, its
-    // time and cost, the limits' arguments, the rest (its lease).
-    let args = |decision: &'a Cmd| {
-        decision.args_iter().skip(3).filter_map(|arg| match arg {
-            Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        })
+    for check in checks.clone() {
+        let boxed = check.policy.penalty_us() > 0;
+        push_keys(&mut command, prefix, &check.policy, &check.key, boxed);
+    }
+    let again = if shape.mget {
+        keys_met_again(&command, count * shape.keys)
+    } else {
+        String::new()
     };
-    let mut seen = HashSet::with_capacity_and_hasher(
-        if shape.mget { count * shape.keys } else { 0 },
-        foldhash::fast::FixedState::default(),
-    );
+    // Runs of checks that share a time, a cost and the limits' arguments.
+    let mut rest = checks.clone().peekable();
+    while let Some(first) = rest.next() {
+        let mut length = 1;
+        while rest.next_if(|check| first.shares_run(check)).is_some() {
+            length += 1;
+        }
+        push_time_and_cost(&mut command, first.now_us, first.cost);
+        command.arg(length);
+        push_limit_args(&mut command, &first.policy, first.now_us);
+    }
+    for check in checks {
+        if let Some(lease) = &check.lease {
+            command.arg(lease.as_str());
+        }
+    }
+    if shape.mget {
+        command.arg(again);
+    }
+    command
+}
+
+/// The positions (from 1) among the first `keys` keys of `command` of those met earlier in
+/// it, space-separated.
+fn keys_met_again(command: &Cmd, keys: usize) -> String {
+    let mut seen = HashSet::with_capacity_and_hasher(keys, foldhash::fast::FixedState::default());
     let mut again = String::new();
-    for (position, key) in (1..).zip(decisions.clone().flat_map(|d| args(d).take(shape.keys))) {
-        command.arg(key);
-        if shape.mget && !seen.insert(key) {
+    // After the command, the SHA1 and the number of keys.
+    for (position, key) in (1..).zip(command.args_iter().skip(3).take(keys)) {
+        if let Arg::Simple(key) = key
+            && !seen.insert(key)
+        {
             if !again.is_empty() {
                 again.push(' ');
             }
@@ -108,27 +133,7 @@ pub(crate) fn batch_command<'a>(
             let _ = write!(again, "{position}");
         }
     }
-    // Runs of decisions that share a time, a cost and the limits' arguments.
-    let mut runs: Vec<(usize, Vec<&[u8]>)> = Vec::new();
-    let mut owns = Vec::new();
-    for decision in decisions {
-        let shared = || args(decision).skip(shape.keys).take(2 + shape.params);
-        // Only a decision that starts a run has its shared arguments collected.
-        match runs.last_mut() {
-            Some((length, last)) if last.iter().copied().eq(shared()) => *length += 1,
-            _ => runs.push((1, shared().collect())),
-        }
-        owns.extend(args(decision).skip(shape.keys + 2 + shape.params));
-    }
-    for (length, shared) in runs {
-        let (time_and_cost, params) = shared.split_at(2);
-        command.arg(time_and_cost).arg(length).arg(params);
-    }
-    command.arg(owns);
-    if shape.mget {
-        command.arg(again);
-    }
-    command
+    again
 }
 
 /// Splits a batch reply into one result per decision: `decisions` of `limits` limits each,
@@ -221,8 +226,18 @@ mod tests {
     use crate::key::Key;
     use crate::limit::Limit;
     use crate::policy::Policy;
-    use crate::store::redis::script::{script_command, script_for};
+    use crate::store::redis::script::script_for;
     use std::time::Duration;
+
+    fn check(policy: &Policy, key: &str, cost: u64, now_us: Option<u64>) -> CheckArgs {
+        CheckArgs {
+            policy: policy.clone(),
+            key: Key::new(key),
+            cost,
+            now_us,
+            lease: None,
+        }
+    }
 
     fn texts(command: &Cmd) -> Vec<String> {
         command
@@ -244,11 +259,11 @@ mod tests {
             ],
         )
         .unwrap();
-        let a = script_command("rl", &policy, &Key::new("a"), 1, None);
-        let b = script_command("rl", &policy, &Key::new("b"), 1, None);
-        let again = script_command("rl", &policy, &Key::new("a"), 3, Some(7));
+        let a = check(&policy, "a", 1, None);
+        let b = check(&policy, "b", 1, None);
+        let again = check(&policy, "a", 3, Some(7));
         let script = script_for(policy.limits());
-        let batch = batch_command(script, [&a, &b, &again].into_iter());
+        let batch = batch_command("rl", script, [&a, &b, &again].into_iter());
         assert_eq!(
             texts(&batch),
             [
@@ -290,14 +305,13 @@ mod tests {
             [Limit::new(crate::Algorithm::Concurrency, 2, Duration::from_secs(5)).unwrap()],
         )
         .unwrap();
-        let lease = |key: &str, id: &str| {
-            let mut command = script_command("rl", &policy, &Key::new(key), 1, None);
-            command.arg(id);
-            command
+        let lease = |key: &str, id: &str| CheckArgs {
+            lease: Some(id.to_owned()),
+            ..check(&policy, key, 1, None)
         };
         let (a, b) = (lease("a", "l1"), lease("a", "l2"));
         let script = script_for(policy.limits());
-        let batch = batch_command(script, [&a, &b].into_iter());
+        let batch = batch_command("rl", script, [&a, &b].into_iter());
         // No MGET of sorted sets: no positions to read again.
         assert_eq!(
             texts(&batch)[2..],

@@ -126,24 +126,57 @@ pub(crate) fn script_command(
     now_us: Option<u64>,
 ) -> Cmd {
     let limits = policy.limits();
-    let penalty_us = policy.penalty_us();
     // Sized for the whole call at once: growing it argument by argument reallocated it
     // several times per decision.
-    let mut command = redis::Cmd::with_capacity(
-        2 * limits.len() + 8,
-        limits.len() * (prefix.len() + policy.name().len() + key.as_str().len() + 40) + 96,
-    );
+    let mut command =
+        redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
     command.arg("EVALSHA");
     command.arg(script_for_policy(policy).script.get_hash());
-    push_check_args(
-        &mut command,
-        prefix,
-        policy,
-        key,
-        penalty_us > 0,
-        now_us,
-        cost,
-    );
+    let boxed = policy.penalty_us() > 0;
+    command.arg(limits.len() + usize::from(boxed));
+    push_keys(&mut command, prefix, policy, key, boxed);
+    push_time_and_cost(&mut command, now_us, cost);
+    push_limit_args(&mut command, policy, now_us);
+    command
+}
+
+/// About the bytes a check's keys and arguments take in a command (what sizes it).
+pub(super) fn check_bytes(prefix: &str, policy: &Policy, key: &Key) -> usize {
+    policy.limits().len() * (prefix.len() + policy.name().len() + key.as_str().len() + 40)
+}
+
+/// Writes a check's state keys, one per limit, then the penalty box's if `boxed`.
+pub(super) fn push_keys(command: &mut Cmd, prefix: &str, policy: &Policy, key: &Key, boxed: bool) {
+    for position in 0..policy.limits().len() {
+        let mut arg = command.writer_for_next_arg();
+        state_key_pieces(prefix, policy, key, position, &mut |piece| {
+            // Writing into a `Vec` cannot fail.
+            let _ = arg.write_all(piece.as_bytes());
+        });
+    }
+    if boxed {
+        command.arg(box_key(prefix, policy, key));
+    }
+}
+
+/// Writes a check's time (`now_us` replaces Redis `TIME`, tests only) and cost.
+pub(super) fn push_time_and_cost(command: &mut Cmd, now_us: Option<u64>, cost: u64) {
+    match now_us {
+        Some(now) => command.arg(now),
+        None => command.arg(""),
+    };
+    command.arg(cost);
+}
+
+/// Writes the arguments of `policy`'s limits a check's script reads after its time and cost:
+/// each limit's count and period, the logs' TTL (with the test slack when `now_us` is
+/// given), the penalty. Two checks whose policies write the same here share a batch's run
+/// ([`same_limit_args`]).
+pub(super) fn push_limit_args(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
+    let limits = policy.limits();
+    for limit in limits {
+        command.arg(limit.count()).arg(limit.period_us());
+    }
     let log_span_us = limits
         .iter()
         .filter(|l| l.algorithm() == Algorithm::SlidingLog)
@@ -157,10 +190,24 @@ pub(crate) fn script_command(
         };
         command.arg(span_us.div_ceil(1000) + slack_ms);
     }
+    let penalty_us = policy.penalty_us();
     if penalty_us > 0 {
         command.arg(penalty_us);
     }
-    command
+}
+
+/// Whether [`push_limit_args`] writes the same for `a` and `b` (at times both given or both
+/// Redis's).
+pub(super) fn same_limit_args(a: &Policy, b: &Policy) -> bool {
+    let (x, y) = (a.limits(), b.limits());
+    let same_limits = std::ptr::eq(x, y)
+        || (x.len() == y.len()
+            && x.iter().zip(y).all(|(x, y)| {
+                x.algorithm() == y.algorithm()
+                    && x.count() == y.count()
+                    && x.period_us() == y.period_us()
+            }));
+    same_limits && a.penalty_us() == b.penalty_us()
 }
 
 /// Writes what every script that evaluates a check reads first (`lua/prelude.lua`): the number
@@ -177,21 +224,8 @@ pub(super) fn push_check_args(
 ) {
     let limits = policy.limits();
     command.arg(limits.len() + usize::from(boxed));
-    for position in 0..limits.len() {
-        let mut arg = command.writer_for_next_arg();
-        state_key_pieces(prefix, policy, key, position, &mut |piece| {
-            // Writing into a `Vec` cannot fail.
-            let _ = arg.write_all(piece.as_bytes());
-        });
-    }
-    if boxed {
-        command.arg(box_key(prefix, policy, key));
-    }
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
-    command.arg(cost);
+    push_keys(command, prefix, policy, key, boxed);
+    push_time_and_cost(command, now_us, cost);
     for limit in limits {
         command.arg(limit.count()).arg(limit.period_us());
     }

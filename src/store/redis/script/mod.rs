@@ -4,11 +4,12 @@
 //! Redis what a hand-written script of the same algorithm does (`benches/redis_cost`).
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
-//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `batch`: several
-//! decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
+//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `check`: a check's
+//! arguments until it is sent; `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
 
 mod batch;
 mod call;
+mod check;
 mod lease;
 pub(super) mod peek;
 mod penalty;
@@ -29,6 +30,7 @@ pub(super) use self::batch::{batch_command, split};
 #[cfg(test)]
 pub(super) use self::call::state_key;
 pub(super) use self::call::{evalsha, script_command};
+pub(super) use self::check::CheckArgs;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};

@@ -1,0 +1,130 @@
+//! How long a batch may wait for more decisions while a call is in flight.
+//!
+//! Each call costs Redis about as much in its own wake-up, read and write as in the scripts it
+//! runs for a few decisions, so fewer, larger calls cost it less. A batch taken while a call is
+//! in flight is held until that call is answered (the connection is idle again: what arrived
+//! meanwhile goes with it), until a batch is full, or for at most `bound`, whichever comes
+//! first; and only while the store's recent calls were answered within `bound`: on loopback
+//! or a LAN the hold adds less than one round trip, and with Redis further away than `bound`
+//! nothing is held (a decision ready goes out at once, pipelined, as without a hold).
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+/// How long a batch may be held unless the builder says otherwise.
+pub(super) const DEFAULT_LINGER: Duration = Duration::from_millis(1);
+
+/// The hold of one store's batches.
+pub(super) struct Linger {
+    /// The longest a batch is held; zero holds none.
+    bound_ns: u64,
+    /// The round trip of recent calls, smoothed (ns); 0 before the first is measured.
+    round_trip_ns: AtomicU64,
+    /// A batch is held: an idle connection or a full batch must release it.
+    holding: AtomicBool,
+    released: Notify,
+}
+
+impl Linger {
+    pub(super) fn new(bound: Duration) -> Self {
+        Linger {
+            bound_ns: u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX),
+            round_trip_ns: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
+            released: Notify::new(),
+        }
+    }
+
+    /// Whether waiting is worth it now: holding is on and recent calls were answered within
+    /// the bound.
+    pub(super) fn worth_it(&self) -> bool {
+        self.bound_ns > 0 && self.round_trip_ns.load(Ordering::Relaxed) <= self.bound_ns
+    }
+
+    /// Notes the round trip of a call just answered: the smoothed figure moves an eighth of
+    /// the way to it.
+    pub(super) fn observe(&self, took: Duration) {
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let before = self.round_trip_ns.load(Ordering::Relaxed);
+        let after = if before == 0 {
+            took
+        } else {
+            before - before / 8 + took / 8
+        };
+        // Concurrent updates may lose one another's sample: a sample is a hint.
+        self.round_trip_ns.store(after.max(1), Ordering::Relaxed);
+    }
+
+    /// Holds a batch: returns once `ready` (the connection idle or the batch full, asked once
+    /// the hold is armed), once [`release`](Self::release) is called, or after the bound
+    /// (Tokio's timer rounds it up to its next millisecond); at once if holding is not worth
+    /// it now.
+    pub(super) async fn hold(&self, ready: impl FnOnce() -> bool) {
+        if !self.worth_it() {
+            return;
+        }
+        let mut released = pin!(self.released.notified());
+        released.as_mut().enable();
+        // Armed before `ready` is asked: a release after it wakes this hold.
+        self.holding.store(true, Ordering::SeqCst);
+        if !ready() {
+            let bound = Duration::from_nanos(self.bound_ns);
+            let _ = tokio::time::timeout(bound, released).await;
+        }
+        self.holding.store(false, Ordering::SeqCst);
+    }
+
+    /// Ends a hold, if a batch is held (the connection went idle, or a batch is full).
+    pub(super) fn release(&self) {
+        if self.holding.load(Ordering::SeqCst) {
+            self.released.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Poll;
+
+    #[tokio::test]
+    async fn a_hold_ends_on_release_and_only_then() {
+        let linger = Linger::new(Duration::from_secs(3_600));
+        let mut hold = pin!(linger.hold(|| false));
+        for _ in 0..3 {
+            assert!(futures_util::poll!(hold.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        linger.release();
+        assert_eq!(futures_util::poll!(hold.as_mut()), Poll::Ready(()));
+    }
+
+    #[tokio::test]
+    async fn nothing_is_held_when_ready_off_or_far() {
+        let linger = Linger::new(Duration::from_secs(3_600));
+        linger.hold(|| true).await;
+        Linger::new(Duration::ZERO).hold(|| false).await;
+        // Recent calls took longer than the bound.
+        let far = Linger::new(Duration::from_micros(250));
+        far.observe(Duration::from_millis(10));
+        far.hold(|| false).await;
+        assert!(!far.worth_it());
+        // They come back near, a sample at a time.
+        for _ in 0..40 {
+            far.observe(Duration::from_micros(50));
+        }
+        assert!(far.worth_it());
+    }
+
+    #[tokio::test]
+    async fn a_hold_ends_after_its_bound_unreleased() {
+        let linger = Linger::new(Duration::from_millis(5));
+        let started = std::time::Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(60), linger.hold(|| false)).await;
+        assert!(ended.is_ok(), "the hold outlived its bound");
+        assert!(started.elapsed() >= Duration::from_millis(5));
+    }
+}
