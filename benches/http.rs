@@ -7,6 +7,7 @@
 //! REDLIMIT_BENCH_ONLY=memory,governor cargo bench --bench http         # some variants only
 //! REDLIMIT_BENCH_CONNECTIONS=64 cargo bench --bench http               # one connection count
 //! REDLIMIT_BENCH_SYSCALLS=1 cargo bench --bench http    # + the server thread's syscalls per request
+//! REDLIMIT_BENCH_LINGER_MS=0 cargo bench --bench http    # the Redis store's batch linger off
 //! ```
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
@@ -97,11 +98,13 @@ where
 }
 
 async fn redis_store(url: &str, prefix: &str) -> RedisStore {
-    RedisStore::builder(url)
-        .prefix(prefix)
-        .connect()
-        .await
-        .expect("connect to the bench redis")
+    let builder = RedisStore::builder(url).prefix(prefix);
+    // REDLIMIT_BENCH_LINGER_MS=0: the batcher's linger off (the store's default otherwise).
+    let builder = match support::optional_knob::<u64>("REDLIMIT_BENCH_LINGER_MS") {
+        Some(ms) => builder.batch_linger(std::time::Duration::from_millis(ms)),
+        None => builder,
+    };
+    builder.connect().await.expect("connect to the bench redis")
 }
 
 fn app() -> Router {
