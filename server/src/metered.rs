@@ -21,9 +21,11 @@ pub(crate) const TOTAL_REQUESTS: &str = "ratelimit_service_total_requests";
 /// Seconds from a call's request to its response, by `grpc_method`.
 pub(crate) const RESPONSE_TIME: &str = "ratelimit_service_response_time_seconds";
 /// The response time's buckets: Prometheus's defaults (the Go service's statsd exporter's),
-/// and below them the milliseconds a decision takes.
+/// below them the milliseconds a decision takes, and 15 and 20 ms: the store deadline's
+/// default and Envoy's timeout, so the calls Envoy gave up on can be counted.
 pub(crate) const RESPONSE_TIME_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    10.0,
 ];
 
 /// A gRPC service whose unary calls are counted and timed.
