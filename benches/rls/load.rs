@@ -207,6 +207,18 @@ impl Tally {
         }
     }
 
+    /// Counts one call's `result`, answered `took` after it started.
+    pub(crate) fn record<E>(&mut self, result: &Result<Code, E>, took: Duration) {
+        match result {
+            Ok(Code::Ok | Code::OverLimit) => {
+                self.decisions += 1;
+                let us = took.as_micros().max(1) as u64;
+                self.latency.saturating_record(us);
+            }
+            _ => self.errors += 1,
+        }
+    }
+
     pub(crate) fn merge(&mut self, other: &Tally) {
         self.decisions += other.decisions;
         self.errors += other.errors;
@@ -248,14 +260,7 @@ pub(crate) async fn run(
                     if done < measure_from || done >= end {
                         continue;
                     }
-                    match result {
-                        Ok(Code::Ok | Code::OverLimit) => {
-                            tally.decisions += 1;
-                            let us = (done - started).as_micros().max(1) as u64;
-                            tally.latency.saturating_record(us);
-                        }
-                        _ => tally.errors += 1,
-                    }
+                    tally.record(&result, done - started);
                 }
                 tally
             })

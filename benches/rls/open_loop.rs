@@ -71,15 +71,7 @@ pub(crate) async fn run(
                 if done < measure_from || done >= end {
                     return;
                 }
-                let mut tally = lock(&tally);
-                match result {
-                    Ok(Code::Ok | Code::OverLimit) => {
-                        tally.decisions += 1;
-                        let us = (done - started).as_micros().max(1) as u64;
-                        tally.latency.saturating_record(us);
-                    }
-                    _ => tally.errors += 1,
-                }
+                lock(&tally).record(&result, done - started);
             });
         }
     }

@@ -21,7 +21,7 @@ use clap::{Parser, ValueEnum};
 use redlimit::rls::{FailureMode, HashTag};
 
 pub(crate) use grpc::{GrpcAddress, GrpcSettings};
-pub(crate) use parse::{ExtraTags, go_duration};
+pub(crate) use parse::{ExtraTags, go_duration, key_values};
 pub(crate) use per_second::PerSecondSettings;
 pub(crate) use stats::{StatsSettings, StatsdProtocol};
 pub(crate) use xds::{ConfigType, XdsSettings};

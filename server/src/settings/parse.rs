@@ -81,24 +81,32 @@ pub(super) fn log_level(text: &str) -> Result<tracing::Level, String> {
     }
 }
 
+/// envconfig's map syntax, `k1:v1,k2:v2`: each item exactly one key and one value (either may
+/// be empty); blank text is no pair.
+pub(crate) fn key_values(text: &str) -> Result<Vec<(&str, &str)>, String> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    text.split(',')
+        .map(|item| {
+            let mut parts = item.split(':');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some(key), Some(value), None) => Ok((key, value)),
+                _ => Err(format!("`{item}` is not a key:value pair")),
+            }
+        })
+        .collect()
+}
+
 /// envconfig's map syntax for `EXTRA_TAGS`, `k1:v1,k2:v2`, as gostats keeps it: pairs with an
 /// empty key or value dropped, `.`, `:` and `|` in a value made `_`, sorted by key.
 pub(super) fn extra_tags(text: &str) -> Result<ExtraTags, String> {
-    let mut tags = BTreeMap::new();
-    if text.trim().is_empty() {
-        return Ok(ExtraTags(Vec::new()));
-    }
-    for pair in text.split(',') {
-        let mut parts = pair.split(':');
-        let (Some(key), Some(value), None) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(format!(
-                "`{pair}` is not a key:value pair (EXTRA_TAGS=k1:v1,k2:v2)"
-            ));
-        };
-        if !key.is_empty() && !value.is_empty() {
-            tags.insert(key.to_owned(), value.replace(['.', '|'], "_"));
-        }
-    }
+    let pairs = key_values(text).map_err(|e| format!("{e} (EXTRA_TAGS=k1:v1,k2:v2)"))?;
+    let tags: BTreeMap<_, _> = pairs
+        .into_iter()
+        .filter(|(key, value)| !key.is_empty() && !value.is_empty())
+        .map(|(key, value)| (key.to_owned(), value.replace(['.', '|'], "_")))
+        .collect();
     Ok(ExtraTags(tags.into_iter().collect()))
 }
 

@@ -7,6 +7,8 @@
 
 use regex::Regex;
 
+use crate::settings::key_values;
+
 /// The variables of one mogrifier: `DOG_STATSD_MOGRIFIER_<NAME>_<PART>`, upper case as
 /// envconfig reads them.
 const PREFIX: &str = "DOG_STATSD_MOGRIFIER";
@@ -86,20 +88,13 @@ impl Dog {
     }
 }
 
-/// envconfig's map: `k1:v1,k2:v2`, each item one key and one value, neither empty.
+/// A mogrifier's `TAGS` (envconfig's map), neither key nor value empty.
 fn tags(text: &str) -> Result<Vec<(String, String)>, String> {
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    text.split(',')
-        .map(|item| {
-            let mut parts = item.split(':');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some(k), Some(v), None) if !k.is_empty() && !v.is_empty() => {
-                    Ok((k.to_owned(), v.to_owned()))
-                }
-                _ => Err(format!("`{item}` is not a key:value pair")),
-            }
+    key_values(text)?
+        .into_iter()
+        .map(|(key, value)| match key.is_empty() || value.is_empty() {
+            true => Err(format!("`{key}:{value}` is not a key:value pair")),
+            false => Ok((key.to_owned(), value.to_owned())),
         })
         .collect()
 }

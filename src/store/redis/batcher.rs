@@ -3,8 +3,9 @@
 //! A decision made while no call of this store is in flight is sent at once, as its own
 //! `EVALSHA` (the uncontended path costs what it did before batching), unless the last batch
 //! held several decisions and Redis answers within the linger (decisions come several at a
-//! time: they then join the queue, as under load; a batch of one turns that off again). Under load (calls in flight), a decision
-//! joins a queue, and the first to join spawns a task that takes what the queue holds once
+//! time: they then join the queue, as under load; a batch of one turns that off again).
+//! Under load (calls in flight), a decision joins a queue, and the first to join spawns a
+//! task that takes what the queue holds once
 //! the tasks ready at that moment have run (one `yield`) and, while calls are in flight and
 //! the store's recent calls were answered within the linger (`linger`: 1 ms unless the
 //! builder says otherwise), once the call in flight is answered, `max` decisions wait, or the
