@@ -109,9 +109,13 @@ impl Batcher {
             return self.queue(decision, &runtime).await;
         }
         let _flight = InFlight::start(self);
-        self.backend
+        let sent = Instant::now();
+        let result = self
+            .backend
             .run(&decision.check.command(&self.prefix))
-            .await
+            .await;
+        self.linger.observe(sent.elapsed());
+        result
     }
 
     /// Queues `decision` for the next batch and waits for its answer.

@@ -6,7 +6,9 @@
 //! meanwhile goes with it), until a batch is full, or for at most `bound`, whichever comes
 //! first; and only while the store's recent calls were answered within `bound`: on loopback
 //! or a LAN the hold adds less than one round trip, and with Redis further away than `bound`
-//! nothing is held (a decision ready goes out at once, pipelined, as without a hold).
+//! nothing is held (a decision ready goes out at once, pipelined, as without a hold). Every
+//! script call is timed, a decision sent alone as well as a batch: a store that starts quiet
+//! knows how far Redis is before its first burst, whose batches would otherwise be held.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -140,6 +140,28 @@ async fn a_store_further_away_than_its_linger_holds_nothing() {
     assert_eq!(calls, 3, "the first alone, then each group in its own call");
 }
 
+/// A store that has only ever sent decisions one at a time knows its round trip from those:
+/// further away than its linger, its first batches are not held either.
+#[tokio::test]
+async fn calls_sent_alone_tell_the_linger_the_round_trip() {
+    let server = RedisServer::start();
+    let proxy = Proxy::with_rtt(server.port(), Duration::from_millis(40)).await;
+    // Long enough that a hold would outlast the test's turns, shorter than the round trip.
+    let store = RedisStore::builder(proxy.url())
+        .batch_linger(Duration::from_millis(20))
+        .prefix(unique_prefix("alone"))
+        .connect()
+        .await
+        .unwrap();
+    let policy = gcra_policy("p", 1_000, DAY);
+    for i in 0..3 {
+        let decision = store.check(&policy, &Key::new(format!("warm{i}")), 1).await;
+        assert!(decision.expect("decided").is_allowed());
+    }
+    let calls = two_groups_behind_a_frozen_call(&server, &proxy, &store).await;
+    assert_eq!(calls, 3, "the first alone, then each group in its own call");
+}
+
 /// A batch held behind a call that is never answered (its reply withheld) still goes out:
 /// after the linger, or once that call fails (the linger's own bound: `linger.rs`'s tests).
 #[tokio::test]
