@@ -51,7 +51,8 @@
 //!
 //! Knobs: `REDLIMIT_BENCH_SECS` (3, per latency cell and variant), `REDLIMIT_BENCH_RTTS`
 //! (`0,1,10,30`), `REDLIMIT_BENCH_CLIENTS` (`16,256`), `REDLIMIT_BENCH_KEYS` (10 000),
-//! `REDLIMIT_BENCH_FROZEN_RTT` (10), `REDLIMIT_BENCH_ONLY=latency,exactness,frozen` (some parts;
+//! `REDLIMIT_BENCH_FROZEN_RTT` (10), `REDLIMIT_BENCH_LINGER_MS` (the Redis store's batch
+//! linger; its default otherwise), `REDLIMIT_BENCH_ONLY=latency,exactness,frozen` (some parts;
 //! the results file and picture are then left alone). A full run appends its tables to
 //! `docs/bench/distance.md` and draws `docs/bench/distance.svg` (added p50/p99 against the
 //! round trip).
@@ -154,8 +155,13 @@ fn wide_policy() -> Policy {
 }
 
 async fn redis_store(url: &str, prefix: &str) -> RedisStore {
-    RedisStore::builder(url)
-        .prefix(prefix)
+    let builder = RedisStore::builder(url).prefix(prefix);
+    // REDLIMIT_BENCH_LINGER_MS=0: the batcher's linger off (the store's default otherwise).
+    let builder = match support::optional_knob::<u64>("REDLIMIT_BENCH_LINGER_MS") {
+        Some(ms) => builder.batch_linger(Duration::from_millis(ms)),
+        None => builder,
+    };
+    builder
         .connect()
         .await
         .expect("connect to the bench redis through the proxy")

@@ -31,7 +31,8 @@
 //! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
 //! app `app-bare`, `app-redlimit`, `app-governor`; with 100k keys `app-bare-100k`,
 //! `app-redlimit-100k`, `app-governor-100k`; on Redis `app-redis`, `app-minimal` (and
-//! `app-bare-64`, bare axum with 64 in flight, their floor). Each loop prints its thread's CPU
+//! `app-bare-64`, bare axum with 64 in flight, their floor), and with 100k keys
+//! `app-redis-100k`, `app-minimal-100k`. Each loop prints its thread's CPU
 //! time per call (and on Redis the script calls per request) on stderr:
 //!
 //! ```text
@@ -276,7 +277,8 @@ fn run_loop(spec: &str) {
         .expect(
             "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
              app-bare, app-redlimit, app-governor, app-bare-100k, app-redlimit-100k, \
-             app-governor-100k, app-bare-64, app-redis, app-minimal",
+             app-governor-100k, app-bare-64, app-redis, app-minimal, app-redis-100k, \
+             app-minimal-100k",
         );
     let before = support::cpu_us(&thread);
     for _ in 0..n {
@@ -404,7 +406,17 @@ mod on_redis {
     use super::{app, black_box, report_cpu, support};
     use support::redis_server::RedisServer;
 
-    pub(super) const NAMES: [&str; 3] = ["app-bare-64", "app-redis", "app-minimal"];
+    pub(super) const NAMES: [&str; 5] = [
+        "app-bare-64",
+        "app-redis",
+        "app-minimal",
+        "app-redis-100k",
+        "app-minimal-100k",
+    ];
+
+    /// Distinct keys of the 100k loops, taken in `benches/http.rs`'s stride.
+    const KEYS: u64 = 100_000;
+    const STRIDE: u64 = 7_919;
 
     /// Requests in flight, as `benches/http.rs`'s 64 connections.
     const IN_FLIGHT: u64 = 64;
@@ -413,7 +425,7 @@ mod on_redis {
 
     async fn make(name: &str, url: &str) -> Router {
         match name {
-            "app-redis" => {
+            "app-redis" | "app-redis-100k" => {
                 let store = RedisStore::builder(url)
                     .prefix("gcra")
                     .connect()
@@ -424,39 +436,56 @@ mod on_redis {
                     [Limit::gcra(RATE, Duration::from_secs(1)).expect("a limit")],
                 )
                 .expect("a policy");
-                let layer = RateLimitLayer::builder(store, policy)
-                    .store_deadline(Duration::from_secs(1))
-                    .key(Global)
-                    .build()
-                    .expect("valid layer");
-                app().layer(layer)
+                let builder =
+                    RateLimitLayer::builder(store, policy).store_deadline(Duration::from_secs(1));
+                let layer = if name == "app-redis" {
+                    builder.key(Global).build()
+                } else {
+                    // As `benches/http.rs` keys its 100k rows: the header's text.
+                    builder
+                        .key(|parts: &http::request::Parts| {
+                            parts
+                                .headers
+                                .get("x-key")
+                                .map(|v| redlimit::Key::new(v.as_bytes()))
+                        })
+                        .build()
+                };
+                app().layer(layer.expect("valid layer"))
             }
-            "app-minimal" => support::minimal::Minimal::connect(url, RATE, 1_000_000)
-                .await
-                .layer(app()),
+            "app-minimal" | "app-minimal-100k" => {
+                support::minimal::Minimal::connect(url, RATE, 1_000_000)
+                    .await
+                    .layer(app())
+            }
             _ => app(),
         }
     }
 
-    fn request() -> Request<Body> {
-        Request::get("/")
+    /// A request with `x-key: hot`, or with the `i`-th of the 100k keys when `many`.
+    fn request(many: bool, i: u64) -> Request<Body> {
+        let request = Request::get("/")
             .header("host", "localhost")
-            .header("user-agent", "bench/1.0")
-            .header("x-key", "hot")
-            .body(Body::empty())
-            .expect("a request")
+            .header("user-agent", "bench/1.0");
+        let request = if many {
+            request.header("x-key", i.wrapping_mul(STRIDE) % KEYS)
+        } else {
+            request.header("x-key", "hot")
+        };
+        request.body(Body::empty()).expect("a request")
     }
 
     /// `n` requests, `IN_FLIGHT` at a time, each through a clone of `app` as a connection's
-    /// request would be.
-    async fn requests(app: &Router, n: u64) {
+    /// request would be; over the 100k keys when `many`, from the `first`-th on.
+    async fn requests(app: &Router, n: u64, many: bool, first: u64) {
         let tasks: Vec<_> = (0..IN_FLIGHT)
             .map(|i| {
                 let app = app.clone();
                 let share = n / IN_FLIGHT + u64::from(i < n % IN_FLIGHT);
                 tokio::spawn(async move {
-                    for _ in 0..share {
-                        let response = app.clone().oneshot(request()).await.expect("infallible");
+                    for j in 0..share {
+                        let request = request(many, first + j * IN_FLIGHT + i);
+                        let response = app.clone().oneshot(request).await.expect("infallible");
                         assert!(response.status().is_success(), "{}", response.status());
                         black_box(response.into_body().collect().await.expect("a body"));
                     }
@@ -473,11 +502,14 @@ mod on_redis {
     pub(super) fn run(runtime: &tokio::runtime::Runtime, name: &str, n: u64) {
         let redis = RedisServer::start();
         let app = runtime.block_on(make(name, &redis.url()));
-        runtime.block_on(requests(&app, IN_FLIGHT * 10));
+        let many = name.ends_with("-100k");
+        // With 100k keys, every key seen once first, as in a long run.
+        let warm = if many { KEYS } else { IN_FLIGHT * 10 };
+        runtime.block_on(requests(&app, warm, many, 0));
         support::reset_redis_stats(&mut redis.connection());
         let thread = support::current_thread_proc();
         let before = support::cpu_us(&thread);
-        runtime.block_on(requests(&app, n));
+        runtime.block_on(requests(&app, n, many, warm));
         report_cpu(name, n, support::cpu_us(&thread) - before);
         let stats = support::command_stats(&mut redis.connection());
         let calls: u64 = stats
