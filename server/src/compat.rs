@@ -197,7 +197,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
         "false",
-        NoEffect("response times are in seconds, as Prometheus names them"),
+        Honoured,
     ),
     var("RUNTIME_ROOT", "/srv/runtime_data/current", Honoured),
     var("RUNTIME_SUBDIRECTORY", "", Honoured),

@@ -34,6 +34,7 @@ mod http;
 mod json;
 mod metered;
 mod metrics;
+mod millis;
 mod redis;
 mod reload;
 mod rls_first;

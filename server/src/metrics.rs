@@ -13,6 +13,7 @@ use metrics_exporter_prometheus::{
 };
 use metrics_util::layers::FanoutBuilder;
 
+use crate::millis::ResponseTimes;
 use crate::settings::StatsSettings;
 use crate::statsd::{Dog, LastFlush, StatsdRecorder};
 
@@ -26,7 +27,8 @@ pub(crate) struct Installed {
 /// Installs the recorders the settings ask for as the process's. Before the first request:
 /// metric handles are taken from the recorder in place at first use.
 pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
-    let prometheus = stats.prometheus().then(prometheus).transpose()?;
+    let millis = stats.prometheus_response_time_as_milliseconds;
+    let prometheus = stats.prometheus().then(|| prometheus(millis)).transpose()?;
     let dog = match stats.dog_statsd()? {
         true => Some(Dog::from_env(&stats.use_dog_statsd_mogrifiers.0, |name| {
             std::env::var(name).ok()
@@ -42,6 +44,7 @@ pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
         prometheus: prometheus.as_ref().map(PrometheusRecorder::handle),
         last_flush,
     };
+    let prometheus = prometheus.map(|recorder| ResponseTimes::new(recorder, millis));
     let cannot = |e: &dyn std::fmt::Display| format!("cannot install the metrics recorder: {e}");
     match (prometheus, statsd) {
         (None, None) => {}
@@ -60,13 +63,12 @@ pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
     Ok(installed)
 }
 
-/// The Prometheus recorder, with redlimit's histogram buckets.
-fn prometheus() -> Result<PrometheusRecorder, String> {
+/// The Prometheus recorder, with redlimit's histogram buckets (the response time's in
+/// milliseconds when `millis`).
+fn prometheus(millis: bool) -> Result<PrometheusRecorder, String> {
     let mut builder = PrometheusBuilder::new();
-    let server = [(
-        crate::metered::RESPONSE_TIME,
-        crate::metered::RESPONSE_TIME_BUCKETS,
-    )];
+    let response_time = crate::millis::buckets(millis);
+    let server = [(crate::metered::RESPONSE_TIME, response_time.as_slice())];
     for (name, buckets) in redlimit::telemetry::HISTOGRAM_BUCKETS.iter().chain(&server) {
         builder = builder
             .set_buckets_for_metric(Matcher::Full((*name).to_owned()), buckets)

@@ -56,6 +56,15 @@ pub(crate) struct StatsSettings {
     /// The path of the metrics.
     #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
     pub(crate) prometheus_path: String,
+    /// The Go service's legacy response time: `ratelimit_service_response_time_seconds`
+    /// observed in milliseconds.
+    #[arg(
+        long,
+        env = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+        default_value = "false",
+        value_parser = go_bool
+    )]
+    pub(crate) prometheus_response_time_as_milliseconds: bool,
 }
 
 /// The statsd transport.

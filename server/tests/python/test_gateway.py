@@ -1,7 +1,8 @@
 """redlimit-server's gRPC listener and statistics as envoyproxy/ratelimit's deployments use
 them: TLS and mTLS (grpcio's ssl_channel_credentials, a client we did not write, against the
 certificates tests/python.rs writes to REDLIMIT_TEST_PKI), the certificate reloaded when its
-files change, a Unix socket (GRPC_UDS), and statsd (sockets of ours receive gostats' lines)."""
+files change, a Unix socket (GRPC_UDS), statsd (sockets of ours receive gostats' lines), and
+Prometheus's legacy response time in milliseconds."""
 
 import os
 import re
@@ -325,6 +326,31 @@ class Statsd(unittest.TestCase):
         finally:
             server.stop()
             receiver.close()
+
+
+class PrometheusLegacyMilliseconds(unittest.TestCase):
+    def test_the_response_time_is_observed_in_milliseconds_only_when_asked(self):
+        series = 'ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le='
+        # Each call answered within the last bucket: 10 s, or 10 000 ms.
+        for legacy, present, absent in ((None, '"10"}', '"10000"}'),
+                                        ("true", '"10000"}', '"0.0005"}')):
+            env = {"USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": "127.0.0.1:0"}
+            if legacy:
+                env["PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"] = legacy
+            server = Server({"config.yaml": CONFIG}, env=env)
+            try:
+                for _ in range(3):
+                    server.call("gw", [("three_per_hour", "a")])
+                metrics = server.get("metrics", "/metrics")[1]
+                self.assertIn(series + present + " 3", metrics)
+                self.assertNotIn(series + absent, metrics)
+                self.assertIn('ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 3',
+                              metrics)
+                # Honoured, so not among the variables warned about at start.
+                self.assertNotIn("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+                                 "".join(server.stderr_lines))
+            finally:
+                server.stop()
 
 
 if __name__ == "__main__":
