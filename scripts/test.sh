@@ -86,10 +86,11 @@ else
 fi
 
 # The RLS server's black-box tests drive it with the gRPC project's generated Envoy stubs
-# (PyPI's xds-protos) over grpcio: a client we did not write.
-if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc" 2>/dev/null; then
-  echo "installing xds-protos and grpcio with pip" >&2
-  python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio
+# (PyPI's xds-protos) over grpcio, and its health with grpcio-health-checking's stubs: clients
+# we did not write.
+if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc; from grpc_health.v1 import health_pb2_grpc" 2>/dev/null; then
+  echo "installing xds-protos, grpcio and grpcio-health-checking with pip" >&2
+  python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio grpcio-health-checking
 fi
 
 step "fmt"

@@ -327,8 +327,8 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
         "false",
-        NoEffect(
-            "Redis's health is always checked: a probe every second, and /healthcheck fails while it goes unanswered",
+        Differs(
+            "false, as there: Redis counts in health until it first answers, and an outage after that leaves /healthcheck at 200 (calls get their domain's failure mode at once); true: health follows a probe every second, failing while one goes unanswered and back at the next answer (the Go service follows its pool: failing when its last connection closes, back when one opens)",
         ),
     ),
     var(

@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
 
         let (reporter, _) = tonic_health::server::health_reporter();
-        let health = Health::new(reporter, false, true);
+        let health = Health::new(reporter, false, false, true).await;
         let config = RlsConfig::parse(
             [(
                 "d.yaml",

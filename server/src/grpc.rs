@@ -43,7 +43,9 @@ pub(crate) enum GrpcListener {
 /// by a process that died is replaced; one another process listens on is an error.
 pub(crate) async fn bind(address: &GrpcAddress) -> Result<GrpcListener, String> {
     match address {
-        GrpcAddress::Tcp(addr) => crate::bind("grpc", *addr).await.map(GrpcListener::Tcp),
+        GrpcAddress::Tcp(addr) => crate::listen::bind("grpc", *addr)
+            .await
+            .map(GrpcListener::Tcp),
         #[cfg(not(unix))]
         GrpcAddress::Unix(_) => Err("GRPC_UDS: Unix sockets need a Unix system".to_owned()),
         #[cfg(unix)]

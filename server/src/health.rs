@@ -1,9 +1,18 @@
 //! Health as envoyproxy/ratelimit reports it: healthy while every component is; the
-//! components are Redis (answering a probe; the per-second Redis too, with `REDIS_PERSECOND`,
-//! as the Go service checks both pools), the config (only with
-//! `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) and SIGTERM (unhealthy from the signal on, so a
-//! load balancer stops sending before the listeners drain). Served as `GET /healthcheck` and as
-//! the gRPC health service (`grpc.health.v1.Health`, service names `""` and `ratelimit`).
+//! components are Redis (the per-second Redis too, with `REDIS_PERSECOND`, as the Go service
+//! watches both pools), the config (only with `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) and
+//! SIGTERM (unhealthy from the signal on, so a load balancer stops sending before the listeners
+//! drain). Served as `GET /healthcheck` and as the gRPC health service (`grpc.health.v1.Health`,
+//! service names `""` and `ratelimit`).
+//!
+//! Redis is unhealthy until a probe (a decision on a key of its own, every second) is answered.
+//! From then on, by default, it stays healthy: the Go service marks it healthy once its pool
+//! has connected at start (`src/redis/driver_impl.go`) and never again looks, so a Redis outage
+//! is answered by each domain's failure mode while every pod stays ready, and Kubernetes does
+//! not restart them all at once. With `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true` health
+//! follows Redis for good: unhealthy while a probe goes unanswered (within a second), healthy
+//! at the next answer; the Go service's pool trace turns it unhealthy when its last
+//! connection closes and healthy when one opens.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,11 +48,17 @@ struct Inner {
     /// The per-second store's (healthy when there is none).
     per_second_ok: AtomicBool,
     config_ok: AtomicBool,
+    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`: the stores' components follow every probe (else
+    /// only the probes up to the first answer).
+    follows_store: bool,
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: the config component follows whether the
     /// config in force has a domain (else it is always healthy).
     follows_config: bool,
     terminating: AtomicBool,
     reporter: HealthReporter,
+    /// Taken to read the state and report it: the last report writes the last state, in
+    /// whatever order the reports' tasks run.
+    reporting: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Health {
@@ -55,21 +70,33 @@ impl std::fmt::Debug for Health {
 }
 
 impl Health {
-    /// Starts unhealthy until the store answers. With `follows_config`
-    /// (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) the config component is healthy while the
-    /// config in force has a domain, starting with `has_domain` (the config at start);
-    /// without, it always is.
-    pub(crate) fn new(reporter: HealthReporter, follows_config: bool, has_domain: bool) -> Self {
-        Health {
+    /// Starts unhealthy until the store answers; with `follows_store`
+    /// (`REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`), unhealthy again whenever it stops. With
+    /// `follows_config` (`HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`) the config component is
+    /// healthy while the config in force has a domain, starting with `has_domain` (the config
+    /// at start); without, it always is.
+    /// The gRPC health service reports the same from the start (tonic-health's own start is
+    /// `SERVING`).
+    pub(crate) async fn new(
+        reporter: HealthReporter,
+        follows_store: bool,
+        follows_config: bool,
+        has_domain: bool,
+    ) -> Self {
+        let health = Health {
             inner: Arc::new(Inner {
                 store_ok: AtomicBool::new(false),
                 per_second_ok: AtomicBool::new(true),
                 config_ok: AtomicBool::new(has_domain || !follows_config),
+                follows_store,
                 follows_config,
                 terminating: AtomicBool::new(false),
                 reporter,
+                reporting: tokio::sync::Mutex::new(()),
             }),
-        }
+        };
+        health.report().await;
+        health
     }
 
     /// Whether every component is healthy.
@@ -118,22 +145,27 @@ impl Health {
         self.publish();
     }
 
+    /// Reports the state to the gRPC health service, in a task of its own.
     fn publish(&self) {
+        let health = self.clone();
+        tokio::spawn(async move { health.report().await });
+    }
+
+    async fn report(&self) {
+        let _turn = self.inner.reporting.lock().await;
         let status = if self.is_healthy() {
             ServingStatus::Serving
         } else {
             ServingStatus::NotServing
         };
-        let reporter = self.inner.reporter.clone();
-        tokio::spawn(async move {
-            for name in ["", SERVICE_NAME] {
-                reporter.set_service_status(name, status).await;
-            }
-        });
+        for name in ["", SERVICE_NAME] {
+            self.inner.reporter.set_service_status(name, status).await;
+        }
     }
 
-    /// Probes the store every second, for ever: one decision on a key of its own (so the
-    /// probe takes the same road as a request: the topology, the scripts, the connection).
+    /// Probes the store every second: one decision on a key of its own (so the probe takes the
+    /// same road as a request: the topology, the scripts, the connection). For ever with
+    /// `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION`; else until it first answers.
     pub(crate) fn probe(&self, store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
         self.probe_store(Which::Main, store)
     }
@@ -165,7 +197,14 @@ impl Health {
                 every.tick().await;
                 let answered =
                     tokio::time::timeout(PROBE_TIMEOUT, store.check(&policy, &key, 1)).await;
-                health.set_store(which, matches!(answered, Ok(Ok(_))));
+                let answered = matches!(answered, Ok(Ok(_)));
+                health.set_store(which, answered);
+                if answered && !health.inner.follows_store {
+                    tracing::info!(
+                        "health follows Redis no longer (REDIS_HEALTH_CHECK_ACTIVE_CONNECTION is not true): an outage is answered by each domain's failure mode"
+                    );
+                    return;
+                }
             }
         })
     }

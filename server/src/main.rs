@@ -32,6 +32,7 @@ mod grpc;
 mod health;
 mod http;
 mod json;
+mod listen;
 mod metered;
 mod metrics;
 mod millis;
@@ -51,9 +52,9 @@ use clap::Parser;
 use redlimit::rls::LimitHeaders;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use listen::bind;
 use settings::{ConfigType, LogFormat, Settings};
 
 /// mimalloc: an RLS decision makes some 80 small allocations (HTTP/2, gRPC, protobuf, the
@@ -74,6 +75,15 @@ fn main() -> ExitCode {
         }
     };
     logging(&settings);
+    // The name it was started by, for the log alone: the image has the binary at
+    // `/bin/ratelimit` too (the Go image's path, which Envoy Gateway and Istio run), and it
+    // behaves the same by either name.
+    let started_as = std::env::args_os().next().unwrap_or_default();
+    tracing::info!(
+        "redlimit-server {} starting (as {})",
+        env!("CARGO_PKG_VERSION"),
+        started_as.to_string_lossy()
+    );
     for warning in compat::warnings(|name| std::env::var(name).ok()) {
         tracing::warn!("{warning}");
         eprintln!("warning: {warning}");
@@ -187,9 +197,11 @@ async fn run(settings: Settings) -> Result<(), String> {
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = health::Health::new(
         reporter,
+        settings.redis_health_check_active_connection,
         settings.healthy_with_at_least_one_config_loaded,
         has_domain,
-    );
+    )
+    .await;
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
     let gated = match awaiting_config {
@@ -302,18 +314,6 @@ async fn run(settings: Settings) -> Result<(), String> {
     metrics.map_err(|e| format!("metrics listener: {e}"))?;
     admin.map_err(|e| format!("admin listener: {e}"))?;
     Ok(())
-}
-
-/// Binds `addr` and prints `<name> on ADDR` with the port bound.
-pub(crate) async fn bind(name: &str, addr: SocketAddr) -> Result<TcpListener, String> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr} ({name}): {e}"))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| format!("{name} listener: {e}"))?;
-    println!("{name} on {bound}");
-    Ok(listener)
 }
 
 /// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.

@@ -1,7 +1,8 @@
 //! The black-box suite: the real `redlimit-server` binary driven by PyPI's `xds-protos` stubs
 //! (the gRPC project's generated Envoy API, a client we did not write) against real
-//! `redis-server` processes. `scripts/test.sh` installs `xds-protos` and `grpcio`; the
-//! scenarios are in `tests/python/test_*.py` (the processes they start: `harness.py`).
+//! `redis-server` processes. `scripts/test.sh` installs `xds-protos`, `grpcio` and
+//! `grpcio-health-checking`; the scenarios are in `tests/python/test_*.py` (the processes they
+//! start: `harness.py`).
 //!
 //! The TLS scenarios' certificates are made here (rcgen) and written to a directory named by
 //! `REDLIMIT_TEST_PKI`: Python needs no crypto package for them.
@@ -33,7 +34,7 @@ fn the_python_suite_passes() {
     eprintln!("{stderr}");
     assert!(
         output.status.success(),
-        "the Python suite failed (pip install xds-protos grpcio if it could not import them)"
+        "the Python suite failed (pip install xds-protos grpcio grpcio-health-checking if it could not import them)"
     );
 }
 
@@ -43,43 +44,67 @@ fn the_python_suite_passes() {
 /// `elsewhere.pem`/`.key` and `elsewhere-other-ca.pem`/`.key` (server certificates for
 /// `elsewhere.test` alone, by each authority: Redis's, for the hostname check); client
 /// certificates `client.pem`/`.key` (`envoy.client.test`), `wrong-san.pem`/`.key`
-/// (`intruder.test`) and `other-ca.pem`/`.key` (`envoy.client.test`, by the other authority).
+/// (`intruder.test`) and `other-ca.pem`/`.key` (`envoy.client.test`, by the other authority);
+/// `envoy-rate-limit.pem`/`.key`, shaped as the one Envoy Gateway makes for its rate limit
+/// pod (its `internal/crypto/certgen.go`): with no extended key usage, so that one certificate
+/// serves gRPC and is the xDS client's; named for the service's address (Envoy Gateway's is
+/// for `*.envoy-gateway-system`, a name its Envoy does not check, where grpcio does).
 fn write_pki(dir: &Path) {
     std::fs::create_dir_all(dir).expect("the PKI directory");
     let ca = authority("redlimit test CA");
     let other = authority("another test CA");
     std::fs::write(dir.join("ca.pem"), &ca.0).expect("ca.pem");
-    let leaf = |name: &str, issuer: &Issuer<'static, KeyPair>, sans: &[&str], client: bool| {
+    let leaf = |name: &str, issuer: &Issuer<'static, KeyPair>, sans: &[&str], usage: Usage| {
         let mut params =
             CertificateParams::new(sans.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
                 .expect("names");
         // rcgen names every certificate alike by default: a leaf named as its issuer looks
         // self-signed to BoringSSL (grpcio).
         params.distinguished_name = common_name(name);
-        params.extended_key_usages = vec![if client {
-            ExtendedKeyUsagePurpose::ClientAuth
-        } else {
-            ExtendedKeyUsagePurpose::ServerAuth
-        }];
+        params.extended_key_usages = match usage {
+            Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
+            Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
+            Usage::Any => Vec::new(),
+        };
         let key = KeyPair::generate().expect("a key");
         let cert = params.signed_by(&key, issuer).expect("signed");
         std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).expect("cert");
         std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).expect("key");
     };
-    leaf("server", &ca.1, &["localhost", "127.0.0.1"], false);
+    leaf("server", &ca.1, &["localhost", "127.0.0.1"], Usage::Server);
     leaf(
         "server2",
         &ca.1,
         &["localhost", "127.0.0.1", "reloaded.test"],
-        false,
+        Usage::Server,
     );
     // Redis's certificates for the hostname check: a name other than the address dialled,
     // by the authority and by another one.
-    leaf("elsewhere", &ca.1, &["elsewhere.test"], false);
-    leaf("elsewhere-other-ca", &other.1, &["elsewhere.test"], false);
-    leaf("client", &ca.1, &["envoy.client.test"], true);
-    leaf("wrong-san", &ca.1, &["intruder.test"], true);
-    leaf("other-ca", &other.1, &["envoy.client.test"], true);
+    leaf("elsewhere", &ca.1, &["elsewhere.test"], Usage::Server);
+    leaf(
+        "elsewhere-other-ca",
+        &other.1,
+        &["elsewhere.test"],
+        Usage::Server,
+    );
+    leaf("client", &ca.1, &["envoy.client.test"], Usage::Client);
+    leaf("wrong-san", &ca.1, &["intruder.test"], Usage::Client);
+    leaf("other-ca", &other.1, &["envoy.client.test"], Usage::Client);
+    leaf(
+        "envoy-rate-limit",
+        &ca.1,
+        &["envoy-ratelimit.envoy-gateway-system.svc.cluster.local"],
+        Usage::Any,
+    );
+}
+
+/// A leaf's extended key usage.
+#[derive(Clone, Copy)]
+enum Usage {
+    Server,
+    Client,
+    /// None named: any.
+    Any,
 }
 
 /// A self-signed authority: its certificate's PEM, and the issuer that signs with it.

@@ -107,6 +107,11 @@ pub(crate) struct Settings {
     /// /healthcheck fails until a config with at least one domain has loaded.
     #[arg(long, env = "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", default_value = "false", value_parser = go_bool)]
     pub(crate) healthy_with_at_least_one_config_loaded: bool,
+    /// Health follows Redis for as long as the server runs: /healthcheck fails while a probe
+    /// goes unanswered. Without it, Redis counts once, until it first answers, as in the Go
+    /// service; an outage later is each domain's failure mode's, not the probes'.
+    #[arg(long, env = "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", default_value = "false", value_parser = go_bool)]
+    pub(crate) redis_health_check_active_connection: bool,
 
     /// Where counters live: redis, or memory (this process alone).
     #[arg(

@@ -84,11 +84,11 @@ def wait_for(what, condition, deadline=CONDITION_DEADLINE, every=0.05):
 
 
 class Redis:
-    """A redis-server on a free loopback port, without persistence, stopped by `stop`; `args`
-    are more of its options."""
+    """A redis-server on a free loopback port (or `port`: to bring a stopped one back where it
+    was), without persistence, stopped by `stop`; `args` are more of its options."""
 
-    def __init__(self, args=()):
-        self.port = free_port()
+    def __init__(self, args=(), port=None):
+        self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="rls-redis-")
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
@@ -123,9 +123,10 @@ class Redis:
 class Server:
     """The redlimit-server binary, with `config` (file name -> YAML text) in its runtime
     directory and `env` on top of a loopback setup (a None value removes a variable); its
-    listeners' addresses from its stdout (gRPC's `unix:PATH` with GRPC_UDS)."""
+    listeners' addresses from its stdout (gRPC's `unix:PATH` with GRPC_UDS). `program`: the path
+    to start it by (the binary by another name), the binary under test by default."""
 
-    def __init__(self, config, redis=None, env=None, layout="plain"):
+    def __init__(self, config, redis=None, env=None, layout="plain", program=None):
         self.root = tempfile.mkdtemp(prefix="rls-runtime-")
         self.config_dir = os.path.join(self.root, "ratelimit", "config")
         os.makedirs(self.config_dir)
@@ -151,7 +152,7 @@ class Server:
         full_env = {k: v for k, v in full_env.items() if v is not None}
         self.stderr_lines = []
         self.process = subprocess.Popen(
-            [os.environ["REDLIMIT_SERVER_BIN"]], env=full_env, stdout=subprocess.PIPE,
+            [program or os.environ["REDLIMIT_SERVER_BIN"]], env=full_env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         self.drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self.drain.start()

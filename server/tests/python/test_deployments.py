@@ -84,7 +84,8 @@ class Distance(unittest.TestCase):
             server.stop()
 
     def test_a_frozen_redis_answers_unavailable_at_the_deadline_never_ok(self):
-        server = self.server({"REDLIMIT_STORE_DEADLINE": "50ms"})
+        server = self.server({"REDLIMIT_STORE_DEADLINE": "50ms",
+                              "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"})
         try:
             wait_for("healthy", server.healthy)
             self.proxy.freeze()

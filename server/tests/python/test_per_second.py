@@ -1,7 +1,8 @@
 """REDIS_PERSECOND as the Go service reads it, end to end: two real redis-servers, the second
 (with a password, REDIS_PERSECOND_AUTH) holding the counters of every limit whose unit is
 `second`, the first every other; a request refused by the per-second limit charges nothing in
-the first; /healthcheck fails while the per-second Redis is down, and a request that needs it
+the first; /healthcheck fails while the per-second Redis is down (with
+REDIS_HEALTH_CHECK_ACTIVE_CONNECTION), and a request that needs it
 gets the failure mode (UNAVAILABLE by default) while one that does not is answered."""
 
 import socket
@@ -77,6 +78,8 @@ class PerSecondRedis(unittest.TestCase):
             "REDIS_PERSECOND_TIMEOUT": "2s",
             "REDIS_PERSECOND_POOL_SIZE": "20",
             "REDLIMIT_STORE_DEADLINE": "5s",
+            # Health follows both Redis servers for good (by default, only until they answer).
+            "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true",
         })
         self.addCleanup(self.srv.stop)
 

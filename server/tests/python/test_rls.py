@@ -278,9 +278,10 @@ class Lifecycle(unittest.TestCase):
         finally:
             server.stop()
 
-    def test_health_fails_while_redis_is_unreachable(self):
+    def test_health_fails_while_redis_is_unreachable_with_the_active_check(self):
         redis = Redis()
-        server = Server({"config.yaml": CONFIG}, redis=redis)
+        server = Server({"config.yaml": CONFIG}, redis=redis,
+                        env={"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"})
         try:
             wait_for("healthy", server.healthy)
             redis.stop()
