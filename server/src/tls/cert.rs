@@ -156,4 +156,19 @@ mod tests {
         assert!(junk.unwrap_err().contains("no certificate"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Envoy Gateway's certificates (`internal/crypto/certgen.go`) have RSA keys written as
+    /// PKCS #1 (`BEGIN RSA PRIVATE KEY`), which its Deployment passes as `GRPC_SERVER_TLS_KEY`
+    /// (made by `openssl req -x509 -newkey rsa:2048` and `openssl rsa -traditional`).
+    #[test]
+    fn an_rsa_key_in_pkcs1_as_envoy_gateway_writes_it_is_served() {
+        let provider = rustls::crypto::ring::default_provider();
+        let files = Files {
+            cert: include_bytes!("testdata/envoy-gateway-rsa.crt").to_vec(),
+            key: include_bytes!("testdata/envoy-gateway-rsa.key").to_vec(),
+        };
+        assert!(files.key.starts_with(b"-----BEGIN RSA PRIVATE KEY-----"));
+        let key = certified(&files, &provider).expect("the pair loads");
+        assert_eq!(key.cert.len(), 1);
+    }
 }
