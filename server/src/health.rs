@@ -10,8 +10,8 @@
 //! has connected at start (`src/redis/driver_impl.go`) and never again looks, so a Redis outage
 //! is answered by each domain's failure mode while every pod stays ready, and Kubernetes does
 //! not restart them all at once. With `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION=true` health
-//! follows Redis for good: unhealthy while a probe goes unanswered (within a second), healthy
-//! at the next answer; the Go service's pool trace turns it unhealthy when its last
+//! follows Redis for good: unhealthy while a probe goes unanswered (within about two seconds),
+//! healthy at the next answer; the Go service's pool trace turns it unhealthy when its last
 //! connection closes and healthy when one opens.
 
 use std::sync::Arc;
