@@ -2,6 +2,7 @@
 //! Prometheus, or nothing, as the Go service's variables give them.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -56,6 +57,10 @@ pub(crate) struct StatsSettings {
     /// The path of the metrics.
     #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
     pub(crate) prometheus_path: String,
+    /// A statsd_exporter mapping file: the Go service's statsd names made Prometheus metrics
+    /// by its rules instead of the built-in mapping's (see `mapper`).
+    #[arg(long, env = "PROMETHEUS_MAPPER_YAML", value_parser = mapper_path)]
+    pub(crate) prometheus_mapper_yaml: Option<PathBuf>,
     /// The Go service's legacy response time: `ratelimit_service_response_time_seconds`
     /// observed in milliseconds.
     #[arg(
@@ -119,6 +124,17 @@ fn names(text: &str) -> Result<Names, String> {
             .map(str::to_owned)
             .collect(),
     ))
+}
+
+/// A path; empty is unset, as the Go service takes it.
+fn mapper_path(text: &str) -> Result<PathBuf, String> {
+    match text {
+        "" => Err(
+            "an empty path (leave PROMETHEUS_MAPPER_YAML unset for the built-in mapping)"
+                .to_owned(),
+        ),
+        path => Ok(PathBuf::from(path)),
+    }
 }
 
 fn flush_interval(text: &str) -> Result<Duration, String> {
