@@ -35,7 +35,7 @@ pub(crate) struct Installed {
 /// metric handles are taken from the recorder in place at first use.
 pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
     let millis = stats.prometheus_response_time_as_milliseconds;
-    let mapper = match (&stats.prometheus_mapper_yaml, stats.prometheus()) {
+    let mapper = match (stats.mapper_yaml(), stats.prometheus()) {
         (Some(path), true) => {
             if millis {
                 tracing::warn!(

@@ -2,7 +2,7 @@
 //! Prometheus, or nothing, as the Go service's variables give them.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -58,9 +58,10 @@ pub(crate) struct StatsSettings {
     #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
     pub(crate) prometheus_path: String,
     /// A statsd_exporter mapping file: the Go service's statsd names made Prometheus metrics
-    /// by its rules instead of the built-in mapping's (see `mapper`).
-    #[arg(long, env = "PROMETHEUS_MAPPER_YAML", value_parser = mapper_path)]
-    pub(crate) prometheus_mapper_yaml: Option<PathBuf>,
+    /// by its rules instead of the built-in mapping's (see `mapper`); empty is unset, as in
+    /// the Go service.
+    #[arg(long, env = "PROMETHEUS_MAPPER_YAML", default_value = "")]
+    pub(crate) prometheus_mapper_yaml: String,
     /// The Go service's legacy response time: `ratelimit_service_response_time_seconds`
     /// observed in milliseconds.
     #[arg(
@@ -106,6 +107,11 @@ impl StatsSettings {
         Ok(on)
     }
 
+    /// The mapping file, when one is given.
+    pub(crate) fn mapper_yaml(&self) -> Option<&Path> {
+        Some(Path::new(&self.prometheus_mapper_yaml)).filter(|p| !p.as_os_str().is_empty())
+    }
+
     /// Whether the Prometheus listener is on.
     pub(crate) fn prometheus(&self) -> bool {
         !self.disable_stats && self.use_prometheus
@@ -124,17 +130,6 @@ fn names(text: &str) -> Result<Names, String> {
             .map(str::to_owned)
             .collect(),
     ))
-}
-
-/// A path; empty is unset, as the Go service takes it.
-fn mapper_path(text: &str) -> Result<PathBuf, String> {
-    match text {
-        "" => Err(
-            "an empty path (leave PROMETHEUS_MAPPER_YAML unset for the built-in mapping)"
-                .to_owned(),
-        ),
-        path => Ok(PathBuf::from(path)),
-    }
 }
 
 fn flush_interval(text: &str) -> Result<Duration, String> {
