@@ -16,6 +16,7 @@ mod matcher;
 mod parse;
 mod recorder;
 mod shapes;
+mod values;
 mod yaml;
 
 use std::time::Duration;

@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use regex::Regex;
 
+use super::values::{
+    boolean, duration, entries, float, floats, match_type, observer_type, quantiles, string, whole,
+};
 use super::yaml::{self, Kind, Node};
 use super::{MetricType, Observer, Rule, Selector};
 
@@ -21,8 +24,6 @@ const DEFAULT_QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
 /// client_golang's summary window: `DefMaxAge` in `DefAgeBuckets` parts.
 const DEFAULT_MAX_AGE: Duration = Duration::from_secs(600);
 const DEFAULT_AGE_BUCKETS: u32 = 5;
-
-type Entries = [(String, usize, Node)];
 
 /// The observer keys a mapping or the defaults give.
 #[derive(Debug, Default, Clone)]
@@ -336,15 +337,7 @@ fn read_observing(
     Ok(())
 }
 
-fn entries<'a>(node: &'a Node, what: &str) -> Result<&'a Entries, String> {
-    match &node.kind {
-        Kind::Map(entries) => Ok(entries),
-        _ if node.is_null() => Ok(&[]),
-        _ => Err(format!("line {}: {what} must be a mapping", node.line)),
-    }
-}
-
-fn unknown(line: usize, key: &str) -> String {
+pub(super) fn unknown(line: usize, key: &str) -> String {
     format!("line {line}: unknown key `{key}` (statsd_exporter's mapping has no such key)")
 }
 
@@ -354,119 +347,6 @@ fn unsupported(line: usize, what: &str) -> String {
 
 fn valid(pattern: &str, text: &str) -> bool {
     Regex::new(pattern).is_ok_and(|re| re.is_match(text))
-}
-
-fn string(node: &Node, line: usize) -> Result<String, String> {
-    match &node.kind {
-        Kind::Scalar { .. } if node.is_null() => Ok(String::new()),
-        Kind::Scalar { text, .. } => Ok(text.clone()),
-        _ => Err(format!("line {line}: expected a string")),
-    }
-}
-
-fn observer_type(node: &Node, line: usize) -> Result<bool, String> {
-    match string(node, line)?.as_str() {
-        "histogram" => Ok(true),
-        "summary" | "" => Ok(false),
-        other => Err(format!("line {line}: invalid observer type `{other}`")),
-    }
-}
-
-/// `true` for glob.
-fn match_type(node: &Node, line: usize) -> Result<bool, String> {
-    match string(node, line)?.as_str() {
-        "glob" | "" => Ok(true),
-        "regex" => Ok(false),
-        other => Err(format!("line {line}: invalid match type `{other}`")),
-    }
-}
-
-fn boolean(node: &Node, line: usize) -> Result<bool, String> {
-    match &node.kind {
-        Kind::Scalar { text, plain: true } => match text.as_str() {
-            "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "true" | "True" | "TRUE" => {
-                Ok(true)
-            }
-            "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "false" | "False"
-            | "FALSE" => Ok(false),
-            _ => Err(format!("line {line}: expected true or false")),
-        },
-        _ => Err(format!("line {line}: expected true or false")),
-    }
-}
-
-fn float(node: &Node, line: usize) -> Result<f64, String> {
-    let bad = || format!("line {line}: expected a number");
-    let Kind::Scalar { text, plain: true } = &node.kind else {
-        return Err(bad());
-    };
-    match text.as_str() {
-        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => Ok(f64::INFINITY),
-        "-.inf" | "-.Inf" | "-.INF" => Ok(f64::NEG_INFINITY),
-        ".nan" | ".NaN" | ".NAN" => Ok(f64::NAN),
-        t if t.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)) => {
-            t.replace('_', "").parse().map_err(|_| bad())
-        }
-        _ => Err(bad()),
-    }
-}
-
-fn whole(node: &Node, line: usize) -> Result<u32, String> {
-    match float(node, line)? {
-        n if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) => Ok(n as u32),
-        _ => Err(format!("line {line}: expected a whole number")),
-    }
-}
-
-fn floats(node: &Node, line: usize) -> Result<Vec<f64>, String> {
-    match &node.kind {
-        Kind::List(items) => items.iter().map(|n| float(n, n.line)).collect(),
-        _ if node.is_null() => Ok(Vec::new()),
-        _ => Err(format!("line {line}: expected a list of numbers")),
-    }
-}
-
-/// `- quantile: 0.5` / `error: 0.05` entries: the quantiles (the error is the estimator's, and
-/// this exporter's estimator is not client_golang's).
-fn quantiles(node: &Node, line: usize) -> Result<Vec<f64>, String> {
-    let items = match &node.kind {
-        Kind::List(items) => items.as_slice(),
-        _ if node.is_null() => &[],
-        _ => return Err(format!("line {line}: expected a list of quantiles")),
-    };
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let mut quantile = 0.0;
-        for (key, line, value) in entries(item, "a quantile")? {
-            match key.as_str() {
-                "quantile" => quantile = float(value, *line)?,
-                "error" => {
-                    float(value, *line)?;
-                }
-                other => return Err(unknown(*line, other)),
-            }
-        }
-        if !(0.0..=1.0).contains(&quantile) {
-            return Err(format!("line {}: a quantile is between 0 and 1", item.line));
-        }
-        out.push(quantile);
-    }
-    Ok(out)
-}
-
-/// A duration as yaml.v2 decodes Go's `time.Duration`: a number of nanoseconds, or Go's
-/// duration syntax.
-fn duration(node: &Node, line: usize) -> Result<Duration, String> {
-    match &node.kind {
-        Kind::Scalar { text, plain: true } if text.bytes().all(|b| b.is_ascii_digit()) => text
-            .parse()
-            .map(Duration::from_nanos)
-            .map_err(|_| format!("line {line}: expected a duration")),
-        Kind::Scalar { text, .. } => {
-            crate::settings::go_duration(text).map_err(|e| format!("line {line}: {e}"))
-        }
-        _ => Err(format!("line {line}: expected a duration")),
-    }
 }
 
 fn no_ttl(node: &Node, line: usize) -> Result<(), String> {
