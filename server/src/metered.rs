@@ -20,6 +20,8 @@ use tower_service::Service;
 pub(crate) const TOTAL_REQUESTS: &str = "ratelimit_service_total_requests";
 /// Seconds from a call's request to its response, by `grpc_method`.
 pub(crate) const RESPONSE_TIME: &str = "ratelimit_service_response_time_seconds";
+/// The methods counted and timed (`grpc_method`).
+pub(crate) const METHODS: [&str; 2] = ["ShouldRateLimit", "Check"];
 /// The response time's buckets: Prometheus's defaults (the Go service's statsd exporter's),
 /// below them the milliseconds a decision takes, and 15 and 20 ms: the store deadline's
 /// default and Envoy's timeout, so the calls Envoy gave up on can be counted.

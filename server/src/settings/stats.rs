@@ -2,6 +2,7 @@
 //! Prometheus, or nothing, as the Go service's variables give them.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -56,6 +57,11 @@ pub(crate) struct StatsSettings {
     /// The path of the metrics.
     #[arg(long, env = "PROMETHEUS_PATH", default_value = "/metrics")]
     pub(crate) prometheus_path: String,
+    /// A statsd_exporter mapping file: the Go service's statsd names made Prometheus metrics
+    /// by its rules instead of the built-in mapping's (see `mapper`); empty is unset, as in
+    /// the Go service.
+    #[arg(long, env = "PROMETHEUS_MAPPER_YAML", default_value = "")]
+    pub(crate) prometheus_mapper_yaml: String,
     /// The Go service's legacy response time: `ratelimit_service_response_time_seconds`
     /// observed in milliseconds.
     #[arg(
@@ -99,6 +105,11 @@ impl StatsSettings {
             );
         }
         Ok(on)
+    }
+
+    /// The mapping file, when one is given.
+    pub(crate) fn mapper_yaml(&self) -> Option<&Path> {
+        Some(Path::new(&self.prometheus_mapper_yaml)).filter(|p| !p.as_os_str().is_empty())
     }
 
     /// Whether the Prometheus listener is on.

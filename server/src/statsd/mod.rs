@@ -18,7 +18,7 @@
 //! UDP as its client sends them.
 
 mod dog;
-mod names;
+pub(crate) mod names;
 mod sink;
 
 use std::collections::HashMap;

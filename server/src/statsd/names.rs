@@ -13,8 +13,8 @@ use crate::settings::ExtraTags;
 /// The per-rule counters, by the Prometheus name's suffix (the statsd name's last part), and
 /// the per-domain one (`domain_not_found`, labelled `domain` alone:
 /// `ratelimit.service.rate_limit.DOMAIN.domain_not_found`).
-const RULE_PREFIX: &str = "ratelimit_service_rate_limit_";
-const RULE_STATS: [&str; 7] = [
+pub(crate) const RULE_PREFIX: &str = "ratelimit_service_rate_limit_";
+pub(crate) const RULE_STATS: [&str; 7] = [
     "total_hits",
     "over_limit",
     "near_limit",
@@ -25,7 +25,7 @@ const RULE_STATS: [&str; 7] = [
 ];
 const CALL_ERROR: &str = "ratelimit_service_should_rate_limit_error";
 /// The service's own counters: `ratelimit.service.NAME`.
-const SERVICE: [&str; 3] = [
+pub(crate) const SERVICE: [&str; 3] = [
     "ratelimit_service_config_load_success",
     "ratelimit_service_config_load_error",
     "ratelimit_service_global_shadow_mode",
@@ -33,7 +33,7 @@ const SERVICE: [&str; 3] = [
 
 /// Whether the Go service has a statsd counter for this metric (redlimit's own metrics are
 /// Prometheus's only).
-pub(super) fn is_go_counter(name: &str) -> bool {
+pub(crate) fn is_go_counter(name: &str) -> bool {
     name.strip_prefix(RULE_PREFIX)
         .is_some_and(|stat| RULE_STATS.contains(&stat))
         || name == CALL_ERROR
@@ -42,12 +42,12 @@ pub(super) fn is_go_counter(name: &str) -> bool {
 }
 
 /// Whether the Go service has a statsd timer for this metric.
-pub(super) fn is_go_timer(name: &str) -> bool {
+pub(crate) fn is_go_timer(name: &str) -> bool {
     name == RESPONSE_TIME
 }
 
 /// The Go service's statsd name for `key`, tagged; `None` for a metric it has none for.
-pub(super) fn go_name(key: &Key, tags: &ExtraTags) -> Option<String> {
+pub(crate) fn go_name(key: &Key, tags: &ExtraTags) -> Option<String> {
     let name = key.name();
     let label = |wanted: &str| {
         key.labels()
