@@ -191,7 +191,7 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         "PROMETHEUS_MAPPER_YAML",
         "",
         Differs(
-            "applied as the Go service's statsd_exporter (v0.26.1) applies it to the same statsd names (EXTRA_TAGS included), PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS then without effect, as there; a file it would not load, a key it does not know (it ignores one), `ttl`, `glob_disable_ordering: true`, a `scale` that can match a counter, merge keys, and response-time summaries with different quantiles or windows stop the start, naming the line (the Go service starts with no mapping); summaries' quantiles are estimated by the exporter's sketch (their `error` and `buf_cap` are not used)",
+            "applied as the Go service's statsd_exporter (v0.26.1) applies it to the same statsd names (EXTRA_TAGS included), PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS then without effect, as there; a file that cannot be read is logged as an error and the built-in mapping's names are emitted (the Go service emits unmapped names); a file it would not load, a key it does not know (it ignores one), `ttl`, `glob_disable_ordering: true`, a `scale` that can match a counter, merge keys, and response-time summaries with different quantiles or windows stop the start, naming the line (the Go service starts with no mapping); summaries' quantiles are estimated by the exporter's sketch (their `error` and `buf_cap` are not used)",
         ),
     ),
     var(

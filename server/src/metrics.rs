@@ -36,20 +36,15 @@ pub(crate) struct Installed {
 pub(crate) fn install(stats: &StatsSettings) -> Result<Installed, String> {
     let millis = stats.prometheus_response_time_as_milliseconds;
     let mapper = match (stats.mapper_yaml(), stats.prometheus()) {
-        (Some(path), true) => {
-            if millis {
-                tracing::warn!(
-                    "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS has no effect with \
-                     PROMETHEUS_MAPPER_YAML (as in the Go service): the file's mapping applies"
-                );
-            }
-            Some(Arc::new(Mapper::load(
-                path,
-                &tag_fields(&stats.extra_tags),
-            )?))
-        }
+        (Some(path), true) => Mapper::load(path, &tag_fields(&stats.extra_tags))?.map(Arc::new),
         _ => None,
     };
+    if mapper.is_some() && millis {
+        tracing::warn!(
+            "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS has no effect with \
+             PROMETHEUS_MAPPER_YAML (as in the Go service): the file's mapping applies"
+        );
+    }
     let prometheus = match stats.prometheus() {
         true => Some(prometheus(millis, mapper.as_deref(), &stats.extra_tags)?),
         false => None,

@@ -105,14 +105,24 @@ pub(crate) struct Mapper {
 impl Mapper {
     /// Reads and checks the mapping file at `path`; `tags` are `EXTRA_TAGS`' fields, appended
     /// to every statsd name (a rule's `scale` is refused where it could reach a counter).
-    pub(crate) fn load(path: &std::path::Path, tags: &[String]) -> Result<Mapper, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            format!(
-                "PROMETHEUS_MAPPER_YAML: cannot read {}: {e}",
-                path.display()
-            )
-        })?;
+    /// `None`, with an error logged, when the file cannot be read: Envoy Gateway mounts it
+    /// from an optional ConfigMap, and a rate limit service that will not start over its
+    /// metrics' names takes every gateway's limits down (the Go service starts too). The
+    /// built-in mapping's names are emitted then. A file that is read but cannot be used is
+    /// an error (its line named).
+    pub(crate) fn load(path: &std::path::Path, tags: &[String]) -> Result<Option<Mapper>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::error!(
+                    "PROMETHEUS_MAPPER_YAML: cannot read {}: {e}; the built-in mapping's names are emitted",
+                    path.display()
+                );
+                return Ok(None);
+            }
+        };
         Mapper::parse(&text, tags)
+            .map(Some)
             .map_err(|e| format!("PROMETHEUS_MAPPER_YAML: {}: {e}", path.display()))
     }
 

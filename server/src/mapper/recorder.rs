@@ -19,7 +19,7 @@ use crate::statsd::names;
 /// `inner` with the Go service's statistics renamed by `mapper`.
 ///
 /// ```ignore
-/// let mapper = Arc::new(Mapper::load(path, &[])?);
+/// let mapper = Arc::new(Mapper::load(path, &[])?.expect("the file is read"));
 /// metrics::set_global_recorder(Mapped::new(prometheus, mapper, ExtraTags::default()))?;
 /// ```
 #[derive(Debug)]

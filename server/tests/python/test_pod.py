@@ -13,8 +13,8 @@ files' directories (temporary ones laid out as its volumes: `certs/{tls.crt,tls.
 `redis-certs/tls.{crt,key}`), the xDS server's address (127.0.0.1 and this test's
 certificate, not `envoy-gateway:18001`), `REDIS_TLS_CACERT` (this test's Redis has a private
 authority: a user adds it to the container's env, as the Go image would need it too), and
-`PROMETHEUS_MAPPER_YAML` (left out until the mapper is in; Envoy Gateway sets
-`/etc/statsd-exporter/conf.yaml`).
+`PROMETHEUS_MAPPER_YAML` (Envoy Gateway's file, verbatim, from `tests/fixtures/mapper/`
+rather than `/etc/statsd-exporter/conf.yaml`).
 
 Istio (`samples/ratelimit/rate-limit-service.yaml`): its environment, the config file where
 its ConfigMap is mounted (as a ConfigMap volume lays it out), `HOST="::"` and `GRPC_HOST="::"`,
@@ -42,6 +42,10 @@ MATCH = "rule-0-match-0"
 # python.rs's `envoy-rate-limit` certificate. Envoy itself checks the chain alone (a trusted CA,
 # no name: `buildEnvoyClientTLSSocket`); grpcio checks the name too.
 POD_NAME = "envoy-ratelimit.envoy-gateway-system.svc.cluster.local"
+
+
+GATEWAY_MAPPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                              "mapper", "envoy-gateway-statsd_conf.yaml")
 
 
 def pki(name):
@@ -158,6 +162,7 @@ class EnvoyGateway(unittest.TestCase):
             "REDIS_TLS_CLIENT_KEY": os.path.join(redis_certs, "tls.key"),
             "USE_PROMETHEUS": "true",
             "PROMETHEUS_ADDR": ":0",
+            "PROMETHEUS_MAPPER_YAML": GATEWAY_MAPPER,
             # Not Envoy Gateway's: the test's Redis has a private authority.
             "REDIS_TLS_CACERT": pki("ca.pem"),
             # The harness's loopback addresses removed: the defaults listen everywhere.
@@ -198,6 +203,11 @@ class EnvoyGateway(unittest.TestCase):
         with tls_channel(f"[::1]:{grpc_port}") as anonymous:
             self.assertEqual(should_rate_limit(anonymous, "alice"), OVER_LIMIT)
             self.assertEqual(should_rate_limit(anonymous, "bob"), OK)
+        # The dashboard's series, named by Envoy Gateway's mapping file.
+        wait_for("the over-limit series under Envoy Gateway's mapping", lambda: any(
+            line.startswith("ratelimit_service_rate_limit_over_limit")
+            and f'domain="{DOMAIN}"' in line
+            for line in server.get("metrics", "/metrics")[1].splitlines()))
         # Counted in the Redis that asks for a client certificate.
         self.assertIn(b"alice", self.redis.command("KEYS", "*alice*"))
 

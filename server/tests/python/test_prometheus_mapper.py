@@ -165,10 +165,18 @@ class Mapped(unittest.TestCase):
         message = str(failed.exception)
         self.assertIn("exited", message)
         self.assertIn(f"PROMETHEUS_MAPPER_YAML: {path}: line 4: `ttl`", message)
-        missing = os.path.join(tempfile.gettempdir(), "no-such-mapper.yaml")
-        with self.assertRaises(AssertionError) as failed:
-            server(missing)
-        self.assertIn(f"cannot read {missing}", str(failed.exception))
+
+    def test_a_file_that_cannot_be_read_leaves_the_built_in_names(self):
+        # Envoy Gateway mounts the file from an optional ConfigMap: the service starts, says
+        # so, and emits the built-in mapping's names.
+        missing = os.path.join(tempfile.gettempdir(), f"no-such-mapper-{os.getpid()}.yaml")
+        srv = server(missing)
+        self.addCleanup(srv.stop)
+        srv.call("gs", [("once", "a")])
+        hits = key("ratelimit_service_rate_limit_total_hits", domain="gs", key1="once")
+        self.assertEqual(self.wait_scrape(srv, {hits: 1})[hits], 1)
+        wait_for("the error logged", lambda: any(
+            f"cannot read {missing}" in line for line in srv.stderr_lines))
 
     def test_the_process_series_and_an_empty_file_name(self):
         started = time.time()
