@@ -86,10 +86,11 @@ else
 fi
 
 # The RLS server's black-box tests drive it with the gRPC project's generated Envoy stubs
-# (PyPI's xds-protos) over grpcio: a client we did not write.
-if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc" 2>/dev/null; then
-  echo "installing xds-protos and grpcio with pip" >&2
-  python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio
+# (PyPI's xds-protos) over grpcio: a client we did not write. Its spans go to OTLP collectors
+# built on the OpenTelemetry project's generated messages (opentelemetry-proto).
+if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc" 2>/dev/null; then
+  echo "installing xds-protos, opentelemetry-proto and grpcio with pip" >&2
+  python3 -m pip install --quiet --disable-pip-version-check xds-protos opentelemetry-proto grpcio
 fi
 
 step "fmt"
