@@ -114,16 +114,26 @@ impl Rls for Traced {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, tonic::Status> {
-        let Some(tracer) = &self.tracer else {
-            return self
+        match &self.tracer {
+            None => self
                 .gated
                 .should_rate_limit(request.into_inner())
                 .await
-                .map(Response::new);
-        };
-        let span = tracer.start(request.metadata().as_ref(), request.get_ref());
-        let result = self.gated.should_rate_limit(request.into_inner()).await;
-        span.finish(&result);
-        result.map(Response::new)
+                .map(Response::new),
+            // Boxed: the span's state is no part of the call's future when tracing is off.
+            Some(tracer) => Box::pin(traced(&self.gated, tracer, request)).await,
+        }
     }
+}
+
+/// A call in its span.
+async fn traced(
+    gated: &Gated,
+    tracer: &CallTracer,
+    request: Request<RateLimitRequest>,
+) -> Result<Response<RateLimitResponse>, tonic::Status> {
+    let span = tracer.start(request.metadata().as_ref(), request.get_ref());
+    let result = gated.should_rate_limit(request.into_inner()).await;
+    span.finish(&result);
+    result.map(Response::new)
 }
