@@ -41,10 +41,10 @@ use Support::{Differs, Honoured, NoEffect, Unsupported};
 const ONE_CONNECTION: &str =
     "one multiplexed connection per Redis node, pipelined: there is no pool to size";
 const NO_MEMCACHE: &str = "memcached is not supported: use BACKEND_TYPE=redis";
-const NO_TRACING: &str = "OpenTelemetry tracing is not supported: logs go to stderr";
 
 /// Every environment variable envoyproxy/ratelimit reads (its `src/settings/settings.go`, and
-/// `STATSD_PROTOCOL`, which its stats library gostats reads), in its order.
+/// `STATSD_PROTOCOL`, which its stats library gostats reads), in its order; then the
+/// OpenTelemetry SDK's that Envoy Gateway sets (`OTEL_EXPORTER_OTLP_ENDPOINT`).
 pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var("HOST", "0.0.0.0", Honoured),
     var("PORT", "8080", Honoured),
@@ -393,12 +393,31 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
         ),
     ),
     var("MERGE_DOMAIN_CONFIG", "false", Honoured),
-    var("TRACING_ENABLED", "false", Unsupported(NO_TRACING)),
-    var("TRACING_SERVICE_NAME", "RateLimit", Unsupported(NO_TRACING)),
-    var("TRACING_SERVICE_NAMESPACE", "", Unsupported(NO_TRACING)),
-    var("TRACING_SERVICE_INSTANCE_ID", "", Unsupported(NO_TRACING)),
-    var("TRACING_EXPORTER_PROTOCOL", "http", Unsupported(NO_TRACING)),
-    var("TRACING_SAMPLING_RATE", "1", Unsupported(NO_TRACING)),
+    var(
+        "TRACING_ENABLED",
+        "false",
+        Differs(
+            "OTLP spans, the caller's trace continued (W3C `traceparent`, B3 single and multiple headers), as there; one span per gRPC `ShouldRateLimit` (the server span the Go service's otelgrpc interceptor makes, `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`) with `domain`, `descriptors` (their number) and `outcome` (`OK`, `OVER_LIMIT`, `UNKNOWN` or `ERROR`): not the Go service's child spans (`ShouldRateLimit Execution`, whose `request string` carries every descriptor's value; `Redis Pipeline Execution`), and no span for `/json`. No descriptor key or value and no error message is ever recorded",
+        ),
+    ),
+    var("TRACING_SERVICE_NAME", "RateLimit", Honoured),
+    var("TRACING_SERVICE_NAMESPACE", "", Honoured),
+    var(
+        "TRACING_SERVICE_INSTANCE_ID",
+        "",
+        Differs(
+            "as there (a random UUID when empty); the resource also carries the OpenTelemetry SDK's `telemetry.sdk.*`",
+        ),
+    ),
+    var("TRACING_EXPORTER_PROTOCOL", "http", Honoured),
+    var("TRACING_SAMPLING_RATE", "1", Honoured),
+    var(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "",
+        Differs(
+            "as the OpenTelemetry SDK reads it (`/v1/traces` appended over http; `http://localhost:4318`, or `:4317` over grpc, when unset), with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `_HEADERS`, `_TIMEOUT` and `OTEL_BSP_*`; an `https://` endpoint is refused at start (TLS to the collector is not supported)",
+        ),
+    ),
 ];
 
 /// One warning per variable of the Go service that is set in `env` but has no effect here or
@@ -471,10 +490,10 @@ mod tests {
 
     #[test]
     fn set_variables_without_effect_are_named_and_honoured_ones_are_not() {
-        let set = ["REDIS_POOL_SIZE", "TRACING_ENABLED", "REDIS_URL", "PORT"];
+        let set = ["REDIS_POOL_SIZE", "MEMCACHE_HOST_PORT", "REDIS_URL", "PORT"];
         let warnings = warnings(|name| set.contains(&name).then(|| "x".to_owned()));
         assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[1].starts_with("TRACING_ENABLED is set but not supported"));
+        assert!(warnings[1].starts_with("MEMCACHE_HOST_PORT is set but not supported"));
         assert!(warnings[0].starts_with("REDIS_POOL_SIZE is set but has no effect"));
     }
 }

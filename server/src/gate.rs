@@ -14,11 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
-use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
-    RateLimitService as Rls, RateLimitServiceServer,
-};
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use tonic::{Request, Response, Status};
+use tonic::Status;
 
 use crate::health::Health;
 
@@ -58,11 +55,6 @@ impl Gated {
         }
     }
 
-    /// The tonic service to mount.
-    pub(crate) fn into_server(self) -> RateLimitServiceServer<Gated> {
-        RateLimitServiceServer::new(self)
-    }
-
     /// `ShouldRateLimit`: the service's answer once a config is in force, and before, the
     /// Go service's checks in its order (domain, descriptors, then the config).
     pub(crate) async fn should_rate_limit(
@@ -82,18 +74,6 @@ impl Gated {
             return Err(Status::unknown(NO_CONFIG));
         }
         self.service.should_rate_limit(request).await
-    }
-}
-
-#[tonic::async_trait]
-impl Rls for Gated {
-    async fn should_rate_limit(
-        &self,
-        request: Request<RateLimitRequest>,
-    ) -> Result<Response<RateLimitResponse>, Status> {
-        Gated::should_rate_limit(self, request.into_inner())
-            .await
-            .map(Response::new)
     }
 }
 

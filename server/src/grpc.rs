@@ -24,10 +24,10 @@ use tonic::transport::server::{Connected, Router, TcpIncoming};
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer as RlsServer;
 use tower_layer::{Identity, Stack};
 
-use crate::gate::Gated;
 use crate::metered::Metered;
 use crate::rls_first::RlsFirst;
 use crate::settings::GrpcAddress;
+use crate::trace::Traced;
 
 /// A bound gRPC listener.
 #[derive(Debug)]
@@ -80,7 +80,7 @@ async fn remove_stale_socket(path: &Path) -> io::Result<()> {
 }
 
 /// The gRPC services, rate limit calls first (`rls_first`).
-pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer<Gated>>>, Identity>>;
+pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer<Traced>>>, Identity>>;
 
 /// What serving the listener comes to.
 pub(crate) type Serving = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;

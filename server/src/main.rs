@@ -16,13 +16,16 @@
 //!   `REDLIMIT_ADMIN_TOKEN` from the environment): `redlimit::rls::admin`'s counters,
 //!   overrides and shadow mode, behind `Authorization: Bearer TOKEN`;
 //! - Prometheus (`USE_PROMETHEUS=true`, `PROMETHEUS_ADDR` :9090, `PROMETHEUS_PATH` /metrics);
+//! - tracing (`TRACING_ENABLED=true`): a span per `ShouldRateLimit`, continuing the caller's
+//!   trace (W3C or B3), exported over OTLP (`TRACING_EXPORTER_PROTOCOL` http or grpc) to
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT`;
 //! - statsd (`USE_STATSD`, on by default as in the Go service unless Prometheus is chosen:
 //!   `STATSD_HOST` localhost, `STATSD_PORT` 8125, over TCP or `STATSD_PROTOCOL=udp`), or
 //!   DogStatsD (`USE_DOG_STATSD=true`, over UDP, with the Go service's mogrifiers).
 //!
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
-//! process exits.
+//! process exits (the last statistics and spans sent first).
 
 mod admin;
 mod compat;
@@ -44,6 +47,7 @@ mod rls_first;
 mod settings;
 mod statsd;
 mod tls;
+mod trace;
 mod xds;
 
 use std::net::SocketAddr;
@@ -139,6 +143,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         prometheus,
         last_flush,
     } = metrics::install(&settings.stats)?;
+    let (tracing, call_tracer) = trace::Tracing::start(&settings.tracing)?.unzip();
     let xds = match settings.config_type {
         ConfigType::GrpcXdsSotw => Some(xds::prepare(&settings.xds, settings.merge_domain_config)?),
         ConfigType::File => None,
@@ -260,7 +265,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         let _ = stopping.wait_for(|stop| *stop).await;
     };
 
-    let rls = metered::Metered::new(gated.clone().into_server());
+    let rls = metered::Metered::new(trace::Traced::new(gated.clone(), call_tracer).into_server());
     let grpc_router = tonic::transport::Server::builder()
         .layer(rls_first::RlsFirst::new(rls.clone()))
         .add_service(metered::Metered::new(health_service))
@@ -309,6 +314,9 @@ async fn run(settings: Settings) -> Result<(), String> {
     signal.abort();
     if let Some(last_flush) = last_flush {
         last_flush.run().await;
+    }
+    if let Some(tracing) = tracing {
+        tracing.shutdown().await;
     }
     grpc.map_err(|e| format!("gRPC listener: {e}"))?;
     http.map_err(|e| format!("HTTP listener: {e}"))?;

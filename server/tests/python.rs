@@ -1,8 +1,8 @@
 //! The black-box suite: the real `redlimit-server` binary driven by PyPI's `xds-protos` stubs
 //! (the gRPC project's generated Envoy API, a client we did not write) against real
-//! `redis-server` processes. `scripts/test.sh` installs `xds-protos`, `grpcio` and
-//! `grpcio-health-checking`; the scenarios are in `tests/python/test_*.py` (the processes they
-//! start: `harness.py`).
+//! `redis-server` processes. `scripts/test.sh` installs `xds-protos`, `grpcio`,
+//! `grpcio-health-checking` and `opentelemetry-proto` (the tracing tests' OTLP collectors); the
+//! scenarios are in `tests/python/test_*.py` (the processes they start: `harness.py`).
 //!
 //! The TLS scenarios' certificates are made here (rcgen) and written to a directory named by
 //! `REDLIMIT_TEST_PKI`: Python needs no crypto package for them.
@@ -34,7 +34,7 @@ fn the_python_suite_passes() {
     eprintln!("{stderr}");
     assert!(
         output.status.success(),
-        "the Python suite failed (pip install xds-protos grpcio grpcio-health-checking if it could not import them)"
+        "the Python suite failed (pip install xds-protos grpcio grpcio-health-checking opentelemetry-proto if it could not import them)"
     );
 }
 

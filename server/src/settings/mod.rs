@@ -11,6 +11,7 @@ mod grpc;
 mod parse;
 mod per_second;
 mod stats;
+mod trace;
 mod xds;
 
 use std::net::IpAddr;
@@ -24,6 +25,7 @@ pub(crate) use grpc::{GrpcAddress, GrpcSettings};
 pub(crate) use parse::{ExtraTags, go_duration, key_values};
 pub(crate) use per_second::PerSecondSettings;
 pub(crate) use stats::{StatsSettings, StatsdProtocol};
+pub(crate) use trace::{ExporterProtocol, TracingSettings};
 pub(crate) use xds::{ConfigType, XdsSettings};
 
 use parse::{go_bool, log_level, ratio};
@@ -216,6 +218,9 @@ pub(crate) struct Settings {
     /// Statistics: statsd, Prometheus, or none.
     #[command(flatten)]
     pub(crate) stats: StatsSettings,
+    /// Tracing: OTLP spans, off unless TRACING_ENABLED.
+    #[command(flatten)]
+    pub(crate) tracing: TracingSettings,
 
     /// redlimit: how long a decision may wait for Redis before the failure mode answers
     /// (Envoy's own timeout is 20 ms by default).
