@@ -328,9 +328,8 @@ async fn run(settings: Settings) -> Result<(), String> {
 
 /// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.
 fn logging(settings: &Settings) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(settings.log_level.as_str().to_ascii_lowercase())
-    });
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(log_directives(settings.log_level)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -339,6 +338,20 @@ fn logging(settings: &Settings) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// `LOG_LEVEL` as the Go service applies it: to the service's own lines. The libraries under
+/// it (h2, hyper, tonic, rustls) log at most warnings, as grpc-go's logger stays apart from
+/// logrus there: at `debug` h2 alone writes several lines per call (Istio's sample sets
+/// `LOG_LEVEL=debug`). `RUST_LOG`, when set, replaces all of this.
+fn log_directives(level: tracing::Level) -> String {
+    let ours = level.as_str().to_ascii_lowercase();
+    let theirs = if level > tracing::Level::WARN {
+        "warn"
+    } else {
+        &ours
+    };
+    format!("{theirs},redlimit={ours},redlimit_server={ours}")
 }
 
 /// Resolves on SIGTERM or ctrl-c.
@@ -368,6 +381,22 @@ mod tests {
     use tokio::runtime::RuntimeFlavor;
 
     use super::*;
+
+    #[test]
+    fn log_level_applies_to_our_crates_and_libraries_stay_at_warnings() {
+        assert_eq!(
+            log_directives(tracing::Level::DEBUG),
+            "warn,redlimit=debug,redlimit_server=debug"
+        );
+        assert_eq!(
+            log_directives(tracing::Level::ERROR),
+            "error,redlimit=error,redlimit_server=error"
+        );
+        assert_eq!(
+            log_directives(tracing::Level::WARN),
+            "warn,redlimit=warn,redlimit_server=warn"
+        );
+    }
 
     #[test]
     fn one_worker_thread_is_a_single_threaded_runtime() {
