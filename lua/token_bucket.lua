@@ -36,7 +36,9 @@ local function token_bucket(v, n, p, cost, now, debt)
     full_before = math.max(0, last + (n - tokens) * t - now)
   end
   if cost > n and not debt then
-    return false, math.max(0, tokens), math.max(0, tokens), full_before, full_before, -1
+    -- Tokens below zero (a debt) report none left (inline: a denial's path is measured too).
+    local left_now = tokens > 0 and tokens or 0
+    return false, left_now, left_now, full_before, full_before, -1
   elseif tokens >= cost then
     local left = tokens - cost
     local full_after = 0
@@ -45,12 +47,14 @@ local function token_bucket(v, n, p, cost, now, debt)
     end
     return true, tokens, left, full_before, full_after, 0,
       string.format('%.0f %.0f', n - left, last), full_after
-  elseif debt then
+  end
+  local left_now = tokens > 0 and tokens or 0
+  if debt then
     local left = math.max(tokens - cost, -n)
     local full_after = last + (n - left) * t - now
-    return true, math.max(0, tokens), 0, full_before, full_after, 0,
+    return true, left_now, 0, full_before, full_after, 0,
       string.format('%.0f %.0f', n - left, last), full_after
   end
-  return false, math.max(0, tokens), math.max(0, tokens), full_before, full_before,
+  return false, left_now, left_now, full_before, full_before,
     math.max(0, last + (cost - tokens) * t - now)
 end

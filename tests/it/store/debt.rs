@@ -56,7 +56,12 @@ impl Both {
             .await
             .unwrap();
         let from_memory = self.memory.charge_now(policy, key, cost);
-        assert_eq!(from_redis, from_memory, "charge {cost} at t0+{}µs", now - T0);
+        assert_eq!(
+            from_redis,
+            from_memory,
+            "charge {cost} at t0+{}µs",
+            now - T0
+        );
         from_redis
     }
 
@@ -163,7 +168,12 @@ async fn a_client_charging_while_refused_is_never_locked_out() {
         let (at, wait) = last.unwrap();
         assert!(!wait.is_zero(), "{algorithm}: still refused while flooding");
         let wait = u64::try_from(wait.as_micros()).unwrap();
-        assert!(!both.check(&policy, &key, 1, at + wait - 1).await.is_allowed());
+        assert!(
+            !both
+                .check(&policy, &key, 1, at + wait - 1)
+                .await
+                .is_allowed()
+        );
         assert!(
             both.check(&policy, &key, 1, at + wait).await.is_allowed(),
             "{algorithm}: let through once the debt is paid"
@@ -212,12 +222,19 @@ async fn a_charge_spares_slots_and_boxes_and_charges_every_level() {
     assert_eq!(after.denied_by(), Some(0));
     // The GCRA owes 2 units (a backlog of 1.5 s), no box: one unit passes 750 ms later.
     assert_eq!(after.retry_after(), Some(Duration::from_millis(750)));
-    assert!(both.check(&policy, &key, 1, now + 750 * MS).await.is_allowed());
+    assert!(
+        both.check(&policy, &key, 1, now + 750 * MS)
+            .await
+            .is_allowed()
+    );
 
     // A client of tenant t: the tenant's limit is charged under the tenant's key.
     let hierarchy = Policy::new(
         "debt-tenant",
-        [Limit::gcra(4, second).unwrap(), Limit::sliding_log(6, second).unwrap()],
+        [
+            Limit::gcra(4, second).unwrap(),
+            Limit::sliding_log(6, second).unwrap(),
+        ],
     )
     .unwrap();
     let client = |name: &str| Key::new(name).with_limit_key(1, Key::new("tenant:t"));
