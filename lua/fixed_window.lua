@@ -3,15 +3,17 @@
 --
 -- KEYS     the limit's key: a string "<window end, Unix µs> <count>", TTL until the window
 --          ends.
--- Defines  fixed_window(v, n, p, cost, now), returning what prelude.lua describes; the state
---          is the new count, its TTL -1 (keep) when the key already holds this window (its
---          first write set the TTL until the window ends). A stored window that has not ended
+-- Defines  fixed_window(v, n, p, cost, now, debt), returning what prelude.lua describes; the
+--          state is the new count, its TTL -1 (keep) when the key already holds this window
+--          (its first write set the TTL until the window ends). With `debt` (a charge) the
+--          cost is counted whatever the count, up to 2N (the debt cap); the window forgets it
+--          at its end. A stored window that has not ended
 --          counts in the current one: on an unchanged limit it is the current one (or, after a
 --          clock step back, one ahead of it); on a changed one (an override, a reloaded policy)
 --          its count carries over, so 90 used of 100 leaves 910 of 1000, and the next write
 --          moves it to the current window's end.
 
-local function fixed_window(v, n, p, cost, now)
+local function fixed_window(v, n, p, cost, now, debt)
   local window_end = (math.floor(now / p) + 1) * p
   local until_end = window_end - now
   local used, ttl, same = 0, until_end, nil
@@ -32,7 +34,7 @@ local function fixed_window(v, n, p, cost, now)
   if used == 0 then
     reset_before = 0
   end
-  if cost > n then
+  if cost > n and not debt then
     return false, remaining, remaining, reset_before, reset_before, -1
   elseif used + cost <= n then
     local reset_after = reset_before
@@ -49,6 +51,15 @@ local function fixed_window(v, n, p, cost, now)
       state = string.format('%.0f %.0f', window_end, used + cost)
     end
     return true, remaining, remaining - cost, reset_before, reset_after, 0, state, ttl
+  elseif debt then
+    local charged = math.max(used, math.min(used + cost, n + n))
+    local state
+    if same then
+      state = same .. ' ' .. charged
+    else
+      state = string.format('%.0f %.0f', window_end, charged)
+    end
+    return true, remaining, 0, reset_before, until_end, 0, state, ttl
   end
   return false, remaining, remaining, reset_before, reset_before, until_end
 end

@@ -30,9 +30,14 @@
 -- cost and their limits' arguments are passed them once).
 --
 -- The algorithms whose state is one string (fixed and sliding window, token bucket, GCRA)
--- define NAME(v, n, p, cost, now), given the limit's state as GET answers it (false for none:
--- the tail reads it, so a batch can read every key of its decisions with one MGET); the
+-- define NAME(v, n, p, cost, now, debt), given the limit's state as GET answers it (false for
+-- none: the tail reads it, so a batch can read every key of its decisions with one MGET); the
 -- concurrency limit defines concurrency(key, n, p, cost, now), which reads its sorted set.
+-- A check passes no `debt`. A charge (src/store/redis/script/charge.rs: the same prelude and
+-- algorithms, its own tail, no penalty box, no lease) passes true: the function then returns
+-- ok whatever the state, its state charged with the cost up to the debt cap (the state holds
+-- at most 2N units: N used, N owed), and the charge's tail calls it again on that state for a
+-- cost of 1, committing nothing, to reply as a check's long reply.
 -- They return (the concurrency limit all but the last two)
 --   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl
 -- where the last two (set when ok) are the value to write and its TTL in µs. If every limit is
@@ -47,8 +52,8 @@
 -- own tostring writes 14, then an exponent), and more cheaply than string.format makes it;
 -- but a constant is passed as text ('0', not 0): Redis 7.0 writes every number with snprintf.
 -- State that a monotonic clock could not have produced (a step back of the Redis clock: a
--- failover, an NTP step) is clamped on read, so a client is never asked to wait longer than a
--- limit's period.
+-- failover, an NTP step) is clamped on read to the debt cap, so a client is never asked to
+-- wait longer than the most debt takes to pay (a period, and one emission interval).
 --
 -- The floor this code is held to (benches/redis_cost/per_call.rs) is a hand-written script of
 -- one algorithm: so no table but the reply and no closure but one per algorithm (each costs

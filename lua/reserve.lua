@@ -7,8 +7,9 @@
 --          GCRA "<TAT µs> <T µs>", token bucket "<tokens missing> <last µs>")
 -- ARGV[1]  '' in production: the time is Redis TIME. TEST ONLY: Unix µs to use instead.
 -- ARGV[2]  the longest wait to accept, in µs (>= 0): reserve; -1: charge (commit the costs
---          now, however long the backlog and whatever the counts: never refused); -2: give
---          back (undo a reservation of these costs)
+--          now, however long the backlog and whatever the counts: never refused, but never
+--          beyond the debt cap, twice the limit, unless reservations already hold more);
+--          -2: give back (undo a reservation of these costs)
 -- ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2]
 --          the algorithm code (gc, tb), count N, period P in µs and cost of limit i (a limit
 --          of cost 0 is left as it is)
@@ -132,6 +133,9 @@ for i = 1, k do
   if c[i] > 0 then
     if code[i] == 'gc' then
       local tat = math.max(a[i], slot) + c[i] * t[i]
+      if mode < 0 then
+        tat = math.min(tat, math.max(a[i], now + 2 * n[i] * t[i]))
+      end
       save(KEYS[i], string.format('%.0f %.0f', tat, t[i]), tat - now)
     else
       local used, last = a[i], b[i]
@@ -144,6 +148,10 @@ for i = 1, k do
         end
       end
       used = used + c[i]
+      if mode < 0 then
+        -- Full again no later than now + 2N*T, or when reservations had it full if later.
+        used = math.min(used, math.max(a[i], math.floor((now + 2 * n[i] * t[i] - last) / t[i])))
+      end
       save(KEYS[i], string.format('%.0f %.0f', used, last), last + used * t[i] - now)
     end
   end

@@ -44,6 +44,19 @@ pub fn check_at(
     store.check_at(policy, key, cost, now_us)
 }
 
+/// TEST ONLY: a Redis charge ([`Store::charge`](crate::store::Store::charge)) whose script
+/// uses `now_us` (Unix µs) instead of Redis `TIME`, to drive time as [`check_at`] does.
+#[cfg(feature = "redis")]
+pub fn charge_at(
+    store: &crate::store::RedisStore,
+    policy: &crate::Policy,
+    key: &crate::Key,
+    cost: u64,
+    now_us: u64,
+) -> crate::store::Check {
+    store.charge_call(policy, key, cost, Some(now_us))
+}
+
 /// TEST ONLY: a Redis inspection whose script uses `now_us` (Unix µs) instead of Redis `TIME`,
 /// to compare with [`check_at`] at the same time.
 #[cfg(feature = "redis")]

@@ -41,6 +41,11 @@ impl RateAlgorithm for Concurrency {
         }
     }
 
+    /// Nothing: a slot is a lease, taken by a check, not units a charge adds to.
+    fn charge(_: Option<()>, _: u64, _: u64, _: u64, _: u64) -> ((), u64) {
+        ((), 0)
+    }
+
     /// Nothing: a slot is given back by its lease's release, not by a refund.
     fn refund(_: &mut Option<()>, _: u64, _: u64, _: u64, _: u64, _: u64) -> bool {
         false

@@ -1,6 +1,6 @@
 //! Fixed window: `N` per window of `P` aligned to the Unix epoch. Twin of `lua/fixed_window.lua`.
 
-use super::{Eval, PerKey, RateAlgorithm, Step, span, window_end};
+use super::{Eval, PerKey, RateAlgorithm, Step, debt_cap, span, window_end};
 
 /// The count of the window the key last saw, and when that window ends (Unix µs).
 ///
@@ -69,6 +69,27 @@ impl RateAlgorithm for FixedWindow {
             next,
             ttl: until_end,
         }
+    }
+
+    /// Adds `cost` to the current window's count whatever it holds: past `N` the window is
+    /// refused to its end (it forgets by itself); the count stops at `2·N`.
+    fn charge(
+        state: Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> (State, u64) {
+        let end = window_end(now, period_us);
+        let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+        let charged = used.max(used.saturating_add(cost).min(debt_cap(count)));
+        (
+            State {
+                end,
+                count: charged,
+            },
+            end - now,
+        )
     }
 
     /// Takes the cost off the count of the window the admission was counted in, while it lasts.
@@ -150,6 +171,21 @@ mod tests {
                 .eval
                 .remaining_before,
             1000
+        );
+    }
+
+    #[test]
+    fn a_charge_goes_past_the_limit_until_the_window_ends() {
+        let t0 = 10 * P + 250_000;
+        let (s, ttl) = FixedWindow::charge(None, 3, P, 5, t0);
+        assert_eq!((s.count, ttl), (5, 750_000));
+        let e = check(Some(s), 3, P, 1, t0).eval;
+        assert!(!e.allowed);
+        assert_eq!((e.remaining_before, e.retry), (0, 750_000));
+        assert_eq!(FixedWindow::charge(Some(s), 3, P, 100, t0).0.count, 6);
+        assert!(
+            check(Some(s), 3, P, 1, 11 * P).eval.allowed,
+            "the next window forgets"
         );
     }
 

@@ -1,15 +1,18 @@
 //! GCRA: one theoretical arrival time (TAT) per key. Twin of `lua/gcra.lua`.
 //!
 //! With `T = ceil(P / N)`, a request of cost `c` is admitted iff
-//! `max(tat, now) + c·T - now <= N·T`: the burst is exactly `N`, the rate `1/T`. A TAT beyond
-//! `now + N·T` cannot be reached on a monotonic clock: it is clamped there.
+//! `max(tat, now) + c·T - now <= N·T`: the burst is exactly `N`, the rate `1/T`. A charge
+//! (a cost already incurred) moves the TAT by `c·T` whatever it was: past `now + N·T` it is in
+//! debt, and checks are refused until time pays it. The TAT never goes beyond `now + 2·N·T`
+//! ([`debt_cap`](super::debt_cap)): a charge stops there, and a TAT beyond it (unreachable on
+//! a monotonic clock: the clock stepped back) is clamped there on read.
 //!
 //! The state keeps the `T` it was written with: the backlog `tat - now` is `units · T`, so
 //! when the limit changes (an override, a reloaded policy) the backlog is rescaled to the new
 //! `T` (`ceil(backlog · T_new / T_old)`, in doubles as the Lua script computes it) and the
 //! units used are kept: 90 used of 100 leaves 910 of 1000.
 
-use super::{Eval, PerKey, RateAlgorithm, Step, emission_interval, span};
+use super::{Eval, PerKey, RateAlgorithm, Step, debt_cap, emission_interval, span};
 
 /// The stored TAT (µs) and the emission interval `T` it was computed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +43,7 @@ impl RateAlgorithm for Gcra {
     ) -> Step<State> {
         let t = emission_interval(count, period_us);
         let tolerance = count * t;
-        let start = state.map_or(now, |s| now + backlog(s, t, now).min(tolerance));
+        let start = state.map_or(now, |s| now + backlog(s, t, now).min(debt_cap(count) * t));
         let backlog = start - now;
         let remaining_before = tolerance.saturating_sub(backlog) / t;
         if cost > count {
@@ -73,6 +76,27 @@ impl RateAlgorithm for Gcra {
             next: State { tat: next, t },
             ttl: next - now,
         }
+    }
+
+    /// Moves the TAT by `cost` intervals from `max(tat, now)`, up to `now + 2·N·T`.
+    fn charge(
+        state: Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> (State, u64) {
+        let t = emission_interval(count, period_us);
+        let cap = debt_cap(count) * t;
+        let backlog = state.map_or(0, |s| backlog(s, t, now).min(cap));
+        let after = backlog.saturating_add(cost.saturating_mul(t)).min(cap);
+        (
+            State {
+                tat: now + after,
+                t,
+            },
+            after,
+        )
     }
 
     /// Moves the TAT back by `cost` intervals of the state's own `T`, never before now.
@@ -143,10 +167,29 @@ mod tests {
         };
         let e = check(Some(stepped), n, p, 1, 10_000_000).eval;
         assert!(!e.allowed);
-        assert!(
-            e.retry <= 2_000_000,
-            "waits one emission interval, not 60 s"
+        assert_eq!(
+            e.retry, 12_000_000,
+            "waits out the most debt a state holds (a period and an interval), not 60 s"
         );
+    }
+
+    #[test]
+    fn a_charge_lands_past_the_limit_up_to_the_cap() {
+        // 4 per second, T = 250 ms: 6 charged leaves 2 owed.
+        let (n, p, now) = (4, 1_000_000, 5_000_000);
+        let (s, ttl) = Gcra::charge(None, n, p, 6, now);
+        assert_eq!((s.tat, ttl), (now + 1_500_000, 1_500_000));
+        let e = check(Some(s), n, p, 1, now).eval;
+        assert!(!e.allowed);
+        assert_eq!(e.remaining_before, 0);
+        assert_eq!(e.retry, 750_000, "the debt, then one interval");
+        assert!(check(Some(s), n, p, 1, now + 750_000).eval.allowed);
+        // Charging on: never more than twice the limit owed, however much.
+        let (s, ttl) = Gcra::charge(Some(s), n, p, 1_000, now);
+        assert_eq!((s.tat, ttl), (now + 2_000_000, 2_000_000));
+        let (s, _) = Gcra::charge(Some(s), n, p, u64::MAX, now + 10);
+        assert_eq!(s.tat, now + 10 + 2_000_000);
+        assert_eq!(check(Some(s), n, p, 1, now + 10).eval.retry, 1_250_000);
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! by all their limits of a policy ([`PerKey`]).
 //!
 //! State that a monotonic clock could not have produced (after the store's clock stepped
-//! back) is clamped on read, in Rust and Lua alike, so no wait asked for exceeds the period.
+//! back) is clamped on read, in Rust and Lua alike, to the most a state can hold: the limit,
+//! plus as much again of debt ([`debt_cap`]: what charges past the limit may owe), so no wait
+//! asked for exceeds the time that debt takes to pay.
 
 pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
@@ -63,6 +65,19 @@ pub(crate) trait RateAlgorithm {
         cost: u64,
         now: u64,
     ) -> Step<Self::State>;
+
+    /// Charges `cost` units at `now` whatever the state (a cost already incurred: it always
+    /// lands, past the limit too, as debt, up to [`debt_cap`]): the state to store and how
+    /// long it matters (µs). A per-key algorithm's units are charged by the entry (the
+    /// sliding log's by [`Log::charge`](sliding_log::Log::charge); a concurrency limit is
+    /// not charged: its slots are leases, taken by checks).
+    fn charge(
+        state: Option<Self::State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> (Self::State, u64);
 
     /// Gives back `cost` units admitted at `at` (a refund; see
     /// [`Refund`](crate::store::Refund) for what that means per algorithm). Never takes the
@@ -183,6 +198,16 @@ impl<S> Step<S> {
             ttl: self.ttl,
         }
     }
+}
+
+/// The most units a limit's state holds: its count `N`, then as much again owed (debt). A
+/// charge lands past the limit up to it, never beyond: a client that keeps charging while
+/// refused is never asked to wait more than one period for the debt beyond the limit to be
+/// paid (GCRA and the token bucket: the next unit after at most `P + T`, every unit after
+/// `2P`; windows and logs forget by themselves, and are capped alike so their numbers stay
+/// bounded). The Lua twins cap at `2 * n` (`lua/gcra.lua`, ...).
+pub(crate) fn debt_cap(count: u64) -> u64 {
+    count.saturating_mul(2)
 }
 
 /// `ceil(P / N)`: the µs between two units for token bucket and GCRA.

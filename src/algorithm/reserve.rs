@@ -9,7 +9,7 @@
 //! backlog of reservations is what the state now holds. `charge` (a settle above the estimate)
 //! commits at now whatever the backlog, never refused.
 
-use super::{emission_interval, gcra, token_bucket};
+use super::{debt_cap, emission_interval, gcra, token_bucket};
 use crate::algorithm::State;
 use crate::limit::{Algorithm, Limit};
 
@@ -51,21 +51,27 @@ pub(crate) fn ready(state: &State, count: u64, period_us: u64, cost: u64, now: u
     }
 }
 
-/// Commits `cost` at `at` (a slot no earlier than [`ready`]'s, or now for a charge); answers
-/// how long, from `now`, the new state matters (its TTL). A reservation is given back with
-/// the algorithm's refund (`State::refund`), as `lua/reserve.lua` gives it back.
+/// Commits `cost` at `at` (a slot no earlier than [`ready`]'s, or now for a charge, `charge`);
+/// answers how long, from `now`, the new state matters (its TTL). A charge stops at the debt
+/// cap (twice the limit: [`debt_cap`]) unless reservations already hold more, which it then
+/// leaves as it is. A reservation is given back with the algorithm's refund
+/// (`State::refund`), as `lua/reserve.lua` gives it back.
 pub(crate) fn commit(
     state: &mut State,
     count: u64,
     period_us: u64,
     cost: u64,
-    at: u64,
+    (at, charge): (u64, bool),
     now: u64,
 ) -> u64 {
     let t = emission_interval(count, period_us);
     match state {
         State::Gcra(s) => {
-            let tat = gcra_start(*s, t, now).max(at) + cost * t;
+            let start = gcra_start(*s, t, now);
+            let mut tat = start.max(at) + cost * t;
+            if charge {
+                tat = tat.min(start.max(now + debt_cap(count) * t));
+            }
             *s = Some(gcra::State { tat, t });
             tat - now
         }
@@ -80,7 +86,14 @@ pub(crate) fn commit(
                     (used, last) = (used - gained, last + gained * t);
                 }
             }
+            let before = used;
             used += cost;
+            if charge {
+                // As GCRA's: full again no later than now + 2·N·T, or when reservations had
+                // it full again if later (`last` may be a reserved slot, in the future).
+                let cap = (now + debt_cap(count) * t).saturating_sub(last) / t;
+                used = used.min(before.max(cap));
+            }
             *s = Some(token_bucket::State { used, last });
             (last + used * t).saturating_sub(now)
         }
@@ -132,7 +145,7 @@ mod tests {
 
     fn reserve(state: &mut State, n: u64, cost: u64, now: u64) -> u64 {
         let at = ready(state, n, SEC, cost, now).unwrap();
-        commit(state, n, SEC, cost, at, now);
+        commit(state, n, SEC, cost, (at, false), now);
         at - now
     }
 
@@ -163,11 +176,32 @@ mod tests {
     }
 
     #[test]
+    fn a_charge_stops_at_the_debt_cap_but_keeps_a_longer_backlog() {
+        for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+            let mut s = State::fresh(algorithm);
+            commit(&mut s, 4, SEC, 100, (SEC, true), SEC);
+            assert_eq!(
+                ready(&s, 4, SEC, 1, SEC),
+                Some(SEC + SEC + SEC / 4),
+                "{algorithm}"
+            );
+            // Reservations queued further: a charge adds nothing beyond them.
+            let mut s = State::fresh(algorithm);
+            for _ in 0..20 {
+                reserve(&mut s, 4, 1, SEC);
+            }
+            let queued = ready(&s, 4, SEC, 1, SEC);
+            commit(&mut s, 4, SEC, 5, (SEC, true), SEC);
+            assert_eq!(ready(&s, 4, SEC, 1, SEC), queued, "{algorithm}");
+        }
+    }
+
+    #[test]
     fn a_slot_later_than_a_limit_needs_is_committed_at_the_slot() {
         // A limit that could serve now, committed at a slot another limit set: its TAT moves
         // from the slot, as a request made then would move it.
         let mut s = State::fresh(Algorithm::Gcra);
-        commit(&mut s, 4, SEC, 1, 3 * SEC, SEC);
+        commit(&mut s, 4, SEC, 1, (3 * SEC, false), SEC);
         assert_eq!(
             s,
             State::Gcra(Some(gcra::State {
@@ -176,7 +210,7 @@ mod tests {
             }))
         );
         let mut b = State::fresh(Algorithm::TokenBucket);
-        commit(&mut b, 4, SEC, 1, 3 * SEC, SEC);
+        commit(&mut b, 4, SEC, 1, (3 * SEC, false), SEC);
         assert_eq!(
             b,
             State::TokenBucket(Some(token_bucket::State {

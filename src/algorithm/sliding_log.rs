@@ -39,6 +39,11 @@ impl RateAlgorithm for SlidingLog {
     }
 
     /// Nothing per limit: the log is the key's, given back once by [`PerKey::refund`].
+    /// The log is the key's: [`Log::charge`] records the units, once for all its limits.
+    fn charge(_: Option<()>, _: u64, period_us: u64, _: u64, _: u64) -> ((), u64) {
+        ((), period_us)
+    }
+
     fn refund(_: &mut Option<()>, _: u64, _: u64, _: u64, _: u64, _: u64) -> bool {
         false
     }
@@ -101,6 +106,34 @@ impl Log {
     }
 
     /// The units in the log, as Redis would count sorted-set members.
+    /// Records a charge of `cost` units at `now` for the log limits `limits` (count, period):
+    /// whatever the spans hold, up to the units that take the fullest span to twice its
+    /// count ([`debt_cap`](super::debt_cap)), so a client that keeps charging while refused
+    /// adds no entries once every span is that full. Answers the units recorded.
+    pub(crate) fn charge(
+        &mut self,
+        limits: impl Iterator<Item = (u64, u64)>,
+        cost: u64,
+        now: u64,
+    ) -> u64 {
+        let room = limits
+            .map(|(count, period_us)| {
+                super::debt_cap(count).saturating_sub(self.used(period_us, now))
+            })
+            .max()
+            .unwrap_or(0);
+        let units = cost.min(room);
+        self.record(now, units);
+        units
+    }
+
+    /// The units in the span `(now − period, ∞)`.
+    fn used(&self, period_us: u64, now: u64) -> u64 {
+        let now = self.clamp(now);
+        let first = self.entries.partition_point(|&(t, _)| t + period_us <= now);
+        self.total() - self.total_before(first)
+    }
+
     /// Gives back up to `cost` units of the entry recorded at `at` (a refund): later entries
     /// keep their own units. Nothing once the entry left every span (of `max_period_us`) or
     /// holds nothing. Answers whether anything was given back.
@@ -209,6 +242,25 @@ mod tests {
         assert_eq!(log.check(10, 100, 0, 20).remaining_before, 3);
         // Waiting for room is never longer than the period from the newest entry.
         assert!(log.check(7, 100, 1, 0).retry <= 100);
+    }
+
+    #[test]
+    fn a_charge_is_recorded_past_the_limit_up_to_twice_it() {
+        let p = 1_000_000;
+        let mut log = Log::default();
+        assert_eq!(log.charge([(3, p)].into_iter(), 5, 10), 5);
+        let e = log.check(3, p, 1, 10);
+        assert!(!e.allowed);
+        assert_eq!((e.remaining_before, e.retry), (0, p as i64));
+        assert_eq!(
+            log.charge([(3, p)].into_iter(), 5, 20),
+            1,
+            "up to 6 in the span"
+        );
+        assert_eq!(log.charge([(3, p)].into_iter(), 5, 30), 0);
+        // The most room among the limits: a longer limit's span counts the same units.
+        assert_eq!(log.charge([(3, p), (10, 10 * p)].into_iter(), 100, 40), 14);
+        assert_eq!(log.units(), 20);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! count is rounded up, so the estimate never admits more than it allows for.
 //! Twin of `lua/sliding_window.lua`.
 
-use super::{Eval, PerKey, RateAlgorithm, Step, span, window_end};
+use super::{Eval, PerKey, RateAlgorithm, Step, debt_cap, span, window_end};
 
 /// The counts of the key's last window and the one before it, and when that window ends
 /// (Unix µs).
@@ -43,11 +43,7 @@ impl RateAlgorithm for SlidingWindow {
         let window = now / period_us;
         let start = window * period_us;
         let end = start + period_us;
-        let (current, previous) = match state {
-            Some(s) if s.end > now => (s.current, s.previous),
-            Some(s) if s.end == start => (0, s.current),
-            _ => (0, 0),
-        };
+        let (current, previous) = counts(state, start, now);
         let elapsed = now - start;
         let used = weighted(previous, period_us, elapsed) + current;
         let remaining = count.saturating_sub(used);
@@ -96,6 +92,27 @@ impl RateAlgorithm for SlidingWindow {
 
     /// Takes the cost off the count of the admission's window while it lasts, or off the
     /// previous count while that still weighs.
+    /// Adds `cost` to the current count whatever the weighted count is, up to a weighted count
+    /// of `2·N`: past `N`, checks wait for the weight to decay (at most into the next window).
+    fn charge(
+        state: Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> (State, u64) {
+        let start = now / period_us * period_us;
+        let (current, previous) = counts(state, start, now);
+        let used = weighted(previous, period_us, now - start) + current;
+        let room = debt_cap(count).saturating_sub(used);
+        let next = State {
+            end: start + period_us,
+            current: current + cost.min(room),
+            previous,
+        };
+        (next, start + 2 * period_us - now)
+    }
+
     fn refund(
         state: &mut Option<State>,
         _: u64,
@@ -122,6 +139,17 @@ impl RateAlgorithm for SlidingWindow {
 }
 
 /// `ceil(prev · (P − elapsed) / P)`, in doubles, in the same order as the Lua script.
+/// The current and previous counts of `state` in the window starting at `start`: a stored
+/// window that has not ended counts as the current one; one that ended where this one began
+/// is the previous one.
+fn counts(state: Option<State>, start: u64, now: u64) -> (u64, u64) {
+    match state {
+        Some(s) if s.end > now => (s.current, s.previous),
+        Some(s) if s.end == start => (0, s.current),
+        _ => (0, 0),
+    }
+}
+
 fn weighted(previous: u64, period_us: u64, elapsed: u64) -> u64 {
     (previous as f64 * (period_us - elapsed) as f64 / period_us as f64).ceil() as u64
 }
@@ -197,6 +225,25 @@ mod tests {
                 .eval
                 .remaining_before,
             910
+        );
+    }
+
+    #[test]
+    fn a_charge_weighs_until_it_decays_in_the_next_window() {
+        let (s, ttl) = SlidingWindow::charge(None, 4, P, 8, 3 * P + 100);
+        assert_eq!((s.current, ttl), (8, 2 * P - 100));
+        let e = check(Some(s), 4, P, 1, 3 * P + 100).eval;
+        assert!(!e.allowed);
+        assert_eq!(e.remaining_before, 0);
+        // Next window: 8·(P−e)/P ≤ 3 once e ≥ 625_000.
+        assert_eq!(e.retry, span(P - 100 + 625_000));
+        assert!(check(Some(s), 4, P, 1, 4 * P + 625_000).eval.allowed);
+        // No more than twice the limit weighs.
+        assert_eq!(
+            SlidingWindow::charge(Some(s), 4, P, 9, 3 * P + 200)
+                .0
+                .current,
+            8
         );
     }
 

@@ -52,6 +52,24 @@ macro_rules! algorithms {
                 }
             }
 
+            /// [`RateAlgorithm::charge`] of this state's algorithm: the charged state, and how
+            /// long it matters.
+            pub(crate) fn charge(
+                self,
+                count: u64,
+                period_us: u64,
+                cost: u64,
+                now: u64,
+            ) -> (State, u64) {
+                match self {
+                    $(State::$variant(s) => {
+                        let (next, ttl) =
+                            <$algorithm as RateAlgorithm>::charge(s, count, period_us, cost, now);
+                        (State::$variant(Some(next)), ttl)
+                    })+
+                }
+            }
+
             /// [`RateAlgorithm::refund`] of this state's algorithm.
             pub(crate) fn refund(
                 &mut self,

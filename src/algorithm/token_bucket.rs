@@ -2,9 +2,12 @@
 //!
 //! Tokens arrive at whole multiples of `T` after `last`; a full bucket restarts the clock, so
 //! the stored state is exact integers. A `last` in the future (the clock stepped back) is
-//! clamped to now, so refilling resumes at once.
+//! clamped to now, so refilling resumes at once. A charge (a cost already incurred) takes its
+//! tokens whatever is left: below zero the bucket is in debt, checks are refused until it
+//! refills above their cost, and it never goes more than `N` below zero
+//! ([`debt_cap`](super::debt_cap)).
 
-use super::{Eval, PerKey, RateAlgorithm, Step, emission_interval, span};
+use super::{Eval, PerKey, RateAlgorithm, Step, debt_cap, emission_interval, span};
 
 /// The tokens missing from the bucket (`used`) as of `last` (µs), when the latest token
 /// arrived or the bucket filled. Missing tokens, not tokens left, so that a changed limit
@@ -36,73 +39,54 @@ impl RateAlgorithm for TokenBucket {
         now: u64,
     ) -> Step<State> {
         let t = emission_interval(count, period_us);
-        let refilled = match state {
-            Some(s) if s.used > 0 => {
-                let tokens = count - s.used.min(count);
-                let last = s.last.min(now);
-                let gained = (now - last) / t;
-                if gained >= count - tokens {
-                    Bucket {
-                        tokens: count,
-                        last: now,
-                    }
-                } else {
-                    Bucket {
-                        tokens: tokens + gained,
-                        last: last + gained * t,
-                    }
-                }
-            }
-            _ => Bucket {
-                tokens: count,
-                last: now,
-            },
-        };
-        let stored = |b: Bucket| State {
-            used: count - b.tokens,
-            last: b.last,
-        };
-        let until_full = |tokens: u64| {
-            if tokens >= count {
-                0
-            } else {
-                (refilled.last + (count - tokens) * t).saturating_sub(now)
-            }
-        };
-        let reset_before = until_full(refilled.tokens);
+        let bucket = Bucket::refilled(state, count, t, now);
+        let reset_before = bucket.until_full(bucket.missing, t, now);
+        let remaining = count.saturating_sub(bucket.missing);
         if cost > count {
             return Step {
-                eval: Eval::never(refilled.tokens, reset_before),
-                next: stored(refilled),
+                eval: Eval::never(remaining, reset_before),
+                next: bucket.stored(bucket.missing),
                 ttl: reset_before,
             };
         }
-        let allowed = refilled.tokens >= cost;
+        let allowed = bucket.missing + cost <= count;
         let after = if allowed {
-            refilled.tokens - cost
+            bucket.missing + cost
         } else {
-            refilled.tokens
+            bucket.missing
         };
         let eval = Eval {
             allowed,
-            remaining_before: refilled.tokens,
-            remaining_after: after,
+            remaining_before: remaining,
+            remaining_after: count - after.min(count),
             reset_before,
-            reset_after: until_full(after),
+            reset_after: bucket.until_full(after, t, now),
             retry: if allowed {
                 0
             } else {
-                span((refilled.last + (cost - refilled.tokens) * t).saturating_sub(now))
+                // Tokens below zero (debt) are waited for too.
+                span((bucket.last + (bucket.missing + cost - count) * t).saturating_sub(now))
             },
         };
         Step {
             eval,
-            next: stored(Bucket {
-                tokens: after,
-                last: refilled.last,
-            }),
+            next: bucket.stored(after),
             ttl: eval.reset_after,
         }
+    }
+
+    /// Takes `cost` tokens whatever is left: below zero (debt), to at most `N` below.
+    fn charge(
+        state: Option<State>,
+        count: u64,
+        period_us: u64,
+        cost: u64,
+        now: u64,
+    ) -> (State, u64) {
+        let t = emission_interval(count, period_us);
+        let bucket = Bucket::refilled(state, count, t, now);
+        let missing = bucket.missing.saturating_add(cost).min(debt_cap(count));
+        (bucket.stored(missing), bucket.until_full(missing, t, now))
     }
 
     /// Puts the tokens back; a bucket is never fuller than full (the missing count stops at 0).
@@ -128,11 +112,58 @@ impl RateAlgorithm for TokenBucket {
     }
 }
 
-/// Tokens in a bucket as of `last`, before refilling.
+/// A bucket refilled to now: the tokens missing as of `last` (more than `N`: tokens below
+/// zero, a debt).
 #[derive(Clone, Copy)]
 struct Bucket {
-    tokens: u64,
+    missing: u64,
     last: u64,
+}
+
+impl Bucket {
+    /// The bucket of `state` refilled up to `now`. A `last` in the future (a clock step back)
+    /// is read as now; more missing than [`debt_cap`] (a state no charge writes) as that.
+    fn refilled(state: Option<State>, count: u64, t: u64, now: u64) -> Bucket {
+        match state {
+            Some(s) if s.used > 0 => {
+                let missing = s.used.min(debt_cap(count));
+                let last = s.last.min(now);
+                let gained = (now - last) / t;
+                if gained >= missing {
+                    Bucket {
+                        missing: 0,
+                        last: now,
+                    }
+                } else {
+                    Bucket {
+                        missing: missing - gained,
+                        last: last + gained * t,
+                    }
+                }
+            }
+            _ => Bucket {
+                missing: 0,
+                last: now,
+            },
+        }
+    }
+
+    /// µs from `now` until a bucket missing `missing` is full again.
+    fn until_full(self, missing: u64, t: u64, now: u64) -> u64 {
+        if missing == 0 {
+            0
+        } else {
+            (self.last + missing * t).saturating_sub(now)
+        }
+    }
+
+    /// The state to store with `missing` tokens missing.
+    fn stored(self, missing: u64) -> State {
+        State {
+            used: missing,
+            last: self.last,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -202,6 +233,30 @@ mod tests {
                 .remaining_before,
             0
         );
+    }
+
+    #[test]
+    fn a_charge_runs_the_bucket_into_debt_up_to_the_cap() {
+        // 4 per second, T = 250 ms: 6 charged from full leaves 2 tokens owed.
+        let (n, p, now) = (4, 1_000_000, 5_000_000);
+        let (s, ttl) = TokenBucket::charge(None, n, p, 6, now);
+        assert_eq!(s, State { used: 6, last: now });
+        assert_eq!(ttl, 1_500_000);
+        let e = check(Some(s), n, p, 1, now).eval;
+        assert!(!e.allowed);
+        assert_eq!(e.remaining_before, 0);
+        assert_eq!(e.retry, 750_000, "the debt, then one token");
+        assert!(check(Some(s), n, p, 1, now + 750_000).eval.allowed);
+        // Never more than N below zero.
+        let (s, ttl) = TokenBucket::charge(Some(s), n, p, u64::MAX, now);
+        assert_eq!((s.used, ttl), (8, 2_000_000));
+        assert_eq!(check(Some(s), n, p, 1, now).eval.retry, 1_250_000);
+        // A state holding more (a reservation backlog) reads as the cap.
+        let deep = State {
+            used: 100,
+            last: now,
+        };
+        assert_eq!(check(Some(deep), n, p, 1, now).eval.retry, 1_250_000);
     }
 
     #[test]

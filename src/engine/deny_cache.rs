@@ -8,8 +8,9 @@
 //! nobody consumes anything more; the decision's is the longest of those). Until `t + r`:
 //!
 //! - a denied request consumes nothing, so the state only changes by time passing (accounted
-//!   for in `r`) and by admissions, here or on other instances, which only consume more and
-//!   push the admission time later, never earlier;
+//!   for in `r`) and by admissions and charges (`Store::charge`, debt included), here or on
+//!   other instances, which only consume more and push the admission time later, never
+//!   earlier;
 //! - a request of cost `c' ≥ c` needs at least what `c` needs, in every algorithm.
 //!
 //! So every request of cost at least `c` for that key before `t + r` would have been denied by

@@ -48,7 +48,7 @@ impl Handle {
         self.shared.decider()
     }
 
-    fn store(&self) -> Arc<dyn Store> {
+    pub(super) fn store(&self) -> Arc<dyn Store> {
         Arc::clone(&self.decider().config.store)
     }
 

@@ -79,6 +79,7 @@
 
 mod body;
 mod builder;
+mod charge;
 mod config;
 mod decide;
 #[cfg(feature = "axum")]

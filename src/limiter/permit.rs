@@ -118,9 +118,11 @@ impl Permit {
 
     /// Corrects the units to `real_cost`, what the call turned out to cost: the difference is
     /// given back (a refund) or charged (later callers wait for it), in one store call. A
-    /// charge is never refused (the call was made); a refund never gives back more than was
-    /// booked. Policies that do not reserve (windows, logs) charge the difference by a
-    /// check: what the current window has no room for stays unpaid.
+    /// charge is never refused (the call was made): it lands past the limits too, as a debt
+    /// that later permits wait for, up to twice a limit's count
+    /// ([`Store::charge`](crate::store::Store::charge) says how each algorithm owes it;
+    /// policies that reserve charge their reservations' state, and keep a longer backlog of
+    /// reservations as it is). A refund never gives back more than was booked.
     ///
     /// ```
     /// use std::time::Duration;
@@ -162,7 +164,7 @@ impl Permit {
                 };
                 shared.calls.fetch_add(1, Ordering::Relaxed);
                 reservations
-                    .charge(&shared.policy, key, &costs)
+                    .charge_costs(&shared.policy, key, &costs)
                     .await
                     .map_err(AcquireError::Store)?;
                 let _ = shared
@@ -172,19 +174,25 @@ impl Permit {
             }
             Booking::Reserved(Place::Local, ..) => shared
                 .local
-                .charge_now(&shared.local_policy, key, &costs)
+                .charge_costs_now(&shared.local_policy, key, &costs)
                 .map_err(AcquireError::Store),
             Booking::Checked(Place::Store, ..) => {
                 shared.calls.fetch_add(1, Ordering::Relaxed);
-                shared
-                    .store
-                    .check(&shared.policy, key, extra)
-                    .await
-                    .map(|_| ())
-                    .map_err(AcquireError::Store)
+                match shared.store.charge(&shared.policy, key, extra).await {
+                    Ok(_) => Ok(()),
+                    // A store of your own that does not charge: a check, which takes what
+                    // the limits have room for.
+                    Err(err) if err.is_unsupported() => shared
+                        .store
+                        .check(&shared.policy, key, extra)
+                        .await
+                        .map(|_| ())
+                        .map_err(AcquireError::Store),
+                    Err(err) => Err(AcquireError::Store(err)),
+                }
             }
             Booking::Checked(Place::Local, ..) => {
-                let _ = shared.local.check_now(&shared.local_policy, key, extra);
+                let _ = shared.local.charge_now(&shared.local_policy, key, extra);
                 Ok(())
             }
             Booking::Nothing => Ok(()),

@@ -76,7 +76,10 @@ impl Shared {
                         return;
                     };
                     shared.calls.fetch_add(1, Ordering::Relaxed);
-                    if let Err(err) = reservations.charge(&shared.policy, &key, &costs).await {
+                    if let Err(err) = reservations
+                        .charge_costs(&shared.policy, &key, &costs)
+                        .await
+                    {
                         tracing::debug!(%err, "telling the store what memory booked failed");
                     }
                 }));

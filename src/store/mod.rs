@@ -88,6 +88,10 @@ use crate::policy::Policy;
 /// Answer with [`Check::Ready`] when no I/O is needed: the layer then skips its timer and
 /// allocates nothing for the check.
 ///
+/// Beside the admission check, a store may offer the *charge* ([`Store::charge`]): a cost
+/// already incurred (the tokens a response used), counted whatever the state, past the
+/// limits too (debt), so that later checks are refused until time has paid it.
+///
 /// ```
 /// use std::time::{Duration, SystemTime};
 /// use redlimit::store::{Check, Store};
@@ -110,6 +114,52 @@ pub trait Store: Send + Sync + 'static {
     /// Checks `cost` units for `key` against every limit of `policy`, committing them if all
     /// allow it.
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check;
+
+    /// Charges `cost` units for `key` to every limit of `policy`, whatever their state: a cost
+    /// already incurred (a response's tokens, known once it is made), which is never refused
+    /// and lands past the limits too. Atomic, as a check: every limit charged, in one step
+    /// (one script call in Redis).
+    ///
+    /// - **Debt.** Past a limit, the state owes the excess: a fixed window's count goes over
+    ///   `N` (until the window ends), a sliding window's weighs until it decays, the sliding
+    ///   log records the units, and GCRA's and the token bucket's state moves past a full
+    ///   period (the time the next unit is allowed moves later by the units owed). Checks are
+    ///   refused meanwhile, with 0 remaining and a retry when the debt is paid.
+    /// - **The cap.** No limit's state holds more than twice its count `N`: a charge stops
+    ///   there. So a client that keeps calling while refused, charged for every call, owes at
+    ///   most one period's units beyond the limit: once it stops, it waits at most a period
+    ///   (plus one emission interval) for its next unit, never for ever.
+    /// - **Not charged:** a concurrency limit's slots (they are leases, taken by checks) and
+    ///   the penalty box (a charge neither boxes a key nor reads its box).
+    ///
+    /// The answer is the decision after the charge, as a check of cost 1 would find the state
+    /// now, consuming nothing: [`is_allowed`](crate::Decision::is_allowed) whether such a
+    /// request would pass, [`remaining`](crate::Decision::remaining) 0 while in debt,
+    /// [`retry_after`](crate::Decision::retry_after) when the debt is paid, and
+    /// [`reset_at`](crate::Decision::reset_at) when the limit is fully free. The default
+    /// answers [`StoreError::Unsupported`](crate::StoreError::Unsupported): the memory,
+    /// Redis and local-first stores charge.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::{MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let policy = Policy::new("tokens", [Limit::fixed_window(1_000, Duration::from_secs(60)).unwrap()]).unwrap();
+    /// let key = Key::new("tenant-7");
+    /// // Admitted with an estimate of 100 tokens; the response used 1 400.
+    /// assert!(store.check(&policy, &key, 100).await.unwrap().is_allowed());
+    /// let after = store.charge(&policy, &key, 1_300).await.unwrap();
+    /// assert!(!after.is_allowed(), "400 tokens owed until the window ends");
+    /// assert_eq!(after.remaining(), Some(0));
+    /// assert!(!store.check(&policy, &key, 1).await.unwrap().is_allowed());
+    /// # });
+    /// ```
+    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        let _ = (policy, key, cost);
+        Check::ready(Err(crate::error::StoreError::Unsupported("charges")))
+    }
 
     /// Gives back `lease`, the slot a request admitted under `policy`'s concurrency limit
     /// held for `key` ([`Decision::lease`](crate::Decision::lease)). The layer calls it once
@@ -271,6 +321,10 @@ pub(crate) fn resets_version(store: &dyn Store) -> u64 {
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         (**self).check(policy, key, cost)
+    }
+
+    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        (**self).charge(policy, key, cost)
     }
 
     fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {

@@ -197,13 +197,13 @@ pub trait Reservations: Send + Sync {
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// # let policy = Policy::new("p", [Limit::gcra(10, Duration::from_secs(1)).unwrap()]).unwrap();
     /// let (store, key) = (MemoryStore::with_clock(redlimit::store::ManualClock::new(1 << 40)), Key::new("k"));
-    /// store.charge(&policy, &key, &[20]).await.unwrap();
+    /// store.charge_costs(&policy, &key, &[20]).await.unwrap();
     /// let answer = store.reserve(&policy, &key, &[1], Duration::from_secs(5)).await.unwrap();
     /// let Reserved::Slot(r) = answer else { panic!() };
     /// assert_eq!(r.wait(), Duration::from_millis(1100));
     /// # });
     /// ```
-    fn charge(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()>;
+    fn charge_costs(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()>;
 
     /// Gives back `costs` of a reservation of `key` (all of its costs, or part of them: a
     /// settle below the estimate): a waiter cancelled before its slot. Call it once per

@@ -337,6 +337,14 @@ impl Store for LocalFirstStore {
         }
     }
 
+    /// The Redis store's charge, for cold and hot keys alike: the units land in the state in
+    /// Redis at once, which every instance's view follows (this one's too, at its next sync
+    /// of the key: within one interval, as the other instances' units reach it). A charge is
+    /// never refused, so it has no place among the units a hot key decides in memory.
+    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        self.shared.redis.charge(policy, key, cost)
+    }
+
     /// The Redis store's: a key cold here is decided by it. A hot key's decisions are made
     /// in memory and never wait, so no breaker watches them.
     fn failure_domain(&self, policy: &Policy, key: &Key) -> u16 {

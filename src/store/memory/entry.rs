@@ -118,6 +118,30 @@ impl Entry {
         self.report(&steps, allowed, states);
     }
 
+    /// Charges `cost` units to every limit whatever their state (a charge: it always lands,
+    /// past the limits as debt, up to the debt cap; `RateAlgorithm::charge`), the sliding
+    /// logs' once (`Log::charge`), no concurrency slot; then reports each limit's state for a
+    /// request of cost 1: the decision after the charge (`lua/prelude.lua`'s charge reply).
+    pub(super) fn charge(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
+        let max_log = policy.max_log_period_us();
+        for (limit, state) in self.limits.iter().zip(self.states.iter_mut()) {
+            let (next, ttl) = state.charge(limit.count(), limit.period_us(), cost, now);
+            *state = next;
+            self.expires_at = self.expires_at.max(now.saturating_add(ttl));
+        }
+        if max_log > 0 {
+            let logs = self
+                .limits
+                .iter()
+                .filter(|l| l.algorithm() == Algorithm::SlidingLog)
+                .map(|l| (l.count(), l.period_us()));
+            let per_key = self.per_key.get_or_insert_with(Box::default);
+            per_key.log.trim(now, max_log);
+            per_key.log.charge(logs, cost, now);
+        }
+        self.peek(policy, 1, now)
+    }
+
     /// Gives back `cost` units admitted at `at` to every limit (a refund; see
     /// `RateAlgorithm::refund`). Answers whether any limit got something back.
     pub(super) fn refund(&mut self, policy: &Policy, cost: u64, at: u64, now: u64) -> bool {
@@ -166,7 +190,14 @@ impl Entry {
         for (i, (limit, state)) in self.limits.iter().zip(self.states.iter_mut()).enumerate() {
             let cost = cost_at(costs, i);
             if cost > 0 {
-                let ttl = commit(state, limit.count(), limit.period_us(), cost, slot, now);
+                let ttl = commit(
+                    state,
+                    limit.count(),
+                    limit.period_us(),
+                    cost,
+                    (slot, max_wait.is_none()),
+                    now,
+                );
                 self.expires_at = self.expires_at.max(now.saturating_add(ttl));
             }
         }

@@ -44,6 +44,8 @@ struct Part<'a> {
 #[derive(Clone, Copy, PartialEq)]
 enum Step {
     Peek,
+    /// Charge, whatever the state (`Entry::charge`).
+    Charge,
     /// Commit, holding this lease in the part of the concurrency limit, if any.
     Commit(Option<u128>),
 }
@@ -162,6 +164,23 @@ impl MemoryStore {
         given
     }
 
+    /// [`charge_now`](Self::charge_now) of a key with limit keys: every level charged, each
+    /// under the key it counts under.
+    pub(super) fn charge_parts(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        cost: u64,
+        now: u64,
+    ) -> LimitStates {
+        let parts = self.parts(policy, key);
+        let mut shards = self.inner.entries.lock(parts.iter().map(|p| p.at.hash));
+        let (states, evicted) = self.each(&parts, &mut shards, Step::Charge, cost, now);
+        drop(shards);
+        self.count_evictions(evicted);
+        states
+    }
+
     /// [`inspect_now`](Self::inspect_now) of a key with limit keys.
     pub(super) fn peek_parts(&self, policy: &Policy, key: &Key, now: u64) -> LimitStates {
         let parts = self.parts(policy, key);
@@ -240,6 +259,7 @@ impl MemoryStore {
             let (states, lost) =
                 with_entry(shard, part.at, policy, part.key, now, |entry| match step {
                     Step::Peek => entry.peek(policy, cost, now),
+                    Step::Charge => entry.charge(policy, cost, now),
                     Step::Commit(lease) => {
                         let states = entry.check(policy, cost, now);
                         if let Some(lease) = lease.filter(|_| holds_leases(policy)) {

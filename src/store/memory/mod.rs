@@ -2,6 +2,7 @@
 //! decisions. For one replica, development, tests, and as a local fallback.
 
 mod builder;
+mod charge;
 mod entry;
 mod limit_keys;
 mod mirror;
@@ -338,6 +339,10 @@ impl std::fmt::Debug for MemoryStore {
 impl Store for MemoryStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         Check::Ready(Ok(self.check_now(policy, key, cost)))
+    }
+
+    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        Check::Ready(Ok(self.charge_now(policy, key, cost)))
     }
 
     fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {

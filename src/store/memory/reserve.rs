@@ -55,7 +55,7 @@ impl MemoryStore {
         }
     }
 
-    /// Charges synchronously what [`Reservations::charge`] charges.
+    /// Charges synchronously what [`Reservations::charge_costs`] charges.
     ///
     /// ```
     /// use std::time::Duration;
@@ -63,11 +63,16 @@ impl MemoryStore {
     /// use redlimit::{Key, Limit, Policy};
     /// let store = MemoryStore::with_clock(redlimit::store::ManualClock::new(1 << 40));
     /// let policy = Policy::new("p", [Limit::gcra(10, Duration::from_secs(1))?])?;
-    /// store.charge_now(&policy, &Key::new("k"), &[15])?;
+    /// store.charge_costs_now(&policy, &Key::new("k"), &[15])?;
     /// assert!(!store.check_now(&policy, &Key::new("k"), 1).is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn charge_now(&self, policy: &Policy, key: &Key, costs: &[u64]) -> Result<(), StoreError> {
+    pub fn charge_costs_now(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+    ) -> Result<(), StoreError> {
         let now = self.inner.clock.now_us();
         self.book(policy, key, costs, Mode::Charge, now).map(|_| ())
     }
@@ -80,7 +85,7 @@ impl MemoryStore {
     /// use redlimit::{Key, Limit, Policy};
     /// let store = MemoryStore::with_clock(redlimit::store::ManualClock::new(1 << 40));
     /// let policy = Policy::new("p", [Limit::gcra(10, Duration::from_secs(1))?])?;
-    /// store.charge_now(&policy, &Key::new("k"), &[10])?;
+    /// store.charge_costs_now(&policy, &Key::new("k"), &[10])?;
     /// store.give_back_now(&policy, &Key::new("k"), &[1])?;
     /// assert!(store.check_now(&policy, &Key::new("k"), 1).is_allowed());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -138,8 +143,10 @@ impl Reservations for MemoryStore {
         ))
     }
 
-    fn charge(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
-        Box::pin(std::future::ready(self.charge_now(policy, key, costs)))
+    fn charge_costs(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
+        Box::pin(std::future::ready(
+            self.charge_costs_now(policy, key, costs),
+        ))
     }
 
     fn give_back(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {

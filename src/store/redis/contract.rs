@@ -18,6 +18,11 @@ impl Store for RedisStore {
         self.invoke(policy, key, cost, None)
     }
 
+    /// One call of the policy's charge script (`script/charge.rs`).
+    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        self.charge_call(policy, key, cost, None)
+    }
+
     /// In a Cluster, the key's range of 128 hash slots (so a layer keeps a circuit breaker
     /// per shard, roughly); one domain otherwise.
     fn failure_domain(&self, _policy: &Policy, key: &Key) -> u16 {

@@ -14,6 +14,7 @@ mod admin;
 mod backend;
 mod batcher;
 mod builder;
+mod charge;
 mod cluster;
 mod contract;
 mod error;

@@ -13,7 +13,7 @@ use crate::policy::Policy;
 use crate::store::{Reservation, Reservations, Reserved, StoreFuture, micros, reservable};
 
 impl RedisStore {
-    /// The call of [`Reservations::reserve`] (with a `max_wait`), [`Reservations::charge`]
+    /// The call of [`Reservations::reserve`] (with a `max_wait`), [`Reservations::charge_costs`]
     /// (`None`) or [`Reservations::give_back`] (`give_back`); `now_us` replaces Redis `TIME`
     /// (tests only).
     pub(crate) fn book(
@@ -70,7 +70,7 @@ impl Reservations for RedisStore {
         self.book(policy, key, costs, Some(max_wait), false, None)
     }
 
-    fn charge(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
+    fn charge_costs(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
         let booked = self.book(policy, key, costs, None, false, None);
         Box::pin(async move { booked.await.map(|_| ()) })
     }

@@ -95,7 +95,7 @@ async fn run(
         let from_memory = match step.op {
             Op::Reserve(max) => memory.reserve_now(&policy, &key, costs, max),
             Op::Charge => memory
-                .charge_now(&policy, &key, costs)
+                .charge_costs_now(&policy, &key, costs)
                 .map(|()| Reserved::Slot(redlimit::__private::reservation(costs, now, 0))),
             Op::GiveBack => memory
                 .give_back_now(&policy, &key, costs)

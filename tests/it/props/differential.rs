@@ -3,7 +3,9 @@
 //! periods, bursts of concurrent identical requests — run through `MemoryStore` and through
 //! `RedisStore` on a real Redis, with time driven explicitly (the scripts' test-only time
 //! argument). Every decision must be equal. Half the traces count their last limit under a
-//! tenant's key shared by two of the three clients (a hierarchical quota).
+//! tenant's key shared by two of the three clients (a hierarchical quota). Some steps are
+//! charges (`Store::charge`: costs up to three times a limit, landing past it as debt) rather
+//! than checks: the two stores must charge alike and answer alike after.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -30,6 +32,8 @@ struct Step {
     key: u8,
     cost: u64,
     burst: usize,
+    /// A charge rather than a check.
+    charge: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -66,14 +70,16 @@ fn trace() -> impl Strategy<Value = Trace> {
                 2 => 0..=longest * 3,
             ],
             0u8..3,
-            prop_oneof![6 => Just(1u64), 3 => 0..=most + 2],
+            prop_oneof![6 => Just(1u64), 3 => 0..=most + 2, 1 => 0..=3 * most],
             prop_oneof![4 => Just(1usize), 1 => 2usize..=5],
+            prop_oneof![4 => Just(false), 1 => Just(true)],
         )
-            .prop_map(|(advance_us, key, cost, burst)| Step {
+            .prop_map(|(advance_us, key, cost, burst, charge)| Step {
                 advance_us,
                 key,
                 cost,
                 burst,
+                charge,
             });
         (prop::collection::vec(step, 1..40), prop::bool::ANY).prop_map(move |(steps, tenants)| {
             Trace {
@@ -108,14 +114,21 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
             key = key.with_limit_key(trace.limits.len() - 1, tenant);
         }
         let from_redis = join_all((0..step.burst).map(|_| {
-            redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+            if step.charge {
+                redlimit::__private::charge_at(redis, &policy, &key, step.cost, now).into_future()
+            } else {
+                redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+            }
         }))
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
         let from_memory: Vec<Decision> = (0..step.burst)
-            .map(|_| memory.check_now(&policy, &key, step.cost))
+            .map(|_| match step.charge {
+                true => memory.charge_now(&policy, &key, step.cost),
+                false => memory.check_now(&policy, &key, step.cost),
+            })
             .collect();
         prop_assert_eq!(
             canonical(from_redis),

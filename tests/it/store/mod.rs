@@ -10,6 +10,8 @@ mod changed_limits;
 mod clock_steps;
 mod custom_store;
 #[cfg(feature = "redis")]
+mod debt;
+#[cfg(feature = "redis")]
 mod hierarchical;
 #[cfg(feature = "redis")]
 mod hostile_cost;

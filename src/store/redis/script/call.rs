@@ -173,6 +173,17 @@ pub(super) fn push_time_and_cost(command: &mut Cmd, now_us: Option<u64>, cost: u
 /// given), the penalty. Two checks whose policies write the same here share a batch's run
 /// ([`same_limit_args`]).
 pub(super) fn push_limit_args(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
+    push_counts_and_logs(command, policy, now_us);
+    let penalty_us = policy.penalty_us();
+    if penalty_us > 0 {
+        command.arg(penalty_us);
+    }
+}
+
+/// Writes each limit's count and period, then the logs' TTL if the policy has sliding logs
+/// (with the test slack when `now_us` is given): [`push_limit_args`] without the penalty, as
+/// a charge's script reads them (`charge.rs`).
+pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
     let limits = policy.limits();
     for limit in limits {
         command.arg(limit.count()).arg(limit.period_us());
@@ -189,10 +200,6 @@ pub(super) fn push_limit_args(command: &mut Cmd, policy: &Policy, now_us: Option
             0
         };
         command.arg(span_us.div_ceil(1000) + slack_ms);
-    }
-    let penalty_us = policy.penalty_us();
-    if penalty_us > 0 {
-        command.arg(penalty_us);
     }
 }
 

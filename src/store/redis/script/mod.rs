@@ -5,10 +5,11 @@
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
 //! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `check`: a check's
-//! arguments until it is sent; `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
+//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
 
 mod batch;
 mod call;
+mod charge;
 mod check;
 mod lease;
 pub(super) mod peek;
@@ -30,6 +31,7 @@ pub(super) use self::batch::{batch_command, split};
 #[cfg(test)]
 pub(super) use self::call::state_key;
 pub(super) use self::call::{evalsha, script_command};
+pub(super) use self::charge::charge_command;
 pub(super) use self::check::CheckArgs;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;

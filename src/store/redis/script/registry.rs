@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
 use super::batch::BatchShape;
+use super::charge::charge_source;
 use super::signature::{Signature, position};
 use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 
-/// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names), and the
-/// batch script of the same signature (several decisions in one call).
+/// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names), the
+/// batch script of the same signature (several decisions in one call), and its charge.
 #[derive(Debug)]
 pub(crate) struct LuaScript {
     /// The number of limits a decision of it reports.
@@ -22,6 +23,8 @@ pub(crate) struct LuaScript {
     pub(crate) source: String,
     pub(crate) script: redis::Script,
     pub(crate) batch: redis::Script,
+    /// Its charge variant (`charge.rs`).
+    pub(crate) charge: redis::Script,
 }
 
 impl LuaScript {
@@ -29,6 +32,7 @@ impl LuaScript {
         let source = source(signature);
         let script = redis::Script::new(&source);
         let batch = redis::Script::new(&batch_source(signature));
+        let charge = redis::Script::new(&charge_source(signature));
         // Kept for the process's life, so calls borrow it without counting references.
         Box::leak(Box::new(LuaScript {
             limits: signature.algorithms().count(),
@@ -36,6 +40,7 @@ impl LuaScript {
             source,
             script,
             batch,
+            charge,
         }))
     }
 }
@@ -79,7 +84,7 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
     singles
         .chain(mixes)
-        .flat_map(|s| [&s.script, &s.batch])
+        .flat_map(|s| [&s.script, &s.batch, &s.charge])
         .chain([super::refund::script(), super::reserve::script()])
         .find(|s| s.get_hash() == hash)
 }
@@ -135,7 +140,7 @@ mod tests {
         assert!(!std::ptr::eq(script_for(&a), script_for(&mix)));
         for limits in [&a[..], &mix[..]] {
             let script = script_for(limits);
-            for made in [&script.script, &script.batch] {
+            for made in [&script.script, &script.batch, &script.charge] {
                 assert!(std::ptr::eq(by_hash(made.get_hash()).unwrap(), made));
             }
         }

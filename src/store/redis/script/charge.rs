@@ -1,0 +1,247 @@
+//! The charge variant of a policy's script: the same prelude and algorithm files as its check
+//! (`lua/prelude.lua`'s contract: the same keys and arguments, without the penalty box and
+//! the lease), and a tail of its own. Each limit's algorithm is called with `debt` (its last
+//! argument), which counts the cost whatever the state, up to the debt cap (twice the limit;
+//! the sliding logs' units are capped alike and recorded once; a concurrency limit is not
+//! charged); the state is written; then each limit is evaluated again for a cost of 1 on the
+//! state just written, committing nothing: the reply is a check's long reply, the decision
+//! after the charge. A check's own path is untouched: its calls pass no `debt`.
+//!
+//! For `gcra` then `fixed_window`, it reads:
+//!
+//! ```lua
+//! local _, _, _, _, _, _, state1, ttl1 = gcra(redis.call('GET', KEYS[1]), ARGV[3] + 0, ARGV[4] + 0, cost, now, true)
+//! if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
+//! local ok1, rb1, _, sb1, _, retry1 = gcra(state1, ARGV[3] + 0, ARGV[4] + 0, 1, now)
+//! local _, _, _, _, _, _, state2, ttl2 = fixed_window(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, cost, now, true)
+//! if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
+//! local ok2, rb2, _, sb2, _, retry2 = fixed_window(state2, ARGV[5] + 0, ARGV[6] + 0, 1, now)
+//! return { now, (ok1 and ok2) and 1 or 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
+//! ```
+
+use std::fmt::Write as _;
+
+use redis::Cmd;
+
+use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
+use super::registry::script_for_policy;
+use super::signature::Signature;
+use super::source::head;
+use super::tail::open_log;
+use crate::key::Key;
+use crate::limit::Algorithm;
+use crate::policy::Policy;
+
+/// The charge script for `signature` (its penalty box, if any, plays no part).
+pub(super) fn charge_source(signature: Signature) -> String {
+    let mut lua = head(signature);
+    lua.push_str(&charge_tail(signature));
+    lua
+}
+
+/// Every limit charged, then evaluated for a cost of 1.
+fn charge_tail(signature: Signature) -> String {
+    let algorithms: Vec<Algorithm> = signature.algorithms().collect();
+    let limits = || (1..).zip(algorithms.iter().copied());
+    let logs: Vec<usize> = limits()
+        .filter(|(_, a)| *a == Algorithm::SlidingLog)
+        .map(|(i, _)| i)
+        .collect();
+    let mut lua = String::from(
+        "-- The charge: every limit charged whatever its state, then the state after.\n",
+    );
+    let w = &mut lua;
+    if let Some(&log) = logs.first() {
+        for i in &logs {
+            let _ = writeln!(w, "local p{i} = ARGV[{}] + 0", 2 * i + 2);
+        }
+        let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
+        let _ = writeln!(w, "local log_span = math.max({}, 0)", periods.join(", "));
+        w.push_str(&open_log(&format!("KEYS[{log}]")));
+        // As the check's tail: the longest log starts at the base, a shorter one at the
+        // newest member at or before its own start.
+        let mut room = Vec::new();
+        for i in &logs {
+            let _ = writeln!(
+                w,
+                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15\nlocal n{i} = ARGV[{}] + 0",
+                2 * i + 1
+            );
+            room.push(format!("2 * n{i} - log_total + before{i}"));
+        }
+        // The units the fullest span has room for up to twice its count: recorded once.
+        let _ = writeln!(
+            w,
+            "local log_units = math.min(cost, math.max(0, {}))",
+            room.join(", ")
+        );
+        let _ = writeln!(
+            w,
+            "if log_units > 0 and log_total == 0 then redis.call('ZADD', KEYS[{log}], log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + log_units) end"
+        );
+        let _ = writeln!(
+            w,
+            "redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])",
+            2 * algorithms.len() + 3
+        );
+        let _ = writeln!(
+            w,
+            "if log_units > 0 then log_newest, log_total = log_at, log_total + log_units end"
+        );
+    }
+    for (i, algorithm) in limits() {
+        let (count, period) = (
+            format!("ARGV[{}] + 0", 2 * i + 1),
+            format!("ARGV[{}] + 0", 2 * i + 2),
+        );
+        let function = algorithm.descriptor().lua_fn;
+        match algorithm {
+            Algorithm::SlidingLog => {
+                let _ = writeln!(
+                    w,
+                    "local ok{i}, rb{i}, _, sb{i}, _, retry{i} = sliding_log(KEYS[{i}], n{i}, p{i}, 1, log_at, log_newest, log_total, before{i})"
+                );
+            }
+            Algorithm::Concurrency => {
+                let _ = writeln!(
+                    w,
+                    "local ok{i}, rb{i}, _, sb{i}, _, retry{i} = concurrency(KEYS[{i}], {count}, {period}, 1, now)"
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    w,
+                    "local _, _, _, _, _, _, state{i}, ttl{i} = {function}(redis.call('GET', KEYS[{i}]), {count}, {period}, cost, now, true)"
+                );
+                let _ = writeln!(
+                    w,
+                    "if ttl{i} > 0 then redis.call('SET', KEYS[{i}], state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', KEYS[{i}], state{i}, 'KEEPTTL') else redis.call('DEL', KEYS[{i}]) end"
+                );
+                let _ = writeln!(
+                    w,
+                    "local ok{i}, rb{i}, _, sb{i}, _, retry{i} = {function}(state{i}, {count}, {period}, 1, now)"
+                );
+            }
+        }
+    }
+    let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
+    let states: Vec<String> = limits()
+        .map(|(i, _)| format!("ok{i} and 1 or 0, rb{i}, sb{i}, retry{i}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "return {{ now, ({}) and 1 or 0, {} }}",
+        all_ok.join(" and "),
+        states.join(", ")
+    );
+    lua
+}
+
+/// The `EVALSHA` of a charge of `cost` for `key` under `policy` (its override applied by the
+/// caller): a check's keys (without the penalty box) and arguments (without the penalty and
+/// the lease). `now_us` replaces Redis `TIME` (tests only).
+pub(crate) fn charge_command(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    cost: u64,
+    now_us: Option<u64>,
+) -> Cmd {
+    let limits = policy.limits();
+    let mut command =
+        redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
+    command.arg("EVALSHA");
+    command.arg(script_for_policy(policy).charge.get_hash());
+    command.arg(limits.len());
+    push_keys(&mut command, prefix, policy, key, false);
+    push_time_and_cost(&mut command, now_us, cost);
+    push_counts_and_logs(&mut command, policy, now_us);
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use std::time::Duration;
+
+    fn signature(algorithms: &[Algorithm]) -> Signature {
+        let limits: Vec<Limit> = algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        Signature::of(&limits)
+    }
+
+    #[test]
+    fn reads_as_the_module_documentation_shows() {
+        let lua = charge_tail(signature(&[Algorithm::Gcra, Algorithm::FixedWindow]));
+        let documented: String = include_str!("charge.rs")
+            .lines()
+            .skip_while(|l| *l != "//! ```lua")
+            .skip(1)
+            .take_while(|l| *l != "//! ```")
+            .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+            .collect();
+        assert_eq!(
+            lua.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+            documented
+        );
+    }
+
+    #[test]
+    fn records_a_shared_log_once_and_takes_no_lease() {
+        let lua = charge_tail(signature(&[
+            Algorithm::SlidingLog,
+            Algorithm::Concurrency,
+            Algorithm::SlidingLog,
+        ]));
+        assert_eq!(lua.matches("local log_key = KEYS[1]\n").count(), 1);
+        assert!(lua.contains("local log_units = math.min(cost, math.max(0, 2 * n1 - log_total + before1, 2 * n3 - log_total + before3))"));
+        assert_eq!(
+            lua.matches("'ZADD'").count(),
+            2,
+            "into an empty log, or not"
+        );
+        assert!(lua.contains("redis.call('PEXPIRE', KEYS[1], ARGV[9])"));
+        assert!(lua.contains("= concurrency(KEYS[2], ARGV[5] + 0, ARGV[6] + 0, 1, now)"));
+        assert!(!lua.contains("'SET'"));
+    }
+
+    #[test]
+    fn the_command_names_the_charge_script_without_box_or_lease() {
+        let policy = Policy::new(
+            "p",
+            [
+                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+                Limit::concurrency(2, Duration::from_secs(30)).unwrap(),
+            ],
+        )
+        .unwrap()
+        .penalty(Duration::from_secs(60))
+        .unwrap();
+        let command = charge_command("rl", &policy, &Key::new("k"), 7, Some(9));
+        let text: Vec<String> = command
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(text[1], script_for_policy(&policy).charge.get_hash());
+        assert_eq!(
+            text[2..],
+            [
+                "2",
+                "rl:p:{k}:gc0",
+                "rl:p:{k}:cc",
+                "9",
+                "7",
+                "5",
+                "1000000",
+                "2",
+                "30000000"
+            ]
+        );
+    }
+}
