@@ -44,6 +44,15 @@ pub(super) fn batch_source(signature: Signature) -> String {
             .replace("{AGAIN}", if shape.mget { " - 1" } else { "" })
             .replace("{PARAMS}", &shape.params.to_string())
             .replace("{NUMBERS}", &shape.numbers.to_string())
+            .replace(
+                "{NUMBER}",
+                // A calendar window's period is text (its windows' boundaries), kept as such.
+                if signature.uses(crate::limit::Algorithm::Calendar) {
+                    "tonumber(ARGV[x]) or ARGV[x]"
+                } else {
+                    "ARGV[x] + 0"
+                },
+            )
             .replace("{READS}", if shape.mget { BATCH_READS } else { "" }),
     );
     lua
@@ -77,7 +86,7 @@ for j = 0, decisions - 1 do
       end
       at, slack = clock, 0
     end
-    for x = q + 1, q + {NUMBERS} do nums[x] = ARGV[x] + 0 end
+    for x = q + 1, q + {NUMBERS} do nums[x] = {NUMBER} end
   end
   -- What decide returns: the number of values it wrote, or the error it raised.
   local ok, answer = pcall(decide, out, len, j * keys_each, own + j * args_each, q, at, cost, slack)
