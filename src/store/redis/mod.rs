@@ -350,6 +350,11 @@ impl RedisStore {
 /// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
 /// call by hand (the script must be loaded: `SCRIPT LOAD` of
 /// [`RedisStore::script_source_for`] the policy).
+/// A Redis error as the store reports it (for `__private`).
+pub(crate) fn redis_store_error(err: redis::RedisError) -> StoreError {
+    error::store_error(err)
+}
+
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
     script_command(prefix, policy, key, cost, None)
 }
