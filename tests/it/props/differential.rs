@@ -3,7 +3,9 @@
 //! periods, bursts of concurrent identical requests — run through `MemoryStore` and through
 //! `RedisStore` on a real Redis, with time driven explicitly (the scripts' test-only time
 //! argument). Every decision must be equal. Half the traces count their last limit under a
-//! tenant's key shared by two of the three clients (a hierarchical quota).
+//! tenant's key shared by two of the three clients (a hierarchical quota). A third of the
+//! traces give each limit a cost of its own (`LimitCosts`: the sliding logs one between them),
+//! through the scripts' per-limit costs.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -17,7 +19,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
-use redlimit::store::{ManualClock, MemoryStore, RedisStore};
+use redlimit::store::{Commit, ManualClock, MemoryStore, RedisStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
 use support::{RedisServer, unique_prefix};
 
@@ -29,6 +31,8 @@ struct Step {
     advance_us: u64,
     key: u8,
     cost: u64,
+    /// With [`Trace::each`], each limit's cost (the sliding logs share the first log's).
+    costs: Vec<u64>,
     burst: usize,
 }
 
@@ -38,6 +42,8 @@ struct Trace {
     /// Whether the last limit counts under a tenant's key (keys 0 and 2 share one) rather
     /// than the request's: a hierarchical quota.
     tenants: bool,
+    /// Whether each limit is charged its own cost (`Step::costs`).
+    each: bool,
     steps: Vec<Step>,
 }
 
@@ -67,21 +73,41 @@ fn trace() -> impl Strategy<Value = Trace> {
             ],
             0u8..3,
             prop_oneof![6 => Just(1u64), 3 => 0..=most + 2],
+            prop::collection::vec(
+                prop_oneof![4 => Just(1u64), 2 => Just(0u64), 3 => 0..=most + 2],
+                limits.len(),
+            ),
             prop_oneof![4 => Just(1usize), 1 => 2usize..=5],
         )
-            .prop_map(|(advance_us, key, cost, burst)| Step {
-                advance_us,
-                key,
-                cost,
-                burst,
+            .prop_map({
+                let limits = limits.clone();
+                move |(advance_us, key, cost, mut costs, burst)| {
+                    let is_log = |i: usize| limits[i].algorithm() == Algorithm::SlidingLog;
+                    if let Some(first) = (0..limits.len()).find(|&i| is_log(i)) {
+                        for i in (0..limits.len()).filter(|&i| is_log(i)) {
+                            costs[i] = costs[first];
+                        }
+                    }
+                    Step {
+                        advance_us,
+                        key,
+                        cost,
+                        costs,
+                        burst,
+                    }
+                }
             });
-        (prop::collection::vec(step, 1..40), prop::bool::ANY).prop_map(move |(steps, tenants)| {
-            Trace {
+        (
+            prop::collection::vec(step, 1..40),
+            prop::bool::ANY,
+            prop::bool::weighted(1.0 / 3.0),
+        )
+            .prop_map(move |(steps, tenants, each)| Trace {
                 limits: limits.clone(),
                 tenants,
+                each,
                 steps,
-            }
-        })
+            })
     })
 }
 
@@ -108,15 +134,25 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
             key = key.with_limit_key(trace.limits.len() - 1, tenant);
         }
         let from_redis = join_all((0..step.burst).map(|_| {
-            redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+            if trace.each {
+                redlimit::__private::check_costs_at(redis, &policy, &key, &step.costs, now)
+            } else {
+                redlimit::__private::check_at(redis, &policy, &key, step.cost, now)
+            }
+            .into_future()
         }))
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
         let from_memory: Vec<Decision> = (0..step.burst)
-            .map(|_| memory.check_now(&policy, &key, step.cost))
-            .collect();
+            .map(|_| match trace.each {
+                true => memory
+                    .check_costs_now(&policy, &key, &step.costs, Commit::AllOrNone)
+                    .map_err(|e| TestCaseError::fail(format!("memory: {e}"))),
+                false => Ok(memory.check_now(&policy, &key, step.cost)),
+            })
+            .collect::<Result<_, _>>()?;
         prop_assert_eq!(
             canonical(from_redis),
             canonical(from_memory),
