@@ -56,7 +56,11 @@ async fn each_limit_is_charged_its_own_cost_all_or_none() {
             let refused = check(&[1, 1, 1, 1, 1]).await.unwrap();
             assert!(!refused.is_allowed(), "{name} {key}");
             assert_eq!(
-                refused.limits().iter().map(|l| l.is_allowed()).collect::<Vec<_>>(),
+                refused
+                    .limits()
+                    .iter()
+                    .map(|l| l.is_allowed())
+                    .collect::<Vec<_>>(),
                 [true, false, true, true, true],
                 "{name} {key}: which limit refused"
             );
@@ -89,13 +93,11 @@ async fn concurrent_checks_hold_every_limit_exactly() {
     for (name, store) in &stores {
         let costs = store.limit_costs().expect("checks costs per limit");
         // 40 at once: on Redis most go out together, as one batch call of the script.
-        let decisions = join_all(
-            (0..40).map(|_| async {
-                costs
-                    .check_costs(&policy, &key, &[1, 2], Commit::AllOrNone)
-                    .await
-            }),
-        )
+        let decisions = join_all((0..40).map(|_| async {
+            costs
+                .check_costs(&policy, &key, &[1, 2], Commit::AllOrNone)
+                .await
+        }))
         .await;
         let admitted = decisions
             .iter()
