@@ -1,12 +1,14 @@
-//! The store calls of one request: its counters in as few atomic checks as their costs and
+//! The store calls of one request: its counters in as few atomic checks as their stores and
 //! hash tags allow, within one deadline, through the circuit breakers.
 //!
-//! Every counter of one cost and one hash tag goes into one check (one `Policy` of their
-//! limits, each limit under its counter's key: [`Key::with_named_limit_keys`]), so the common
-//! request under [`HashTag::Domain`](super::HashTag::Domain), whose descriptors all charge the
-//! request's `hits_addend`, is one atomic store call: all charged or none. A check holds at
-//! most [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log; more, descriptors
-//! charging different `hits_addend`s, or descriptors of different hash tags
+//! Every counter of one store and one hash tag goes into one check (one `Policy` of their
+//! limits, each limit under its counter's key: [`Key::with_named_limit_keys`], each charged
+//! its descriptor's hits: [`LimitCosts`](crate::store::LimitCosts)), so the common request
+//! under [`HashTag::Domain`](super::HashTag::Domain), whatever its descriptors' `hits_addend`,
+//! is one atomic store call: all charged or none, never charged and refunded. (A store
+//! without `LimitCosts` gets a check per cost.) A check holds at most
+//! [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log;
+//! more, or counters of different stores (the per-second one) or hash tags
 //! ([`HashTag::Descriptor`](super::HashTag::Descriptor): one per descriptor, so one Cluster
 //! slot each) are further checks. Checks of one tag (a lane) are made one after the other,
 //! the lanes at once (joined in this task): the first denial anywhere starts no further
