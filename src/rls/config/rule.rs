@@ -322,9 +322,10 @@ impl RlsRule {
     ///       - {key: file, value: f*, rate_limit: {unit: hour, requests_per_unit: 3}}
     /// ")], false)?;
     /// let d = c.domain("d").unwrap();
-    /// let counted = |e: &[(&str, &str)]| d.find(e).unwrap().counted_values(e);
-    /// assert_eq!(counted(&[("files", "files/a.pdf")]), ["files/*"]);
-    /// assert_eq!(counted(&[("user", "u1"), ("file", "f1")]), ["u*", "f1"]);
+    /// let files = [("files", "files/a.pdf")];
+    /// assert_eq!(d.find(&files).unwrap().counted_values(&files), ["files/*"]);
+    /// let nested = [("user", "u1"), ("file", "f1")];
+    /// assert_eq!(d.find(&nested).unwrap().counted_values(&nested), ["u*", "f1"]);
     /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
     /// ```
     pub fn counted_values<'a>(&'a self, entries: &[(&str, &'a str)]) -> Vec<&'a str> {

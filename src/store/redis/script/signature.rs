@@ -126,5 +126,12 @@ mod tests {
         assert_ne!(ab, ba);
         assert_eq!(ab.single(), None);
         assert!(ab.uses(Algorithm::SlidingLog) && !ab.uses(Algorithm::TokenBucket));
+        let costs = ab.with_costs(true).with_penalty(true);
+        assert!(costs.costs() && costs.penalty() && !ab.costs());
+        assert_ne!(costs, ab.with_penalty(true));
+        assert_eq!(
+            costs.algorithms().collect::<Vec<_>>(),
+            ab.algorithms().collect::<Vec<_>>()
+        );
     }
 }

@@ -409,6 +409,40 @@ mod tests {
     }
 
     #[test]
+    fn a_cost_per_limit_follows_the_limits_arguments_and_moves_the_lease() {
+        let algorithms = [
+            Algorithm::SlidingLog,
+            Algorithm::Gcra,
+            Algorithm::Concurrency,
+        ];
+        let limits: Vec<Limit> = algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        let lua = tail(Signature::of(&limits).with_costs(true));
+        // Three counts and periods, then the logs' TTL: the costs are ARGV[10..=12].
+        for (i, n) in [(1, 10), (2, 11), (3, 12)] {
+            assert!(
+                lua.contains(&format!("local c{i} = ARGV[{n}] + 0\n")),
+                "{lua}"
+            );
+        }
+        assert!(lua.contains("local ok1 = used1 + c1 <= n1"));
+        assert!(
+            lua.contains("gcra(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, c2, now)")
+        );
+        assert!(lua.contains("concurrency(KEYS[3], ARGV[7] + 0, p3, c3, now)"));
+        assert!(lua.contains("if c3 > 0 then redis.call('ZADD', KEYS[3], now, ARGV[13])"));
+        assert!(lua.contains("1e15 + c1"), "the log is charged its own cost");
+        assert!(
+            !lua.contains(", cost, now)"),
+            "no limit is charged the check's cost"
+        );
+        // Without costs, as before.
+        assert!(!tail(Signature::of(&limits)).contains("local c1"));
+    }
+
+    #[test]
     fn a_single_log_starts_at_its_base() {
         let lua = tail_of(&[Algorithm::SlidingLog]);
         assert!(lua.contains("local log_span = p1\n"));
