@@ -12,24 +12,40 @@ use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
+use crate::store::Commit;
 
 impl Engine {
-    /// Checks `cost` units of `policy` for `key` in the store, through the breaker of its
-    /// failure domain, giving up at `until` (the request's deadline).
+    /// Checks `costs` of `policy` for `key` in the store (one for every limit, or one per
+    /// limit: [`LimitCosts`](crate::store::LimitCosts), all or none), through the breaker of its failure domain, giving
+    /// up at `until` (the request's deadline).
     pub(crate) async fn call(
         &self,
         policy: &Policy,
         key: &Key,
-        cost: u64,
+        costs: &[u64],
         until: tokio::time::Instant,
     ) -> Result<Decision, StoreError> {
+        let limits = match costs {
+            [_] => None,
+            _ => Some(
+                self.store
+                    .limit_costs()
+                    .ok_or(StoreError::Unsupported("costs per limit"))?,
+            ),
+        };
         let domain = self.store.failure_domain(policy, key);
         let admission = self.breakers.admit(domain, self.deadline);
         if admission == Admission::Skip {
             return Err(StoreError::CircuitOpen);
         }
+        // Made once the breaker admits it: a store in memory decides (and commits) at once.
+        let check = match (limits, costs) {
+            (Some(limits), _) => limits.check_costs(policy, key, costs, Commit::AllOrNone),
+            (None, [cost]) => self.store.check(policy, key, *cost),
+            (None, _) => return Err(StoreError::Unsupported("costs per limit")),
+        };
         let asked = Instant::now();
-        let outcome = tokio::time::timeout_at(until, self.store.check(policy, key, cost))
+        let outcome = tokio::time::timeout_at(until, check)
             .await
             .unwrap_or(Err(StoreError::Timeout(self.deadline)));
         self.breakers

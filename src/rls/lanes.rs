@@ -16,13 +16,22 @@ use crate::error::StoreError;
 use crate::limit::Algorithm;
 use crate::policy::MAX_LIMITS;
 
-/// One check: counters (indexes into the plan) of one cost and one hash tag.
+/// One check: counters (indexes into the plan) of one hash tag, each with its cost (one cost
+/// for all, unless the store checks a cost per limit: [`LimitCosts`](crate::store::LimitCosts)).
 #[derive(Debug)]
 pub(super) struct Group {
     pub(super) members: SmallVec<[usize; 4]>,
-    pub(super) cost: u64,
+    /// Each member's cost, in the order of `members`.
+    pub(super) costs: SmallVec<[u64; 4]>,
     /// Its first member, whose hash tag every member has.
     pub(super) lead: usize,
+}
+
+impl Group {
+    /// Whether the check charges anything (a read charges nothing).
+    pub(super) fn charges(&self) -> bool {
+        self.costs.iter().any(|&c| c > 0)
+    }
 }
 
 /// A check to charge, and the quota- or shadow-mode descriptor it is made for (`None`: the
@@ -57,15 +66,17 @@ pub(super) fn lanes(
     lanes
 }
 
-/// `members` in checks: each with one cost, one store and one hash tag (one Cluster slot: one
-/// call to one node), at most `MAX_LIMITS` limits, distinct counters and at most one limit of a per-key
-/// algorithm (sliding log). Limits are ordered by algorithm
+/// `members` in checks: each of one store and one hash tag (one Cluster slot: one call to one
+/// node), of one cost unless `mixed` (the stores check a cost per limit, so counters of
+/// different costs are one atomic check), at most `MAX_LIMITS` limits, distinct counters and
+/// at most one limit of a per-key algorithm (sliding log). Limits are ordered by algorithm
 /// within a check, so a store that compiles a script per mix of algorithms sees few mixes.
 pub(super) fn groups(
     counters: &[Counter],
     homes: Homes,
     members: impl Iterator<Item = usize>,
     cost: impl Fn(usize) -> u64,
+    mixed: bool,
 ) -> Vec<Group> {
     let per_key = |c: usize| {
         counters[c]
@@ -74,9 +85,8 @@ pub(super) fn groups(
     };
     let mut groups: Vec<Group> = Vec::new();
     for c in members {
-        let cost = cost(c);
         let fits = |g: &Group| {
-            g.cost == cost
+            (mixed || cost(g.lead) == cost(c))
                 && counters[g.lead].tag == counters[c].tag
                 && homes.of(&counters[g.lead]) == homes.of(&counters[c])
                 && g.members.len() < MAX_LIMITS
@@ -90,7 +100,7 @@ pub(super) fn groups(
             Some(group) => group.members.push(c),
             None => groups.push(Group {
                 members: SmallVec::from_slice(&[c]),
-                cost,
+                costs: SmallVec::new(),
                 lead: c,
             }),
         }
@@ -99,6 +109,7 @@ pub(super) fn groups(
         group
             .members
             .sort_by_key(|&c| counters[c].limit.map(|l| l.algorithm() as usize));
+        group.costs = group.members.iter().map(|&c| cost(c)).collect();
     }
     groups
 }
@@ -216,7 +227,7 @@ impl Runner<'_> {
                 policy,
                 key,
                 decision,
-                cost: step.group.cost,
+                costs: step.group.costs.clone(),
             });
         }
         ran
@@ -231,13 +242,14 @@ fn states<'a>(
     group
         .members
         .iter()
+        .zip(&group.costs)
         .zip(decision.limits())
-        .map(|(&c, state)| {
+        .map(|((&c, &asked), state)| {
             (
                 c,
                 Evaluated {
                     state: state.clone(),
-                    asked: group.cost,
+                    asked,
                     cached: false,
                 },
             )

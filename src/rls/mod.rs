@@ -7,11 +7,16 @@
 //! said otherwise):
 //!
 //! - a status per descriptor, in request order: `current_limit` (`requests_per_unit`, `unit`,
-//!   `name`), `limit_remaining` (units left: after this request if it was admitted, as they
-//!   stand otherwise, which may be more than 0 when the request's hits were more than what is
+//!   `name`), `limit_remaining` (units left after this request; 0 for a descriptor over its
+//!   limit, as the Go service answers, even when fewer units than the request's hits are
 //!   left), `duration_until_reset` (over the limit: the algorithm's real wait until this
-//!   request would pass; within it: until the limit is whole again; exact, not rounded to
-//!   seconds);
+//!   request would pass; within it: until the limit is whole again, and for a limit whole
+//!   already, such as a counter nothing has charged yet, until it would be whole again after
+//!   one unit charged now: the end of the current window for the fixed window, as the Go
+//!   service answers; exact, not rounded to seconds);
+//! - `share_threshold: true` on a wildcard value: every value the pattern matches counts on
+//!   one counter (the pattern is in the counter's key, at whatever level of a nested
+//!   descriptor), as in the Go service;
 //! - a descriptor no rule matches (or whose rule another's `replaces` names) is OK without
 //!   `current_limit`; an `unlimited` one is OK with `limit_remaining` `u32::MAX` and never
 //!   reaches the store; a request whose domain is not configured is OK on every descriptor;
@@ -27,9 +32,10 @@
 //! - `dynamic_metadata`, when asked for
 //!   ([`response_dynamic_metadata`](RateLimitServiceBuilder::response_dynamic_metadata)): the
 //!   domain, the descriptors, and the passed rules' YAML `metadata`, merged;
-//! - a refused request charges nothing: the descriptors are checked and charged in one atomic
-//!   store call when they charge the same hits and share a hash tag (see the store calls
-//!   below);
+//! - a refused request charges nothing, and no concurrent call sees it charged: its
+//!   descriptors, whatever their hits, are checked and charged in one atomic store call, each
+//!   counter its own hits, when they share a store and a hash tag (see the store calls below;
+//!   the Go service's option `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, always on here);
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
 //!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //!   by `domain`, `key1`, `key2`; `..._over_limit_with_local_cache` for hits refused from the
@@ -50,11 +56,13 @@
 //!   request with a counter known over charges nothing, and its other counters are read for
 //!   their statuses.
 //!
-//! Store calls: every counter of one cost goes into one atomic check (at most 16 limits, one
-//! sliding log, distinct counters, one Redis Cluster hash tag); descriptors charging different
-//! hits, more than 16 limits, or a quota- or shadow-mode descriptor (checked on its own, after
-//! the enforced ones) make further checks, one after the other. The first refusal stops the
-//! charging and the checks already admitted are refunded in the background (stores with
+//! Store calls: every counter of one store and one hash tag goes into one atomic check, each
+//! charged its descriptor's hits (at most 16 limits, one sliding log, distinct counters; on a
+//! store with [`LimitCosts`](crate::store::LimitCosts), as the memory, Redis and local-first
+//! stores are; on another, one check per cost); more than 16 limits, a counter twice in one
+//! request, or a quota- or shadow-mode descriptor (checked on its own, after the enforced
+//! ones) make further checks, one after the other. The first refusal stops the charging and
+//! the checks already admitted are refunded in the background (stores with
 //! [`Refunds`](crate::store::Refunds): the memory and Redis stores): across several checks a
 //! refused request's charge is visible for about a round trip. On a Redis Cluster, by default
 //! ([`HashTag::Domain`]) every counter of one domain shares one hash slot (the domain is the

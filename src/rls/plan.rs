@@ -190,7 +190,18 @@ pub(super) fn plan(
             _ => Mode::Enforce,
         };
         let first = plan.counters.len();
-        let mut text = descriptor_text(domain.name(), &entries, 24);
+        let mut text = if rule.shares_threshold() {
+            // `share_threshold`: every value its pattern matches counts on one counter (and,
+            // by descriptor, one hash tag), as the Go service's cache key names the pattern.
+            let counted: Entries<'_> = entries
+                .iter()
+                .zip(rule.counted_values(&entries))
+                .map(|(&(k, _), v)| (k, v))
+                .collect();
+            descriptor_text(domain.name(), &counted, 24)
+        } else {
+            descriptor_text(domain.name(), &entries, 24)
+        };
         let tag = tags.of(&text);
         for (position, limit) in rule.limits().iter().enumerate() {
             let (counted, policy, shown) = rates

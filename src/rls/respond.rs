@@ -11,7 +11,9 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use super::run::{Evaluated, is_over};
 use super::stats;
+use crate::algorithm::{PerKey, State};
 use crate::layer::HeaderStyle;
+use crate::limit::Limit;
 
 /// The answer for a request whose domain is not configured: every descriptor OK, no
 /// `current_limit` (envoyproxy/ratelimit's answer).
@@ -57,7 +59,10 @@ fn governing(
 
 /// `duration_until_reset`: over its limit, the wait until this request's cost would pass (the
 /// algorithm's retry time; for a check of nothing, until the limit is whole again, an upper
-/// bound); within it, until the limit is whole again.
+/// bound); within it, until the limit is whole again; and a limit whole already (a counter
+/// nothing has charged yet, or whose charges have all lapsed) until it would be whole again
+/// if one unit were charged now: for the aligned fixed window, the end of the current window,
+/// as the Go service answers every status.
 fn wait(counter: &Counter, evaluated: Option<&Evaluated>, over: bool) -> Duration {
     let Some(e) = evaluated else {
         // A zero limit: until its aligned window ends, as the Go service says.
@@ -65,8 +70,27 @@ fn wait(counter: &Counter, evaluated: Option<&Evaluated>, over: bool) -> Duratio
     };
     match (over, e.state.retry_after()) {
         (true, Some(retry)) => retry,
+        _ if e.state.reset_after().is_zero() => whole_after_one(e.state.limit()),
         _ => e.state.reset_after(),
     }
+}
+
+/// How long `limit`, whole now, would take to be whole again after one unit charged now (its
+/// algorithm's reset after that charge: the window's end for a fixed window, the period for a
+/// sliding log, one emission interval for GCRA and the token bucket), on this server's clock
+/// (as the Go service computes every reset).
+fn whole_after_one(limit: &Limit) -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let step = State::fresh(limit.algorithm()).check(
+        &PerKey::default(),
+        limit.count(),
+        limit.period_us(),
+        1,
+        now,
+    );
+    Duration::from_micros(step.eval.reset_after)
 }
 
 fn window_left(period: Duration) -> Duration {
@@ -124,6 +148,10 @@ pub(super) fn respond(
         }
         let evaluated = results[c].as_ref();
         let remaining = evaluated.map_or(0, |e| e.state.remaining());
+        // Over its limit, none left for this request (the Go service answers 0 over the
+        // limit, and Envoy makes it `x-ratelimit-remaining`), whatever a smaller one could
+        // still have.
+        let shown_remaining = if over { 0 } else { remaining };
         let wait = wait(counter, evaluated, over);
         let count = counter.limit.map_or(0, |l| l.count());
         // Admitted, `remaining` is after this request's hits; refused, nothing was charged.
@@ -156,7 +184,7 @@ pub(super) fn respond(
                 requests_per_unit: counter.shown.requests_per_unit,
                 unit: counter.shown.unit,
             }),
-            limit_remaining: u32::try_from(remaining).unwrap_or(u32::MAX),
+            limit_remaining: u32::try_from(shown_remaining).unwrap_or(u32::MAX),
             duration_until_reset: Some(prost_types::Duration {
                 seconds: i64::try_from(wait.as_secs()).unwrap_or(i64::MAX),
                 nanos: i32::try_from(wait.subsec_nanos()).unwrap_or(0),

@@ -1,12 +1,14 @@
-//! The store calls of one request: its counters in as few atomic checks as their costs and
+//! The store calls of one request: its counters in as few atomic checks as their stores and
 //! hash tags allow, within one deadline, through the circuit breakers.
 //!
-//! Every counter of one cost and one hash tag goes into one check (one `Policy` of their
-//! limits, each limit under its counter's key: [`Key::with_named_limit_keys`]), so the common
-//! request under [`HashTag::Domain`](super::HashTag::Domain), whose descriptors all charge the
-//! request's `hits_addend`, is one atomic store call: all charged or none. A check holds at
-//! most [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log; more, descriptors
-//! charging different `hits_addend`s, or descriptors of different hash tags
+//! Every counter of one store and one hash tag goes into one check (one `Policy` of their
+//! limits, each limit under its counter's key: [`Key::with_named_limit_keys`], each charged
+//! its descriptor's hits: [`LimitCosts`](crate::store::LimitCosts)), so the common request
+//! under [`HashTag::Domain`](super::HashTag::Domain), whatever its descriptors' `hits_addend`,
+//! is one atomic store call: all charged or none, never charged and refunded. (A store
+//! without `LimitCosts` gets a check per cost.) A check holds at most
+//! [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log;
+//! more, or counters of different stores (the per-second one) or hash tags
 //! ([`HashTag::Descriptor`](super::HashTag::Descriptor): one per descriptor, so one Cluster
 //! slot each) are further checks. Checks of one tag (a lane) are made one after the other,
 //! the lanes at once (joined in this task): the first denial anywhere starts no further
@@ -29,7 +31,7 @@ use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{MemoryStore, Refund, Store};
+use crate::store::{Commit, MemoryStore, Refund, Store};
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
 pub(crate) const POLICY: &str = "rls";
@@ -68,7 +70,8 @@ pub(super) struct Charged {
     pub(super) policy: Policy,
     pub(super) key: Key,
     pub(super) decision: Decision,
-    pub(super) cost: u64,
+    /// Each member's cost, in the order of `members`.
+    pub(super) costs: SmallVec<[u64; 4]>,
 }
 
 /// The deny cache's rule for every counter (a counter's key names its domain).
@@ -146,6 +149,7 @@ impl Runner<'_> {
     ) -> Result<(Vec<Option<Evaluated>>, bool), StoreError> {
         let counters = &plan.counters;
         let homes = self.homes();
+        let mixed = self.mixed();
         let mut results: Vec<Option<Evaluated>> = vec![None; counters.len()];
         let live = |c: &Counter| c.limit.is_some();
         self.cached(plan, &mut results);
@@ -157,6 +161,7 @@ impl Runner<'_> {
             homes,
             (0..counters.len()).filter(|&c| unknown(c, &results) && counters[c].cost == 0),
             |_| 0,
+            mixed,
         );
         self.read(plan, &reads, &mut results).await?;
         let enforced = |d: usize| {
@@ -175,7 +180,7 @@ impl Runner<'_> {
             let charging = (0..counters.len()).filter(|&c| {
                 live(&counters[c]) && counters[c].cost > 0 && enforced(counters[c].descriptor)
             });
-            let steps = groups(counters, homes, charging, |c| counters[c].cost)
+            let steps = groups(counters, homes, charging, |c| counters[c].cost, mixed)
                 .into_iter()
                 .map(|group| Step {
                     group,
@@ -210,7 +215,7 @@ impl Runner<'_> {
                 let members =
                     (first..first + len).filter(|&c| live(&counters[c]) && counters[c].cost > 0);
                 steps.extend(
-                    groups(counters, homes, members, |c| counters[c].cost)
+                    groups(counters, homes, members, |c| counters[c].cost, mixed)
                         .into_iter()
                         .map(|group| Step {
                             group,
@@ -229,7 +234,7 @@ impl Runner<'_> {
         }
         // What the refusal left unasked is read, for its status.
         let unasked = (0..counters.len()).filter(|&c| live(&counters[c]) && results[c].is_none());
-        let unasked = groups(counters, homes, unasked, |_| 0);
+        let unasked = groups(counters, homes, unasked, |_| 0, mixed);
         self.read(plan, &unasked, &mut results).await?;
         Ok((results, refused))
     }
@@ -258,6 +263,7 @@ impl Runner<'_> {
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
         let home = self.homes().of(&counters[group.lead]);
+        let costs = one_or_each(&group.costs);
         let decision = match self.via {
             Via::Engine {
                 engine,
@@ -267,20 +273,34 @@ impl Runner<'_> {
             } => {
                 let engine = pick(engine, per_second, home);
                 let (asked, stamp) = (Instant::now(), engine.versions());
-                let decision = engine.call(&policy, &key, group.cost, until).await?;
-                if group.cost > 0 && !decision.is_allowed() {
+                let decision = engine.call(&policy, &key, costs, until).await?;
+                if group.charges() && !decision.is_allowed() {
                     remember(engine, plan, group, (asked, stamp), &decision);
                 }
                 decision
             }
             Via::Local(store, instances) => {
                 let policy = policy.scaled(instances);
-                store
-                    .check_now(&policy, &key, group.cost)
-                    .with_source(DecisionSource::Local)
+                check_in_memory(store, &policy, &key, costs)?.with_source(DecisionSource::Local)
             }
         };
         Ok((decision, policy, key))
+    }
+
+    /// Whether counters of different costs can be one check: every store of the request
+    /// checks a cost per limit ([`LimitCosts`](crate::store::LimitCosts)), as the memory and
+    /// Redis stores do. Else each cost is a check of its own (charged one after the other,
+    /// refunded if a later one refuses).
+    fn mixed(&self) -> bool {
+        match self.via {
+            Via::Engine {
+                engine, per_second, ..
+            } => [Some(engine), per_second]
+                .into_iter()
+                .flatten()
+                .all(|e| e.store().limit_costs().is_some()),
+            Via::Local(..) => true,
+        }
     }
 
     /// The counters the deny cache knows over, for the units they would charge (a check of
@@ -315,16 +335,19 @@ impl Runner<'_> {
             ..
         } = self.via
         {
-            let _ = store.check_now(&charge.policy.scaled(instances), &charge.key, charge.cost);
+            let policy = charge.policy.scaled(instances);
+            let _ = check_in_memory(store, &policy, &charge.key, one_or_each(&charge.costs));
         }
     }
 
     /// Gives back what `charge` consumed, in the background: the answer does not wait. False
     /// if nothing is given back (the store cannot refund, or the charge was not the store's).
+    /// A check of several costs is given back counter by counter, each its own cost.
     fn refund(&self, charge: Charged) -> bool {
-        let Some(refund) = Refund::of(&charge.decision, charge.cost) else {
+        let refunds = refunds_of(&charge);
+        if refunds.is_empty() {
             return false;
-        };
+        }
         let store: Arc<dyn Store> = match self.via {
             Via::Engine {
                 engine, per_second, ..
@@ -334,19 +357,79 @@ impl Runner<'_> {
         if store.refunds().is_none() {
             return false;
         }
-        let policy = match self.via {
-            Via::Local(_, instances) => charge.policy.scaled(instances),
-            Via::Engine { .. } => charge.policy.clone(),
+        let scale = match self.via {
+            Via::Local(_, instances) => Some(instances),
+            Via::Engine { .. } => None,
         };
         tokio::spawn(async move {
-            if let Some(refunds) = store.refunds()
-                && let Err(error) = refunds.refund(&policy, &charge.key, refund).await
-            {
-                tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
+            for (policy, key, refund) in refunds {
+                let policy = match scale {
+                    Some(instances) => policy.scaled(instances),
+                    None => policy,
+                };
+                if let Some(refunds) = store.refunds()
+                    && let Err(error) = refunds.refund(&policy, &key, refund).await
+                {
+                    tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
+                }
             }
         });
         true
     }
+}
+
+/// `costs`, or its one cost when every counter has it: a check of one cost for every limit.
+fn one_or_each(costs: &[u64]) -> &[u64] {
+    match costs.split_first() {
+        Some((first, rest)) if rest.iter().all(|c| c == first) => &costs[..1],
+        _ => costs,
+    }
+}
+
+/// `costs` (one for every limit, or one each) of `policy` for `key`, checked in `store`.
+fn check_in_memory(
+    store: &MemoryStore,
+    policy: &Policy,
+    key: &Key,
+    costs: &[u64],
+) -> Result<Decision, StoreError> {
+    match costs {
+        [cost] => Ok(store.check_now(policy, key, *cost)),
+        each => store.check_costs_now(policy, key, each, Commit::AllOrNone),
+    }
+}
+
+/// The refunds that give back `charge`: one of its whole check when its counters were charged
+/// one cost, else one per counter charged (its limit under its own key, its own cost), each
+/// under a token of its own derived from the check's (a store applies a token once).
+fn refunds_of(charge: &Charged) -> Vec<(Policy, Key, Refund)> {
+    if let [cost] = one_or_each(&charge.costs) {
+        return Refund::of(&charge.decision, *cost)
+            .map(|refund| vec![(charge.policy.clone(), charge.key.clone(), refund)])
+            .unwrap_or_default();
+    }
+    let tag = charge.key.primary();
+    let limits = charge.policy.limits();
+    charge
+        .key
+        .limit_keys()
+        .zip(limits)
+        .zip(&charge.costs)
+        .enumerate()
+        .filter_map(|(i, (((_, own), limit), &cost))| {
+            let whole = Refund::of(&charge.decision, cost)?;
+            let at_us = whole
+                .evaluated_at()
+                .duration_since(UNIX_EPOCH)
+                .ok()
+                .and_then(|d| u64::try_from(d.as_micros()).ok())?;
+            // Distinct per counter, and (mixed by an odd constant) never another decision's.
+            let token = whole.token() ^ 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(i as u64 + 1);
+            let policy = Policy::new(POLICY, [*limit]).ok()?;
+            let key = tag.clone().with_named_limit_keys([own.clone()]);
+            Some((policy, key, Refund::new(cost, at_us, token)))
+        })
+        .collect()
 }
 
 /// `evaluated` once its charge is given back: the units it was asked for left again (within
@@ -371,8 +454,8 @@ fn given_back(evaluated: &Evaluated) -> Evaluated {
     }
 }
 
-/// Caches each counter `decision` denied, on its own: a counter denied `cost` units stays
-/// denied them until its retry time, whatever other counters shared the check.
+/// Caches each counter `decision` denied, on its own: a counter denied its cost stays denied
+/// it until its retry time, whatever other counters (of whatever costs) shared the check.
 fn remember(
     engine: &Engine,
     plan: &Plan,
@@ -384,8 +467,13 @@ fn remember(
         .evaluated_at()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64);
-    for (&c, state) in group.members.iter().zip(decision.limits()) {
-        if state.is_allowed() {
+    for ((&c, &cost), state) in group
+        .members
+        .iter()
+        .zip(&group.costs)
+        .zip(decision.limits())
+    {
+        if state.is_allowed() || cost == 0 {
             continue;
         }
         // Under the decision's source: the deny cache keeps only the store's exact denials
@@ -396,7 +484,7 @@ fn remember(
             std::iter::once(state.clone()).collect(),
         )
         .with_source(decision.source());
-        engine.remember(RULE, &plan.counters[c].own, group.cost, asked, &alone);
+        engine.remember(RULE, &plan.counters[c].own, cost, asked, &alone);
     }
 }
 

@@ -10,9 +10,10 @@ use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{Check, MemoryStore, Store};
+use crate::store::{Check, Commit, LimitCosts, MemoryStore, Store};
 
-/// A [`MemoryStore`] that counts the checks it is asked and fails while `down`.
+/// A [`MemoryStore`] that counts the checks it is asked (of one cost or a cost per limit) and
+/// fails while `down`.
 #[derive(Clone, Default)]
 pub(super) struct Flaky {
     memory: MemoryStore,
@@ -37,6 +38,20 @@ impl Store for Flaky {
             return Check::ready(Err(StoreError::Connection("connection refused".into())));
         }
         Check::ready(Ok(self.memory.check_now(policy, key, cost)))
+    }
+
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        Some(self)
+    }
+}
+
+impl LimitCosts for Flaky {
+    fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.down.load(Ordering::Relaxed) {
+            return Check::ready(Err(StoreError::Connection("connection refused".into())));
+        }
+        Check::ready(self.memory.check_costs_now(policy, key, costs, commit))
     }
 }
 

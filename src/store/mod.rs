@@ -28,6 +28,7 @@
 mod admin;
 mod check;
 mod clock;
+mod costs;
 mod future;
 mod key_state;
 #[cfg(feature = "redis")]
@@ -56,6 +57,8 @@ pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use admin::Admin;
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use costs::{Commit, LimitCosts};
+pub(crate) use costs::{largest as largest_cost, validate as validate_costs};
 pub use future::StoreFuture;
 pub(crate) use future::unsupported;
 pub use key_state::KeyState;
@@ -243,6 +246,18 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// The store's optional power to check a policy with a cost of its own for each limit,
+    /// in one atomic step ([`LimitCosts`]), if it has it (the default: none; the RLS service
+    /// then checks its descriptors of different hits one cost at a time).
+    ///
+    /// ```
+    /// use redlimit::store::{MemoryStore, Store};
+    /// assert!(MemoryStore::new().limit_costs().is_some());
+    /// ```
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        None
+    }
+
     /// The store's optional power to book future slots ([`Reservations`]): what the client
     /// side's [`Limiter`](crate::limiter::Limiter) waits on, if the store has it (the default:
     /// none; the limiter then checks and retries).
@@ -361,5 +376,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
 
     fn reservations(&self) -> Option<&dyn Reservations> {
         (**self).reservations()
+    }
+
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        (**self).limit_costs()
     }
 }

@@ -302,6 +302,52 @@ impl RlsRule {
     }
 }
 
+impl RlsRule {
+    /// The value each of `entries` is counted under: the request's, but at a level reached
+    /// through a wildcard with `share_threshold: true`, where it is the pattern (`files/*`),
+    /// so that every value the pattern matches counts on one counter. The Go service's cache
+    /// key does the same (`ShareThresholdKeyPattern`, kept per entry index by `GetLimit`, so
+    /// a sharing level above the rule's counts as well as the rule's own).
+    ///
+    /// ```
+    /// use redlimit::rls::config::RlsConfig;
+    /// let c = RlsConfig::parse([("c.yaml", "
+    /// domain: d
+    /// descriptors:
+    ///   - {key: files, value: files/*, share_threshold: true, rate_limit: {unit: hour, requests_per_unit: 3}}
+    ///   - key: user
+    ///     value: u*
+    ///     share_threshold: true
+    ///     descriptors:
+    ///       - {key: file, value: f*, rate_limit: {unit: hour, requests_per_unit: 3}}
+    /// ")], false)?;
+    /// let d = c.domain("d").unwrap();
+    /// let files = [("files", "files/a.pdf")];
+    /// assert_eq!(d.find(&files).unwrap().counted_values(&files), ["files/*"]);
+    /// let nested = [("user", "u1"), ("file", "f1")];
+    /// assert_eq!(d.find(&nested).unwrap().counted_values(&nested), ["u*", "f1"]);
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn counted_values<'a>(&'a self, entries: &[(&str, &'a str)]) -> Vec<&'a str> {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, &(k, v))| match self.levels.get(i) {
+                Some(level) if level.share_threshold && matched_by_wildcard(level, k, v) => {
+                    pattern_value(level, k)
+                }
+                _ => v,
+            })
+            .collect()
+    }
+
+    /// Whether some level of the rule has `share_threshold: true` (most have none: their
+    /// counters are the request's values, with nothing to look up).
+    pub(crate) fn shares_threshold(&self) -> bool {
+        self.levels.iter().any(|l| l.share_threshold)
+    }
+}
+
 /// Whether `composite` is `key_value`.
 fn composite_is(composite: &str, key: &str, value: &str) -> bool {
     composite

@@ -34,7 +34,10 @@ pub use settings::{DEFAULT_LOCAL_AFTER, DEFAULT_MARKS, DEFAULT_SYNC_INTERVAL};
 
 use std::sync::Arc;
 
-use super::{Admin, Check, KeyState, Override, Overrides, RedisStore, Refunds, Store, StoreFuture};
+use super::{
+    Admin, Check, Commit, KeyState, LimitCosts, Override, Overrides, RedisStore, Refunds, Store,
+    StoreFuture,
+};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -327,7 +330,7 @@ impl Store for LocalFirstStore {
         let effective = overridden.as_ref().unwrap_or(policy);
         let core = &self.shared.core;
         let decided = if key.names_limit_states() {
-            core.check_counters(effective, key, cost)
+            core.check_counters(effective, key, std::slice::from_ref(&cost))
         } else {
             core.check(effective, key, cost)
         };
@@ -379,6 +382,34 @@ impl Store for LocalFirstStore {
 
     fn overrides(&self) -> Option<&dyn Overrides> {
         Some(self)
+    }
+
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        Some(self)
+    }
+}
+
+/// A check whose limit keys name their states (the RLS's counters), each charged its own
+/// cost, is decided as [`check`](Store::check) decides one: in memory when every counter is
+/// local here, else by one script call of the Redis store. Any other key is the Redis store's.
+impl LimitCosts for LocalFirstStore {
+    fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
+        let redis = &self.shared.redis;
+        if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
+            return Check::Ready(Err(error));
+        }
+        if exact(policy, key) || !key.names_limit_states() || !redis.overrides_loaded() {
+            return redis.check_costs(policy, key, costs, commit);
+        }
+        self.shared
+            .core
+            .take_resets(redis.resets_version(), |since| redis.resets_after(since));
+        let overridden = redis.effective_policy(policy, key);
+        let effective = overridden.as_ref().unwrap_or(policy);
+        match self.shared.core.check_counters(effective, key, costs) {
+            Some(decision) => Check::Ready(Ok(decision)),
+            None => redis.check_costs(policy, key, costs, commit),
+        }
     }
 }
 

@@ -89,22 +89,24 @@ impl Entry {
     /// Evaluates every limit, commits all or none, and reports each limit's state.
     pub(super) fn check(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let mut states = LimitStates::new();
-        self.check_into(policy, cost, now, &mut states);
+        self.check_into(policy, std::slice::from_ref(&cost), now, &mut states);
         states
     }
 
-    /// [`Entry::check`], each limit's state pushed onto `states` (the caller's, which becomes
-    /// the decision's: the states are written once, not copied up through every return).
+    /// [`Entry::check`] of `costs` (one per limit, or one for all: `store::cost_at`), each
+    /// limit's state pushed onto `states` (the caller's, which becomes the decision's: the
+    /// states are written once, not copied up through every return). The sliding logs share
+    /// one cost (`store::validate_costs`).
     pub(super) fn check_into(
         &mut self,
         policy: &Policy,
-        cost: u64,
+        costs: &[u64],
         now: u64,
         states: &mut LimitStates,
     ) {
         let max_log = policy.max_log_period_us();
         let mut steps = Steps::new();
-        self.evaluate(max_log, cost, now, &mut steps);
+        self.evaluate(max_log, costs, now, &mut steps);
         let allowed = steps.iter().all(|s| s.eval.allowed);
         if allowed {
             for (state, step) in self.states.iter_mut().zip(&steps) {
@@ -112,6 +114,11 @@ impl Entry {
                 self.expires_at = self.expires_at.max(now.saturating_add(step.ttl));
             }
             if max_log > 0 {
+                let log = self
+                    .limits
+                    .iter()
+                    .position(|l| l.algorithm() == Algorithm::SlidingLog);
+                let cost = log.map_or(0, |p| crate::store::cost_at(costs, p));
                 self.per_key_mut().commit(max_log, cost, now);
             }
         }
@@ -233,7 +240,12 @@ impl Entry {
     /// changes.
     pub(super) fn peek(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let mut steps = Steps::new();
-        self.evaluate(policy.max_log_period_us(), cost, now, &mut steps);
+        self.evaluate(
+            policy.max_log_period_us(),
+            std::slice::from_ref(&cost),
+            now,
+            &mut steps,
+        );
         let mut states = LimitStates::new();
         self.report(&steps, false, &mut states);
         states
@@ -252,9 +264,10 @@ impl Entry {
         }
     }
 
-    /// Each limit's verdict, its next state, and how long that state matters, pushed onto
-    /// `steps` (the caller's: a few hundred bytes, not copied back through a return).
-    fn evaluate(&mut self, max_log: u64, cost: u64, now: u64, steps: &mut Steps) {
+    /// Each limit's verdict on its cost among `costs`, its next state, and how long that state
+    /// matters, pushed onto `steps` (the caller's: a few hundred bytes, not copied back
+    /// through a return).
+    fn evaluate(&mut self, max_log: u64, costs: &[u64], now: u64, steps: &mut Steps) {
         let lease_timeout = self
             .limits
             .iter()
@@ -271,7 +284,8 @@ impl Entry {
                 &none
             }
         };
-        for (limit, state) in self.limits.iter().zip(self.states.iter()) {
+        for (i, (limit, state)) in self.limits.iter().zip(self.states.iter()).enumerate() {
+            let cost = crate::store::cost_at(costs, i);
             steps.push(state.check(per_key, limit.count(), limit.period_arg(now), cost, now));
         }
     }

@@ -59,7 +59,7 @@ impl MemoryStore {
         &self,
         policy: &Policy,
         key: &Key,
-        cost: u64,
+        costs: &[u64],
         now: u64,
         lease: Option<Lease>,
     ) -> (LimitStates, bool) {
@@ -74,7 +74,7 @@ impl MemoryStore {
                 return (penalty::blocked(policy, left), true);
             }
         }
-        let (mut peeked, _) = self.each(&parts, &mut shards, Step::Peek, cost, now);
+        let (mut peeked, _) = self.each(&parts, &mut shards, Step::Peek, costs, now);
         if !peeked.iter().all(LimitState::is_allowed) {
             let Some(boxed) = boxed else {
                 return (peeked, false);
@@ -91,7 +91,7 @@ impl MemoryStore {
             return (peeked, true);
         }
         let commit = Step::Commit(lease.map(|l| l.id()));
-        let (committed, evicted) = self.each(&parts, &mut shards, commit, cost, now);
+        let (committed, evicted) = self.each(&parts, &mut shards, commit, costs, now);
         drop(shards);
         self.count_evictions(evicted);
         (committed, false)
@@ -176,7 +176,7 @@ impl MemoryStore {
     ) -> LimitStates {
         let parts = self.parts(policy, key);
         let mut shards = self.inner.entries.lock(parts.iter().map(|p| p.at.hash));
-        let (states, evicted) = self.each(&parts, &mut shards, Step::Charge, cost, now);
+        let (states, evicted) = self.each(&parts, &mut shards, Step::Charge, &[cost], now);
         drop(shards);
         self.count_evictions(evicted);
         states
@@ -186,7 +186,7 @@ impl MemoryStore {
     pub(super) fn peek_parts(&self, policy: &Policy, key: &Key, now: u64) -> LimitStates {
         let parts = self.parts(policy, key);
         let mut shards = self.inner.entries.lock(parts.iter().map(|p| p.at.hash));
-        self.each(&parts, &mut shards, Step::Peek, 1, now).0
+        self.each(&parts, &mut shards, Step::Peek, &[1], now).0
     }
 
     /// [`reset_now`](Self::reset_now) of a key with limit keys: every limit's state, shared
@@ -238,14 +238,15 @@ impl MemoryStore {
             .collect()
     }
 
-    /// Runs `step` on every part's entry; returns the states in the policy's order, and how
-    /// many entries were evicted for room.
+    /// Runs `step` on every part's entry, each with its cost among `costs` (one per limit, or
+    /// one for all: a part of several sliding logs takes its first's, which they share);
+    /// returns the states in the policy's order, and how many entries were evicted for room.
     fn each(
         &self,
         parts: &[Part<'_>],
         shards: &mut Shards<'_>,
         step: Step,
-        cost: u64,
+        costs: &[u64],
         now: u64,
     ) -> (LimitStates, u64) {
         let mut by_position: SmallVec<[Option<LimitState>; 4]> =
@@ -253,6 +254,7 @@ impl MemoryStore {
         let mut evicted = 0;
         for part in parts {
             let policy = part.policy;
+            let cost = crate::store::cost_at(costs, part.positions.first().copied().unwrap_or(0));
             // `lock` locked every part's shard.
             let Some(shard) = shards.shard(part.at.hash) else {
                 continue;

@@ -21,7 +21,7 @@ impl MemoryStore {
         let mut states = LimitStates::new();
         let (at, mut shard) = self.shard(policy, key);
         let (_, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
-            penalty::check(entry, policy, cost, now, &mut states);
+            penalty::check(entry, policy, std::slice::from_ref(&cost), now, &mut states);
             if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
                 entry.hold(lease.id(), now);
             }

@@ -21,7 +21,7 @@ use super::override_table::OverrideTable;
 use super::overrides::Override;
 use super::shard::{Lookup, Shard, ShardedMap};
 use super::{Admin, KeyState, Overrides, Refunds, Reservations, StoreFuture};
-use super::{Check, Refund, Store};
+use super::{Check, Commit, LimitCosts, Refund, Store};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::identity::LeaseIds;
@@ -116,13 +116,45 @@ impl MemoryStore {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn check_now(&self, policy: &Policy, key: &Key, cost: u64) -> Decision {
+        self.decide(policy, key, std::slice::from_ref(&cost))
+    }
+
+    /// Checks synchronously what [`LimitCosts::check_costs`] checks: `costs[i]` units against
+    /// limit `i` of `policy`, all committed or none; or why those costs cannot be checked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::{Commit, MemoryStore};
+    /// use redlimit::{Key, Limit, Policy};
+    /// let store = MemoryStore::new();
+    /// let day = Duration::from_secs(86_400);
+    /// let policy = Policy::new("p", [Limit::gcra(9, day)?, Limit::fixed_window(2, day)?])?;
+    /// let decision = store.check_costs_now(&policy, &Key::new("k"), &[4, 1], Commit::AllOrNone)?;
+    /// assert_eq!(decision.limits()[0].remaining(), 5);
+    /// assert_eq!(decision.limits()[1].remaining(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_costs_now(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+        commit: Commit,
+    ) -> Result<Decision, StoreError> {
+        super::validate_costs(policy, costs, commit)?;
+        Ok(self.decide(policy, key, costs))
+    }
+
+    /// The decision on `costs` (one per limit, or one for all: `store::cost_at`).
+    fn decide(&self, policy: &Policy, key: &Key, costs: &[u64]) -> Decision {
         let inner = &*self.inner;
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
-        let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
+        let lease =
+            (holds_leases(policy) && lease_cost(policy, costs) > 0).then(|| inner.leases.next());
         let (mut decision, penalized) = if key.has_limit_keys() {
-            self.check_keyed(policy, key, cost, now, lease)
+            self.check_keyed(policy, key, costs, now, lease)
         } else {
             // The decision is allocated before the shard's lock is taken; the entry's states are
             // written straight into it under the lock.
@@ -130,7 +162,7 @@ impl MemoryStore {
                 Decision::filled(policy.name_arc(), now, |states| {
                     let (at, mut shard) = self.shard(policy, key);
                     entry::with_entry(&mut shard, at, policy, key, now, |entry| {
-                        let penalized = penalty::check(entry, policy, cost, now, states);
+                        let penalized = penalty::check(entry, policy, costs, now, states);
                         if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed()))
                         {
                             entry.hold(lease.id(), now);
@@ -251,11 +283,11 @@ impl MemoryStore {
         &self,
         policy: &Policy,
         key: &Key,
-        cost: u64,
+        costs: &[u64],
         now: u64,
         lease: Option<Lease>,
     ) -> (Decision, bool) {
-        let (states, penalized) = self.check_parts(policy, key, cost, now, lease);
+        let (states, penalized) = self.check_parts(policy, key, costs, now, lease);
         (
             Decision::from_states(policy.name_arc(), now, states),
             penalized,
@@ -369,6 +401,26 @@ impl Store for MemoryStore {
     fn reservations(&self) -> Option<&dyn Reservations> {
         Some(self)
     }
+
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        Some(self)
+    }
+}
+
+impl LimitCosts for MemoryStore {
+    fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
+        Check::Ready(self.check_costs_now(policy, key, costs, commit))
+    }
+}
+
+/// The cost of `policy`'s concurrency limit among `costs`: a lease is taken only when it is
+/// charged.
+fn lease_cost(policy: &Policy, costs: &[u64]) -> u64 {
+    policy
+        .limits()
+        .iter()
+        .position(|l| l.algorithm() == Algorithm::Concurrency)
+        .map_or(0, |p| super::cost_at(costs, p))
 }
 
 impl Admin for MemoryStore {

@@ -8,25 +8,25 @@ use crate::algorithm::span;
 use crate::decision::{LimitState, LimitStates};
 use crate::policy::Policy;
 
-/// What [`Entry::check`] answers, pushed onto `states`, under the policy's penalty box if it
-/// has one: whether the key is (now) in the box.
+/// What [`Entry::check`] answers for `costs` (one per limit, or one for all), pushed onto
+/// `states`, under the policy's penalty box if it has one: whether the key is (now) in the box.
 pub(super) fn check(
     entry: &mut Entry,
     policy: &Policy,
-    cost: u64,
+    costs: &[u64],
     now: u64,
     states: &mut LimitStates,
 ) -> bool {
     let penalty = policy.penalty_us();
     if penalty == 0 {
-        entry.check_into(policy, cost, now, states);
+        entry.check_into(policy, costs, now, states);
         return false;
     }
     if entry.blocked_until > now {
         *states = blocked(policy, entry.blocked_until - now);
         return true;
     }
-    entry.check_into(policy, cost, now, states);
+    entry.check_into(policy, costs, now, states);
     // A cost no limit could ever admit is refused without boxing the key.
     if states.iter().all(LimitState::is_allowed) || states.iter().any(LimitState::exceeds_capacity)
     {

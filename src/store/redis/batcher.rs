@@ -307,6 +307,7 @@ mod tests {
             policy: policy.unwrap(),
             key: crate::Key::new("k"),
             cost: n,
+            costs: None,
             now_us: None,
             lease: None,
         };

@@ -10,12 +10,13 @@ use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;
 use crate::store::{
-    Admin, Check, KeyState, Override, Overrides, Refund, Refunds, Reservations, Store, StoreFuture,
+    Admin, Check, Commit, KeyState, LimitCosts, Override, Overrides, Refund, Refunds, Reservations,
+    Store, StoreFuture,
 };
 
 impl Store for RedisStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        self.invoke(policy, key, cost, None)
+        self.check_one(policy, key, cost)
     }
 
     /// One call of the policy's charge script (`script/charge.rs`).
@@ -90,6 +91,18 @@ impl Store for RedisStore {
 
     fn reservations(&self) -> Option<&dyn Reservations> {
         Some(self)
+    }
+
+    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+        Some(self)
+    }
+}
+
+impl LimitCosts for RedisStore {
+    /// One script call, as [`check`](Store::check) makes (batched alike), each limit's cost
+    /// passed after its other arguments.
+    fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
+        self.check_costs_when(policy, key, costs, commit, None)
     }
 }
 

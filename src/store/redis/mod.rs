@@ -38,8 +38,10 @@ use std::sync::Arc;
 use self::batcher::Decision;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{CheckArgs, decode, every_algorithm_source, script_command, script_for_policy};
-use super::{Check, Refund};
+use self::script::{
+    CheckArgs, decode, every_algorithm_source, script_command, script_for_check, script_for_policy,
+};
+use super::{Check, Commit, Refund};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 
@@ -274,33 +276,72 @@ impl RedisStore {
     /// TEST ONLY (`redlimit::__private::check_at`): the script uses `now_us` instead of
     /// Redis `TIME`.
     pub(crate) fn check_at(&self, policy: &Policy, key: &Key, cost: u64, now_us: u64) -> Check {
-        self.invoke(policy, key, cost, Some(now_us))
+        self.invoke(policy, key, Costs::One(cost), Some(now_us))
     }
 
-    fn invoke(&self, policy: &Policy, key: &Key, cost: u64, now_us: Option<u64>) -> Check {
+    /// [`Store::check`](crate::store::Store::check): `cost` for every limit.
+    pub(crate) fn check_one(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+        self.invoke(policy, key, Costs::One(cost), None)
+    }
+
+    /// TEST ONLY (`redlimit::__private::check_costs_at`): [`LimitCosts::check_costs`] at
+    /// `now_us` instead of Redis `TIME`.
+    pub(crate) fn check_costs_at(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+        commit: Commit,
+        now_us: u64,
+    ) -> Check {
+        self.check_costs_when(policy, key, costs, commit, Some(now_us))
+    }
+
+    /// [`LimitCosts::check_costs`], at `now_us` if given (tests only), else Redis `TIME`.
+    pub(crate) fn check_costs_when(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+        commit: Commit,
+        now_us: Option<u64>,
+    ) -> Check {
+        if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
+            return Check::Ready(Err(error));
+        }
+        self.invoke(policy, key, Costs::Each(costs.into()), now_us)
+    }
+
+    fn invoke(&self, policy: &Policy, key: &Key, costs: Costs, now_us: Option<u64>) -> Check {
         if !self.inner.poll.loaded() {
             // Decided under the overrides in Redis, which are read first (`poll.rs`).
             let store = self.clone();
             let (policy, key) = (policy.clone(), key.clone());
             return Check::pending(async move {
                 poll::first_read(&store.inner).await?;
-                store.invoke(&policy, &key, cost, now_us).await
+                store.invoke(&policy, &key, costs, now_us).await
             });
         }
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
         let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
+        let (cost, costs) = match costs {
+            Costs::One(cost) => (cost, None),
+            Costs::Each(each) => (crate::store::largest_cost(&each), Some(each)),
+        };
+        let script = script_for_check(policy, costs.is_some());
         let check = CheckArgs {
             policy: policy.clone(),
             key: key.clone(),
             cost,
+            costs,
             now_us,
             lease: lease.map(|lease| lease.member()),
         };
         let decision = Decision {
             check,
-            script: script_for_policy(policy),
+            script,
             slot: match self.inner.backend {
                 backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
                 _ => 0,
@@ -326,6 +367,12 @@ impl RedisStore {
             )),
         }
     }
+}
+
+/// What a check charges: one cost for every limit, or one for each (`LimitCosts`).
+enum Costs {
+    One(u64),
+    Each(Box<[u64]>),
 }
 
 // For the local-first store (`src/store/local_first/`), which syncs through this connection.
@@ -356,7 +403,7 @@ pub(crate) fn redis_store_error(err: redis::RedisError) -> StoreError {
 }
 
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
-    script_command(prefix, policy, key, cost, None)
+    script_command(prefix, policy, key, (cost, None), None)
 }
 
 /// The Redis key of the state of `policy`'s limit at `position` for `key`, as the exact

@@ -5,10 +5,12 @@
 //! argument). Every decision must be equal. Half the traces count their last limit under a
 //! tenant's key shared by two of the three clients (a hierarchical quota). Some steps are
 //! charges (`Store::charge`: costs up to three times a limit, landing past it as debt) rather
-//! than checks: the two stores must charge alike and answer alike after. A quarter of the
-//! traces have calendar windows (days, weeks, months in Berlin, New York and UTC, some
-//! anchored) and start just before a month's end or a daylight-saving change, with steps of
-//! up to days or months.
+//! than checks: the two stores must charge alike and answer alike after. A third of the
+//! traces give each limit a cost of its own in their checks (`LimitCosts`: the sliding logs
+//! one between them), through the scripts' per-limit costs. A quarter of the traces have
+//! calendar windows (days, weeks, months in Berlin, New York and UTC, some anchored) and
+//! start just before a month's end or a daylight-saving change, with steps of up to days or
+//! months.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -23,7 +25,7 @@ use futures_util::future::join_all;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use redlimit::calendar::Calendar;
-use redlimit::store::{ManualClock, MemoryStore, RedisStore};
+use redlimit::store::{Commit, ManualClock, MemoryStore, RedisStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
 use support::{RedisServer, unique_prefix};
 
@@ -35,6 +37,8 @@ struct Step {
     advance_us: u64,
     key: u8,
     cost: u64,
+    /// With [`Trace::each`], each limit's cost (the sliding logs share the first log's).
+    costs: Vec<u64>,
     burst: usize,
     /// A charge rather than a check.
     charge: bool,
@@ -48,6 +52,8 @@ struct Trace {
     /// Whether the last limit counts under a tenant's key (keys 0 and 2 share one) rather
     /// than the request's: a hierarchical quota.
     tenants: bool,
+    /// Whether each limit is charged its own cost (`Step::costs`).
+    each: bool,
     steps: Vec<Step>,
 }
 
@@ -125,24 +131,44 @@ fn trace() -> impl Strategy<Value = Trace> {
             ],
             0u8..3,
             prop_oneof![6 => Just(1u64), 3 => 0..=most + 2, 1 => 0..=3 * most],
+            prop::collection::vec(
+                prop_oneof![4 => Just(1u64), 2 => Just(0u64), 3 => 0..=most + 2],
+                limits.len(),
+            ),
             prop_oneof![4 => Just(1usize), 1 => 2usize..=5],
             prop_oneof![4 => Just(false), 1 => Just(true)],
         )
-            .prop_map(|(advance_us, key, cost, burst, charge)| Step {
-                advance_us,
-                key,
-                cost,
-                burst,
-                charge,
+            .prop_map({
+                let limits = limits.clone();
+                move |(advance_us, key, cost, mut costs, burst, charge)| {
+                    let is_log = |i: usize| limits[i].algorithm() == Algorithm::SlidingLog;
+                    if let Some(first) = (0..limits.len()).find(|&i| is_log(i)) {
+                        for i in (0..limits.len()).filter(|&i| is_log(i)) {
+                            costs[i] = costs[first];
+                        }
+                    }
+                    Step {
+                        advance_us,
+                        key,
+                        cost,
+                        costs,
+                        burst,
+                        charge,
+                    }
+                }
             });
-        (prop::collection::vec(step, 1..40), prop::bool::ANY).prop_map(move |(steps, tenants)| {
-            Trace {
+        (
+            prop::collection::vec(step, 1..40),
+            prop::bool::ANY,
+            prop::bool::weighted(1.0 / 3.0),
+        )
+            .prop_map(move |(steps, tenants, each)| Trace {
                 t0,
                 limits: limits.clone(),
                 tenants,
+                each,
                 steps,
-            }
-        })
+            })
     })
 }
 
@@ -170,21 +196,31 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
         }
         let from_redis = join_all((0..step.burst).map(|_| {
             if step.charge {
-                redlimit::__private::charge_at(redis, &policy, &key, step.cost, now).into_future()
+                redlimit::__private::charge_at(redis, &policy, &key, step.cost, now)
+            } else if trace.each {
+                redlimit::__private::check_costs_at(redis, &policy, &key, &step.costs, now)
             } else {
-                redlimit::__private::check_at(redis, &policy, &key, step.cost, now).into_future()
+                redlimit::__private::check_at(redis, &policy, &key, step.cost, now)
             }
+            .into_future()
         }))
         .await
         .into_iter()
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TestCaseError::fail(format!("redis: {e}")))?;
         let from_memory: Vec<Decision> = (0..step.burst)
-            .map(|_| match step.charge {
-                true => memory.charge_now(&policy, &key, step.cost),
-                false => memory.check_now(&policy, &key, step.cost),
+            .map(|_| {
+                if step.charge {
+                    Ok(memory.charge_now(&policy, &key, step.cost))
+                } else if trace.each {
+                    memory
+                        .check_costs_now(&policy, &key, &step.costs, Commit::AllOrNone)
+                        .map_err(|e| TestCaseError::fail(format!("memory: {e}")))
+                } else {
+                    Ok(memory.check_now(&policy, &key, step.cost))
+                }
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         prop_assert_eq!(
             canonical(from_redis),
             canonical(from_memory),

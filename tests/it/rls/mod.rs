@@ -6,6 +6,7 @@
 mod admin;
 mod config;
 mod failure_modes;
+mod go_semantics;
 mod local_first;
 mod per_second;
 #[cfg(feature = "admin")]

@@ -21,6 +21,8 @@ mod hostile_cost;
 mod in_flight;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod inspect_reset;
+#[cfg(feature = "redis")]
+mod limit_costs;
 #[cfg(all(feature = "axum", feature = "redis"))]
 pub(crate) mod local_first;
 #[cfg(feature = "redis")]

@@ -18,6 +18,7 @@ use super::Core;
 use crate::decision::{Decision, DecisionSource, LimitStates};
 use crate::key::Key;
 use crate::policy::{MAX_LIMITS, Policy};
+use crate::store::cost_at;
 use crate::store::local_first::admission::admits;
 use crate::store::local_first::entry::Route;
 use crate::store::shard::Lookup;
@@ -41,9 +42,15 @@ fn counter_key(tag: &Key, own: &Key) -> Key {
 
 impl Core {
     /// [`Core::check`] of a key whose limit keys name their states, one per limit of
-    /// `policy`: decided in memory if every counter is local here, all charged or none;
-    /// `None`: decide the whole check exactly.
-    pub(crate) fn check_counters(&self, policy: &Policy, key: &Key, cost: u64) -> Option<Decision> {
+    /// `policy`, each charged its cost among `costs` (one per limit, or one for all:
+    /// `store::cost_at`): decided in memory if every counter is local here, all charged or
+    /// none; `None`: decide the whole check exactly.
+    pub(crate) fn check_counters(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+    ) -> Option<Decision> {
         let limits = policy.limits();
         let owns: SmallVec<[&Key; 4]> = key.limit_keys().map(|(_, own)| own).collect();
         // The RLS gives one distinct key per limit; anything else is Redis's to decide.
@@ -75,7 +82,7 @@ impl Core {
                 || (policy.name_arc(), counter_key(key, owns[i])),
                 |entry| {
                     entry.adopt(one);
-                    let (here, join) = match entry.route(cost, now, &rule) {
+                    let (here, join) = match entry.route(cost_at(costs, i), now, &rule) {
                         Route::Local => (true, false),
                         Route::Exact { join } => (false, join),
                     };
@@ -94,7 +101,7 @@ impl Core {
             wake |= join;
         }
         let decided = if local {
-            self.decide_counters(policy, &places, &mut shards, cost, now, isolated)
+            self.decide_counters(policy, &places, &mut shards, costs, now, isolated)
         } else {
             None
         };
@@ -109,15 +116,15 @@ impl Core {
         )
     }
 
-    /// Decides `cost` at `now` on every counter's entry (each local here), all committed or
-    /// none: each limit's state, and whether an early sync is due. `None` if an entry went
-    /// (evicted by a sibling's insert): decide exactly.
+    /// Decides `costs` at `now` on every counter's entry (each local here, each its own cost),
+    /// all committed or none: each limit's state, and whether an early sync is due. `None` if
+    /// an entry went (evicted by a sibling's insert): decide exactly.
     fn decide_counters(
         &self,
         policy: &Policy,
         places: &[Lookup<'_>],
         shards: &mut crate::store::shard::Locked<'_, super::Entry, super::Side>,
-        cost: u64,
+        costs: &[u64],
         now: u64,
         isolated: bool,
     ) -> Option<(LimitStates, bool)> {
@@ -127,16 +134,22 @@ impl Core {
             shards.shard(place.hash)?.get_mut(*place)?;
         }
         let mut evaluations = SmallVec::<[_; 4]>::with_capacity(places.len());
-        for place in places {
+        for (i, place) in places.iter().enumerate() {
             let entry = shards.shard(place.hash)?.get_mut(*place)?;
-            evaluations.push(entry.evaluate(cost, now, &ctx));
+            evaluations.push(entry.evaluate(cost_at(costs, i), now, &ctx));
         }
         let worst = evaluations.iter().map(|e| e.worst).fold(0.0, f64::max);
         let admitted = admits(worst, ctx.draw);
         let mut states = LimitStates::new();
         let mut early = false;
-        for ((place, evaluation), limit) in places.iter().zip(evaluations).zip(policy.limits()) {
+        for (i, ((place, evaluation), limit)) in places
+            .iter()
+            .zip(evaluations)
+            .zip(policy.limits())
+            .enumerate()
+        {
             let entry = shards.shard(place.hash)?.get_mut(*place)?;
+            let cost = cost_at(costs, i);
             states.extend(entry.settle(evaluation, admitted, worst, cost, now, &ctx));
             let due = self.early(std::slice::from_ref(limit));
             if !entry.early && entry.unsent() >= due {

@@ -44,14 +44,14 @@ fn a_check_of_hot_counters_is_decided_here_and_charges_all_or_none() {
     let mut fleet = Keyspace::default();
     let policy = pair();
     let key = counters(&["tight", "wide"]);
-    assert!(core.check_counters(&policy, &key, 0).is_none(), "cold");
+    assert!(core.check_counters(&policy, &key, &[0]).is_none(), "cold");
     let joined = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(counted(&joined), [("tight".into(), 0), ("wide".into(), 0)]);
     let mut admitted: u64 = 0;
     let mut refused = 0;
     for _ in 0..40 {
         let d = core
-            .check_counters(&policy, &key, 1)
+            .check_counters(&policy, &key, &[1])
             .expect("hot: decided here");
         assert_eq!(d.source(), DecisionSource::LocalFirst);
         assert_eq!(d.limits().len(), 2);
@@ -86,9 +86,9 @@ fn one_cold_counter_sends_the_whole_check_to_redis() {
     let mut fleet = Keyspace::default();
     let policy = pair();
     let hot = counters(&["tight", "wide"]);
-    assert!(core.check_counters(&policy, &hot, 0).is_none());
+    assert!(core.check_counters(&policy, &hot, &[0]).is_none());
     sync_core(&core, &mut fleet, clock.now_us_for_tests());
-    assert!(core.check_counters(&policy, &hot, 1).is_some());
+    assert!(core.check_counters(&policy, &hot, &[1]).is_some());
     // The same tight counter beside a counter cold here: exact, and nothing charged here.
     let mixed = counters(&["tight", "fresh"]);
     let minute = Policy::new(
@@ -100,7 +100,7 @@ fn one_cold_counter_sends_the_whole_check_to_redis() {
     )
     .unwrap();
     for _ in 0..5 {
-        assert!(core.check_counters(&minute, &mixed, 1).is_none());
+        assert!(core.check_counters(&minute, &mixed, &[1]).is_none());
     }
     let synced = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(
@@ -121,13 +121,17 @@ fn a_counter_is_one_entry_whichever_check_and_position_it_comes_in() {
     let alone = counters(&["tight"]);
     let swapped = Policy::new("rls", [policy.limits()[1], policy.limits()[0]]).unwrap();
     let reversed = counters(&["wide", "tight"]);
-    assert!(core.check_counters(&policy, &key, 0).is_none());
+    assert!(core.check_counters(&policy, &key, &[0]).is_none());
     sync_core(&core, &mut fleet, clock.now_us_for_tests());
-    assert!(core.check_counters(&policy, &key, 1).unwrap().is_allowed());
+    assert!(
+        core.check_counters(&policy, &key, &[1])
+            .unwrap()
+            .is_allowed()
+    );
     // The tight counter alone is a plain check of one limit key: the same entry, hot.
     let d = core.check(&tight, &alone, 1).expect("the same entry, hot");
     assert!(d.is_allowed());
-    let d = core.check_counters(&swapped, &reversed, 1).expect("hot");
+    let d = core.check_counters(&swapped, &reversed, &[1]).expect("hot");
     assert!(d.is_allowed());
     let synced = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(counted(&synced), [("tight".into(), 3), ("wide".into(), 2)]);

@@ -37,7 +37,7 @@ pub(crate) struct BatchShape {
     pub(crate) keys: usize,
     /// A decision's own arguments: its lease id, if any.
     pub(crate) own: usize,
-    /// The limits' arguments: counts and periods, the logs' TTL, the penalty.
+    /// The limits' arguments: counts and periods, the logs' TTL, the penalty, the costs.
     pub(crate) params: usize,
     /// The counts and periods, the first of the limits' arguments.
     pub(crate) numbers: usize,
@@ -52,10 +52,11 @@ impl BatchShape {
         let logs = signature.uses(Algorithm::SlidingLog);
         let leases = signature.uses(Algorithm::Concurrency);
         let penalty = usize::from(signature.penalty());
+        let costs = if signature.costs() { limits } else { 0 };
         BatchShape {
             keys: limits + penalty,
             own: usize::from(leases),
-            params: 2 * limits + usize::from(logs) + penalty,
+            params: 2 * limits + usize::from(logs) + penalty + costs,
             numbers: 2 * limits,
             // A sliding log and a concurrency limit keep sorted sets, which they read with
             // their own commands.
@@ -103,7 +104,12 @@ pub(crate) fn batch_command<'a>(
         }
         push_time_and_cost(&mut command, first.now_us, first.cost);
         command.arg(length);
-        push_limit_args(&mut command, &first.policy, first.now_us);
+        push_limit_args(
+            &mut command,
+            &first.policy,
+            first.costs.as_deref(),
+            first.now_us,
+        );
     }
     for check in checks {
         if let Some(lease) = &check.lease {
@@ -234,6 +240,7 @@ mod tests {
             policy: policy.clone(),
             key: Key::new(key),
             cost,
+            costs: None,
             now_us,
             lease: None,
         }

@@ -8,7 +8,7 @@ use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ServerErrorKind};
 
 use super::penalty::box_key;
-use super::registry::{by_hash, script_for_policy};
+use super::registry::{by_hash, script_for_check};
 use crate::key::Key;
 use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
@@ -123,7 +123,7 @@ pub(crate) fn script_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
-    cost: u64,
+    (cost, costs): (u64, Option<&[u64]>),
     now_us: Option<u64>,
 ) -> Cmd {
     let limits = policy.limits();
@@ -132,12 +132,12 @@ pub(crate) fn script_command(
     let mut command =
         redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
     command.arg("EVALSHA");
-    command.arg(script_for_policy(policy).script.get_hash());
+    command.arg(script_for_check(policy, costs.is_some()).script.get_hash());
     let boxed = policy.penalty_us() > 0;
     command.arg(limits.len() + usize::from(boxed));
     push_keys(&mut command, prefix, policy, key, boxed);
     push_time_and_cost(&mut command, now_us, cost);
-    push_limit_args(&mut command, policy, now_us);
+    push_limit_args(&mut command, policy, costs, now_us);
     command
 }
 
@@ -171,19 +171,28 @@ pub(super) fn push_time_and_cost(command: &mut Cmd, now_us: Option<u64>, cost: u
 
 /// Writes the arguments of `policy`'s limits a check's script reads after its time and cost:
 /// each limit's count and period, the logs' TTL (with the test slack when `now_us` is
-/// given), the penalty. Two checks whose policies write the same here share a batch's run
-/// ([`same_limit_args`]).
-pub(super) fn push_limit_args(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
+/// given), the penalty, then each limit's cost when it has one of its own (`costs`). Two
+/// checks whose policies write the same here, and whose costs are the same, share a batch's
+/// run ([`same_limit_args`]).
+pub(super) fn push_limit_args(
+    command: &mut Cmd,
+    policy: &Policy,
+    costs: Option<&[u64]>,
+    now_us: Option<u64>,
+) {
     push_counts_and_logs(command, policy, now_us);
     let penalty_us = policy.penalty_us();
     if penalty_us > 0 {
         command.arg(penalty_us);
     }
+    for cost in costs.unwrap_or_default() {
+        command.arg(*cost);
+    }
 }
 
 /// Writes each limit's count and period, then the logs' TTL if the policy has sliding logs
-/// (with the test slack when `now_us` is given): [`push_limit_args`] without the penalty, as
-/// a charge's script reads them (`charge.rs`).
+/// (with the test slack when `now_us` is given): [`push_limit_args`] without the penalty and
+/// the costs, as a charge's script reads them (`charge.rs`).
 pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
     let limits = policy.limits();
     for limit in limits {
@@ -299,6 +308,7 @@ fn named_script(command: &Cmd) -> Option<&'static redis::Script> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::redis::script::script_for_policy;
     use std::time::Duration;
 
     fn policy() -> Policy {
@@ -365,7 +375,7 @@ mod tests {
         ];
         for policy in &policies {
             for key in &keys {
-                let command = script_command("rl", policy, key, 1, None);
+                let command = script_command("rl", policy, key, (1, None), None);
                 let written: Vec<Vec<u8>> = command
                     .args_iter()
                     .skip(3)
@@ -396,7 +406,7 @@ mod tests {
     #[test]
     fn the_command_names_the_policy_s_script_then_keys_then_arguments() {
         let policy = policy();
-        let command = script_command("rl", &policy, &Key::new("k"), 3, Some(7));
+        let command = script_command("rl", &policy, &Key::new("k"), (3, None), Some(7));
         let text: Vec<String> = command
             .args_iter()
             .map(|a| match a {

@@ -12,6 +12,9 @@ pub(crate) struct CheckArgs {
     pub(crate) policy: Policy,
     pub(crate) key: Key,
     pub(crate) cost: u64,
+    /// A cost per limit (`LimitCosts`), passed after the limits' other arguments; `cost` is
+    /// then the largest of them.
+    pub(crate) costs: Option<Box<[u64]>>,
     /// Replaces Redis `TIME` (tests only).
     pub(crate) now_us: Option<u64>,
     /// A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
@@ -21,7 +24,13 @@ pub(crate) struct CheckArgs {
 impl CheckArgs {
     /// The check's own `EVALSHA`.
     pub(crate) fn command(&self, prefix: &str) -> Cmd {
-        let mut command = script_command(prefix, &self.policy, &self.key, self.cost, self.now_us);
+        let mut command = script_command(
+            prefix,
+            &self.policy,
+            &self.key,
+            (self.cost, self.costs.as_deref()),
+            self.now_us,
+        );
         if let Some(lease) = &self.lease {
             command.arg(lease.as_str());
         }
@@ -33,6 +42,7 @@ impl CheckArgs {
     pub(crate) fn shares_run(&self, other: &CheckArgs) -> bool {
         self.now_us == other.now_us
             && self.cost == other.cost
+            && self.costs == other.costs
             && same_limit_args(&self.policy, &other.policy)
     }
 }

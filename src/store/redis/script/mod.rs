@@ -36,7 +36,9 @@ pub(super) use self::check::CheckArgs;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};
-pub(super) use self::registry::{LuaScript, Prepared, script_for, script_for_policy};
+pub(super) use self::registry::{
+    LuaScript, Prepared, script_for, script_for_check, script_for_policy,
+};
 pub(super) use self::reply::decode;
 pub(super) use self::reserve::{
     Mode as ReserveMode, reserve_command, reserve_source, script as reserve_script,

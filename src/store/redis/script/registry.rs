@@ -60,7 +60,16 @@ pub(crate) fn script_for(limits: &[Limit]) -> &'static LuaScript {
 
 /// The script of `policy`: its limits', and its penalty box if it has one.
 pub(crate) fn script_for_policy(policy: &Policy) -> &'static LuaScript {
-    by_signature(Signature::of(policy.limits()).with_penalty(policy.penalty_box().is_some()))
+    script_for_check(policy, false)
+}
+
+/// The script of a check of `policy`, with a cost per limit if `costs`.
+pub(crate) fn script_for_check(policy: &Policy, costs: bool) -> &'static LuaScript {
+    by_signature(
+        Signature::of(policy.limits())
+            .with_penalty(policy.penalty_box().is_some())
+            .with_costs(costs),
+    )
 }
 
 fn by_signature(signature: Signature) -> &'static LuaScript {

@@ -14,6 +14,13 @@ const _: () = assert!(Algorithm::EVERY.len() < 1 << BITS);
 /// The top bit: the policy has a penalty box (`penalty.rs`).
 const PENALTY: u64 = 1 << 63;
 
+/// The next bit: each limit has a cost of its own (`LimitCosts`), passed after the limits'
+/// other arguments (`tail.rs`).
+const COSTS: u64 = 1 << 62;
+
+// The algorithms stay clear of both flags.
+const _: () = assert!(MAX_LIMITS as u32 * BITS <= 62);
+
 /// The algorithms of a policy's limits, in order, packed into one integer (first limit in the
 /// lowest bits), and whether it has a penalty box (the top bit): `Copy`, hashed in one step,
 /// no allocation on the hot path.
@@ -44,6 +51,20 @@ impl Signature {
         self.0 & PENALTY != 0
     }
 
+    /// The same signature, for checks with a cost per limit if `costs`.
+    pub(crate) fn with_costs(self, costs: bool) -> Signature {
+        if costs {
+            Signature(self.0 | COSTS)
+        } else {
+            self
+        }
+    }
+
+    /// Whether each limit has a cost of its own.
+    pub(crate) fn costs(self) -> bool {
+        self.0 & COSTS != 0
+    }
+
     /// The single algorithm of a one-limit policy.
     pub(crate) fn single(self) -> Option<Algorithm> {
         (self.0 < 1 << BITS).then(|| Algorithm::EVERY[self.0 as usize - 1])
@@ -51,7 +72,7 @@ impl Signature {
 
     /// The algorithms, in the order of the policy's limits.
     pub(crate) fn algorithms(self) -> impl Iterator<Item = Algorithm> {
-        let mut rest = self.0 & !PENALTY;
+        let mut rest = self.0 & !(PENALTY | COSTS);
         std::iter::from_fn(move || {
             let code = rest & ((1 << BITS) - 1);
             rest >>= BITS;
@@ -105,5 +126,12 @@ mod tests {
         assert_ne!(ab, ba);
         assert_eq!(ab.single(), None);
         assert!(ab.uses(Algorithm::SlidingLog) && !ab.uses(Algorithm::TokenBucket));
+        let costs = ab.with_costs(true).with_penalty(true);
+        assert!(costs.costs() && costs.penalty() && !ab.costs());
+        assert_ne!(costs, ab.with_penalty(true));
+        assert_eq!(
+            costs.algorithms().collect::<Vec<_>>(),
+            ab.algorithms().collect::<Vec<_>>()
+        );
     }
 }

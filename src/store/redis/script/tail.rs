@@ -172,6 +172,23 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     let w = &mut lua;
     let k = algorithms.len();
     let boxed = key(k + 1);
+    // The limits' other arguments: counts and periods, the logs' TTL, the penalty.
+    let params = 2 * k + usize::from(!logs.is_empty()) + usize::from(signature.penalty());
+    // With a cost per limit (`LimitCosts`), limit i's follows them, as `c{i}`; else every
+    // limit is charged the check's `cost`.
+    let costs = signature.costs();
+    let cost = |i: usize| {
+        if costs {
+            format!("c{i}")
+        } else {
+            "cost".to_owned()
+        }
+    };
+    if costs {
+        for (i, _) in limits() {
+            let _ = writeln!(w, "local c{i} = {} + 0", arg(params + 2 + i));
+        }
+    }
     let reply = |indent: &str, items: &[String]| frame.reply(indent, items);
     if signature.penalty() {
         w.push_str(&super::penalty::open(frame.value(k + 1), k, reply));
@@ -205,23 +222,26 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             // Admitted inline (what `sliding_log` answers for an admission, without the call).
             let _ = writeln!(
                 w,
-                "local n{i} = {count}\nlocal used{i} = log_total - before{i}\nlocal ok{i} = used{i} + cost <= n{i}"
+                "local n{i} = {count}\nlocal used{i} = log_total - before{i}\nlocal ok{i} = used{i} + {} <= n{i}",
+                cost(i)
             );
         } else if algorithm == Algorithm::Concurrency {
             let _ = writeln!(
                 w,
-                "local p{i} = {} + 0\nlocal ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = concurrency({}, {count}, p{i}, cost, now)",
+                "local p{i} = {} + 0\nlocal ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = concurrency({}, {count}, p{i}, {}, now)",
                 arg(2 * i + 2),
-                key(i)
+                key(i),
+                cost(i)
             );
         } else {
             let (read, value) = frame.value(i);
             w.push_str(&read);
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({value}, {count}, {}, cost, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({value}, {count}, {}, {}, now)",
                 algorithm.descriptor().lua_fn,
-                period(algorithm, &arg(2 * i + 2))
+                period(algorithm, &arg(2 * i + 2)),
+                cost(i)
             );
         }
     }
@@ -229,16 +249,14 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     let _ = writeln!(w, "if {} then", all_ok.join(" and "));
     for (i, algorithm) in limits() {
         if algorithm == Algorithm::Concurrency {
-            // The lease id is the script's last argument, after the logs' TTL and the penalty
-            // if any.
-            let lease = arg(2 * algorithms.len()
-                + 3
-                + usize::from(!logs.is_empty())
-                + usize::from(signature.penalty()));
+            // The lease id is the script's last argument, after the logs' TTL, the penalty and
+            // the costs if any.
+            let lease = arg(params + 3 + if costs { k } else { 0 });
             let (make, ms) = frame.ttl_ms(&format!("math.ceil(p{i} / 1000) + ttl_slack_ms"));
             let _ = writeln!(
                 w,
-                "  if cost > 0 then redis.call('ZADD', {k}, now, {lease}) {make}redis.call('PEXPIRE', {k}, {ms}) end",
+                "  if {c} > 0 then redis.call('ZADD', {k}, now, {lease}) {make}redis.call('PEXPIRE', {k}, {ms}) end",
+                c = cost(i),
                 k = key(i)
             );
         } else if algorithm != Algorithm::SlidingLog {
@@ -251,9 +269,11 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         }
     }
     if let Some(&log) = logs.first() {
+        // The logs share one cost (`LimitCosts` refuses others): the first's.
         let _ = writeln!(
             w,
-            "  if cost > 0 and log_total == 0 then redis.call('ZADD', {k}, log_at, '1000000000000000', log_at, 1e15 + cost) elseif cost > 0 then redis.call('ZADD', {k}, log_at, 1e15 + log_total + cost) end",
+            "  if {c} > 0 and log_total == 0 then redis.call('ZADD', {k}, log_at, '1000000000000000', log_at, 1e15 + {c}) elseif {c} > 0 then redis.call('ZADD', {k}, log_at, 1e15 + log_total + {c}) end",
+            c = cost(log),
             k = key(log)
         );
         let _ = writeln!(
@@ -270,9 +290,10 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
         if algorithm == Algorithm::SlidingLog {
             // A cost admitted starts a member that frees in p; a cost of 0 leaves the reset
             // the newest member's.
+            let c = cost(i);
             allowed.extend([
-                format!("n{i} - used{i} - cost"),
-                format!("cost > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"),
+                format!("n{i} - used{i} - {c}"),
+                format!("{c} > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"),
             ]);
         } else {
             allowed.extend([format!("ra{i}"), format!("sa{i}")]);
@@ -283,12 +304,13 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     for i in &logs {
         let _ = writeln!(
             w,
-            "local _, rb{i}, _, sb{i}, _, retry{i} = sliding_log({}, n{i}, p{i}, cost, log_at, log_newest, log_total, before{i})",
-            key(*i)
+            "local _, rb{i}, _, sb{i}, _, retry{i} = sliding_log({}, n{i}, p{i}, {}, log_at, log_newest, log_total, before{i})",
+            key(*i),
+            cost(*i)
         );
     }
     if signature.penalty() {
-        let penalty = arg(2 * k + 3 + usize::from(!logs.is_empty()));
+        let penalty = arg(params + 2);
         w.push_str(&super::penalty::close(&boxed, &penalty, k, reply));
     }
     let mut denied = vec!["now".to_owned(), "0".to_owned()];
@@ -395,6 +417,40 @@ mod tests {
         assert!(commit.contains("redis.call('PEXPIRE', KEYS[2], math.ceil(p2 / 1000)"));
         let alone = tail_of(&[Algorithm::Concurrency]);
         assert!(alone.contains("redis.call('ZADD', KEYS[1], now, ARGV[5])"));
+    }
+
+    #[test]
+    fn a_cost_per_limit_follows_the_limits_arguments_and_moves_the_lease() {
+        let algorithms = [
+            Algorithm::SlidingLog,
+            Algorithm::Gcra,
+            Algorithm::Concurrency,
+        ];
+        let limits: Vec<Limit> = algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        let lua = tail(Signature::of(&limits).with_costs(true));
+        // Three counts and periods, then the logs' TTL: the costs are ARGV[10..=12].
+        for (i, n) in [(1, 10), (2, 11), (3, 12)] {
+            assert!(
+                lua.contains(&format!("local c{i} = ARGV[{n}] + 0\n")),
+                "{lua}"
+            );
+        }
+        assert!(lua.contains("local ok1 = used1 + c1 <= n1"));
+        assert!(
+            lua.contains("gcra(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, c2, now)")
+        );
+        assert!(lua.contains("concurrency(KEYS[3], ARGV[7] + 0, p3, c3, now)"));
+        assert!(lua.contains("if c3 > 0 then redis.call('ZADD', KEYS[3], now, ARGV[13])"));
+        assert!(lua.contains("1e15 + c1"), "the log is charged its own cost");
+        assert!(
+            !lua.contains(", cost, now)"),
+            "no limit is charged the check's cost"
+        );
+        // Without costs, as before.
+        assert!(!tail(Signature::of(&limits)).contains("local c1"));
     }
 
     #[test]
