@@ -4,6 +4,7 @@
 
 #[cfg(feature = "admin")]
 mod admin;
+mod calendar;
 mod config;
 mod failure_modes;
 mod go_semantics;
