@@ -215,6 +215,32 @@ impl Limit {
         Limit::new(algorithm, count, period)
     }
 
+    /// A rate written for this limit (an override's): `N/DURATION` read with its algorithm,
+    /// or for a calendar window `N/UNIT` with its calendar's unit (`5000/month`), whose period
+    /// is its own. The count and period, or why the text is not one.
+    pub(crate) fn parse_rate_like(&self, rate: &str) -> Result<(u64, Duration), ConfigError> {
+        let Some(calendar) = self.calendar else {
+            return Limit::parse(self.algorithm, rate).map(|l| (l.count, l.period));
+        };
+        let count = rate
+            .split_once('/')
+            .filter(|(_, unit)| *unit == calendar.unit().name())
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+            .ok_or_else(|| ConfigError::InvalidCalendar {
+                calendar: rate.to_owned(),
+                reason: format!("a rate of a calendar window is N/{}", calendar.unit()),
+            })?;
+        self.with_count(count).map(|l| (l.count, l.period))
+    }
+
+    /// The same limit with another count (an override's), its calendar kept, or why that
+    /// count cannot be enforced.
+    pub(crate) fn with_count(self, count: u64) -> Result<Limit, ConfigError> {
+        let limit = Limit { count, ..self };
+        limit.check()?;
+        Ok(limit)
+    }
+
     /// The same limit with another count, which must be between 1 and this count (so the
     /// result is as valid as this limit).
     pub(crate) fn with_smaller_count(self, count: u64) -> Limit {
