@@ -325,3 +325,28 @@ async fn redis_refuses_boundaries_that_do_not_hold_its_time() {
     );
     assert!(matches!(err, StoreError::ClockSkew(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_limiter_over_a_calendar_day_says_how_long_until_the_day_ends() {
+    use redlimit::limiter::{AcquireError, Limiter};
+    // 2024-10-27 in Berlin is 25 hours long: it ends at 23:00Z.
+    let clock = ManualClock::new(us("2024-10-27T22:00:00Z"));
+    let day = Calendar::day().in_zone("Europe/Berlin").unwrap();
+    let limiter = Limiter::new(
+        MemoryStore::with_clock(clock.clone()),
+        policy("jobs", 2, day),
+    );
+    let permit = limiter.try_acquire("worker", 2).await.unwrap();
+    permit.settle(2).await.unwrap();
+    assert_eq!(
+        limiter.try_acquire("worker", 1).await.unwrap_err(),
+        AcquireError::TooLong {
+            wait: Duration::from_secs(3600)
+        }
+    );
+    clock.set(us("2024-10-27T23:00:00Z"));
+    assert!(
+        limiter.try_acquire("worker", 2).await.is_ok(),
+        "the next day"
+    );
+}
