@@ -155,7 +155,7 @@ fn boundary(calendar: &Calendar, k: i64) -> Option<u64> {
 /// starts there.
 fn first_week_day(calendar: &Calendar) -> i64 {
     // 1970-01-01 was a Thursday (3 days after a Monday).
-    (calendar.anchor.weekday.from_monday() - 3).rem_euclid(7)
+    (calendar.anchor.weekday.days_after_monday() - 3).rem_euclid(7)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).

@@ -147,7 +147,7 @@ pub enum Weekday {
 
 impl Weekday {
     /// Days after Monday (Monday is 0).
-    fn from_monday(self) -> i64 {
+    fn days_after_monday(self) -> i64 {
         self as i64
     }
 }

@@ -279,7 +279,7 @@ async fn redis_refuses_boundaries_that_do_not_hold_its_time() {
         let mut command = redis::cmd("EVAL");
         // One key; a test time of 2024-06-01T12:00Z; cost 1; count 5 and the boundaries.
         command
-            .arg(&source)
+            .arg(source)
             .arg(1)
             .arg("skew-key")
             .arg(us("2024-06-01T12:00:00Z"))
