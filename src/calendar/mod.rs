@@ -49,9 +49,11 @@
 
 mod anchor;
 mod bounds;
+mod builder;
 mod intern;
 #[cfg(test)]
 mod tests;
+mod unit;
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -60,97 +62,11 @@ use std::time::Duration;
 use jiff::tz::TimeZone;
 
 pub(crate) use bounds::Window;
+pub use builder::CalendarBuilder;
 pub(crate) use intern::intern;
+pub use unit::{Unit, Weekday};
 
 use crate::error::ConfigError;
-
-/// How long each window of a [`Calendar`] is, in local time.
-///
-/// ```
-/// use redlimit::calendar::Unit;
-/// assert_eq!("month".parse::<Unit>()?, Unit::Month);
-/// assert_eq!(Unit::Week.to_string(), "week");
-/// # Ok::<(), redlimit::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Unit {
-    /// A day, from the anchor's time to the same time the next day.
-    Day,
-    /// A week, from the anchor's weekday and time.
-    Week,
-    /// A month, from the anchor's day of the month and time.
-    Month,
-    /// A year, from the anchor's month, day and time.
-    Year,
-}
-
-impl Unit {
-    /// The unit's name: `day`, `week`, `month`, `year`.
-    ///
-    /// ```
-    /// assert_eq!(redlimit::calendar::Unit::Year.name(), "year");
-    /// ```
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Day => "day",
-            Unit::Week => "week",
-            Unit::Month => "month",
-            Unit::Year => "year",
-        }
-    }
-
-    /// The longest a window of this unit can be: its days, plus three hours for a clock
-    /// change within it (the largest offset change in the IANA database is two hours).
-    fn longest(self) -> Duration {
-        let days = match self {
-            Unit::Day => 1,
-            Unit::Week => 7,
-            Unit::Month => 31,
-            Unit::Year => 366,
-        };
-        Duration::from_secs(days * 86_400 + 3 * 3_600)
-    }
-}
-
-impl fmt::Display for Unit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Unit {
-    type Err = ConfigError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Unit::Day, Unit::Week, Unit::Month, Unit::Year]
-            .into_iter()
-            .find(|u| u.name() == s)
-            .ok_or_else(|| ConfigError::InvalidCalendar {
-                calendar: s.to_owned(),
-                reason: "the unit is one of day, week, month, year".to_owned(),
-            })
-    }
-}
-
-/// A day of the week, the anchor of a weekly [`Calendar`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[allow(missing_docs)]
-pub enum Weekday {
-    Monday,
-    Tuesday,
-    Wednesday,
-    Thursday,
-    Friday,
-    Saturday,
-    Sunday,
-}
-
-impl Weekday {
-    /// Days after Monday (Monday is 0).
-    fn days_after_monday(self) -> i64 {
-        self as i64
-    }
-}
 
 /// Where windows start: calendar units in a time zone, from an anchor.
 ///
@@ -258,8 +174,10 @@ impl Calendar {
         &self.zone_name
     }
 
-    /// The longest one of its windows can be (a day's is 25 hours on the day clocks go back):
-    /// the [`period`](crate::Limit::period) of its limits.
+    /// A bound on the length of its windows: the unit's days (31 for a month, 366 for a year)
+    /// and three hours, room for any clock change within a window (a day is 25 hours long on
+    /// the day the clocks go back). The [`period`](crate::Limit::period) of its limits, which
+    /// bounds how long their state matters; the windows themselves are the calendar's.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -312,114 +230,5 @@ impl fmt::Debug for Calendar {
 impl fmt::Display for Calendar {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({} {})", self.unit, self.anchor(), self.zone_name)
-    }
-}
-
-/// A [`Calendar`] being anchored: its unit and anchor so far, checked when a time zone is
-/// given ([`in_zone`](CalendarBuilder::in_zone), [`utc`](CalendarBuilder::utc)).
-///
-/// ```
-/// use redlimit::calendar::Calendar;
-/// // The 31st: the last day of shorter months.
-/// let c = Calendar::month().on_day(31).at(23, 0).utc()?;
-/// assert_eq!(c.anchor(), "31T23:00");
-/// // What does not fit the unit is refused.
-/// assert!(Calendar::day().on_day(3).utc().is_err());
-/// assert!(Calendar::month().at(24, 0).utc().is_err());
-/// assert!(Calendar::year().in_month(2).on_day(30).utc().is_err());
-/// # Ok::<(), redlimit::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy)]
-#[must_use]
-pub struct CalendarBuilder {
-    unit: Unit,
-    anchor: Anchor,
-    /// The first setter that does not fit the unit, reported by the terminal call.
-    misfit: Option<&'static str>,
-}
-
-impl CalendarBuilder {
-    fn new(unit: Unit) -> CalendarBuilder {
-        CalendarBuilder {
-            unit,
-            anchor: Anchor {
-                month: 1,
-                day: 1,
-                weekday: Weekday::Monday,
-                hour: 0,
-                minute: 0,
-            },
-            misfit: None,
-        }
-    }
-
-    fn misfit(mut self, reason: &'static str) -> Self {
-        self.misfit.get_or_insert(reason);
-        self
-    }
-
-    /// The day of the month a month's or a year's windows start on (1 to 31; a day past a
-    /// month's end is its last day).
-    pub fn on_day(mut self, day: u8) -> Self {
-        if !matches!(self.unit, Unit::Month | Unit::Year) {
-            return self.misfit("only months and years start on a day of the month");
-        }
-        self.anchor.day = i8::try_from(day).unwrap_or(0);
-        self
-    }
-
-    /// The weekday a week's windows start on.
-    pub fn on(mut self, weekday: Weekday) -> Self {
-        if self.unit != Unit::Week {
-            return self.misfit("only weeks start on a weekday");
-        }
-        self.anchor.weekday = weekday;
-        self
-    }
-
-    /// The month a year's windows start in (1 to 12).
-    pub fn in_month(mut self, month: u8) -> Self {
-        if self.unit != Unit::Year {
-            return self.misfit("only years start in a month");
-        }
-        self.anchor.month = i8::try_from(month).unwrap_or(0);
-        self
-    }
-
-    /// The local time windows start at (`hour` 0 to 23, `minute` 0 to 59).
-    pub fn at(mut self, hour: u8, minute: u8) -> Self {
-        self.anchor.hour = i8::try_from(hour).unwrap_or(-1);
-        self.anchor.minute = i8::try_from(minute).unwrap_or(-1);
-        self
-    }
-
-    /// The calendar in the IANA time zone `name` (`Europe/Berlin`, `UTC`), or why it cannot be.
-    pub fn in_zone(self, name: &str) -> Result<Calendar, ConfigError> {
-        let invalid = |reason: String| ConfigError::InvalidCalendar {
-            calendar: format!(
-                "{} ({} {name})",
-                self.unit,
-                anchor::format(self.unit, &self.anchor)
-            ),
-            reason,
-        };
-        if let Some(reason) = self.misfit {
-            return Err(invalid(reason.to_owned()));
-        }
-        anchor::check(self.unit, &self.anchor).map_err(invalid)?;
-        let zone = TimeZone::get(name)
-            .map_err(|_| invalid(format!("`{name}` is not a time zone of the IANA database")))?;
-        Ok(Calendar {
-            unit: self.unit,
-            anchor: self.anchor,
-            zone,
-            zone_name: name.into(),
-            cache: bounds::Cache::default(),
-        })
-    }
-
-    /// The calendar in UTC.
-    pub fn utc(self) -> Result<Calendar, ConfigError> {
-        self.in_zone("UTC")
     }
 }

@@ -232,6 +232,30 @@ mod tests {
     }
 
     #[test]
+    fn a_calendar_window_s_boundaries_stay_text() {
+        let day = crate::calendar::Calendar::day().utc().unwrap();
+        let limits = [
+            Limit::calendar(5, day).unwrap(),
+            Limit::gcra(10, Duration::from_secs(1)).unwrap(),
+        ];
+        let signature = Signature::of(&limits);
+        let single = source(signature);
+        assert!(single.contains(
+            "calendar_window(redis.call('GET', KEYS[1]), ARGV[3] + 0, ARGV[4], cost, now)"
+        ));
+        assert!(
+            single
+                .contains("gcra(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, cost, now)")
+        );
+        let batch = batch_source(signature);
+        assert!(batch.contains("do nums[x] = tonumber(ARGV[x]) or ARGV[x] end"));
+        assert!(batch.contains("calendar_window(v1, nums[q + 1] + 0, nums[q + 2], cost, now)"));
+        // Without a calendar window, every argument is made a number the cheap way.
+        let plain = batch_source(Signature::of(&limits[1..]));
+        assert!(plain.contains("do nums[x] = ARGV[x] + 0 end"));
+    }
+
+    #[test]
     fn a_batch_passes_each_decision_its_lease() {
         let lua = batch_source(signature(&[Algorithm::Concurrency, Algorithm::Gcra]));
         assert!(lua.contains(algorithm_file(Algorithm::Concurrency)));
