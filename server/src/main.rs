@@ -26,6 +26,17 @@
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
 //! process exits (the last statistics and spans sent first).
+//!
+//! Where each part lives (a module uses only those after it, and `settings`):
+//!
+//! - `listen/`: the listeners above, and what each serves;
+//! - `trace/`: the spans, around the rate limit calls;
+//! - `config/`: the config's sources (`files.rs`, `xds/`) and the one place a config is put in
+//!   force (`in_force.rs`), which also answers the calls before the first;
+//! - `stats/`: the metrics recorder (Prometheus, statsd, DogStatsD) and what records into it;
+//! - `health.rs`: Redis, the config and SIGTERM, as health reports them;
+//! - `redis/`: the stores; `settings/`: the environment, read with clap; `compat.rs`: every
+//!   variable of the Go service's and what it does here.
 
 mod compat;
 mod config;

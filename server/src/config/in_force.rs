@@ -153,7 +153,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_open_gate_is_the_service() {
+    async fn with_a_config_in_force_calls_are_the_services() {
         let (reporter, _) = tonic_health::server::health_reporter();
         let health = Health::new(reporter, false, false, true).await;
         let in_force = InForce::open(

@@ -1,12 +1,11 @@
-//! The statistics, as envoyproxy/ratelimit keeps them: the process's metrics recorder (here),
-//! each gRPC call counted and timed by method (`grpc_methods.rs`), the legacy response time in
-//! milliseconds (`response_time_ms.rs`), the mapping file (`mapper/`), the statsd and DogStatsD
-//! lines (`statsd/`) and the `process_*` series (`process.rs`). Served by the listeners
-//! (`listen/metrics.rs`); recorded by the library and by the server's listeners and config
-//! sources.
+//! The statistics, under envoyproxy/ratelimit's names: the process's metrics recorder (here),
+//! each gRPC call counted and timed by method (`grpc_methods.rs`), Prometheus's response time
+//! in milliseconds when asked (`response_time_ms.rs`), the statsd_exporter mapping file
+//! (`mapper/`), the statsd and DogStatsD lines (`statsd/`) and the `process_*` series
+//! (`process.rs`). Prometheus's are served by `listen/prometheus.rs`.
 //!
-//! The recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/
-//! ratelimit's names recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
+//! The recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/ratelimit's names
+//! recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
 //! `PROMETHEUS_PATH`), statsd (`USE_STATSD`: the Go service's counters under its statsd names)
 //! or DogStatsD (`USE_DOG_STATSD`: the same as DogStatsD lines), Prometheus and one of those,
 //! or none (`DISABLE_STATS`). With `PROMETHEUS_MAPPER_YAML`, Prometheus has the Go service's
