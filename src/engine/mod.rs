@@ -202,6 +202,11 @@ impl Engine {
         self.local.get(rule)
     }
 
+    /// The local fallback's store and the policy that mirrors rule `rule`'s admissions in it.
+    pub(crate) fn mirror_target(&self, rule: usize) -> Option<(&MemoryStore, &Policy)> {
+        self.local.mirror_target(rule)
+    }
+
     /// How long a call past its deadline may still answer: [`LOST_AFTER`], at least ten
     /// deadlines.
     pub(crate) fn lost_after(&self) -> Duration {

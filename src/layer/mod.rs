@@ -95,11 +95,14 @@ mod layer;
 mod meters;
 mod problem;
 mod quota_names;
+mod reconcile;
 mod refund;
 mod route_pattern;
 mod rule;
 mod service;
 mod settings;
+mod sse_usage;
+mod usage;
 
 pub use body::ResponseBody;
 pub use builder::RateLimitBuilder;
@@ -113,3 +116,5 @@ pub use service::RateLimit;
 pub use settings::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
 };
+pub use sse_usage::SseUsage;
+pub use usage::BodyUsage;
