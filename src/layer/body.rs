@@ -116,9 +116,9 @@ where
                     Some(Ok(frame)) => {
                         if let Some(settle) = this.settle.as_mut() {
                             if let Some(data) = frame.data_ref() {
-                                settle.usage.data(data);
+                                settle.usage().data(data);
                             } else if let Some(trailers) = frame.trailers_ref() {
-                                settle.usage.trailers(trailers);
+                                settle.usage().trailers(trailers);
                             }
                         }
                         // A server stops polling once the body says it has ended.

@@ -82,6 +82,7 @@ mod builder;
 mod charge;
 mod config;
 mod decide;
+mod estimate;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
@@ -106,6 +107,7 @@ mod usage;
 
 pub use body::ResponseBody;
 pub use builder::RateLimitBuilder;
+pub use estimate::{Estimate, EstimateFromBody, EstimateFromBodyLayer, EstimateFuture};
 pub use future::ResponseFuture;
 pub use handle::Handle;
 pub(crate) use headers::render as render_headers;

@@ -6,7 +6,7 @@
 //! response path. A body dropped before its end keeps the estimate: no call.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -132,7 +132,7 @@ impl PendingSettle {
             }
             RealCost::Body(usage) => Some(BodySettle {
                 pending: self,
-                usage,
+                usage: Mutex::new(usage),
             }),
         }
     }
@@ -191,13 +191,22 @@ impl PendingSettle {
 /// A settle waiting for the body's end, reading it as it streams.
 pub(crate) struct BodySettle {
     pending: PendingSettle,
-    pub(crate) usage: Box<dyn super::BodyUsage>,
+    /// In a mutex only so that the body stays `Sync` (as hyper and axum want it) with a
+    /// reader that is `Send` alone: reached by `&mut`, it is never locked.
+    usage: Mutex<Box<dyn super::BodyUsage>>,
 }
 
 impl BodySettle {
+    /// The reader of the body.
+    pub(crate) fn usage(&mut self) -> &mut dyn super::BodyUsage {
+        let usage = self.usage.get_mut();
+        // A reader that panicked leaves the body readable: its cost is then not trusted.
+        &mut **usage.unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The body ended: settle to what it said (the estimate stands if it said nothing).
     pub(crate) fn ended(mut self) {
-        if let Some(cost) = self.usage.cost() {
+        if let Some(cost) = self.usage().cost() {
             self.pending.settle(cost);
         }
     }
