@@ -233,6 +233,10 @@ impl RateLimitBuilder {
 
     /// The weight of a request (default 1), from its head: bytes, items in a batch, ...
     /// A cost above some limit's count is denied without consuming, with no `Retry-After`.
+    /// For a cost known only once the response is made (an LLM call's tokens), an estimate
+    /// ([`Estimate::of`](super::Estimate::of) reads one an
+    /// [`EstimateFromBodyLayer`](super::EstimateFromBodyLayer) took from the body), settled by
+    /// [`settle_with`](Self::settle_with) or [`settle_with_body`](Self::settle_with_body).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -56,6 +56,14 @@
 //! # Ok::<(), redlimit::ConfigError>(())
 //! ```
 //!
+//! # Costs known after the response: estimate, then reconcile
+//!
+//! A request admitted at an estimate ([`RateLimitBuilder::cost`], from its head or, through
+//! an [`EstimateFromBodyLayer`], its body) is settled to the real cost its response reports:
+//! [`RateLimitBuilder::settle_with`] from the head, [`RateLimitBuilder::settle_with_body`]
+//! from the body when it ends (a [`BodyUsage`], such as [`SseUsage`] for a server-sent event
+//! stream). The guide `docs/guide/token-budgets.md` tells the whole story.
+//!
 //! # Steering a running layer
 //!
 //! [`RateLimitLayer::handle`] gives the [`Handle`] of the layer, its clones and every service

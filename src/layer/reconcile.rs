@@ -15,6 +15,7 @@ use http::response::Parts;
 use super::refund::PendingRefund;
 use super::usage::{ReadFn, RealCost};
 use crate::decision::{Decision, DecisionSource};
+use crate::engine::deny_cache::DenyCache;
 use crate::engine::throttle::Throttle;
 use crate::error::StoreError;
 use crate::key::Key;
@@ -66,10 +67,14 @@ pub(crate) struct PendingSettle {
     patience: Duration,
     /// Rate-limits the warnings of failed settlements.
     throttle: Arc<Throttle>,
+    /// The layer's deny cache and the request's rule in it: a refund that landed lifts the
+    /// key's cached denial here (other replicas' stay until their retry time: conservative).
+    denials: Option<(Arc<DenyCache>, usize)>,
 }
 
 /// What the layer knows of an admission it may have to settle.
 pub(crate) struct Admission<'a> {
+    pub(crate) rule: usize,
     pub(crate) decision: &'a Decision,
     pub(crate) policy: &'a Policy,
     pub(crate) key: &'a Key,
@@ -80,8 +85,10 @@ impl PendingSettle {
     /// The settle of `admission` made in `store` (or, for the local fallback's decisions,
     /// in `local` under its share of the policy), if it admitted anything to settle:
     /// a denial (let through in shadow mode) consumed nothing, failing open counted nothing.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn of(
         admission: Admission<'_>,
+        denials: &Arc<DenyCache>,
         store: &Arc<dyn Store>,
         local: Option<(&MemoryStore, &Policy)>,
         mirror: Option<(&MemoryStore, &Policy)>,
@@ -90,6 +97,7 @@ impl PendingSettle {
         throttle: &Arc<Throttle>,
     ) -> Option<PendingSettle> {
         let Admission {
+            rule,
             decision,
             policy,
             key,
@@ -98,15 +106,21 @@ impl PendingSettle {
         if !decision.is_allowed() {
             return None;
         }
-        let (place, policy, refund) = match decision.source() {
+        let (place, policy, refund, denials) = match decision.source() {
             DecisionSource::Store | DecisionSource::LocalFirst => {
                 let mirror = mirror.map(|(store, policy)| (store.clone(), policy.clone()));
                 let refund = Refund::of(decision, estimate).map(|r| (r.at_us(), r.token()));
-                (Place::Store(Arc::clone(store), mirror), policy, refund)
+                let denials = Some((Arc::clone(denials), rule));
+                (
+                    Place::Store(Arc::clone(store), mirror),
+                    policy,
+                    refund,
+                    denials,
+                )
             }
             DecisionSource::Local => {
                 let (store, scaled) = local?;
-                (Place::Local(store.clone()), scaled, None)
+                (Place::Local(store.clone()), scaled, None, None)
             }
             _ => return None,
         };
@@ -119,6 +133,7 @@ impl PendingSettle {
             read: Arc::clone(read),
             patience,
             throttle: Arc::clone(throttle),
+            denials,
         })
     }
 
@@ -149,6 +164,7 @@ impl PendingSettle {
             refund,
             patience,
             throttle,
+            denials,
             ..
         } = self;
         let refund = |cost| refund.map(|(at_us, token)| Refund::new(cost, at_us, token));
@@ -163,16 +179,26 @@ impl PendingSettle {
             local.mirror_now(mirrored, &key, *extra);
         }
         let name = policy.name_arc();
+        // Only a refund can lift a denial; the key is needed for it after the call.
+        let lift = match (&settlement, denials) {
+            (Settlement::Refund(_), Some((cache, rule))) => Some((cache, rule, key.clone())),
+            _ => None,
+        };
+        let landed = move || {
+            if let Some((cache, rule, key)) = lift {
+                cache.remove(rule, &key);
+            }
+        };
         let mut call = Box::pin(settlement.apply(store, policy, key));
         let first = call.as_mut().poll(&mut Context::from_waker(Waker::noop()));
         match first {
-            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Ok(())) => landed(),
             Poll::Ready(Err(error)) => failed(&name, &throttle, &error),
             Poll::Pending => match tokio::runtime::Handle::try_current() {
                 Ok(runtime) => {
                     runtime.spawn(async move {
                         match tokio::time::timeout(patience, call).await {
-                            Ok(Ok(())) => {}
+                            Ok(Ok(())) => landed(),
                             Ok(Err(error)) => failed(&name, &throttle, &error),
                             Err(_) => failed(&name, &throttle, &StoreError::Timeout(patience)),
                         }

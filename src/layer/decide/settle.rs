@@ -88,6 +88,7 @@ impl Decider {
         );
         let settle = config.reconcile.as_ref().and_then(|read| {
             let admission = Admission {
+                rule: ticket.rule,
                 decision,
                 policy,
                 key: &ticket.key,
@@ -95,6 +96,7 @@ impl Decider {
             };
             PendingSettle::of(
                 admission,
+                self.engine.denials(),
                 &config.store,
                 self.engine.local(ticket.rule),
                 self.engine.mirror_target(ticket.rule),

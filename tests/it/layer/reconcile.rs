@@ -335,3 +335,65 @@ async fn a_settle_that_fails_is_counted_and_the_response_unharmed() {
     let counted = eventually(Duration::from_secs(10), async || failures() == 1).await;
     assert!(counted, "{}", recorder.handle().render());
 }
+
+#[tokio::test]
+async fn a_refund_lifts_the_denial_the_layer_cached() {
+    let server = RedisServer::start();
+    let store = RedisStore::builder(server.url())
+        .prefix(unique_prefix("reconcile-deny"))
+        .connect()
+        .await
+        .expect("connect");
+    let month = Duration::from_secs(30 * 24 * 3600);
+    let policy = Policy::new("tokens", [Limit::gcra(1_000, month).unwrap()]).unwrap();
+    // The first request's answer waits for the test's word, once it says it was admitted.
+    let (go, wait) = tokio::sync::oneshot::channel::<()>();
+    let (entered, admitted_first) = tokio::sync::oneshot::channel::<()>();
+    let hold = Arc::new(Mutex::new(Some((wait, entered))));
+    let upstream = move |request: Request<Body>| {
+        let hold = request
+            .headers()
+            .contains_key("x-hold")
+            .then(|| hold.lock().unwrap().take().unwrap());
+        async move {
+            if let Some((wait, entered)) = hold {
+                entered.send(()).unwrap();
+                wait.await.unwrap();
+            }
+            Response::builder()
+                .header("x-tokens-used", "100")
+                .body(Body::empty())
+                .unwrap()
+        }
+    };
+    let layer = RateLimitLayer::builder(store, policy)
+        .key(|_: &http::request::Parts| Some(key()))
+        .cost(|_: &http::request::Parts| 600)
+        .settle_with(|r: &http::response::Parts| {
+            r.headers.get("x-tokens-used")?.to_str().ok()?.parse().ok()
+        })
+        .build()
+        .unwrap();
+    let app = Router::new().route("/v1/chat", post(upstream)).layer(layer);
+    let held = Request::post("/v1/chat")
+        .header("x-hold", "1")
+        .body(Body::empty())
+        .unwrap();
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, held).await }
+    });
+    admitted_first.await.unwrap();
+    // 600 of 1 000 reserved: a second estimate of 600 is refused, and the denial cached.
+    let refused = send(&app, chat("{}")).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    go.send(()).unwrap();
+    assert_eq!(first.await.unwrap().status(), StatusCode::OK);
+    // 500 given back: the next request is admitted, not answered from the cached denial
+    // (which would stand for days).
+    let admitted = eventually(Duration::from_secs(10), async || {
+        send(&app, chat("{}")).await.status() == StatusCode::OK
+    })
+    .await;
+    assert!(admitted, "the refund did not lift the cached denial");
+}
