@@ -8,9 +8,11 @@
 //! One policy, 10 000 tokens a minute (a fixed window: "a minute" is one window, aligned to
 //! the Unix epoch as the store aligns it), one API key per variant. 64 paced clients per
 //! variant send requests through the layer (a `tower` service, no sockets) to a fake upstream
-//! that takes 0.5–1.5 s and reports the tokens used, uniform 50–500, in a header; a client
-//! refused waits the `Retry-After` (plus up to 200 ms of jitter) and asks again. The three
-//! variants run at once, each on its own key and `RedisStore`, on one `redis-server`:
+//! that takes 0.5–1.5 s and reports the tokens used, uniform 50–500, in a header. Clients are
+//! paced: one admitted sends its next request when the answer comes; one refused asks again
+//! 200–300 ms later (the `Retry-After` of a fixed window is its end, which would leave every
+//! token given back during the window unused: the budget's use is what is measured). The
+//! three variants run at once, each on its own key and `RedisStore`, on one `redis-server`:
 //!
 //! - **reconcile**: admitted at an estimate of 500, settled to the real cost
 //!   (`settle_with`): a refund of the difference, a charge of any excess;
@@ -19,7 +21,7 @@
 //!   (`settle_with` from an estimate of 1): the admission check knows nothing of the cost.
 //!
 //! Per whole window (the partial first one is warm-up): the real tokens of the requests
-//! admitted in it (by admission time), their overshoot past the limit, the budget used (real
+//! admitted in it (by the store's time of the admission), their overshoot past the limit, the budget used (real
 //! tokens ÷ limit), requests admitted and refused, and the store calls made per admitted
 //! request (its check and its settle) and per request sent (refusals included; the deny cache
 //! answers most of those). Knobs: `REDLIMIT_BENCH_PERIOD_SECS` (60), `REDLIMIT_BENCH_WINDOWS`
@@ -35,7 +37,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{Request, Response, StatusCode};
 use redlimit::store::{Check, RedisStore, Refund, Refunds, Store, StoreFuture};
-use redlimit::{Key, Limit, Policy, RateLimitLayer};
+use redlimit::{Decision, Key, Limit, Policy, RateLimitLayer};
 use support::redis_server::RedisServer;
 use support::{Table, knob_where, machine_line, today};
 use tower::{Service, ServiceBuilder, ServiceExt};
@@ -147,11 +149,24 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The fake upstream: takes 0.5–1.5 s (`x-latency-ms`), reports `x-real` tokens used.
+/// The fake upstream: takes 0.5–1.5 s (`x-latency-ms`), reports `x-real` tokens used, and
+/// when the store admitted the request (`x-admitted-ms`, on the store's clock: the window
+/// it was counted in).
 async fn upstream(request: Request<String>) -> Result<Response<String>, Infallible> {
     let header = |name| -> u64 { request.headers()[name].to_str().unwrap().parse().unwrap() };
+    let decision = request
+        .extensions()
+        .get::<Decision>()
+        .expect("the layer's decision");
+    let admitted = decision
+        .evaluated_at()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
     tokio::time::sleep(Duration::from_millis(header("x-latency-ms"))).await;
-    let response = Response::builder().header("x-tokens-used", header("x-real"));
+    let response = Response::builder()
+        .header("x-tokens-used", header("x-real"))
+        .header("x-admitted-ms", admitted as u64);
     Ok(response.body(String::new()).unwrap())
 }
 
@@ -194,22 +209,22 @@ async fn run(
                         .header("x-latency-ms", 500 + rng.below(1001))
                         .body(String::new())
                         .unwrap();
-                    let asked = unix_ms();
-                    let window = asked / period.as_millis() as u64;
+                    let period_ms = period.as_millis() as u64;
+                    let asked = unix_ms() / period_ms;
                     let response = service.ready().await.unwrap().call(request).await.unwrap();
                     if response.status() == StatusCode::TOO_MANY_REQUESTS {
-                        *seen.refused.lock().unwrap().entry(window).or_default() += 1;
-                        let retry: u64 = response.headers()["retry-after"]
-                            .to_str()
-                            .unwrap()
-                            .parse()
-                            .unwrap();
-                        let wait =
-                            Duration::from_secs(retry) + Duration::from_millis(rng.below(200));
+                        *seen.refused.lock().unwrap().entry(asked).or_default() += 1;
+                        let wait = Duration::from_millis(200 + rng.below(101));
                         let left = Duration::from_millis(end_ms.saturating_sub(unix_ms()));
                         tokio::time::sleep(wait.min(left)).await;
                         continue;
                     }
+                    let admitted: u64 = response.headers()["x-admitted-ms"]
+                        .to_str()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    let window = admitted / period_ms;
                     let mut windows = seen.windows.lock().unwrap();
                     let (tokens, admitted) = windows.entry(window).or_default();
                     (*tokens, *admitted) = (*tokens + real, *admitted + 1);
