@@ -9,6 +9,8 @@ mod missing;
 mod respond;
 mod settle;
 #[cfg(test)]
+mod settles;
+#[cfg(test)]
 mod testing;
 
 use std::sync::Arc;
