@@ -41,6 +41,7 @@ mod redis;
 mod refund;
 mod reserve;
 mod reset_log;
+mod settlement;
 mod shard;
 #[cfg(all(feature = "redis", test))]
 pub(crate) use self::redis::state_key;
@@ -70,6 +71,7 @@ pub use overrides::{Override, Overrides};
 pub use refund::{Refund, Refunds};
 pub use reserve::{Reservation, Reservations, Reserved, reservable};
 pub(crate) use reserve::{cost_at, micros};
+pub(crate) use settlement::Settlement;
 pub use shard::DEFAULT_MAX_KEYS;
 
 use std::sync::Arc;
