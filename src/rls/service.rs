@@ -27,7 +27,7 @@ use super::stats;
 use crate::engine::{self, Engine};
 use crate::error::StoreError;
 use crate::layer::HeaderStyle;
-use crate::store::Store;
+use crate::store::{Commit, Store};
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
 /// [`Store`]: mount [`into_server`](Self::into_server) in a tonic server, beside your own
@@ -78,6 +78,8 @@ pub(super) struct Inner {
     pub(super) limit_headers: Option<LimitHeaders>,
     /// The hash tag of domains without their own.
     pub(super) hash_tag: HashTag,
+    /// How hits are counted: every one landing, or all or none.
+    pub(super) commit: Commit,
 }
 
 /// One configuration and the engine that decides by it: a reload makes both anew (a cached
@@ -333,7 +335,13 @@ impl RateLimitService {
             },
         };
         let ran = match first {
-            Ok(_) => (Runner { via }).run(&plan).await,
+            Ok(_) => {
+                let runner = Runner {
+                    via,
+                    commit: inner.commit,
+                };
+                runner.run(&plan).await
+            }
             Err(error) => Err(error),
         };
         let results = match ran {

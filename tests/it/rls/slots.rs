@@ -9,7 +9,7 @@ use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDes
 use redlimit::rls::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use redlimit::rls::{HashTag, RateLimitService};
-use redlimit::store::RedisStore;
+use redlimit::store::{Commit, RedisStore};
 
 use super::service::d;
 use crate::support::{Proxy, RedisCluster, eventually, unique_prefix};
@@ -33,6 +33,7 @@ async fn service(cluster: &RedisCluster, prefix: &str, tag: HashTag) -> RateLimi
         .await
         .expect("connect to the cluster");
     RateLimitService::builder(store)
+        .commit(Commit::AllOrNone)
         .config(RlsConfig::parse([("spread.yaml", CONFIG)], false).expect("config"))
         .store_deadline(Duration::from_secs(30))
         .hash_tag(tag)
