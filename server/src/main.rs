@@ -186,6 +186,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         .deny_cache(settings.deny_cache_entries())
         .shadow_mode(settings.shadow_mode)
         .quota_mode(settings.quota_mode)
+        .commit(settings.commit())
         .response_dynamic_metadata(settings.response_dynamic_metadata)
         .near_limit_ratio(settings.near_limit_ratio);
     let service = if settings.limit_response_headers_enabled {
