@@ -61,6 +61,10 @@ use redlimit::rls::config::RlsConfig;
 use tokio::sync::watch;
 
 use listen::bind;
+
+/// The secret that signs and checks the receipts of reservations settled through the service
+/// (`redlimit.reserve`, `redlimit.settle`): every replica must share it.
+const SETTLE_KEY_VAR: &str = "REDLIMIT_SETTLE_KEY";
 use settings::{ConfigType, LogFormat, Settings};
 
 /// mimalloc: an RLS decision makes some 80 small allocations (HTTP/2, gRPC, protobuf, the
@@ -177,6 +181,10 @@ async fn run(settings: Settings) -> Result<(), String> {
     let mut service = RateLimitService::builder(Arc::clone(&store));
     if let Some(per_second) = &per_second {
         service = service.per_second_store(Arc::clone(per_second));
+    }
+    // The receipts' secret: from the environment only (never a flag), as the other secrets.
+    if let Some(secret) = std::env::var_os(SETTLE_KEY_VAR).filter(|s| !s.is_empty()) {
+        service = service.settle_key(secret.as_encoded_bytes());
     }
     let service = service
         .config(config)

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use super::config::RlsConfig;
 use super::service::{Generation, Inner, RateLimitService};
+use super::settle::SettleKey;
 use super::{FailureMode, HashTag, LimitHeaders};
 use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
@@ -60,6 +61,7 @@ pub struct RateLimitServiceBuilder {
     deny_cache: usize,
     hash_tag: HashTag,
     commit: Commit,
+    settle_key: SettleKey,
 }
 
 impl std::fmt::Debug for RateLimitServiceBuilder {
@@ -91,6 +93,7 @@ impl RateLimitServiceBuilder {
             deny_cache: DEFAULT_DENY_CACHE,
             hash_tag: HashTag::Domain,
             commit: Commit::Always,
+            settle_key: SettleKey::random(),
         }
     }
 
@@ -200,6 +203,21 @@ impl RateLimitServiceBuilder {
     /// ```
     pub fn commit(mut self, commit: Commit) -> Self {
         self.commit = commit;
+        self
+    }
+
+    /// The secret that signs the receipts of reservations (`redlimit.reserve`) and checks them
+    /// when they are settled (`redlimit.settle`): see [`SETTLE_ENTRY`](super::SETTLE_ENTRY).
+    /// Every replica an Envoy may reach must share it: a receipt issued by one replica and
+    /// brought back to another settles nothing there (the real cost is charged in full).
+    /// Default: a random key of this process.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .settle_key(b"a secret every replica shares");
+    /// ```
+    pub fn settle_key(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.settle_key = SettleKey::new(secret.as_ref());
         self
     }
 
@@ -389,6 +407,7 @@ impl RateLimitServiceBuilder {
             limit_headers: self.limit_headers,
             hash_tag: self.hash_tag,
             commit: self.commit,
+            settle_key: self.settle_key,
         })
     }
 }

@@ -43,6 +43,7 @@ pub(super) async fn failed(
                     asked: counter.cost.max(1),
                     cached: false,
                     always: false,
+                    at_us: 0,
                 })
             })
             .collect()),

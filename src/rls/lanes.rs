@@ -241,6 +241,7 @@ fn states<'a>(
     decision: &'a Decision,
     always: bool,
 ) -> impl Iterator<Item = (usize, Evaluated)> + 'a {
+    let at_us = super::settle::micros(decision.evaluated_at());
     group
         .members
         .iter()
@@ -254,6 +255,7 @@ fn states<'a>(
                     asked,
                     cached: false,
                     always,
+                    at_us,
                 },
             )
         })

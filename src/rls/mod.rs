@@ -125,6 +125,7 @@ mod respond;
 mod run;
 mod runtime;
 mod service;
+mod settle;
 mod stats;
 #[cfg(test)]
 mod testing;
@@ -137,3 +138,4 @@ pub use failure_mode::FailureMode;
 pub use hash_tag::HashTag;
 pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;
+pub use settle::{RECEIPT_FIELD, RESERVE_ENTRY, SETTLE_ENTRY};

@@ -46,6 +46,9 @@ pub(super) struct Evaluated {
     /// Answered where every cost lands ([`Commit::Always`]): the state's verdict is the
     /// counter's, a check of nothing included.
     pub(super) always: bool,
+    /// The store's time of its answer (Unix µs); 0 for an answer the store did not make
+    /// now (the deny cache's, a refund's, a failure mode's).
+    pub(super) at_us: u64,
 }
 
 /// Whether a counter is over its limit: refused its cost, or, asked for nothing (a
@@ -378,6 +381,7 @@ impl Runner<'_> {
                     asked: cost,
                     cached: true,
                     always,
+                    at_us: 0,
                 });
             }
         }
@@ -510,6 +514,7 @@ fn given_back(evaluated: &Evaluated) -> Evaluated {
         asked: 0,
         cached: false,
         always: false,
+        at_us: 0,
     }
 }
 

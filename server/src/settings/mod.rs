@@ -4,7 +4,7 @@
 //! Values are read as the Go service reads them: booleans as Go's `strconv.ParseBool`
 //! (`1 t T TRUE true True`, and the same for false), durations as Go's `time.ParseDuration`
 //! (`10s`, `1h30m`, `500ms`), addresses such as `PROMETHEUS_ADDR=:9090`. Secrets
-//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`) come from the environment
+//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`, `REDLIMIT_SETTLE_KEY`) come from the environment
 //! only, never from flags, so they stay out of the process list.
 
 mod grpc;
@@ -40,8 +40,8 @@ use xds::config_type;
     long_about = "An Envoy rate limit service (RLS v3) on redlimit: a drop-in for envoyproxy/ratelimit.\n\n\
         Every setting is an environment variable of envoyproxy/ratelimit (or a flag of the same \
         name). Variables of that service that have no meaning here are named in a warning at \
-        start. REDIS_AUTH, REDIS_SENTINEL_AUTH and REDLIMIT_ADMIN_TOKEN are read from the \
-        environment only."
+        start. REDIS_AUTH, REDIS_SENTINEL_AUTH, REDLIMIT_ADMIN_TOKEN and REDLIMIT_SETTLE_KEY are \
+        read from the environment only."
 )]
 pub(crate) struct Settings {
     /// Address of the HTTP listener (`/healthcheck`, `/json`).
