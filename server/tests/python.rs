@@ -22,10 +22,14 @@ fn the_python_suite_passes() {
     write_pki(&pki);
     // `REDLIMIT_PYTHON_TESTS=test_gateway.py`: one file's scenarios alone.
     let pattern = std::env::var("REDLIMIT_PYTHON_TESTS").unwrap_or_else(|_| "test_*.py".into());
+    // `REDLIMIT_SERVER_BIN=path`: another build of the binary (a copy, say, while other builds
+    // share the target directory and replace the one cargo built for this test).
+    let binary = std::env::var("REDLIMIT_SERVER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_redlimit-server").to_owned());
     let output = Command::new("python3")
         .args(["-m", "unittest", "discover", "-v", "-p", &pattern])
         .current_dir(dir)
-        .env("REDLIMIT_SERVER_BIN", env!("CARGO_BIN_EXE_redlimit-server"))
+        .env("REDLIMIT_SERVER_BIN", binary)
         .env("REDLIMIT_TEST_PKI", &pki)
         .output()
         .expect("python3 runs");

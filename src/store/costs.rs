@@ -148,6 +148,7 @@ pub(crate) fn validate(policy: &Policy, costs: &[u64], commit: Commit) -> Result
 
 /// The cost a whole check of `costs` is reported and guarded under where one cost is needed
 /// (a lease taken, a script's cost argument): the largest.
+#[cfg(feature = "redis")]
 pub(crate) fn largest(costs: &[u64]) -> u64 {
     costs.iter().copied().max().unwrap_or(0)
 }

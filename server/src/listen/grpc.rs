@@ -24,9 +24,9 @@ use tonic::transport::server::{Connected, Router, TcpIncoming};
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer as RlsServer;
 use tower_layer::{Identity, Stack};
 
-use crate::metered::Metered;
-use crate::rls_first::RlsFirst;
+use super::rls_fast_path::RlsFirst;
 use crate::settings::GrpcAddress;
+use crate::stats::grpc_methods::Metered;
 use crate::trace::Traced;
 
 /// A bound gRPC listener.
@@ -43,7 +43,7 @@ pub(crate) enum GrpcListener {
 /// by a process that died is replaced; one another process listens on is an error.
 pub(crate) async fn bind(address: &GrpcAddress) -> Result<GrpcListener, String> {
     match address {
-        GrpcAddress::Tcp(addr) => crate::listen::bind("grpc", *addr)
+        GrpcAddress::Tcp(addr) => super::bind::bind("grpc", *addr)
             .await
             .map(GrpcListener::Tcp),
         #[cfg(not(unix))]
@@ -79,7 +79,7 @@ async fn remove_stale_socket(path: &Path) -> io::Result<()> {
     }
 }
 
-/// The gRPC services, rate limit calls first (`rls_first`).
+/// The gRPC services, rate limit calls first (`rls_fast_path`).
 pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer<Traced>>>, Identity>>;
 
 /// What serving the listener comes to.
@@ -189,7 +189,7 @@ fn tls_incoming<L: Accept>(
             };
             let (tx, tls) = (tx.clone(), tls.clone());
             tokio::spawn(async move {
-                match tokio::time::timeout(crate::tls::HANDSHAKE_TIMEOUT, tls.accept(io)).await {
+                match tokio::time::timeout(super::tls::HANDSHAKE_TIMEOUT, tls.accept(io)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
                     }

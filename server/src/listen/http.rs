@@ -8,15 +8,15 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::gate::Gated;
+use super::json;
+use crate::config::InForce;
 use crate::health::Health;
-use crate::json;
 
 /// The largest `/json` body read: a request this large is refused before it is parsed.
 const MAX_BODY: usize = 4 << 20;
 
 /// `/healthcheck` and `/json`.
-pub(crate) fn router(health: Health, service: Gated) -> Router {
+pub(crate) fn router(health: Health, service: InForce) -> Router {
     Router::new()
         .route("/healthcheck", get(healthcheck).with_state(health))
         .route(
@@ -39,7 +39,7 @@ async fn healthcheck(State(health): State<Health>) -> Response {
 /// A proto3-JSON `RateLimitRequest`: 200 (within the limits), 429 (over), 500 (`UNKNOWN`),
 /// and 400 for a body that is not a request or a call the service refuses — as the Go
 /// service answers, a store error included (so its clients' failure handling holds).
-async fn json_call(State(service): State<Gated>, body: Bytes) -> Response {
+async fn json_call(State(service): State<InForce>, body: Bytes) -> Response {
     let request = match json::request(&body) {
         Ok(request) => request,
         Err(why) => return bad_request(&why),

@@ -3,7 +3,7 @@
 //! process's counters cannot hold, so such a rule is refused rather than rounded.
 
 use super::{MetricType, Selector};
-use crate::statsd::names::{RULE_STATS, SERVICE};
+use crate::stats::statsd::names::{RULE_STATS, SERVICE};
 
 /// One field of a counter's name, or a run of them.
 enum Part {

@@ -14,7 +14,7 @@ use metrics::{
 
 use super::{Mapper, MetricType, Outcome};
 use crate::settings::ExtraTags;
-use crate::statsd::names;
+use crate::stats::statsd::names;
 
 /// `inner` with the Go service's statistics renamed by `mapper`.
 ///

@@ -13,7 +13,7 @@ use metrics::{
     Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
 };
 
-use crate::metered::{RESPONSE_TIME, RESPONSE_TIME_BUCKETS};
+use crate::stats::grpc_methods::{RESPONSE_TIME, RESPONSE_TIME_BUCKETS};
 
 /// A recorder whose [`RESPONSE_TIME`] histogram observes milliseconds when `millis` is set,
 /// and which is `inner` otherwise.
@@ -86,7 +86,7 @@ mod tests {
 
     use super::*;
 
-    /// A recorder as `metrics::install` makes it, its rendering after 3 ms and 30 ms of
+    /// A recorder as `stats::install` makes it, its rendering after 3 ms and 30 ms of
     /// response time and one other histogram's 0.5.
     fn render(millis: bool) -> String {
         let prometheus = PrometheusBuilder::new()

@@ -1,13 +1,16 @@
-//! Decisions before the first config: with `CONFIG_TYPE=GRPC_XDS_SOTW` the listeners open at
-//! once (a liveness probe must not wait on the xDS server), and until the first config is in
-//! force `ShouldRateLimit` answers as envoyproxy/ratelimit answers with no config loaded: a
-//! request with no domain or no descriptor is refused as always, any other gets `UNKNOWN` "no
+//! The one place a config is put in force, whichever source read it (`files`, `xds`): the
+//! service's config replaced, then health told.
+//!
+//! And the decisions before the first config: with `CONFIG_TYPE=GRPC_XDS_SOTW` the listeners
+//! open at once (a liveness probe must not wait on the xDS server), and until the first config
+//! is in force `ShouldRateLimit` answers as envoyproxy/ratelimit answers with no config loaded:
+//! a request with no domain or no descriptor is refused as always, any other gets `UNKNOWN` "no
 //! rate limit configuration loaded" (counted as a `service_error`), which Envoy's
 //! `failure_mode_deny` then decides. `/json` answers it 400, as the Go service does.
 //!
-//! A config read from files is in force before the listeners open: that gate is open from
-//! the start, unless the files did not load and `FORCE_START_WITHOUT_INITIAL_CONFIG` started
-//! the server all the same; it opens then with the first config that loads.
+//! A config read from files is in force before the listeners open: calls are served from the
+//! start, unless the files did not load and `FORCE_START_WITHOUT_INITIAL_CONFIG` started the
+//! server all the same; they are then from the first config that loads.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,34 +25,39 @@ use crate::health::Health;
 /// The Go service's error for a call before any config (`constructLimitsToCheck`).
 pub(crate) const NO_CONFIG: &str = "no rate limit configuration loaded";
 
-/// The service behind a gate that opens when the first config is put in force.
+/// The service, the config in force in it (or none yet), and the health that reports it.
 #[derive(Clone)]
-pub(crate) struct Gated {
+pub(crate) struct InForce {
     service: RateLimitService,
+    health: Health,
     configured: Arc<AtomicBool>,
 }
 
-impl Gated {
+impl InForce {
     /// A service whose config is in force already (read from files).
-    pub(crate) fn open(service: RateLimitService) -> Self {
-        Self::new(service, true)
+    pub(crate) fn open(service: RateLimitService, health: Health) -> Self {
+        Self::new(service, health, true)
     }
 
     /// A service that waits for its first config (from the xDS server).
-    pub(crate) fn awaiting_config(service: RateLimitService) -> Self {
-        Self::new(service, false)
+    pub(crate) fn awaiting_config(service: RateLimitService, health: Health) -> Self {
+        Self::new(service, health, false)
     }
 
-    fn new(service: RateLimitService, configured: bool) -> Self {
-        Gated {
+    fn new(service: RateLimitService, health: Health, configured: bool) -> Self {
+        InForce {
             service,
+            health,
             configured: Arc::new(AtomicBool::new(configured)),
         }
     }
 
-    /// Puts `config` in force, then opens the gate: a call that sees it open sees the config.
-    pub(crate) fn put_in_force(&self, config: RlsConfig, health: &Health) {
-        crate::reload::apply(config, &self.service, health);
+    /// Puts `config` in force (a file reload's and an xDS update's path alike), tells health,
+    /// then serves decisions: a call that sees them served sees the config.
+    pub(crate) fn put_in_force(&self, config: RlsConfig) {
+        let has_domain = config.domains().next().is_some();
+        self.service.reload(config);
+        self.health.config_applied(has_domain);
         if !self.configured.swap(true, Ordering::AcqRel) {
             tracing::info!("the first config is in force: serving decisions");
         }
@@ -103,20 +111,30 @@ mod tests {
 
     #[tokio::test]
     async fn before_the_first_config_calls_answer_as_the_go_service() {
-        let gated = Gated::awaiting_config(RateLimitService::builder(MemoryStore::new()).build());
-        let status = gated.should_rate_limit(request("d", 1)).await.unwrap_err();
+        let (reporter, _) = tonic_health::server::health_reporter();
+        let health = Health::new(reporter, false, false, true).await;
+        let service = RateLimitService::builder(MemoryStore::new()).build();
+        let in_force = InForce::awaiting_config(service, health);
+        let status = in_force
+            .should_rate_limit(request("d", 1))
+            .await
+            .unwrap_err();
         assert_eq!(
             (status.code(), status.message()),
             (tonic::Code::Unknown, NO_CONFIG)
         );
         // Its checks come first, as in the Go service; refused as the service refuses them.
-        let status = gated.should_rate_limit(request("", 1)).await.unwrap_err();
+        let status = in_force
+            .should_rate_limit(request("", 1))
+            .await
+            .unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        let status = gated.should_rate_limit(request("d", 0)).await.unwrap_err();
+        let status = in_force
+            .should_rate_limit(request("d", 0))
+            .await
+            .unwrap_err();
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
 
-        let (reporter, _) = tonic_health::server::health_reporter();
-        let health = Health::new(reporter, false, false, true).await;
         let config = RlsConfig::parse(
             [(
                 "d.yaml",
@@ -125,19 +143,24 @@ mod tests {
             false,
         )
         .expect("a config");
-        gated.put_in_force(config, &health);
+        in_force.put_in_force(config);
         let codes = [
-            gated.should_rate_limit(request("d", 1)).await,
-            gated.should_rate_limit(request("d", 1)).await,
+            in_force.should_rate_limit(request("d", 1)).await,
+            in_force.should_rate_limit(request("d", 1)).await,
         ]
         .map(|answer| answer.expect("an answer").overall_code);
         assert_eq!(codes, [Code::Ok as i32, Code::OverLimit as i32]);
     }
 
     #[tokio::test]
-    async fn an_open_gate_is_the_service() {
-        let gated = Gated::open(RateLimitService::builder(MemoryStore::new()).build());
-        let answer = gated.should_rate_limit(request("d", 1)).await;
+    async fn with_a_config_in_force_calls_are_the_services() {
+        let (reporter, _) = tonic_health::server::health_reporter();
+        let health = Health::new(reporter, false, false, true).await;
+        let in_force = InForce::open(
+            RateLimitService::builder(MemoryStore::new()).build(),
+            health,
+        );
+        let answer = in_force.should_rate_limit(request("d", 1)).await;
         assert_eq!(answer.expect("an answer").overall_code, Code::Ok as i32);
     }
 }

@@ -1,28 +1,37 @@
-//! The process's metrics recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/
-//! ratelimit's names recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
+//! The statistics, under envoyproxy/ratelimit's names: the process's metrics recorder (here),
+//! each gRPC call counted and timed by method (`grpc_methods.rs`), Prometheus's response time
+//! in milliseconds when asked (`response_time_ms.rs`), the statsd_exporter mapping file
+//! (`mapper/`), the statsd and DogStatsD lines (`statsd/`) and the `process_*` series
+//! (`process.rs`). Prometheus's are served by `listen/prometheus.rs`.
+//!
+//! The recorder: Prometheus (`USE_PROMETHEUS`: every metric, envoyproxy/ratelimit's names
+//! recorded by the service and redlimit's own, served at `PROMETHEUS_ADDR` +
 //! `PROMETHEUS_PATH`), statsd (`USE_STATSD`: the Go service's counters under its statsd names)
 //! or DogStatsD (`USE_DOG_STATSD`: the same as DogStatsD lines), Prometheus and one of those,
 //! or none (`DISABLE_STATS`). With `PROMETHEUS_MAPPER_YAML`, Prometheus has the Go service's
 //! statistics under the names that statsd_exporter mapping file gives them (see `mapper`).
 //! The process series (`process`) are read at each scrape.
 
+pub(crate) mod grpc_methods;
+mod mapper;
+pub(crate) mod process;
+mod response_time_ms;
+mod statsd;
+
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use axum::routing::get;
 use metrics::{Key, Label, Recorder};
 use metrics_exporter_prometheus::{
     Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
 };
 use metrics_util::layers::FanoutBuilder;
 
-use crate::mapper::{Mapped, Mapper, MetricType, Observer, Outcome};
-use crate::metered::{METHODS, RESPONSE_TIME};
-use crate::millis::ResponseTimes;
 use crate::settings::{ExtraTags, StatsSettings};
-use crate::statsd::{Dog, LastFlush, StatsdRecorder, names};
+use grpc_methods::{METHODS, RESPONSE_TIME};
+use mapper::{Mapped, Mapper, MetricType, Observer, Outcome};
+use response_time_ms::ResponseTimes;
+use statsd::{Dog, LastFlush, StatsdRecorder, names};
 
 /// The recorders installed: Prometheus's handle, statsd's last flush.
 #[derive(Debug, Default)]
@@ -96,7 +105,7 @@ fn prometheus(
     tags: &ExtraTags,
 ) -> Result<PrometheusRecorder, String> {
     let mut builder = PrometheusBuilder::new();
-    let response_time = crate::millis::buckets(millis);
+    let response_time = response_time_ms::buckets(millis);
     let server = [(RESPONSE_TIME, response_time.as_slice())];
     let server = if mapper.is_some() {
         &[][..]
@@ -169,24 +178,4 @@ fn tag_fields(tags: &ExtraTags) -> Vec<String> {
         suffix.push_str(&format!(".__{key}={value}"));
     }
     suffix.split('.').skip(1).map(str::to_owned).collect()
-}
-
-/// `GET path` in Prometheus's text format; the recorder's upkeep runs beside it.
-pub(crate) fn router(handle: PrometheusHandle, path: &str) -> Router {
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
-    Router::new().route(
-        path,
-        get(move || async move {
-            let mut text = handle.render();
-            text.push_str(&crate::process::render());
-            ([("content-type", "text/plain; version=0.0.4")], text)
-        }),
-    )
 }

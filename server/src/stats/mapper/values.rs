@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use super::parse::unknown;
 use super::yaml::{Kind, Node};
 
 pub(super) type Entries = [(String, usize, Node)];
@@ -128,4 +127,9 @@ pub(super) fn duration(node: &Node, line: usize) -> Result<Duration, String> {
         }
         _ => Err(format!("line {line}: expected a duration")),
     }
+}
+
+/// A key the mapping language does not have.
+pub(super) fn unknown(line: usize, key: &str) -> String {
+    format!("line {line}: unknown key `{key}` (statsd_exporter's mapping has no such key)")
 }

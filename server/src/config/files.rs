@@ -1,4 +1,4 @@
-//! The config directory, read at start and again whenever it changes.
+//! The config directory (`CONFIG_TYPE=FILE`), read at start and again whenever it changes.
 //!
 //! The directory is polled every second rather than watched: a poll sees every way a
 //! deployment replaces files (an editor's rename, a `cp`, the `..data` symlink swap of a
@@ -13,11 +13,9 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use redlimit::rls::RateLimitService;
 use redlimit::rls::config::{RlsConfig, RlsConfigError};
 
-use crate::gate::Gated;
-use crate::health::Health;
+use super::InForce;
 
 /// How often the directory is looked at.
 const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -85,23 +83,11 @@ pub(crate) fn record(dir: &Path, outcome: &Result<RlsConfig, RlsConfigError>) {
     }
 }
 
-/// Puts a config that loaded in force: a file reload's and an xDS update's path alike.
-pub(crate) fn apply(config: RlsConfig, service: &RateLimitService, health: &Health) {
-    let has_domain = config.domains().next().is_some();
-    service.reload(config);
-    health.config_applied(has_domain);
-}
-
-/// Polls the directory for ever, putting each config that loads in force in `gated`. `seen` is the
+/// Polls the directory for ever, putting each config that loads in force. `seen` is the
 /// directory's fingerprint taken before the config in force was read: taken when this task
 /// first runs instead, a change written in between (a deploy right after the start) would
 /// never be seen.
-pub(crate) fn watch(
-    dir: ConfigDir,
-    seen: u64,
-    gated: Gated,
-    health: Health,
-) -> tokio::task::JoinHandle<()> {
+pub(crate) fn watch(dir: ConfigDir, seen: u64, in_force: InForce) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut seen = seen;
         let mut every = tokio::time::interval(POLL_EVERY);
@@ -124,7 +110,7 @@ pub(crate) fn watch(
             seen = now;
             record(&dir.dir, &outcome);
             if let Ok(config) = outcome {
-                gated.put_in_force(config, &health);
+                in_force.put_in_force(config);
             }
         }
     })

@@ -118,7 +118,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metered::Metered;
+    use crate::stats::grpc_methods::Metered;
     use redlimit::rls::RateLimitService;
     use redlimit::store::MemoryStore;
     use tonic::service::Routes;

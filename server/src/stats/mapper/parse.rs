@@ -10,7 +10,8 @@ use std::time::Duration;
 use regex::Regex;
 
 use super::values::{
-    boolean, duration, entries, float, floats, match_type, observer_type, quantiles, string, whole,
+    boolean, duration, entries, float, floats, match_type, observer_type, quantiles, string,
+    unknown, whole,
 };
 use super::yaml::{self, Kind, Node};
 use super::{MetricType, Observer, Rule, Selector};
@@ -335,10 +336,6 @@ fn read_observing(
         }
     }
     Ok(())
-}
-
-pub(super) fn unknown(line: usize, key: &str) -> String {
-    format!("line {line}: unknown key `{key}` (statsd_exporter's mapping has no such key)")
 }
 
 fn unsupported(line: usize, what: &str) -> String {

@@ -7,8 +7,8 @@
 
 use metrics::Key;
 
-use crate::metered::{RESPONSE_TIME, TOTAL_REQUESTS};
 use crate::settings::ExtraTags;
+use crate::stats::grpc_methods::{RESPONSE_TIME, TOTAL_REQUESTS};
 
 /// The per-rule counters, by the Prometheus name's suffix (the statsd name's last part), and
 /// the per-domain one (`domain_not_found`, labelled `domain` alone:

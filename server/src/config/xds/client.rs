@@ -5,17 +5,17 @@
 
 use prost_types::{Struct, Value, value::Kind};
 use redlimit::rls::proto::envoy::config::core::v3::{Node, node::UserAgentVersionType};
-use redlimit::rls::proto::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
-use redlimit::rls::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
-use redlimit::rls::proto::google::rpc::Status;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
-use super::Target;
 use super::backoff::Backoff;
 use super::convert::{self, TYPE_URL};
+use super::proto::envoy::service::discovery::v3::aggregated_discovery_service_client::AggregatedDiscoveryServiceClient;
+use super::proto::envoy::service::discovery::v3::{DiscoveryRequest, DiscoveryResponse};
+use super::proto::google::rpc::Status;
+use crate::config::InForce;
 use crate::settings::XdsSettings;
 
 /// gRPC's `INVALID_ARGUMENT`: the code of a NACK's `error_detail`.
@@ -91,7 +91,7 @@ impl Client {
     }
 
     /// Streams for ever, putting each accepted config in force in `target`.
-    pub(crate) async fn run(self, mut backoff: Backoff, target: Target) {
+    pub(crate) async fn run(self, mut backoff: Backoff, target: InForce) {
         // The version in force: sent when a stream opens, and in every NACK.
         let mut version = String::new();
         loop {
@@ -129,7 +129,12 @@ impl Client {
         }
     }
 
-    async fn session(&self, version: &mut String, backoff: &mut Backoff, target: &Target) -> Ended {
+    async fn session(
+        &self,
+        version: &mut String,
+        backoff: &mut Backoff,
+        target: &InForce,
+    ) -> Ended {
         let channel = match self.endpoint.connect().await {
             Ok(channel) => channel,
             Err(e) => return Ended::NotOpened(format!("cannot connect: {}", chain(&e))),
@@ -173,7 +178,7 @@ impl Client {
         response: DiscoveryResponse,
         version: &mut String,
         backoff: &mut Backoff,
-        target: &Target,
+        target: &InForce,
     ) -> DiscoveryRequest {
         // Off the runtime's thread (the server's only one by default), as a file reload is
         // read: a large config is built without stalling the decisions.

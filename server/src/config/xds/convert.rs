@@ -13,10 +13,11 @@
 use prost::Message;
 use prost_types::value::Kind;
 use redlimit::rls::config::RlsConfig;
-use redlimit::rls::proto::ratelimit::config::ratelimit::v3::{
+use serde_json::{Map, Value, json};
+
+use super::proto::ratelimit::config::ratelimit::v3::{
     RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit,
 };
-use serde_json::{Map, Value, json};
 
 /// The resource type the client subscribes to.
 pub(crate) const TYPE_URL: &str =

@@ -4,8 +4,9 @@
 
 use super::*;
 
-const GO_DEFAULT: &str = include_str!("../../tests/fixtures/mapper/ratelimit-default_mapper.yaml");
-const GATEWAY: &str = include_str!("../../tests/fixtures/mapper/envoy-gateway-statsd_conf.yaml");
+const GO_DEFAULT: &str =
+    include_str!("../../../tests/fixtures/mapper/ratelimit-default_mapper.yaml");
+const GATEWAY: &str = include_str!("../../../tests/fixtures/mapper/envoy-gateway-statsd_conf.yaml");
 const DEF_BUCKETS: [f64; 11] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];

@@ -1,7 +1,7 @@
 use prost_types::{Any, ListValue, Struct, Value as PbValue};
 use redlimit::rls::config::Unit;
-use redlimit::rls::proto::ratelimit::config::ratelimit::v3::RateLimitReplace;
 
+use super::super::proto::ratelimit::config::ratelimit::v3::RateLimitReplace;
 use super::*;
 
 fn any(resource: &RateLimitConfig) -> Any {

@@ -7,23 +7,23 @@
 //! put in force through the same path, or NACKed with the old config kept.
 //!
 //! The client lives in the server, not the library: it is an operational concern of the
-//! drop-in (its settings, its stats, its place in the start), on the library's generated ADS
-//! code and `RlsConfig`.
+//! drop-in (its settings, its stats, its place in the start), on its own generated ADS code
+//! (`proto/`) and the library's `RlsConfig`.
 //!
 //! The listeners open without waiting for the xDS server (`FORCE_START_WITHOUT_INITIAL_CONFIG`
 //! or not): until the first config is in force, decisions answer as the Go service answers
-//! with no config (see `gate`). envoyproxy/ratelimit opens none before its first config event
+//! with no config (see `InForce`). envoyproxy/ratelimit opens none before its first config event
 //! unless forced, so a slow xDS server failed liveness probes with "connection refused".
 //! A response is ACKed once its config is in force.
 
 mod backoff;
 mod client;
 mod convert;
+mod proto;
 
 use redlimit::rls::config::RlsConfig;
 
-use crate::gate::Gated;
-use crate::health::Health;
+use super::InForce;
 use crate::settings::XdsSettings;
 
 /// The client, checked, not yet started.
@@ -31,19 +31,6 @@ use crate::settings::XdsSettings;
 pub(crate) struct Xds {
     client: client::Client,
     backoff: backoff::Backoff,
-}
-
-/// Where accepted configs go: put in force in the service, health told.
-#[derive(Clone)]
-pub(crate) struct Target {
-    pub(crate) gated: Gated,
-    pub(crate) health: Health,
-}
-
-impl Target {
-    fn put_in_force(&self, config: RlsConfig) {
-        self.gated.put_in_force(config, &self.health);
-    }
 }
 
 /// Checks the client's settings: settings that cannot work (a bad URL or header) stop the
@@ -56,11 +43,11 @@ pub(crate) fn prepare(settings: &XdsSettings, merge_domains: bool) -> Result<Xds
 }
 
 impl Xds {
-    /// Streams for ever, putting each accepted config in force in `target`.
-    pub(crate) fn start(self, target: Target) -> tokio::task::JoinHandle<()> {
+    /// Streams for ever, putting each accepted config in force.
+    pub(crate) fn start(self, target: InForce) -> tokio::task::JoinHandle<()> {
         tracing::warn!(
             "no config until the xDS server sends one: until then decisions answer UNKNOWN ({})",
-            crate::gate::NO_CONFIG
+            super::NO_CONFIG
         );
         tokio::spawn(self.client.run(self.backoff, target))
     }
