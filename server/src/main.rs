@@ -59,6 +59,10 @@ use tokio::sync::watch;
 
 use settings::{LogFormat, Settings};
 
+/// The secret that signs and checks the receipts of reservations settled through the service
+/// (`redlimit.reserve`, `redlimit.settle`): every replica must share it.
+const SETTLE_KEY_VAR: &str = "REDLIMIT_SETTLE_KEY";
+
 /// mimalloc: an RLS decision makes some 80 small allocations (HTTP/2, gRPC, protobuf, the
 /// store's script call), each a few times cheaper than glibc's.
 #[global_allocator]
@@ -207,6 +211,10 @@ fn service(
     if let Some(per_second) = per_second {
         service = service.per_second_store(Arc::clone(per_second));
     }
+    // The receipts' secret: from the environment only (never a flag), as the other secrets.
+    if let Some(secret) = std::env::var_os(SETTLE_KEY_VAR).filter(|s| !s.is_empty()) {
+        service = service.settle_key(secret.as_encoded_bytes());
+    }
     let service = service
         .config(config)
         .store_deadline(settings.store_deadline)
@@ -215,6 +223,7 @@ fn service(
         .deny_cache(settings.deny_cache_entries())
         .shadow_mode(settings.shadow_mode)
         .quota_mode(settings.quota_mode)
+        .commit(settings.commit())
         .response_dynamic_metadata(settings.response_dynamic_metadata)
         .near_limit_ratio(settings.near_limit_ratio);
     let service = if settings.limit_response_headers_enabled {

@@ -5,6 +5,7 @@
 #[cfg(feature = "admin")]
 mod admin;
 mod config;
+mod every_hit;
 mod failure_modes;
 mod go_semantics;
 mod local_first;
