@@ -25,8 +25,9 @@
 -- up to ACKED are in the state already, or with it gone, so only the rest is added.
 --
 -- New units are forced into the state, never refused: GCRA's TAT moves by units x T from
--- max(TAT, SINCE), a token bucket's missing tokens likewise (as its twin TAT, at most a full
--- bucket: its state cannot hold more), a window's count grows. The state is read as the exact
+-- max(TAT, SINCE), a token bucket's missing tokens likewise (as its twin TAT, at most two
+-- buckets: its state holds a full bucket and as much again owed, the debt of a charge), a
+-- window's count grows. The state is read as the exact
 -- scripts read it (a changed T rescales a GCRA backlog, a window that has not ended carries
 -- its counts), so a key decided exactly on one instance and locally on another is counted
 -- once. Numbers are written with %.0f: Lua's default %.14g would round microsecond
@@ -77,18 +78,19 @@ while a < #ARGV do
             end
           else
             -- Missing tokens as of `last`: the bucket is full again at last + used x T.
-            tat = math.min(f, now) + math.min(e, n) * period_t
+            -- At most twice the bucket missing: one used, one owed (token_bucket.lua's debt).
+            tat = math.min(f, now) + math.min(e, n + n) * period_t
           end
         end
       end
       if delta > 0 then
         -- The floor is when the units were counted, not now: units still in flight while
         -- the bucket looked empty would otherwise be forgiven. A GCRA backlog is capped at a
-        -- burst plus another burst or 1 s (max_backlog in view.rs): an overshoot between
-        -- syncs is paid back, not forgiven.
+        -- burst plus another burst or 1 s (max_backlog in view.rs), a token bucket at two
+        -- buckets (its debt cap): an overshoot between syncs is paid back, not forgiven.
         local burst = n * period_t
         local cap = now + burst
-        if code == 'gc' then cap = cap + math.max(burst, 1000000) end
+        if code == 'gc' then cap = cap + math.max(burst, 1000000) else cap = cap + burst end
         tat = math.min(math.max(tat, since) + delta * period_t, cap)
         -- Written even when already drained (the TAT in the past): a sync of units counted
         -- before it floors at it, not at its own SINCE, so the fleet's units add up. The

@@ -219,6 +219,8 @@ mod doc_pages {
     struct Performance;
     #[doc = include_str!("../docs/guide/outbound.md")]
     struct Outbound;
+    #[doc = include_str!("../docs/guide/token-budgets.md")]
+    struct TokenBudgets;
 }
 
 pub use algorithm::Algorithm;

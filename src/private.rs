@@ -63,17 +63,19 @@ pub fn charge_at(
     store.charge_call(policy, key, cost, Some(now_us))
 }
 
-/// TEST ONLY: a Redis check with a cost per limit ([`LimitCosts`](crate::store::LimitCosts))
-/// whose script uses `now_us` (Unix µs) instead of Redis `TIME`, as [`check_at`] does.
+/// TEST ONLY: a Redis check with a cost per limit ([`LimitCosts`](crate::store::LimitCosts)),
+/// committed as `commit` says, whose script uses `now_us` (Unix µs) instead of Redis `TIME`,
+/// as [`check_at`] does.
 #[cfg(feature = "redis")]
 pub fn check_costs_at(
     store: &crate::store::RedisStore,
     policy: &crate::Policy,
     key: &crate::Key,
     costs: &[u64],
+    commit: crate::store::Commit,
     now_us: u64,
 ) -> crate::store::Check {
-    store.check_costs_at(policy, key, costs, crate::store::Commit::AllOrNone, now_us)
+    store.check_costs_at(policy, key, costs, commit, now_us)
 }
 
 /// TEST ONLY: a Redis inspection whose script uses `now_us` (Unix µs) instead of Redis `TIME`,

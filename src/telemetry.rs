@@ -156,6 +156,18 @@ pub const LOCAL_FIRST_SYNC_AGE: &str = "redlimit_local_first_sync_age_seconds";
 #[cfg(feature = "metrics")]
 pub const REQUESTS_UNDECIDED: &str = "redlimit_requests_undecided_total";
 
+/// Settlements of a reservation that did not land, by `policy` and `reason` (`timeout`,
+/// `connection`, `script`, `reply`, `other`): the layer admitted a request at an estimate
+/// ([`RateLimitBuilder::cost`](crate::layer::RateLimitBuilder::cost)) and its response's real
+/// cost ([`settle_with`](crate::layer::RateLimitBuilder::settle_with)) could not be refunded
+/// or charged, so the estimate stands. Never retried: one that timed out may have landed.
+///
+/// ```
+/// assert_eq!(redlimit::telemetry::SETTLE_FAILURES, "redlimit_settle_failures_total");
+/// ```
+#[cfg(feature = "metrics")]
+pub const SETTLE_FAILURES: &str = "redlimit_settle_failures_total";
+
 /// The buckets of [`STORE_DURATION`], in seconds: from well under a Redis round trip on one
 /// host (0.25 ms) to well past the default store deadline (100 ms), where a call that
 /// answered late still lands in a bucket of its own.
@@ -247,6 +259,11 @@ pub(crate) fn describe() {
         "Seconds since the local-first store last synced with Redis"
     );
     describe_counter!(
+        SETTLE_FAILURES,
+        Unit::Count,
+        "Settlements of an estimate to a response's real cost that did not land, by reason"
+    );
+    describe_counter!(
         REQUESTS_UNDECIDED,
         Unit::Count,
         "Requests let through, or answered 500, without the limiter's verdict enforced, by reason"
@@ -296,6 +313,16 @@ pub(crate) fn store_failure(store: &'static str, reason: &'static str) {
     metrics::counter!(STORE_FAILURES, "store" => store, "reason" => reason).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = (store, reason);
+}
+
+/// A settlement under `policy` did not land, for `reason`. Rare (a failing store): the
+/// counter is looked up each time.
+pub(crate) fn settle_failure(policy: &str, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(SETTLE_FAILURES, "policy" => policy.to_owned(), "reason" => reason)
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (policy, reason);
 }
 
 /// A key as a short, stable hash (the first 8 hex digits of its SHA-256), for logs: requests

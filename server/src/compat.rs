@@ -236,7 +236,9 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
         "false",
-        Differs("always on: a rejected request charges nothing, in one atomic call"),
+        Differs(
+            "false: every hit lands, past the limit too (debt, capped at twice the limit), in one atomic call per store and hash tag; a descriptor is OVER_LIMIT when its hits did not fit or it was past its limit, as there. true: all or none, exactly: a rejected request charges nothing (the Go service increments the descriptors that went over)",
+        ),
     ),
     var("LIMIT_RESPONSE_HEADERS_ENABLED", "false", Honoured),
     var("LIMIT_LIMIT_HEADER", "RateLimit-Limit", Honoured),

@@ -26,31 +26,27 @@
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
 //! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
 //! process exits (the last statistics and spans sent first).
+//!
+//! Where each part lives (a module uses only those after it, and `settings`):
+//!
+//! - `listen/`: the listeners above, and what each serves;
+//! - `trace/`: the spans, around the rate limit calls;
+//! - `config/`: the config's sources (`files.rs`, `xds/`) and the one place a config is put in
+//!   force (`in_force.rs`), which also answers the calls before the first;
+//! - `stats/`: the metrics recorder (Prometheus, statsd, DogStatsD) and what records into it;
+//! - `health.rs`: Redis, the config and SIGTERM, as health reports them;
+//! - `redis/`: the stores; `settings/`: the environment, read with clap; `compat.rs`: every
+//!   variable of the Go service's and what it does here.
 
-mod admin;
 mod compat;
-mod debug;
-mod gate;
-mod grpc;
+mod config;
 mod health;
-mod http;
-mod json;
 mod listen;
-mod mapper;
-mod metered;
-mod metrics;
-mod millis;
-mod process;
 mod redis;
-mod reload;
-mod rls_first;
 mod settings;
-mod statsd;
-mod tls;
+mod stats;
 mod trace;
-mod xds;
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -58,10 +54,14 @@ use clap::Parser;
 use redlimit::rls::LimitHeaders;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
+use redlimit::store::Store;
 use tokio::sync::watch;
 
-use listen::bind;
-use settings::{ConfigType, LogFormat, Settings};
+use settings::{LogFormat, Settings};
+
+/// The secret that signs and checks the receipts of reservations settled through the service
+/// (`redlimit.reserve`, `redlimit.settle`): every replica must share it.
+const SETTLE_KEY_VAR: &str = "REDLIMIT_SETTLE_KEY";
 
 /// mimalloc: an RLS decision makes some 80 small allocations (HTTP/2, gRPC, protobuf, the
 /// store's script call), each a few times cheaper than glibc's.
@@ -131,77 +131,27 @@ fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
+/// The server, from its settings to its exit: the statistics and tracing first, the config,
+/// the stores and the service, health, the config's source, then the listeners until SIGTERM.
 async fn run(settings: Settings) -> Result<(), String> {
-    let dir = reload::ConfigDir {
-        root: settings.runtime_root.clone(),
-        dir: settings.config_dir(),
-        ignore_dotfiles: settings.runtime_ignoredotfiles,
-        merge_domains: settings.merge_domain_config,
-    };
     // Before the first request: the service takes its metric handles from the recorder then.
-    let metrics::Installed {
+    let stats::Installed {
         prometheus,
         last_flush,
-    } = metrics::install(&settings.stats)?;
+    } = stats::install(&settings.stats)?;
     let (tracing, call_tracer) = trace::Tracing::start(&settings.tracing)?.unzip();
-    let xds = match settings.config_type {
-        ConfigType::GrpcXdsSotw => Some(xds::prepare(&settings.xds, settings.merge_domain_config)?),
-        ConfigType::File => None,
-    };
-    let seen = dir.fingerprint();
+    let source = config::Source::from_settings(&settings)?;
     // Whether calls wait for a first config: the listeners do not.
-    let (config, awaiting_config) = match &xds {
-        // None until the xDS server sends one.
-        Some(_) => (RlsConfig::default(), true),
-        None => {
-            let first = dir.load();
-            reload::record(&dir.dir, &first);
-            match first {
-                Ok(config) => (config, false),
-                Err(e) if settings.force_start_without_initial_config => {
-                    tracing::warn!(
-                        "starting without a config ({e}): calls are answered UNKNOWN until one loads"
-                    );
-                    (RlsConfig::default(), true)
-                }
-                Err(e) => return Err(format!("the config did not load: {e}")),
-            }
-        }
-    };
+    let (config, awaiting_config) = source.initial(settings.force_start_without_initial_config)?;
     let has_domain = config.domains().next().is_some();
-    let admin_token = admin::token(&settings, |name| std::env::var(name).ok())?;
+    let admin_token = listen::admin::token(&settings, |name| std::env::var(name).ok())?;
 
     let secrets = redis::Secrets::from_env();
     let store = redis::store(&settings, &secrets)?;
     let per_second = redis::per_second_store(&settings, &secrets)?;
-    let mut service = RateLimitService::builder(Arc::clone(&store));
-    if let Some(per_second) = &per_second {
-        service = service.per_second_store(Arc::clone(per_second));
-    }
-    let service = service
-        .config(config)
-        .store_deadline(settings.store_deadline)
-        .on_store_error(settings.on_store_error)
-        .hash_tag(settings.hash_tag)
-        .deny_cache(settings.deny_cache_entries())
-        .shadow_mode(settings.shadow_mode)
-        .quota_mode(settings.quota_mode)
-        .response_dynamic_metadata(settings.response_dynamic_metadata)
-        .near_limit_ratio(settings.near_limit_ratio);
-    let service = if settings.limit_response_headers_enabled {
-        let names = LimitHeaders::new(
-            &settings.limit_limit_header,
-            &settings.limit_remaining_header,
-            &settings.limit_reset_header,
-        )
-        .map_err(|e| format!("LIMIT_*_HEADER: {e}"))?;
-        service.limit_headers(names)
-    } else {
-        service
-    }
-    .build();
+    let service = service(&settings, &store, per_second.as_ref(), config)?;
 
-    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let (reporter, grpc_health) = tonic_health::server::health_reporter();
     let health = health::Health::new(
         reporter,
         settings.redis_health_check_active_connection,
@@ -211,43 +161,13 @@ async fn run(settings: Settings) -> Result<(), String> {
     .await;
     let _probe = health.probe(store);
     let _probe_per_second = per_second.map(|store| health.probe_per_second(store));
-    let gated = match awaiting_config {
-        true => gate::Gated::awaiting_config(service.clone()),
-        false => gate::Gated::open(service.clone()),
+    let in_force = match awaiting_config {
+        true => config::InForce::awaiting_config(service.clone(), health.clone()),
+        false => config::InForce::open(service.clone(), health.clone()),
     };
-    let _watch = match xds {
-        Some(xds) => xds.start(xds::Target {
-            gated: gated.clone(),
-            health: health.clone(),
-        }),
-        None => reload::watch(dir, seen, gated.clone(), health.clone()),
-    };
+    let _source = source.start(in_force.clone());
 
-    // Every listener bound before any serves: a port in use stops the start, not half of it.
-    let grpc_tls = tls::from_settings(&settings.grpc)?;
-    let _cert_watch = grpc_tls.as_ref().map(|t| Arc::clone(&t.cert).watch());
-    let grpc = grpc::bind(&settings.grpc.address()).await?;
-    let http = bind("http", SocketAddr::new(settings.host, settings.port)).await?;
-    let debug = bind(
-        "debug",
-        SocketAddr::new(settings.debug_host, settings.debug_port),
-    )
-    .await?;
-    let admin_listener = match &admin_token {
-        Some(_) => Some(
-            bind(
-                "admin",
-                SocketAddr::new(settings.admin_host, settings.admin_port),
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let metrics_listener = match &prometheus {
-        Some(_) => Some(bind("metrics", settings.stats.prometheus_addr).await?),
-        None => None,
-    };
-
+    let listeners = listen::Listeners::bind(&settings, admin_token, prometheus).await?;
     let (stop, stopping) = watch::channel(false);
     let signal = {
         let health = health.clone();
@@ -261,56 +181,14 @@ async fn run(settings: Settings) -> Result<(), String> {
             let _ = stop.send(true);
         })
     };
-    let stopped = |mut stopping: watch::Receiver<bool>| async move {
-        let _ = stopping.wait_for(|stop| *stop).await;
+    let services = listen::Services {
+        in_force,
+        service,
+        health,
+        grpc_health,
+        call_tracer,
     };
-
-    let rls = metered::Metered::new(trace::Traced::new(gated.clone(), call_tracer).into_server());
-    let grpc_router = tonic::transport::Server::builder()
-        .layer(rls_first::RlsFirst::new(rls.clone()))
-        .add_service(metered::Metered::new(health_service))
-        .add_service(rls);
-    let grpc_server = grpc::serve(
-        grpc_router,
-        grpc,
-        grpc_tls.map(|t| t.acceptor),
-        stopped(stopping.clone()),
-    );
-    let http_server = axum::serve(http, http::router(health.clone(), gated))
-        .with_graceful_shutdown(stopped(stopping.clone()));
-    let debug_server = axum::serve(debug, debug::router(service.clone()))
-        .with_graceful_shutdown(stopped(stopping.clone()));
-    let metrics_server = async {
-        match (metrics_listener, prometheus) {
-            (Some(listener), Some(handle)) => axum::serve(
-                listener,
-                metrics::router(handle, &settings.stats.prometheus_path),
-            )
-            .with_graceful_shutdown(stopped(stopping.clone()))
-            .await
-            .map_err(|e| e.to_string()),
-            _ => Ok(()),
-        }
-    };
-    let admin_server = async {
-        match (admin_listener, admin_token) {
-            (Some(listener), Some(token)) => {
-                let router = redlimit::rls::admin::router(service.clone(), token);
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(stopped(stopping.clone()))
-                    .await
-                    .map_err(|e| e.to_string())
-            }
-            _ => Ok(()),
-        }
-    };
-    let (grpc, http, debug, metrics, admin) = tokio::join!(
-        grpc_server,
-        async { http_server.await.map_err(|e| e.to_string()) },
-        async { debug_server.await.map_err(|e| e.to_string()) },
-        metrics_server,
-        admin_server,
-    );
+    let served = listeners.serve(services, stopping).await;
     signal.abort();
     if let Some(last_flush) = last_flush {
         last_flush.run().await;
@@ -318,12 +196,48 @@ async fn run(settings: Settings) -> Result<(), String> {
     if let Some(tracing) = tracing {
         tracing.shutdown().await;
     }
-    grpc.map_err(|e| format!("gRPC listener: {e}"))?;
-    http.map_err(|e| format!("HTTP listener: {e}"))?;
-    debug.map_err(|e| format!("debug listener: {e}"))?;
-    metrics.map_err(|e| format!("metrics listener: {e}"))?;
-    admin.map_err(|e| format!("admin listener: {e}"))?;
-    Ok(())
+    served
+}
+
+/// The rate limit service on the stores, with the config in force at start and the settings'
+/// options.
+fn service(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    per_second: Option<&Arc<dyn Store>>,
+    config: RlsConfig,
+) -> Result<RateLimitService, String> {
+    let mut service = RateLimitService::builder(Arc::clone(store));
+    if let Some(per_second) = per_second {
+        service = service.per_second_store(Arc::clone(per_second));
+    }
+    // The receipts' secret: from the environment only (never a flag), as the other secrets.
+    if let Some(secret) = std::env::var_os(SETTLE_KEY_VAR).filter(|s| !s.is_empty()) {
+        service = service.settle_key(secret.as_encoded_bytes());
+    }
+    let service = service
+        .config(config)
+        .store_deadline(settings.store_deadline)
+        .on_store_error(settings.on_store_error)
+        .hash_tag(settings.hash_tag)
+        .deny_cache(settings.deny_cache_entries())
+        .shadow_mode(settings.shadow_mode)
+        .quota_mode(settings.quota_mode)
+        .commit(settings.commit())
+        .response_dynamic_metadata(settings.response_dynamic_metadata)
+        .near_limit_ratio(settings.near_limit_ratio);
+    let service = if settings.limit_response_headers_enabled {
+        let names = LimitHeaders::new(
+            &settings.limit_limit_header,
+            &settings.limit_remaining_header,
+            &settings.limit_reset_header,
+        )
+        .map_err(|e| format!("LIMIT_*_HEADER: {e}"))?;
+        service.limit_headers(names)
+    } else {
+        service
+    };
+    Ok(service.build())
 }
 
 /// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.

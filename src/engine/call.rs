@@ -16,17 +16,18 @@ use crate::store::Commit;
 
 impl Engine {
     /// Checks `costs` of `policy` for `key` in the store (one for every limit, or one per
-    /// limit: [`LimitCosts`](crate::store::LimitCosts), all or none), through the breaker of its failure domain, giving
-    /// up at `until` (the request's deadline).
+    /// limit: [`LimitCosts`](crate::store::LimitCosts), committed as `commit` says: every
+    /// cost landing under [`Commit::Always`] takes one per limit), through the breaker of its
+    /// failure domain, giving up at `until` (the request's deadline).
     pub(crate) async fn call(
         &self,
         policy: &Policy,
         key: &Key,
-        costs: &[u64],
+        (costs, commit): (&[u64], Commit),
         until: tokio::time::Instant,
     ) -> Result<Decision, StoreError> {
         let limits = match costs {
-            [_] => None,
+            [_] if commit == Commit::AllOrNone => None,
             _ => Some(
                 self.store
                     .limit_costs()
@@ -40,7 +41,7 @@ impl Engine {
         }
         // Made once the breaker admits it: a store in memory decides (and commits) at once.
         let check = match (limits, costs) {
-            (Some(limits), _) => limits.check_costs(policy, key, costs, Commit::AllOrNone),
+            (Some(limits), _) => limits.check_costs(policy, key, costs, commit),
             (None, [cost]) => self.store.check(policy, key, *cost),
             (None, _) => return Err(StoreError::Unsupported("costs per limit")),
         };

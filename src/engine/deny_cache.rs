@@ -14,7 +14,12 @@
 //! - a request of cost `c' ≥ c` needs at least what `c` needs, in every algorithm.
 //!
 //! So every request of cost at least `c` for that key before `t + r` would have been denied by
-//! the store too. The cache measures `t + r` from an instant taken before the store call was
+//! the store too. The RLS's default, where every cost lands (`Commit::Always`), charges a
+//! denied request too: that only adds consumption, so the argument holds; there the store's
+//! retry is when the counter's debt is paid (a cost of 0 would pass), so its denials are
+//! cached for a cost of 0 and answer every cost. A call answered from the cache is then not
+//! charged (as envoyproxy/ratelimit's local cache skips its `INCRBY`): the answers stay the
+//! store's, the counter's debt does not grow meanwhile. The cache measures `t + r` from an instant taken before the store call was
 //! sent (never later than the store's `t`), so it ends no later than the store's own answer
 //! would change. Every algorithm's `retry_after` is such a lower bound, to the microsecond (a
 //! property test holds each of them to it); a denial that can never pass (the cost exceeds a

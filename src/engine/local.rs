@@ -54,6 +54,15 @@ impl LocalFallback {
         Some((&self.store, policy))
     }
 
+    /// The store and the policy that mirror rule `id`'s admissions (none for a policy with a
+    /// concurrency limit).
+    pub(crate) fn mirror_target(&self, id: usize) -> Option<(&MemoryStore, &Policy)> {
+        match self.policies.get(id) {
+            Some((_, Some(policy))) => Some((&self.store, policy)),
+            _ => None,
+        }
+    }
+
     /// Charges `cost` units for `key` under rule `id`: the store admitted them for this
     /// instance. Units past the share are not charged (the share is spent either way).
     pub(crate) fn mirror(&self, id: usize, key: &Key, cost: u64) {

@@ -95,7 +95,7 @@ pub(crate) struct Engine {
     breakers: Arc<Breakers>,
     in_flight: Arc<InFlight>,
     throttle: Arc<Throttle>,
-    deny_cache: DenyCache,
+    deny_cache: Arc<DenyCache>,
     local: LocalFallback,
     rules: Box<[RuleSlot]>,
     meter: StoreMeter,
@@ -179,7 +179,7 @@ impl Engine {
             breakers: Arc::clone(&shared.breakers),
             in_flight: Arc::clone(&shared.in_flight),
             throttle: Arc::clone(&shared.throttle),
-            deny_cache: DenyCache::new(shared.deny_cache),
+            deny_cache: Arc::new(DenyCache::new(shared.deny_cache)),
             local,
             rules,
             meter: StoreMeter::new(shared.store.kind()),
@@ -200,6 +200,17 @@ impl Engine {
     /// The local fallback's store and rule `rule`'s share of its policy.
     pub(crate) fn local(&self, rule: usize) -> Option<(&MemoryStore, &Policy)> {
         self.local.get(rule)
+    }
+
+    /// The local fallback's store and the policy that mirrors rule `rule`'s admissions in it.
+    pub(crate) fn mirror_target(&self, rule: usize) -> Option<(&MemoryStore, &Policy)> {
+        self.local.mirror_target(rule)
+    }
+
+    /// The deny cache, for what outlives a decision: a refund made after the response lifts
+    /// the key's cached denial (what it gave back may let the next request through).
+    pub(crate) fn denials(&self) -> &Arc<DenyCache> {
+        &self.deny_cache
     }
 
     /// How long a call past its deadline may still answer: [`LOST_AFTER`], at least ten

@@ -1,4 +1,6 @@
-//! The response body: the inner service's, or the layer's own short text.
+//! The response body: the inner service's, or the layer's own short text. The inner
+//! service's holds what waits for its end: the request's concurrency lease, and the settle
+//! of its estimate to the cost the body reports.
 
 use std::fmt;
 use std::pin::Pin;
@@ -8,6 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
+use super::reconcile::BodySettle;
 use crate::engine::held_lease::HeldLease;
 
 pin_project! {
@@ -29,6 +32,9 @@ pin_project! {
         kind: Kind<B>,
         // The request's concurrency lease: released when the body ends or is dropped.
         lease: Option<Box<HeldLease>>,
+        // The settle of the request's estimate, reading the body: settled when it ends;
+        // dropped before (or on an error), the estimate stands.
+        settle: Option<Box<BodySettle>>,
     }
 }
 
@@ -46,11 +52,17 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    /// Wraps the inner service's body, holding the request's concurrency lease, if any.
-    pub(crate) fn inner(body: B, lease: Option<Box<HeldLease>>) -> Self {
+    /// Wraps the inner service's body, holding the request's concurrency lease and the
+    /// settle of its estimate, if any.
+    pub(crate) fn inner(
+        body: B,
+        lease: Option<Box<HeldLease>>,
+        settle: Option<Box<BodySettle>>,
+    ) -> Self {
         ResponseBody {
             kind: Kind::Inner { body },
             lease,
+            settle,
         }
     }
 
@@ -61,6 +73,7 @@ impl<B> ResponseBody<B> {
                 data: (!data.is_empty()).then_some(data),
             },
             lease: None,
+            settle: None,
         }
     }
 }
@@ -96,11 +109,33 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         match this.kind.project() {
-            KindProj::Inner { body } => {
-                let frame = ready!(body.poll_frame(cx));
-                if frame.is_none() {
-                    // The body ended: the request is no longer in flight.
+            KindProj::Inner { mut body } => {
+                let frame = ready!(body.as_mut().poll_frame(cx));
+                let ended = match &frame {
+                    None => true,
+                    Some(Ok(frame)) => {
+                        if let Some(settle) = this.settle.as_mut() {
+                            if let Some(data) = frame.data_ref() {
+                                settle.usage().data(data);
+                            } else if let Some(trailers) = frame.trailers_ref() {
+                                settle.usage().trailers(trailers);
+                            }
+                        }
+                        // A server stops polling once the body says it has ended.
+                        body.is_end_stream()
+                    }
+                    Some(Err(_)) => {
+                        // Cut short: the usage is not known, the estimate stands.
+                        this.settle.take();
+                        false
+                    }
+                };
+                if ended {
+                    // The request is no longer in flight; its cost is known.
                     this.lease.take();
+                    if let Some(settle) = this.settle.take() {
+                        settle.ended();
+                    }
                 }
                 Poll::Ready(frame)
             }

@@ -13,6 +13,7 @@ use super::rule::Rule;
 use super::settings::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
 };
+use super::usage::{self, BodyUsage, ReadFn, RealCost};
 use crate::decision::Decision;
 use crate::engine::breakers::Breakers;
 use crate::engine::in_flight::InFlight;
@@ -232,6 +233,10 @@ impl RateLimitBuilder {
 
     /// The weight of a request (default 1), from its head: bytes, items in a batch, ...
     /// A cost above some limit's count is denied without consuming, with no `Retry-After`.
+    /// For a cost known only once the response is made (an LLM call's tokens), an estimate
+    /// ([`Estimate::of`](super::Estimate::of) reads one an
+    /// [`EstimateFromBodyLayer`](super::EstimateFromBodyLayer) took from the body), settled by
+    /// [`settle_with`](Self::settle_with) or [`settle_with_body`](Self::settle_with_body).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -249,6 +254,33 @@ impl RateLimitBuilder {
     /// ```
     pub fn cost(mut self, cost: impl Fn(&Parts) -> u64 + Send + Sync + 'static) -> Self {
         self.config.cost = Some(Arc::new(cost));
+        self
+    }
+
+    #[doc = include_str!("../../docs/layer/settle_with.md")]
+    pub fn settle_with(
+        mut self,
+        real_cost: impl Fn(&http::response::Parts) -> Option<u64> + Send + Sync + 'static,
+    ) -> Self {
+        let read: Arc<ReadFn> =
+            Arc::new(move |head: &http::response::Parts| match real_cost(head) {
+                Some(cost) => RealCost::Known(cost),
+                None => RealCost::Estimate,
+            });
+        self.config.reconcile = Some(usage::chain(self.config.reconcile.take(), read));
+        self
+    }
+
+    #[doc = include_str!("../../docs/layer/settle_with_body.md")]
+    pub fn settle_with_body<U: BodyUsage>(
+        mut self,
+        usage: impl Fn(&http::response::Parts) -> Option<U> + Send + Sync + 'static,
+    ) -> Self {
+        let read: Arc<ReadFn> = Arc::new(move |head: &http::response::Parts| match usage(head) {
+            Some(usage) => RealCost::Body(Box::new(usage)),
+            None => RealCost::Estimate,
+        });
+        self.config.reconcile = Some(usage::chain(self.config.reconcile.take(), read));
         self
     }
 

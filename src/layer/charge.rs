@@ -15,9 +15,10 @@ impl Handle {
     /// to twice a limit's count owed, never more. The answer is the decision after the
     /// charge, as a request of cost 1 would find it.
     ///
-    /// Use it to settle an estimate: admit a request at an estimated cost (the layer's
-    /// [`cost`](crate::layer::RateLimitBuilder::cost)), then charge what the response used
-    /// beyond it. Nothing here waits on the response or its body: call it when the cost is
+    /// Use it to settle an estimate by hand: admit a request at an estimated cost (the
+    /// layer's [`cost`](crate::layer::RateLimitBuilder::cost)), then charge what the response
+    /// used beyond it (the layer does it itself, refunds too, with
+    /// [`settle_with`](crate::layer::RateLimitBuilder::settle_with)). Nothing here waits on the response or its body: call it when the cost is
     /// known, with the key the layer counted the request under (its stored text for a
     /// closure's key; [`client_key`](Self::client_key) names an extractor's). A charge made
     /// here is never refused and never replayed; a store that fails answers the error, and

@@ -18,6 +18,7 @@ use super::settings::MissingKey;
 use super::settings::OnStoreError;
 use super::settings::RejectBody;
 use super::settings::Shadow;
+use super::usage::ReadFn;
 use crate::decision::Decision;
 use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
@@ -64,6 +65,8 @@ pub(crate) struct Config {
     /// The shadow mode of rules that do not set their own.
     pub(crate) shadow: Shadow,
     pub(crate) refund: Option<Arc<RefundFn>>,
+    /// How a response says its request's real cost, to settle the estimate to.
+    pub(crate) reconcile: Option<Arc<ReadFn>>,
 }
 
 impl Config {
@@ -91,6 +94,7 @@ impl Config {
             throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,
             refund: None,
+            reconcile: None,
         }
     }
 

@@ -17,7 +17,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::headers::RateHeaders;
-use super::refund::PendingRefund;
+use super::reconcile::After;
 use crate::engine::held_lease::HeldLease;
 use crate::error::StoreError;
 use crate::store::{Check, CheckFuture};
@@ -67,7 +67,7 @@ pin_project! {
             #[pin]
             future: S::Future,
             headers: RateHeaders,
-            refund: Option<Box<PendingRefund>>,
+            after: Option<Box<After>>,
             // Dropped with the future if the response never comes (the client went away, the
             // handler panicked); else handed to the response body.
             lease: Option<Box<HeldLease>>,
@@ -117,12 +117,12 @@ where
     /// The future of a request decided now: `inner` (ready) is called at once, if at all.
     pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
-            Verdict::Proceed(decision, headers, refund, lease) => {
+            Verdict::Proceed(decision, headers, after, lease) => {
                 request.extensions_mut().insert(decision);
                 State::Call {
                     future: inner.call(request),
                     headers,
-                    refund,
+                    after,
                     lease,
                 }
             }
@@ -139,7 +139,7 @@ where
             state: State::Call {
                 future: inner.call(request),
                 headers: RateHeaders::default(),
-                refund: None,
+                after: None,
                 lease: None,
             },
         }
@@ -214,16 +214,15 @@ where
                 StateProj::Call {
                     future,
                     headers,
-                    refund,
+                    after,
                     lease,
                 } => {
                     let mut response = ready!(future.poll(cx))?;
                     headers.write_missing(response.headers_mut());
-                    if let Some(refund) = refund.take() {
-                        response = refund.settle(response);
-                    }
-                    let lease = lease.take();
-                    return Poll::Ready(Ok(response.map(|body| ResponseBody::inner(body, lease))));
+                    let (head, body) = response.into_parts();
+                    let settle = after.take().and_then(|after| after.response(&head));
+                    let body = ResponseBody::inner(body, lease.take(), settle);
+                    return Poll::Ready(Ok(Response::from_parts(head, body)));
                 }
                 StateProj::Respond { response } => {
                     let response = response

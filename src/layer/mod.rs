@@ -56,6 +56,14 @@
 //! # Ok::<(), redlimit::ConfigError>(())
 //! ```
 //!
+//! # Costs known after the response: estimate, then reconcile
+//!
+//! A request admitted at an estimate ([`RateLimitBuilder::cost`], from its head or, through
+//! an [`EstimateFromBodyLayer`], its body) is settled to the real cost its response reports:
+//! [`RateLimitBuilder::settle_with`] from the head, [`RateLimitBuilder::settle_with_body`]
+//! from the body when it ends (a [`BodyUsage`], such as [`SseUsage`] for a server-sent event
+//! stream). The guide `docs/guide/token-budgets.md` tells the whole story.
+//!
 //! # Steering a running layer
 //!
 //! [`RateLimitLayer::handle`] gives the [`Handle`] of the layer, its clones and every service
@@ -82,6 +90,7 @@ mod builder;
 mod charge;
 mod config;
 mod decide;
+mod estimate;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
@@ -95,14 +104,18 @@ mod layer;
 mod meters;
 mod problem;
 mod quota_names;
+mod reconcile;
 mod refund;
 mod route_pattern;
 mod rule;
 mod service;
 mod settings;
+mod sse_usage;
+mod usage;
 
 pub use body::ResponseBody;
 pub use builder::RateLimitBuilder;
+pub use estimate::{Estimate, EstimateFromBody, EstimateFromBodyLayer, EstimateFuture};
 pub use future::ResponseFuture;
 pub use handle::Handle;
 pub(crate) use headers::render as render_headers;
@@ -113,3 +126,5 @@ pub use service::RateLimit;
 pub use settings::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
 };
+pub use sse_usage::SseUsage;
+pub use usage::BodyUsage;

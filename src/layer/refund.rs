@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Response;
 use http::response::Parts;
 
 use crate::decision::Decision;
@@ -51,13 +50,14 @@ impl PendingRefund {
         })
     }
 
-    /// Looks at `response`'s head and, if the condition holds, sends the refund off.
-    pub(crate) fn settle<B>(self, response: Response<B>) -> Response<B> {
-        let (parts, body) = response.into_parts();
-        if (self.when)(&parts) {
+    /// Looks at the response's head and, if the condition holds, sends the refund off:
+    /// whether it did.
+    pub(crate) fn settle(self, head: &Parts) -> bool {
+        let refunded = (self.when)(head);
+        if refunded {
             self.send();
         }
-        Response::from_parts(parts, body)
+        refunded
     }
 
     fn send(self) {

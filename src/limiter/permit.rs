@@ -9,6 +9,7 @@ use super::AcquireError;
 use super::booking::Booking;
 use super::shared::{Place, Shared};
 use crate::key::Key;
+use crate::store::{Refund, Settlement};
 
 /// The units of one call, booked under every limit of the limiter's policy; its slot has
 /// come. Dropping it keeps the units spent (the call was made); [`settle`](Self::settle)
@@ -143,6 +144,31 @@ impl Permit {
         let booked = booking.cost();
         let shared = Arc::clone(&self.shared);
         let key = &self.key;
+        if let Booking::Checked(place, _, at) = booking {
+            // Admitted by a check: the layer's reconcile settles the same way.
+            let refund = |cost| at.map(|(at_us, token)| Refund::new(cost, at_us, token));
+            let Some(settlement) = Settlement::of(booked, real_cost, refund) else {
+                return Ok(());
+            };
+            return match place {
+                Place::Store => {
+                    if matches!(settlement, Settlement::Charge(_))
+                        || shared.store.refunds().is_some()
+                    {
+                        shared.calls.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let (store, policy) = (Arc::clone(&shared.store), shared.policy.clone());
+                    settlement
+                        .apply(store, policy, key.clone())
+                        .await
+                        .map_err(AcquireError::Store)
+                }
+                Place::Local => {
+                    settlement.apply_now(&shared.local, &shared.local_policy, key);
+                    Ok(())
+                }
+            };
+        }
         if real_cost < booked {
             return match booking.undo(&shared, Some(booked - real_cost)) {
                 Some(undo) => shared
@@ -176,26 +202,7 @@ impl Permit {
                 .local
                 .charge_costs_now(&shared.local_policy, key, &costs)
                 .map_err(AcquireError::Store),
-            Booking::Checked(Place::Store, ..) => {
-                shared.calls.fetch_add(1, Ordering::Relaxed);
-                match shared.store.charge(&shared.policy, key, extra).await {
-                    Ok(_) => Ok(()),
-                    // A store of your own that does not charge: a check, which takes what
-                    // the limits have room for.
-                    Err(err) if err.is_unsupported() => shared
-                        .store
-                        .check(&shared.policy, key, extra)
-                        .await
-                        .map(|_| ())
-                        .map_err(AcquireError::Store),
-                    Err(err) => Err(AcquireError::Store(err)),
-                }
-            }
-            Booking::Checked(Place::Local, ..) => {
-                let _ = shared.local.charge_now(&shared.local_policy, key, extra);
-                Ok(())
-            }
-            Booking::Nothing => Ok(()),
+            Booking::Checked(..) | Booking::Nothing => Ok(()),
         }
     }
 }

@@ -9,13 +9,14 @@ use std::collections::HashMap;
 
 use super::config::RlsConfig;
 use super::service::{Generation, Inner, RateLimitService};
+use super::settle::SettleKey;
 use super::{FailureMode, HashTag, LimitHeaders};
 use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::{self};
 use crate::layer::{CircuitBreaker, HeaderStyle};
-use crate::store::{MemoryStore, Store};
+use crate::store::{Commit, MemoryStore, Store};
 
 /// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
 /// store gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, and Envoy's
@@ -59,6 +60,8 @@ pub struct RateLimitServiceBuilder {
     domain_modes: HashMap<String, FailureMode>,
     deny_cache: usize,
     hash_tag: HashTag,
+    commit: Commit,
+    settle_key: SettleKey,
 }
 
 impl std::fmt::Debug for RateLimitServiceBuilder {
@@ -89,6 +92,8 @@ impl RateLimitServiceBuilder {
             domain_modes: HashMap::new(),
             deny_cache: DEFAULT_DENY_CACHE,
             hash_tag: HashTag::Domain,
+            commit: Commit::Always,
+            settle_key: SettleKey::random(),
         }
     }
 
@@ -170,6 +175,49 @@ impl RateLimitServiceBuilder {
     /// ```
     pub fn quota_mode(mut self, on: bool) -> Self {
         self.global_quota = on;
+        self
+    }
+
+    /// How a request's hits are counted: [`Commit::Always`] (the default, as envoyproxy/ratelimit
+    /// counts with its default `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false`) or
+    /// [`Commit::AllOrNone`] (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true`, done exactly).
+    ///
+    /// - [`Commit::Always`]: every counter is charged its descriptor's hits, whatever the
+    ///   others say and past its own limit (debt, up to twice the limit), in one atomic store
+    ///   call per store and hash tag (all made at once, nothing refunded). A descriptor is
+    ///   `OVER_LIMIT` when a counter's hits did not fit (its count after them past the
+    ///   limit) or the counter was past its limit already; `hits_addend: 0` on a counter at
+    ///   its limit exactly is `OK` with 0 left. So a charge after the response (Envoy's
+    ///   `apply_on_stream_done`) lands even when it does not fit, and the checks after it are
+    ///   refused until the debt is paid: a token budget cannot be overrun.
+    /// - [`Commit::AllOrNone`]: a request is admitted only if every counter admits its hits,
+    ///   and only then is any charged: a refused request charges nothing (across hash tags or
+    ///   stores, its charges are refunded about a round trip later); a check of nothing is
+    ///   over when one unit more would be refused. A charge that does not fit is refused and
+    ///   never counted.
+    ///
+    /// ```
+    /// use redlimit::store::Commit;
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .commit(Commit::AllOrNone);
+    /// ```
+    pub fn commit(mut self, commit: Commit) -> Self {
+        self.commit = commit;
+        self
+    }
+
+    /// The secret that signs the receipts of reservations (`redlimit.reserve`) and checks them
+    /// when they are settled (`redlimit.settle`): see [`SETTLE_ENTRY`](super::SETTLE_ENTRY).
+    /// Every replica an Envoy may reach must share it: a receipt issued by one replica and
+    /// brought back to another settles nothing there (the real cost is charged in full).
+    /// Default: a random key of this process.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .settle_key(b"a secret every replica shares");
+    /// ```
+    pub fn settle_key(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.settle_key = SettleKey::new(secret.as_ref());
         self
     }
 
@@ -358,6 +406,8 @@ impl RateLimitServiceBuilder {
             near_limit_ratio: self.near_limit_ratio,
             limit_headers: self.limit_headers,
             hash_tag: self.hash_tag,
+            commit: self.commit,
+            settle_key: self.settle_key,
         })
     }
 }

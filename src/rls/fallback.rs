@@ -42,12 +42,15 @@ pub(super) async fn failed(
                     state: LimitState::denied(limit, 0, counter.period, counter.period),
                     asked: counter.cost.max(1),
                     cached: false,
+                    always: false,
+                    at_us: 0,
                 })
             })
             .collect()),
         FailureMode::Local { instances } => {
             let via = Via::Local(&inner.shared.local_store, instances);
-            (Runner { via })
+            let commit = inner.commit;
+            (Runner { via, commit })
                 .run(plan)
                 .await
                 .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}")))

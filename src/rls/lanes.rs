@@ -126,7 +126,8 @@ struct Ran {
 }
 
 impl Runner<'_> {
-    /// Reads `groups` (checks of nothing), all at once.
+    /// Checks `groups` all at once: reads (checks of nothing), or, where every hit lands
+    /// ([`Runner::always`]), every check of the request.
     pub(super) async fn read(
         &self,
         plan: &Plan,
@@ -140,7 +141,7 @@ impl Runner<'_> {
         let checks = join_all(groups.iter().map(|g| self.check(plan, g)).collect()).await;
         for (group, checked) in groups.iter().zip(checks) {
             let (decision, ..) = checked?;
-            for (c, evaluated) in states(group, &decision) {
+            for (c, evaluated) in states(group, &decision, self.always()) {
                 results[c] = Some(evaluated);
             }
         }
@@ -210,7 +211,7 @@ impl Runner<'_> {
                     break;
                 }
             };
-            ran.evaluated.extend(states(&step.group, &decision));
+            ran.evaluated.extend(states(&step.group, &decision, false));
             if !decision.is_allowed() {
                 ran.refused = true;
                 denied = step.descriptor;
@@ -234,23 +235,27 @@ impl Runner<'_> {
     }
 }
 
-/// Each counter of `group` and its state in `decision`.
+/// Each counter of `group` and its state in `decision` (`always`: where every cost lands).
 fn states<'a>(
     group: &'a Group,
     decision: &'a Decision,
+    always: bool,
 ) -> impl Iterator<Item = (usize, Evaluated)> + 'a {
+    let at_us = super::settle::micros(decision.evaluated_at());
     group
         .members
         .iter()
         .zip(&group.costs)
         .zip(decision.limits())
-        .map(|((&c, &asked), state)| {
+        .map(move |((&c, &asked), state)| {
             (
                 c,
                 Evaluated {
                     state: state.clone(),
                     asked,
                     cached: false,
+                    always,
+                    at_us,
                 },
             )
         })
@@ -281,6 +286,7 @@ descriptors:
             .config(config)
             .deny_cache(0)
             .hash_tag(tag)
+            .commit(crate::store::Commit::AllOrNone)
             .build()
     }
 

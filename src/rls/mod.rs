@@ -23,19 +23,29 @@
 //! - a descriptor's own `limit` wins over the rules (shadow mode off), counted by the aligned
 //!   fixed window on counters of its own for each limit value (the Go service shares one
 //!   counter between values, its issue #1077); `requests_per_unit: 0` is always over;
-//! - hits: a descriptor's `hits_addend` wins, 0 checking without charging (over when one more
-//!   unit would be refused: refused hits are never counted, so a counter never goes past its
-//!   limit); else the request's, at least 1;
+//! - hits: a descriptor's `hits_addend` wins, 0 checking without charging; else the
+//!   request's, at least 1. By default every hit lands ([`Commit::Always`](crate::store::Commit),
+//!   the Go service's default `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false`): each counter is
+//!   charged its hits whatever the others say, past its limit too (debt, capped at twice the
+//!   limit), and a descriptor is over when its hits did not fit or it was past its limit
+//!   already (a check of nothing at the limit exactly is OK with 0 left), so a charge after
+//!   the response is never lost. With [`commit`](RateLimitServiceBuilder::commit)`(Commit::AllOrNone)`
+//!   (`true` there): a request is admitted only if every counter admits its hits, a refused
+//!   one charges nothing, and a check of nothing is over when one more unit would be refused;
 //! - `overall_code`: OVER_LIMIT if a descriptor that is neither shadow nor quota mode is over,
 //!   or every quota-mode descriptor is; global shadow mode answers OK; global quota mode
 //!   ([`quota_mode`](RateLimitServiceBuilder::quota_mode)) makes every descriptor a quota one;
 //! - `dynamic_metadata`, when asked for
 //!   ([`response_dynamic_metadata`](RateLimitServiceBuilder::response_dynamic_metadata)): the
 //!   domain, the descriptors, and the passed rules' YAML `metadata`, merged;
-//! - a refused request charges nothing, and no concurrent call sees it charged: its
-//!   descriptors, whatever their hits, are checked and charged in one atomic store call, each
-//!   counter its own hits, when they share a store and a hash tag (see the store calls below;
-//!   the Go service's option `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`, always on here);
+//! - all or none, a refused request charges nothing, and no concurrent call sees it charged:
+//!   its descriptors, whatever their hits, are checked and charged in one atomic store call,
+//!   each counter its own hits, when they share a store and a hash tag (see the store calls
+//!   below);
+//! - a reservation settled to the real cost: a descriptor's last entry `redlimit.reserve` on
+//!   the request path gets a signed receipt in `dynamic_metadata`, and `redlimit.settle` =
+//!   that receipt after the response charges only the excess or gives back the rest
+//!   ([`SETTLE_ENTRY`], [`settle_key`](RateLimitServiceBuilder::settle_key));
 //! - metrics (feature `metrics`): envoyproxy/ratelimit's, under its Prometheus names
 //!   (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //!   by `domain`, `key1`, `key2`; `..._over_limit_with_local_cache` for hits refused from the
@@ -52,16 +62,20 @@
 //!   `UNAVAILABLE`, which Envoy's `failure_mode_deny` decides; or `OK`, `OVER_LIMIT`, or a
 //!   decision in memory on this server's share of each limit;
 //! - the deny cache: a counter the store denied is answered `OVER_LIMIT` without a store call
-//!   until the store's retry time (exact: nothing but time makes a denied counter pass); a
-//!   request with a counter known over charges nothing, and its other counters are read for
-//!   their statuses.
+//!   until the store's retry time (exact: nothing but time makes a denied counter pass). Where
+//!   every hit lands, that counter's hits are not charged (as the Go service's local cache
+//!   skips the `INCRBY` of a key over the limit) and the request's other counters are;
+//!   all or none, a request with a counter known over charges nothing, and its other counters
+//!   are read for their statuses.
 //!
 //! Store calls: every counter of one store and one hash tag goes into one atomic check, each
 //! charged its descriptor's hits (at most 16 limits, one sliding log, distinct counters; on a
 //! store with [`LimitCosts`](crate::store::LimitCosts), as the memory, Redis and local-first
-//! stores are; on another, one check per cost); more than 16 limits, a counter twice in one
-//! request, or a quota- or shadow-mode descriptor (checked on its own, after the enforced
-//! ones) make further checks, one after the other. The first refusal stops the charging and
+//! stores are; on another, one check per cost, all or none). Where every hit lands, those
+//! checks are all made at once and nothing is stopped or refunded. All or none: more than 16
+//! limits, a counter twice in one request, or a quota- or shadow-mode descriptor (checked on
+//! its own, after the enforced ones) make further checks, one after the other. The first
+//! refusal stops the charging and
 //! the checks already admitted are refunded in the background (stores with
 //! [`Refunds`](crate::store::Refunds): the memory and Redis stores): across several checks a
 //! refused request's charge is visible for about a round trip. On a Redis Cluster, by default
@@ -125,6 +139,7 @@ mod respond;
 mod run;
 mod runtime;
 mod service;
+mod settle;
 mod stats;
 #[cfg(test)]
 mod testing;
@@ -137,3 +152,4 @@ pub use failure_mode::FailureMode;
 pub use hash_tag::HashTag;
 pub use limit_headers::LimitHeaders;
 pub use service::RateLimitService;
+pub use settle::{RECEIPT_FIELD, RESERVE_ENTRY, SETTLE_ENTRY};

@@ -59,7 +59,7 @@ fn governing(
 
 /// `duration_until_reset`: over its limit, the wait until this request's cost would pass (the
 /// algorithm's retry time; for a check of nothing, until the limit is whole again, an upper
-/// bound); within it, until the limit is whole again; and a limit whole already (a counter
+/// bound; where every hit lands, until the counter's debt is paid); within it, until the limit is whole again; and a limit whole already (a counter
 /// nothing has charged yet, or whose charges have all lapsed) until it would be whole again
 /// if one unit were charged now: for the aligned fixed window, the end of the current window,
 /// as the Go service answers every status.

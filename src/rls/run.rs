@@ -43,16 +43,24 @@ pub(super) struct Evaluated {
     pub(super) asked: u64,
     /// Answered by the deny cache, without a store call.
     pub(super) cached: bool,
+    /// Answered where every cost lands ([`Commit::Always`]): the state's verdict is the
+    /// counter's, a check of nothing included.
+    pub(super) always: bool,
+    /// The store's time of its answer (Unix µs); 0 for an answer the store did not make
+    /// now (the deny cache's, a refund's, a failure mode's).
+    pub(super) at_us: u64,
 }
 
 /// Whether a counter is over its limit: refused its cost, or, asked for nothing (a
-/// check-only descriptor, or one left uncharged because the request was refused), without the
-/// units its own cost (at least 1) needs: we never count refused hits, so "over" for a check
-/// means one more unit would be refused.
+/// check-only descriptor, or one left uncharged because the request was refused) in the
+/// all-or-none mode, without the units its own cost (at least 1) needs: refused hits are not
+/// counted there, so "over" for a check means one more unit would be refused. Where every
+/// cost lands, the store's verdict (a check of nothing is over once the counter is past its
+/// limit, as the Go service's `OVER_LIMIT` when the count is past it).
 pub(super) fn is_over(counter: &Counter, evaluated: Option<&Evaluated>) -> bool {
     match (counter.limit, evaluated) {
         (None, _) => true,
-        (Some(_), Some(e)) if e.asked == 0 => {
+        (Some(_), Some(e)) if e.asked == 0 && !e.always => {
             !e.state.is_allowed() || e.state.remaining() < counter.cost.max(1)
         }
         (Some(_), Some(e)) => !e.state.is_allowed(),
@@ -98,11 +106,17 @@ pub(super) enum Via<'a> {
 /// The checks of one request.
 pub(super) struct Runner<'a> {
     pub(super) via: Via<'a>,
+    /// How the request's hits commit: every one landing (the Go service's default), or all
+    /// or none.
+    pub(super) commit: Commit,
 }
 
 impl Runner<'_> {
     /// Evaluates every counter of `plan`; `None` for the zero limits (never asked).
     pub(super) async fn run(&self, plan: &Plan) -> Result<Vec<Option<Evaluated>>, StoreError> {
+        if self.always() {
+            return self.run_always(plan).await;
+        }
         let mut charged = Vec::new();
         let outcome = self.run_charging(plan, &mut charged).await;
         match outcome {
@@ -140,6 +154,29 @@ impl Runner<'_> {
                 Err(error)
             }
         }
+    }
+
+    /// Whether every hit lands: [`Commit::Always`], on stores that check a cost per limit
+    /// (on another, all or none).
+    pub(super) fn always(&self) -> bool {
+        self.commit == Commit::Always && self.mixed()
+    }
+
+    /// Every counter charged its hits, whatever the others and its own limit say, in one
+    /// atomic check per store and hash tag, all at once: nothing to stop, nothing to refund.
+    /// Quota- and shadow-mode descriptors too (their verdict counts differently, not their
+    /// charge), as the Go service increments every descriptor. A counter the deny cache knows
+    /// over is answered from it and not charged, as the Go service's local cache skips the
+    /// `INCRBY` of a key it holds over the limit.
+    async fn run_always(&self, plan: &Plan) -> Result<Vec<Option<Evaluated>>, StoreError> {
+        let counters = &plan.counters;
+        let mut results: Vec<Option<Evaluated>> = vec![None; counters.len()];
+        self.cached(plan, &mut results);
+        let members =
+            (0..counters.len()).filter(|&c| counters[c].limit.is_some() && results[c].is_none());
+        let checks = groups(counters, self.homes(), members, |c| counters[c].cost, true);
+        self.read(plan, &checks, &mut results).await?;
+        Ok(results)
     }
 
     async fn run_charging(
@@ -263,25 +300,39 @@ impl Runner<'_> {
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
         let home = self.homes().of(&counters[group.lead]);
-        let costs = one_or_each(&group.costs);
+        let always = self.always();
+        let (costs, commit) = if always {
+            (&group.costs[..], Commit::Always)
+        } else {
+            (one_or_each(&group.costs), Commit::AllOrNone)
+        };
         let decision = match self.via {
             Via::Engine {
                 engine,
                 per_second,
                 until,
-                ..
+                mirror,
             } => {
                 let engine = pick(engine, per_second, home);
                 let (asked, stamp) = (Instant::now(), engine.versions());
-                let decision = engine.call(&policy, &key, costs, until).await?;
-                if group.charges() && !decision.is_allowed() {
-                    remember(engine, plan, group, (asked, stamp), &decision);
+                let decision = engine.call(&policy, &key, (costs, commit), until).await?;
+                if always {
+                    // Every call charges: its denials hold for any cost, a check of nothing
+                    // included, until the debt is paid.
+                    remember(engine, plan, group, (asked, stamp), &decision, true);
+                    if let Some((store, instances)) = mirror {
+                        let scaled = policy.scaled(instances);
+                        let _ = check_in_memory(store, &scaled, &key, (costs, commit));
+                    }
+                } else if group.charges() && !decision.is_allowed() {
+                    remember(engine, plan, group, (asked, stamp), &decision, false);
                 }
                 decision
             }
             Via::Local(store, instances) => {
                 let policy = policy.scaled(instances);
-                check_in_memory(store, &policy, &key, costs)?.with_source(DecisionSource::Local)
+                check_in_memory(store, &policy, &key, (costs, commit))?
+                    .with_source(DecisionSource::Local)
             }
         };
         Ok((decision, policy, key))
@@ -314,7 +365,14 @@ impl Runner<'_> {
             let Some(engine) = self.engine(homes.of(counter)) else {
                 return;
             };
-            let cost = counter.cost.max(1);
+            // Where every cost lands a denial holds for any cost; else for the units the
+            // counter would charge, at least one.
+            let always = self.always();
+            let cost = if always {
+                counter.cost
+            } else {
+                counter.cost.max(1)
+            };
             if let Some(denial) = engine.cached_denial(RULE, &counter.own, cost)
                 && let Some(state) = denial.limits().first()
             {
@@ -322,6 +380,8 @@ impl Runner<'_> {
                     state: state.clone(),
                     asked: cost,
                     cached: true,
+                    always,
+                    at_us: 0,
                 });
             }
         }
@@ -336,7 +396,8 @@ impl Runner<'_> {
         } = self.via
         {
             let policy = charge.policy.scaled(instances);
-            let _ = check_in_memory(store, &policy, &charge.key, one_or_each(&charge.costs));
+            let costs = (one_or_each(&charge.costs), Commit::AllOrNone);
+            let _ = check_in_memory(store, &policy, &charge.key, costs);
         }
     }
 
@@ -386,16 +447,17 @@ fn one_or_each(costs: &[u64]) -> &[u64] {
     }
 }
 
-/// `costs` (one for every limit, or one each) of `policy` for `key`, checked in `store`.
+/// `costs` (one for every limit, or one each; one each under [`Commit::Always`]) of `policy`
+/// for `key`, checked in `store`.
 fn check_in_memory(
     store: &MemoryStore,
     policy: &Policy,
     key: &Key,
-    costs: &[u64],
+    (costs, commit): (&[u64], Commit),
 ) -> Result<Decision, StoreError> {
-    match costs {
-        [cost] => Ok(store.check_now(policy, key, *cost)),
-        each => store.check_costs_now(policy, key, each, Commit::AllOrNone),
+    match (costs, commit) {
+        ([cost], Commit::AllOrNone) => Ok(store.check_now(policy, key, *cost)),
+        (each, commit) => store.check_costs_now(policy, key, each, commit),
     }
 }
 
@@ -451,17 +513,22 @@ fn given_back(evaluated: &Evaluated) -> Evaluated {
         state: LimitState::allowed(limit, remaining, reset),
         asked: 0,
         cached: false,
+        always: false,
+        at_us: 0,
     }
 }
 
 /// Caches each counter `decision` denied, on its own: a counter denied its cost stays denied
 /// it until its retry time, whatever other counters (of whatever costs) shared the check.
+/// `always`: every cost landed, and a denial's retry is when the counter's debt is paid, so
+/// it holds for any cost (it is cached for a cost of 0).
 fn remember(
     engine: &Engine,
     plan: &Plan,
     group: &Group,
     asked: (Instant, crate::engine::deny_cache::Stamp),
     decision: &Decision,
+    always: bool,
 ) {
     let now_us = decision
         .evaluated_at()
@@ -473,9 +540,10 @@ fn remember(
         .zip(&group.costs)
         .zip(decision.limits())
     {
-        if state.is_allowed() || cost == 0 {
+        if state.is_allowed() || (cost == 0 && !always) {
             continue;
         }
+        let cost = if always { 0 } else { cost };
         // Under the decision's source: the deny cache keeps only the store's exact denials
         // (not a local-first store's probabilistic ones).
         let alone = Decision::from_states(

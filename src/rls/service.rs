@@ -23,11 +23,12 @@ use super::respond::{Global, respond, unknown_domain};
 use super::run::Runner;
 use super::run::Via;
 use super::runtime::{Runtime, domain_key, read_first};
+use super::settle::{self, SettleKey};
 use super::stats;
 use crate::engine::{self, Engine};
 use crate::error::StoreError;
 use crate::layer::HeaderStyle;
-use crate::store::Store;
+use crate::store::{Commit, Store};
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
 /// [`Store`]: mount [`into_server`](Self::into_server) in a tonic server, beside your own
@@ -78,6 +79,10 @@ pub(super) struct Inner {
     pub(super) limit_headers: Option<LimitHeaders>,
     /// The hash tag of domains without their own.
     pub(super) hash_tag: HashTag,
+    /// How hits are counted: every one landing, or all or none.
+    pub(super) commit: Commit,
+    /// Signs and checks the receipts of reservations.
+    pub(super) settle_key: SettleKey,
 }
 
 /// One configuration and the engine that decides by it: a reload makes both anew (a cached
@@ -268,9 +273,11 @@ impl RateLimitService {
     /// ```
     pub async fn should_rate_limit(
         &self,
-        request: RateLimitRequest,
+        mut request: RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
         let inner = &*self.inner;
+        // The reserve and settle entries come off before the descriptors are matched.
+        let marks = settle::take(&mut request, &inner.settle_key);
         let generation = inner.generation.load_full();
         let config = &generation.config;
         let until = tokio::time::Instant::now() + inner.shared.deadline;
@@ -332,15 +339,27 @@ impl RateLimitService {
                 _ => None,
             },
         };
+        // A settlement is a cost incurred: it lands whatever the service's mode.
+        let commit = if marks.settles() {
+            Commit::Always
+        } else {
+            inner.commit
+        };
+        let runner = Runner { via, commit };
         let ran = match first {
-            Ok(_) => (Runner { via }).run(&plan).await,
+            Ok(_) => runner.run(&plan).await,
             Err(error) => Err(error),
         };
-        let results = match ran {
-            Ok(results) => results,
+        let (results, receipt) = match ran {
+            Ok(results) => {
+                runner.give_back(&marks, &plan);
+                let receipt = settle::receipt(&marks, &request, &plan, &results, &inner.settle_key);
+                (results, receipt)
+            }
             Err(error) => {
                 stats::error("redis_error");
-                failed(inner, &request.domain, &plan, mode, &error).await?
+                let results = failed(inner, &request.domain, &plan, mode, &error).await?;
+                (results, None)
             }
         };
         // Shadow mode set for the domain through the admin API wins over the service's.
@@ -372,6 +391,17 @@ impl RateLimitService {
                 Some(&plan),
                 &response.statuses,
             ));
+        }
+        if let Some(receipt) = receipt {
+            let metadata = response
+                .dynamic_metadata
+                .get_or_insert_with(Default::default);
+            metadata.fields.insert(
+                settle::RECEIPT_FIELD.to_owned(),
+                prost_types::Value {
+                    kind: Some(prost_types::value::Kind::StringValue(receipt)),
+                },
+            );
         }
         Ok(response)
     }

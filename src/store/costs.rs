@@ -12,10 +12,10 @@ use crate::policy::Policy;
 
 /// How a check with a cost per limit commits its costs.
 ///
-/// Only all-or-none today. The enum is `#[non_exhaustive]` so that a mode in which every
-/// charge lands (each limit's cost counted whatever the others say, even past its limit, as
-/// envoyproxy/ratelimit counts by default) can be added as a variant: a store that meets a
-/// mode it does not know answers [`StoreError::Unsupported`].
+/// The admission ([`AllOrNone`](Commit::AllOrNone), the default) or the charge of every cost
+/// ([`Always`](Commit::Always), as envoyproxy/ratelimit counts by default). The enum is
+/// `#[non_exhaustive]`: a store that meets a mode it does not know answers
+/// [`StoreError::Unsupported`].
 ///
 /// ```
 /// use redlimit::store::Commit;
@@ -29,6 +29,48 @@ pub enum Commit {
     /// contract, per limit).
     #[default]
     AllOrNone,
+    /// Every limit is charged its own cost, whatever the others say and past its own limit
+    /// (debt, up to the cap of [`Store::charge`](super::Store::charge): twice the limit), as
+    /// envoyproxy/ratelimit's `INCRBY` counts every hit by default. Each limit answers on its
+    /// own, as the Go service answers each descriptor (`OVER_LIMIT` when its count after the
+    /// hits is past the limit):
+    ///
+    /// - **allowed** when its cost fitted, that is when an admission of that cost alone would
+    ///   have admitted it (its state after the charge within the limit; a cost of 0 on a state
+    ///   within the limit, even with nothing left): the state after the charge, as a check
+    ///   reports it (remaining after, reset);
+    /// - **refused** otherwise (the cost did not fit, or the state was in debt already): the
+    ///   cost lands anyway, and the limit reports 0 remaining, with
+    ///   [`retry_after`](crate::LimitState::retry_after) when its debt is paid (when its state
+    ///   is back within the limit: a cost of 0 would pass) and its reset.
+    ///
+    /// The decision is allowed when every limit is. Not for a concurrency limit (its slots are
+    /// leases, not costs: [`StoreError::Unsupported`]); a penalty box plays no part (nothing is
+    /// boxed, a box is not read), as in a charge.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlimit::store::{Commit, LimitCosts, MemoryStore, Store};
+    /// use redlimit::{Key, Limit, Policy};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let hour = Duration::from_secs(3_600);
+    /// let policy = Policy::new("p", [Limit::fixed_window(1_000, hour)?, Limit::fixed_window(10, hour)?])?;
+    /// let key = Key::new("k");
+    /// let store = MemoryStore::new();
+    /// let costs = store.limit_costs().expect("the memory store checks costs per limit");
+    /// // 1 200 tokens do not fit: charged anyway (200 owed), refused; the request fits.
+    /// let decision = costs.check_costs(&policy, &key, &[1_200, 1], Commit::Always).await?;
+    /// assert!(!decision.limits()[0].is_allowed());
+    /// assert_eq!(decision.limits()[0].remaining(), 0);
+    /// assert!(decision.limits()[1].is_allowed());
+    /// assert_eq!(decision.limits()[1].remaining(), 9);
+    /// // A check of nothing is refused while the debt lasts.
+    /// let check = costs.check_costs(&policy, &key, &[0, 0], Commit::Always).await?;
+    /// assert!(!check.limits()[0].is_allowed());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    Always,
 }
 
 /// Checks a policy for a key with a cost of its own for each limit, in one atomic step (one
@@ -91,11 +133,22 @@ pub(crate) fn validate(policy: &Policy, costs: &[u64], commit: Commit) -> Result
     }
     match commit {
         Commit::AllOrNone => Ok(()),
+        Commit::Always
+            if limits
+                .iter()
+                .any(|l| l.algorithm() == Algorithm::Concurrency) =>
+        {
+            Err(StoreError::Unsupported(
+                "a concurrency limit charged whatever its state",
+            ))
+        }
+        Commit::Always => Ok(()),
     }
 }
 
 /// The cost a whole check of `costs` is reported and guarded under where one cost is needed
 /// (a lease taken, a script's cost argument): the largest.
+#[cfg(feature = "redis")]
 pub(crate) fn largest(costs: &[u64]) -> u64 {
     costs.iter().copied().max().unwrap_or(0)
 }

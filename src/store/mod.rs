@@ -41,6 +41,7 @@ mod redis;
 mod refund;
 mod reserve;
 mod reset_log;
+mod settlement;
 mod shard;
 #[cfg(all(feature = "redis", test))]
 pub(crate) use self::redis::state_key;
@@ -58,7 +59,9 @@ pub use admin::Admin;
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use costs::{Commit, LimitCosts};
-pub(crate) use costs::{largest as largest_cost, validate as validate_costs};
+#[cfg(feature = "redis")]
+pub(crate) use costs::largest as largest_cost;
+pub(crate) use costs::validate as validate_costs;
 pub use future::StoreFuture;
 pub(crate) use future::unsupported;
 pub use key_state::KeyState;
@@ -68,6 +71,7 @@ pub use overrides::{Override, Overrides};
 pub use refund::{Refund, Refunds};
 pub use reserve::{Reservation, Reservations, Reserved, reservable};
 pub(crate) use reserve::{cost_at, micros};
+pub(crate) use settlement::Settlement;
 pub use shard::DEFAULT_MAX_KEYS;
 
 use std::sync::Arc;

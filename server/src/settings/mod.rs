@@ -4,7 +4,7 @@
 //! Values are read as the Go service reads them: booleans as Go's `strconv.ParseBool`
 //! (`1 t T TRUE true True`, and the same for false), durations as Go's `time.ParseDuration`
 //! (`10s`, `1h30m`, `500ms`), addresses such as `PROMETHEUS_ADDR=:9090`. Secrets
-//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`) come from the environment
+//! (`REDIS_AUTH`, `REDIS_SENTINEL_AUTH`, `REDLIMIT_ADMIN_TOKEN`, `REDLIMIT_SETTLE_KEY`) come from the environment
 //! only, never from flags, so they stay out of the process list.
 
 mod grpc;
@@ -40,8 +40,8 @@ use xds::config_type;
     long_about = "An Envoy rate limit service (RLS v3) on redlimit: a drop-in for envoyproxy/ratelimit.\n\n\
         Every setting is an environment variable of envoyproxy/ratelimit (or a flag of the same \
         name). Variables of that service that have no meaning here are named in a warning at \
-        start. REDIS_AUTH, REDIS_SENTINEL_AUTH and REDLIMIT_ADMIN_TOKEN are read from the \
-        environment only."
+        start. REDIS_AUTH, REDIS_SENTINEL_AUTH, REDLIMIT_ADMIN_TOKEN and REDLIMIT_SETTLE_KEY are \
+        read from the environment only."
 )]
 pub(crate) struct Settings {
     /// Address of the HTTP listener (`/healthcheck`, `/json`).
@@ -183,7 +183,9 @@ pub(crate) struct Settings {
     /// A hit counts as near the limit once this share of the limit is used.
     #[arg(long, env = "NEAR_LIMIT_RATIO", default_value_t = 0.8, value_parser = ratio)]
     pub(crate) near_limit_ratio: f64,
-    /// Accepted for compatibility: a rejected request never charges anything here.
+    /// `false` (the default): every hit lands, past the limit too, as the Go service counts
+    /// (a charge after a response is never lost); `true`: a request is admitted only if
+    /// every counter admits its hits, and a refused one charges nothing.
     #[arg(long, env = "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", default_value = "false", value_parser = go_bool)]
     pub(crate) stop_cache_key_increment_when_overlimit: bool,
     /// Answer OK to every request, still counting and reporting what would be over the limit.
@@ -309,6 +311,16 @@ pub(crate) enum RedisType {
 const DENY_CACHE_ENTRY_BYTES: u64 = 300;
 
 impl Settings {
+    /// How hits are counted, from `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: every one landing
+    /// (`false`, the Go service's default), or all or none (`true`).
+    pub(crate) fn commit(&self) -> redlimit::store::Commit {
+        if self.stop_cache_key_increment_when_overlimit {
+            redlimit::store::Commit::AllOrNone
+        } else {
+            redlimit::store::Commit::Always
+        }
+    }
+
     /// The deny cache's entries for `LOCAL_CACHE_SIZE_IN_BYTES` (0: off; else at least one).
     pub(crate) fn deny_cache_entries(&self) -> usize {
         match self.local_cache_size_in_bytes {

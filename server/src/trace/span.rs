@@ -17,7 +17,7 @@ use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, Rate
 use tonic::{Request, Response};
 
 use super::propagation;
-use crate::gate::Gated;
+use crate::config::InForce;
 
 /// The span's name: the gRPC method's full name, as `otelgrpc` names its server spans.
 pub(crate) const SPAN_NAME: &str = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
@@ -90,16 +90,16 @@ impl CallSpan {
     }
 }
 
-/// The rate limit service behind the gate, each call in a span when tracing is on.
+/// The rate limit service with the config in force, each call in a span when tracing is on.
 #[derive(Clone)]
 pub(crate) struct Traced {
-    gated: Gated,
+    service: InForce,
     tracer: Option<CallTracer>,
 }
 
 impl Traced {
-    pub(crate) fn new(gated: Gated, tracer: Option<CallTracer>) -> Self {
-        Traced { gated, tracer }
+    pub(crate) fn new(service: InForce, tracer: Option<CallTracer>) -> Self {
+        Traced { service, tracer }
     }
 
     /// The tonic service to mount.
@@ -116,24 +116,24 @@ impl Rls for Traced {
     ) -> Result<Response<RateLimitResponse>, tonic::Status> {
         match &self.tracer {
             None => self
-                .gated
+                .service
                 .should_rate_limit(request.into_inner())
                 .await
                 .map(Response::new),
             // Boxed: the span's state is no part of the call's future when tracing is off.
-            Some(tracer) => Box::pin(traced(&self.gated, tracer, request)).await,
+            Some(tracer) => Box::pin(traced(&self.service, tracer, request)).await,
         }
     }
 }
 
 /// A call in its span.
 async fn traced(
-    gated: &Gated,
+    service: &InForce,
     tracer: &CallTracer,
     request: Request<RateLimitRequest>,
 ) -> Result<Response<RateLimitResponse>, tonic::Status> {
     let span = tracer.start(request.metadata().as_ref(), request.get_ref());
-    let result = gated.should_rate_limit(request.into_inner()).await;
+    let result = service.should_rate_limit(request.into_inner()).await;
     span.finish(&result);
     result.map(Response::new)
 }

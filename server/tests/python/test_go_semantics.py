@@ -1,9 +1,10 @@
 """redlimit-server's answers where envoyproxy/ratelimit's users rely on them, driven by
 xds-protos stubs against a real redis-server (and a Redis Cluster with descriptor hash tags):
 `share_threshold` counts every value its wildcard matches on one counter (the Go service's
-integration test `share-threshold-test`, and nested shapes of its `test/config`); a request
-refused for any reason charges none of its descriptors, whatever their hits, and no concurrent
-call sees it charged; a refused descriptor has `limit_remaining` 0; a counter nothing has
+integration test `share-threshold-test`, and nested shapes of its `test/config`); with
+`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true` (all or none), a request refused for any reason
+charges none of its descriptors, whatever their hits, and no concurrent call sees it charged
+(the default, every hit landing, is `test_token_budgets.py`'s); a refused descriptor has `limit_remaining` 0; a counter nothing has
 charged yet answers `duration_until_reset` to the end of its window."""
 
 import time
@@ -55,7 +56,8 @@ DOMAIN = "share-threshold-test"
 def setUpModule():
     global REDIS, SERVER
     REDIS = Redis()
-    SERVER = Server({"config.yaml": CONFIG}, redis=REDIS, env={"REDLIMIT_STORE_DEADLINE": "10s"})
+    SERVER = Server({"config.yaml": CONFIG}, redis=REDIS, env={
+        "REDLIMIT_STORE_DEADLINE": "10s", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"})
     wait_for("the server to be healthy", SERVER.healthy)
 
 

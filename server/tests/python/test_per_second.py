@@ -68,7 +68,7 @@ class PerSecondRedis(unittest.TestCase):
         self.addCleanup(self.main.stop)
         self.per_second = PasswordRedis()
         self.addCleanup(self.per_second.stop)
-        self.srv = Server({"persec.yaml": CONFIG}, redis=self.main, env={
+        self.env = {
             "BACKEND_TYPE": "redis",
             "REDIS_PERSECOND": "true",
             "REDIS_PERSECOND_TYPE": "single",
@@ -80,12 +80,16 @@ class PerSecondRedis(unittest.TestCase):
             "REDLIMIT_STORE_DEADLINE": "5s",
             # Health follows both Redis servers for good (by default, only until they answer).
             "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true",
-        })
+        }
+        self.srv = Server({"persec.yaml": CONFIG}, redis=self.main, env=self.env)
         self.addCleanup(self.srv.stop)
 
     def left(self, entry):
+        return self.left_in(self.srv, entry)
+
+    def left_in(self, server, entry):
         read = descriptor([entry], hits_addend=0)
-        return self.srv.call("persec", read).statuses[0].limit_remaining
+        return server.call("persec", read).statuses[0].limit_remaining
 
     def test_second_limits_count_in_the_per_second_redis(self):
         wait_for("healthy", self.srv.healthy)
@@ -111,13 +115,25 @@ class PerSecondRedis(unittest.TestCase):
         self.assertNotIn("REDIS_PERSECOND_URL is set but", stderr)
         self.assertIn("REDIS_PERSECOND_POOL_SIZE is set but has no effect", stderr)
 
-    def test_a_refusal_by_the_per_second_limit_charges_nothing_in_the_main_redis(self):
+    def test_every_hit_lands_in_both_redis(self):
         wait_for("healthy", self.srv.healthy)
-        self.assertEqual(self.srv.call("persec", [("fast", "2")]).overall_code, OK)
-        refused = self.srv.call("persec", [("slow", "2")], [("fast", "2")])
+        self.assertEqual(self.srv.call("persec", [("fast", "4")]).overall_code, OK)
+        refused = self.srv.call("persec", [("slow", "4")], [("fast", "4")])
+        self.assertEqual(refused.overall_code, OVER_LIMIT)
+        # The Go service's default: the main Redis's counter is charged all the same, at once.
+        self.assertEqual(self.left(("slow", "4")), 4)
+
+    def test_a_refusal_by_the_per_second_limit_charges_nothing_in_the_main_redis(self):
+        # STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: all or none, across the two Redis.
+        self.strict = Server({"persec.yaml": CONFIG}, redis=self.main, env={
+            **self.env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"})
+        self.addCleanup(self.strict.stop)
+        wait_for("healthy", self.strict.healthy)
+        self.assertEqual(self.strict.call("persec", [("fast", "2")]).overall_code, OK)
+        refused = self.strict.call("persec", [("slow", "2")], [("fast", "2")])
         self.assertEqual(refused.overall_code, OVER_LIMIT)
         self.assertEqual(refused.statuses[1].code, OVER_LIMIT)
-        wait_for("the slow charge given back", lambda: self.left(("slow", "2")) == 5)
+        wait_for("the slow charge given back", lambda: self.left_in(self.strict, ("slow", "2")) == 5)
 
     def test_the_per_second_redis_down_fails_health_and_its_requests(self):
         wait_for("healthy", self.srv.healthy)

@@ -99,24 +99,29 @@ class Protocol(unittest.TestCase):
         other = SERVER.call("basic", [("one_per_day", "order-other-value")])
         self.assertEqual(other.overall_code, OK)
 
-    def test_a_rejected_request_charges_none_of_its_descriptors(self):
+    def test_a_rejected_request_charges_every_descriptor(self):
+        # The Go service's default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): every
+        # descriptor is charged, the rejected request's too.
         SERVER.call("basic", [("one_per_day", "atomic")])
         r = SERVER.call("basic", [("three_per_hour", "atomic")], [("one_per_day", "atomic")])
         self.assertEqual(r.overall_code, OVER_LIMIT)
-        self.assertEqual([s.code for s in r.statuses], [OK, OVER_LIMIT])
-        # The hourly limit was not charged by the rejected request: three still pass.
-        for expected in [2, 1, 0]:
+        self.assertEqual([(s.code, s.limit_remaining) for s in r.statuses],
+                         [(OK, 2), (OVER_LIMIT, 0)])
+        for expected in [1, 0]:
             r = SERVER.call("basic", [("three_per_hour", "atomic")])
             self.assertEqual(r.overall_code, OK)
             self.assertEqual(r.statuses[0].limit_remaining, expected)
+        self.assertEqual(SERVER.call("basic", [("three_per_hour", "atomic")]).overall_code,
+                         OVER_LIMIT)
 
     def test_token_quota_with_hits_addend(self):
         r = SERVER.call("basic", [("tokens", "quota")], hits_addend=60)
         self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 40))
+        # The 50 do not fit: counted all the same (110 of 100), as the Go service counts.
         r = SERVER.call("basic", [("tokens", "quota")], hits_addend=50)
         self.assertEqual(r.overall_code, OVER_LIMIT)
-        r = SERVER.call("basic", descriptor([("tokens", "quota")], hits_addend=40))
-        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 0))
+        r = SERVER.call("basic", descriptor([("tokens", "quota")], hits_addend=0))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OVER_LIMIT, 0))
 
     def test_per_descriptor_hits_addend_zero_checks_without_charging(self):
         for _ in range(3):
@@ -125,6 +130,11 @@ class Protocol(unittest.TestCase):
             self.assertEqual(r.statuses[0].limit_remaining, 3)
         for _ in range(3):
             SERVER.call("basic", [("three_per_hour", "peek")])
+        # At the limit exactly: OK with nothing left, as the Go service answers (3 is not
+        # past 3); one hit more is over, and so is a check after it.
+        r = SERVER.call("basic", descriptor([("three_per_hour", "peek")], hits_addend=0))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 0))
+        SERVER.call("basic", [("three_per_hour", "peek")])
         r = SERVER.call("basic", descriptor([("three_per_hour", "peek")], hits_addend=0))
         self.assertEqual(r.overall_code, OVER_LIMIT)
 
@@ -247,9 +257,9 @@ class Hostile(unittest.TestCase):
             self.assertEqual(r.overall_code, OVER_LIMIT)
         except grpc.RpcError as e:
             self.assertEqual(e.code(), grpc.StatusCode.INVALID_ARGUMENT)
-        # Nothing was charged by either.
-        r = SERVER.call("basic", [("tokens", "huge-request")])
-        self.assertEqual(r.statuses[0].limit_remaining, 99)
+        # Charged, past the limit (up to twice it, the debt's cap): the next call is over.
+        r = SERVER.call("basic", descriptor([("tokens", "huge-request")], hits_addend=0))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OVER_LIMIT, 0))
 
     def test_garbage_frames_do_not_hurt_the_server(self):
         host, port = SERVER.addresses["grpc"].rsplit(":", 1)

@@ -9,6 +9,8 @@ mod missing;
 mod respond;
 mod settle;
 #[cfg(test)]
+mod settles;
+#[cfg(test)]
 mod testing;
 
 use std::sync::Arc;
@@ -27,7 +29,7 @@ use crate::key::{Key, KeyExtractor};
 use crate::layer::config::Config;
 use crate::layer::headers::RateHeaders;
 use crate::layer::meters::Meters;
-use crate::layer::refund::PendingRefund;
+use crate::layer::reconcile::After;
 use crate::layer::settings::Shadow;
 use crate::store::CheckFuture;
 
@@ -41,6 +43,8 @@ pub(crate) struct Decider {
     /// The logs of requests without a key, throttled apart from the store's: a dead store
     /// must not hide a misconfigured server.
     keyless_log: Throttle,
+    /// The logs of settlements that failed, throttled apart from the store's decisions'.
+    settle_log: Arc<Throttle>,
 }
 
 /// A store call under way. Whether its request is a gRPC call is read from the request's
@@ -69,13 +73,14 @@ pub(crate) enum Start {
 /// What to do with the request.
 pub(crate) enum Verdict {
     /// Call the inner service, with the decision in the request's extensions and these
-    /// headers for its response; the refund to send if the response asks for it, and the
-    /// request's concurrency lease (if any), held until its response body ends or is dropped
-    /// (boxed: only requests that refund or hold a lease pay for their size).
+    /// headers for its response; what to do once the response comes (the refund to send if
+    /// it asks for it, the settle of an estimate to its real cost), and the request's
+    /// concurrency lease (if any), held until its response body ends or is dropped (boxed:
+    /// only requests that refund, settle or hold a lease pay for their size).
     Proceed(
         Decision,
         RateHeaders,
-        Option<Box<PendingRefund>>,
+        Option<Box<After>>,
         Option<Box<HeldLease>>,
     ),
     /// Answer with this response.
@@ -107,6 +112,7 @@ impl Decider {
             meters,
             shadow,
             keyless_log: Throttle::default(),
+            settle_log: Arc::default(),
         }
     }
 

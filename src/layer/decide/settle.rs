@@ -15,6 +15,7 @@ use crate::key::Key;
 use crate::layer::grpc::Framing;
 use crate::layer::headers::RateHeaders;
 use crate::layer::meters::Undecided;
+use crate::layer::reconcile::{Admission, After, PendingSettle};
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::lease::Lease;
@@ -46,41 +47,65 @@ impl Decider {
 
     /// The verdict on the engine's outcome for the request with `headers`.
     pub(super) fn finish(&self, settled: Settled, ticket: &Ticket, headers: &HeaderMap) -> Verdict {
-        match settled {
-            Settled::Store(decision, latency) => {
-                let refund = match &self.config.refund {
-                    Some(_) => self.refund_of(&decision, ticket),
-                    None => None,
-                };
-                let mut verdict =
-                    self.decided(ticket.rule, &ticket.key, decision, headers, latency);
-                if let Verdict::Proceed(_, _, slot, _) = &mut verdict {
-                    *slot = refund;
-                }
-                verdict
+        let (decision, latency) = match settled {
+            Settled::Store(decision, latency) => (decision, Some(latency)),
+            Settled::Decided(decision) => (decision, None),
+            Settled::Unavailable => {
+                return Verdict::Respond(self.unavailable(Framing::of(headers)));
             }
-            Settled::Decided(decision) => {
-                self.decided(ticket.rule, &ticket.key, decision, headers, None)
-            }
-            Settled::Unavailable => Verdict::Respond(self.unavailable(Framing::of(headers))),
+        };
+        let config = &*self.config;
+        // Only the store's decisions are refunded; the local fallback's settle too.
+        let after = if (config.refund.is_some() && latency.is_some()) || config.reconcile.is_some()
+        {
+            self.after(&decision, ticket)
+        } else {
+            None
+        };
+        let latency = latency.flatten();
+        let mut verdict = self.decided(ticket.rule, &ticket.key, decision, headers, latency);
+        if let Verdict::Proceed(_, _, slot, _) = &mut verdict {
+            *slot = after;
         }
+        verdict
     }
 
-    /// What `decision` would give back after the response, if the layer refunds.
+    /// What `decision` does once its response comes, if the layer refunds or settles: the
+    /// refund of what it consumed, the settle of its estimate.
     #[inline(never)]
-    fn refund_of(&self, decision: &Decision, ticket: &Ticket) -> Option<Box<PendingRefund>> {
+    fn after(&self, decision: &Decision, ticket: &Ticket) -> Option<Box<After>> {
         let config = &*self.config;
         let policy = self.engine.policy(ticket.rule)?;
-        PendingRefund::of(
+        let patience = self.engine.lost_after();
+        let refund = PendingRefund::of(
             config.refund.as_ref(),
             &config.store,
             policy,
             &ticket.key,
             decision,
             ticket.cost,
-            self.engine.lost_after(),
-        )
-        .map(Box::new)
+            patience,
+        );
+        let settle = config.reconcile.as_ref().and_then(|read| {
+            let admission = Admission {
+                rule: ticket.rule,
+                decision,
+                policy,
+                key: &ticket.key,
+                estimate: ticket.cost,
+            };
+            PendingSettle::of(
+                admission,
+                self.engine.denials(),
+                &config.store,
+                self.engine.local(ticket.rule),
+                self.engine.mirror_target(ticket.rule),
+                read,
+                patience,
+                &self.settle_log,
+            )
+        });
+        (refund.is_some() || settle.is_some()).then(|| Box::new(After { refund, settle }))
     }
 
     /// Every decision ends here: counted, traced, then enforced (or, in shadow mode, only

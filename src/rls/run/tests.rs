@@ -2,6 +2,7 @@ use super::super::RateLimitService;
 use super::super::config::RlsConfig;
 use super::super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use super::super::testing::{Flaky, request};
+use crate::store::Commit;
 
 const CONFIG: &str = "
 domain: d
@@ -11,10 +12,15 @@ descriptors:
 ";
 
 fn service(store: Flaky, deny_cache: usize) -> RateLimitService {
+    service_committing(store, deny_cache, Commit::AllOrNone)
+}
+
+fn service_committing(store: Flaky, deny_cache: usize, commit: Commit) -> RateLimitService {
     let config = RlsConfig::parse([("d.yaml", CONFIG)], false).unwrap();
     RateLimitService::builder(store)
         .config(config)
         .deny_cache(deny_cache)
+        .commit(commit)
         .build()
 }
 
@@ -72,4 +78,43 @@ async fn without_the_deny_cache_every_request_asks_the_store() {
     let calls = store.calls();
     service.should_rate_limit(ip).await.unwrap();
     assert!(store.calls() > calls);
+}
+
+/// Where every hit lands, a counter known over is answered from the deny cache and not
+/// charged (as the Go service's local cache skips the `INCRBY` of a key it holds over the
+/// limit), a check of nothing too; the request's other counters are still charged.
+#[tokio::test]
+async fn where_every_hit_lands_a_known_denial_is_not_charged_and_the_rest_is() {
+    let store = Flaky::default();
+    let service = service_committing(store.clone(), 100, Commit::Always);
+    let ip = request("d", &[&[("ip", "1")]]);
+    assert_eq!(
+        service
+            .should_rate_limit(ip.clone())
+            .await
+            .unwrap()
+            .overall_code(),
+        Code::Ok
+    );
+    // Over: charged all the same (2 of 1), and remembered.
+    let denied = service.should_rate_limit(ip.clone()).await.unwrap();
+    assert_eq!(denied.overall_code(), Code::OverLimit);
+    let calls = store.calls();
+    let mut read = ip.clone();
+    read.descriptors[0].hits_addend = Some(0);
+    for request in [ip.clone(), read] {
+        let cached = service.should_rate_limit(request).await.unwrap();
+        assert_eq!(store.calls(), calls, "the store was asked");
+        assert_eq!(cached.statuses[0].code(), Code::OverLimit);
+        assert_eq!(cached.statuses[0].limit_remaining, 0);
+    }
+    let both = request("d", &[&[("ip", "1")], &[("path", "/")]]);
+    for left in [4, 3] {
+        let answer = service.should_rate_limit(both.clone()).await.unwrap();
+        assert_eq!(answer.overall_code(), Code::OverLimit);
+        assert_eq!(answer.statuses[0].code(), Code::OverLimit);
+        assert_eq!(answer.statuses[1].code(), Code::Ok);
+        assert_eq!(answer.statuses[1].limit_remaining, left, "charged");
+    }
+    assert_eq!(store.calls(), calls + 2);
 }

@@ -221,14 +221,18 @@ fn merge_limit(
                 }
                 // Drained: its TAT floors a merge of units counted before it.
                 Some(State::Gcra(Some(s))) => s.tat,
-                Some(State::TokenBucket(Some(s))) => s.last.min(now) + s.used.min(n) * t,
+                // A bucket in debt holds up to twice its tokens missing (`debt_cap`).
+                Some(State::TokenBucket(Some(s))) => {
+                    s.last.min(now) + s.used.min(crate::algorithm::debt_cap(n)) * t
+                }
                 _ => 0,
             };
             let mut write = None;
             if delta > 0 {
                 let burst = n * t;
                 let cap = match limit.algorithm() {
-                    crate::Algorithm::TokenBucket => now + burst,
+                    // Two buckets' worth: one full, one owed (a charge's debt survives).
+                    crate::Algorithm::TokenBucket => now + 2 * burst,
                     _ => now + view::max_backlog(n, t),
                 };
                 tat = (tat.max(since) + delta * t).min(cap);
@@ -377,6 +381,24 @@ mod tests {
         assert_eq!(r.limits[0].0, 1_300_000);
         let r = merge(&mut redis, &item("a.0", 4, 3, g), 2_000_000);
         assert_eq!(r.limits[0].0, 2_100_000, "drained, then one unit");
+    }
+
+    /// A token bucket in debt (a charge past it: up to twice its tokens missing) keeps its
+    /// debt through a sync, and a sync's units land up to the same cap: two buckets.
+    #[test]
+    fn a_token_buckets_debt_survives_a_sync() {
+        let tb = Limit::token_bucket(10, Duration::from_secs(1)).unwrap();
+        let mut redis = Keyspace::default();
+        let now = 10_000_000;
+        // 15 units counted at once: 5 owed, the bucket full again 1.5 s later.
+        let r = merge(&mut redis, &item("a.0", 15, 0, tb), now);
+        assert_eq!(r.limits[0], (now + 1_500_000, 0, 0));
+        // A later sync of one more unit reads all 15 missing, not one bucket's 10.
+        let r = merge(&mut redis, &item("a.0", 16, 15, tb), now);
+        assert_eq!(r.limits[0], (now + 1_600_000, 0, 0));
+        // Never more than two buckets missing.
+        let r = merge(&mut redis, &item("a.0", 100, 16, tb), now);
+        assert_eq!(r.limits[0], (now + 2_000_000, 0, 0));
     }
 
     /// Exact checks and syncs act on one state: what either counted, the other sees.

@@ -330,7 +330,12 @@ impl Store for LocalFirstStore {
         let effective = overridden.as_ref().unwrap_or(policy);
         let core = &self.shared.core;
         let decided = if key.names_limit_states() {
-            core.check_counters(effective, key, std::slice::from_ref(&cost))
+            core.check_counters(
+                effective,
+                key,
+                std::slice::from_ref(&cost),
+                Commit::AllOrNone,
+            )
         } else {
             core.check(effective, key, cost)
         };
@@ -406,7 +411,11 @@ impl LimitCosts for LocalFirstStore {
             .take_resets(redis.resets_version(), |since| redis.resets_after(since));
         let overridden = redis.effective_policy(policy, key);
         let effective = overridden.as_ref().unwrap_or(policy);
-        match self.shared.core.check_counters(effective, key, costs) {
+        match self
+            .shared
+            .core
+            .check_counters(effective, key, costs, commit)
+        {
             Some(decision) => Check::Ready(Ok(decision)),
             None => redis.check_costs(policy, key, costs, commit),
         }

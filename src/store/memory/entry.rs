@@ -149,6 +149,70 @@ impl Entry {
         self.peek(policy, 1, now)
     }
 
+    /// Charges each limit its own cost among `costs` (one per limit, or one for all:
+    /// `store::cost_at`) whatever the others say ([`Commit::Always`](crate::store::Commit)):
+    /// a limit its cost fits commits it as a check would, one it does not fit is charged past
+    /// its limit (debt, up to the cap; `RateAlgorithm::charge`); the sliding logs' units are
+    /// charged once (`Log::charge`: the same as a commit when they fit). Each limit's state is
+    /// pushed onto `states`: a fitting one as a check reports it, the others refused with
+    /// nothing left and the state after the charge for a cost of 0 (its retry: when the debt
+    /// is paid). The twin of `script/always.rs`.
+    pub(super) fn always(
+        &mut self,
+        policy: &Policy,
+        costs: &[u64],
+        now: u64,
+        states: &mut LimitStates,
+    ) {
+        let max_log = policy.max_log_period_us();
+        let mut steps = Steps::new();
+        self.evaluate(max_log, costs, now, &mut steps);
+        let mut log_cost = None;
+        for (i, ((limit, state), step)) in self
+            .limits
+            .iter()
+            .zip(self.states.iter_mut())
+            .zip(&steps)
+            .enumerate()
+        {
+            let cost = crate::store::cost_at(costs, i);
+            if limit.algorithm() == Algorithm::SlidingLog {
+                log_cost.get_or_insert(cost);
+                continue;
+            }
+            let (next, ttl) = if step.eval.allowed {
+                (step.next, step.ttl)
+            } else {
+                state.charge(limit.count(), limit.period_us(), cost, now)
+            };
+            *state = next;
+            self.expires_at = self.expires_at.max(now.saturating_add(ttl));
+        }
+        if let Some(cost) = log_cost {
+            let logs = self
+                .limits
+                .iter()
+                .filter(|l| l.algorithm() == Algorithm::SlidingLog)
+                .map(|l| (l.count(), l.period_us()));
+            let per_key = self.per_key.get_or_insert_with(Box::default);
+            per_key.log.charge(logs, cost, now);
+            self.expires_at = self.expires_at.max(now.saturating_add(max_log));
+        }
+        let after = if steps.iter().all(|s| s.eval.allowed) {
+            LimitStates::new()
+        } else {
+            self.peek(policy, 0, now)
+        };
+        for (i, (limit, step)) in self.limits.iter().zip(&steps).enumerate() {
+            if step.eval.allowed {
+                let (remaining, reset) = step.eval.reported(true);
+                states.push(LimitState::from_raw(*limit, true, remaining, reset, 0));
+            } else {
+                states.push(in_debt(*limit, after.get(i)));
+            }
+        }
+    }
+
     /// Gives back `cost` units admitted at `at` to every limit (a refund; see
     /// `RateAlgorithm::refund`). Answers whether any limit got something back.
     pub(super) fn refund(&mut self, policy: &Policy, cost: u64, at: u64, now: u64) -> bool {
@@ -326,6 +390,21 @@ pub(super) fn with_entry<T>(
             f(entry)
         },
     )
+}
+
+/// A limit refused in a charge that landed anyway (`Commit::Always`): nothing left, reset and
+/// retry as `after` (its state after the charge, for a cost of 0) says; a retry of at least
+/// 1 µs, as the debt was just charged.
+pub(super) fn in_debt(limit: Limit, after: Option<&LimitState>) -> LimitState {
+    let reset = after.map_or(0, |a| micros(a.reset_after()));
+    let retry = after
+        .and_then(LimitState::retry_after)
+        .map_or(1, |r| micros(r).max(1));
+    LimitState::from_raw(limit, false, 0, reset, retry as i64)
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The fresh states of `limits`.

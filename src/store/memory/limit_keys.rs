@@ -47,6 +47,8 @@ enum Step {
     Peek,
     /// Charge, whatever the state (`Entry::charge`).
     Charge,
+    /// Charge each limit its own cost, committing those that fit (`Entry::always`).
+    Always,
     /// Commit, holding this lease in the part of the concurrency limit, if any.
     Commit(Option<u128>),
 }
@@ -182,6 +184,23 @@ impl MemoryStore {
         states
     }
 
+    /// [`check_costs_now`](Self::check_costs_now) under `Commit::Always` of a key with limit
+    /// keys: each level charged its own cost, committed where it fits (no penalty box).
+    pub(super) fn always_parts(
+        &self,
+        policy: &Policy,
+        key: &Key,
+        costs: &[u64],
+        now: u64,
+    ) -> LimitStates {
+        let parts = self.parts(policy, key);
+        let mut shards = self.inner.entries.lock(parts.iter().map(|p| p.at.hash));
+        let (states, evicted) = self.each(&parts, &mut shards, Step::Always, costs, now);
+        drop(shards);
+        self.count_evictions(evicted);
+        states
+    }
+
     /// [`inspect_now`](Self::inspect_now) of a key with limit keys.
     pub(super) fn peek_parts(&self, policy: &Policy, key: &Key, now: u64) -> LimitStates {
         let parts = self.parts(policy, key);
@@ -263,6 +282,11 @@ impl MemoryStore {
                 with_entry(shard, part.at, policy, part.key, now, |entry| match step {
                     Step::Peek => entry.peek(policy, cost, now),
                     Step::Charge => entry.charge(policy, cost, now),
+                    Step::Always => {
+                        let mut states = LimitStates::new();
+                        entry.always(policy, &[cost], now, &mut states);
+                        states
+                    }
                     Step::Commit(lease) => {
                         let states = entry.check(policy, cost, now);
                         if let Some(lease) = lease.filter(|_| holds_leases(policy)) {

@@ -142,7 +142,31 @@ impl MemoryStore {
         commit: Commit,
     ) -> Result<Decision, StoreError> {
         super::validate_costs(policy, costs, commit)?;
-        Ok(self.decide(policy, key, costs))
+        match commit {
+            Commit::Always => Ok(self.always(policy, key, costs)),
+            _ => Ok(self.decide(policy, key, costs)),
+        }
+    }
+
+    /// Each limit charged its own cost among `costs` ([`Commit::Always`]).
+    fn always(&self, policy: &Policy, key: &Key, costs: &[u64]) -> Decision {
+        let inner = &*self.inner;
+        let overridden = inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
+        let now = inner.clock.now_us();
+        if key.has_limit_keys() {
+            let states = self.always_parts(policy, key, costs, now);
+            return Decision::from_states(policy.name_arc(), now, states);
+        }
+        let (decision, evicted) = Decision::filled(policy.name_arc(), now, |states| {
+            let (at, mut shard) = self.shard(policy, key);
+            let ((), evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+                entry.always(policy, costs, now, states);
+            });
+            evicted
+        });
+        self.count_evictions(u64::from(evicted));
+        decision
     }
 
     /// The decision on `costs` (one per limit, or one for all: `store::cost_at`).

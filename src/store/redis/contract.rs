@@ -49,21 +49,41 @@ impl Store for RedisStore {
         "redis"
     }
 
-    /// Loads the policy's script (and its batch twin) in the background, once per store.
+    /// Loads the policy's scripts in the background, once per store: its check and batch,
+    /// its charge, and the variants with a cost per limit (check, batch, and the always one
+    /// that the RLS runs on every call by default), so that no first call pays a `NOSCRIPT`
+    /// and a reload (two more round trips).
     fn prepare(&self, policy: &Policy) {
-        let script = script::script_for_policy(policy);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if !self.inner.prepared.insert(script) {
+        let one = script::script_for_policy(policy);
+        let each = script::script_for_check(policy, true);
+        let fresh: Vec<&'static script::LuaScript> = [one, each]
+            .into_iter()
+            .filter(|s| self.inner.prepared.insert(s))
+            .collect();
+        if fresh.is_empty() {
             return;
         }
         let inner = Arc::clone(&self.inner);
         runtime.spawn(async move {
-            if let Err(err) = inner.backend.load(&[&script.script, &script.batch]).await {
-                // The first calls will load it on `NOSCRIPT` instead; a later layer may retry.
+            let mut scripts: Vec<&'static redis::Script> = Vec::new();
+            for s in &fresh {
+                scripts.extend([&s.script, &s.batch]);
+                if std::ptr::eq(*s, one) {
+                    scripts.push(&s.charge);
+                }
+            }
+            if fresh.iter().any(|s| std::ptr::eq(*s, each)) && each.limits_all_chargeable() {
+                scripts.push(each.always());
+            }
+            if let Err(err) = inner.backend.load(&scripts).await {
+                // The first calls will load them on `NOSCRIPT` instead; a later layer may retry.
                 tracing::debug!(%err, "loading a rate-limit script ahead failed");
-                inner.prepared.remove(script);
+                for s in fresh {
+                    inner.prepared.remove(s);
+                }
             }
         });
     }

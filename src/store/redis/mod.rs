@@ -311,6 +311,9 @@ impl RedisStore {
         if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
             return Check::Ready(Err(error));
         }
+        if commit == Commit::Always {
+            return self.always_call(policy, key, costs, now_us);
+        }
         self.invoke(policy, key, Costs::Each(costs.into()), now_us)
     }
 

@@ -1,8 +1,10 @@
 //! Black-box tests of the examples (`examples/server`, `examples/grpc`, `examples/outbound`,
-//! `examples/outbound_grpc`) as separate processes.
+//! `examples/outbound_grpc`, `examples/llm_gateway`) as separate processes.
 
 #[cfg(all(feature = "grpc", feature = "redis"))]
 mod grpc_example;
+#[cfg(all(feature = "axum", feature = "redis"))]
+mod llm_gateway_example;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod outbound_example;
 #[cfg(all(feature = "axum", feature = "redis"))]

@@ -1,6 +1,6 @@
 //! The layer through HTTP and gRPC: headers, keys, routes, shadow mode, tracing, the deny
-//! cache, config files, the health metrics, requests left undecided, and the public API's
-//! compile-time guarantees.
+//! cache, config files, the health metrics, requests left undecided, estimates settled to
+//! the real cost, and the public API's compile-time guarantees.
 
 #[cfg(all(feature = "admin", feature = "redis"))]
 mod admin_api;
@@ -38,6 +38,8 @@ mod keys;
 mod problem_json;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
 mod prometheus_buckets;
+#[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]
+mod reconcile;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod routes;
 #[cfg(all(feature = "axum", feature = "metrics", feature = "redis"))]

@@ -7,10 +7,12 @@
 //! charges (`Store::charge`: costs up to three times a limit, landing past it as debt) rather
 //! than checks: the two stores must charge alike and answer alike after. A third of the
 //! traces give each limit a cost of its own in their checks (`LimitCosts`: the sliding logs
-//! one between them), through the scripts' per-limit costs. A quarter of the traces have
-//! calendar windows (days, weeks, months in Berlin, New York and UTC, some anchored) and
-//! start just before a month's end or a daylight-saving change, with steps of up to days or
-//! months.
+//! one between them), through the scripts' per-limit costs; half of those checks charge every
+//! cost whatever it meets (`Commit::Always`, the RLS's default: each limit committed where it
+//! fits, charged past its limit where not), unless the policy has a concurrency limit. A
+//! quarter of the traces have calendar windows (days, weeks, months in Berlin, New York and
+//! UTC, some anchored) and start just before a month's end or a daylight-saving change, with
+//! steps of up to days or months.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -42,6 +44,8 @@ struct Step {
     burst: usize,
     /// A charge rather than a check.
     charge: bool,
+    /// With [`Trace::each`], a check whose every cost lands (`Commit::Always`).
+    always: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -137,10 +141,11 @@ fn trace() -> impl Strategy<Value = Trace> {
             ),
             prop_oneof![4 => Just(1usize), 1 => 2usize..=5],
             prop_oneof![4 => Just(false), 1 => Just(true)],
+            prop::bool::ANY,
         )
             .prop_map({
                 let limits = limits.clone();
-                move |(advance_us, key, cost, mut costs, burst, charge)| {
+                move |(advance_us, key, cost, mut costs, burst, charge, always)| {
                     let is_log = |i: usize| limits[i].algorithm() == Algorithm::SlidingLog;
                     if let Some(first) = (0..limits.len()).find(|&i| is_log(i)) {
                         for i in (0..limits.len()).filter(|&i| is_log(i)) {
@@ -154,6 +159,10 @@ fn trace() -> impl Strategy<Value = Trace> {
                         costs,
                         burst,
                         charge,
+                        always: always
+                            && !limits
+                                .iter()
+                                .any(|l| l.algorithm() == Algorithm::Concurrency),
                     }
                 }
             });
@@ -194,11 +203,16 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
             let tenant = Key::new(format!("t{}", step.key % 2));
             key = key.with_limit_key(trace.limits.len() - 1, tenant);
         }
+        let commit = if step.always {
+            Commit::Always
+        } else {
+            Commit::AllOrNone
+        };
         let from_redis = join_all((0..step.burst).map(|_| {
             if step.charge {
                 redlimit::__private::charge_at(redis, &policy, &key, step.cost, now)
             } else if trace.each {
-                redlimit::__private::check_costs_at(redis, &policy, &key, &step.costs, now)
+                redlimit::__private::check_costs_at(redis, &policy, &key, &step.costs, commit, now)
             } else {
                 redlimit::__private::check_at(redis, &policy, &key, step.cost, now)
             }
@@ -214,7 +228,7 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
                     Ok(memory.charge_now(&policy, &key, step.cost))
                 } else if trace.each {
                     memory
-                        .check_costs_now(&policy, &key, &step.costs, Commit::AllOrNone)
+                        .check_costs_now(&policy, &key, &step.costs, commit)
                         .map_err(|e| TestCaseError::fail(format!("memory: {e}")))
                 } else {
                     Ok(memory.check_now(&policy, &key, step.cost))

@@ -15,6 +15,7 @@ use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus,
 };
 use redlimit::rls::{RateLimitService, RateLimitServiceBuilder};
+use redlimit::store::Commit;
 use tonic::transport::{Channel, Server};
 
 use super::service::{Client, call, d, stores};
@@ -160,7 +161,7 @@ async fn shares(
 async fn share_threshold_counts_every_matched_value_on_one_counter() {
     let (_server, stores) = stores("rls-share").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let c = &mut client;
         shares(
             c,
@@ -320,7 +321,7 @@ async fn share_threshold_counts_every_matched_value_on_one_counter() {
 async fn a_refused_request_charges_none_of_its_descriptors() {
     let (_server, stores) = stores("rls-none").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let c = &mut client;
         let both =
             |h4: u64, h5: u64| request(vec![(d(&[("key4", "v")]), h4), (d(&[("key5", "v")]), h5)]);
@@ -368,7 +369,12 @@ async fn a_refused_request_charges_none_of_its_descriptors() {
 async fn no_concurrent_call_sees_a_refused_request_charged() {
     let (_server, stores) = stores("rls-race").await;
     for (kind, store) in stores {
-        let client = serve(RateLimitService::builder(store).deny_cache(0)).await;
+        let client = serve(
+            RateLimitService::builder(store)
+                .commit(Commit::AllOrNone)
+                .deny_cache(0),
+        )
+        .await;
         let refuse = request(vec![(d(&[("big", "b")]), 1), (d(&[("small", "s")]), 5)]);
         let read = one(&[("big", "b")], 0);
         let refusers = (0..4).map(|_| {
@@ -406,7 +412,7 @@ async fn no_concurrent_call_sees_a_refused_request_charged() {
 async fn a_refused_descriptor_has_no_units_left() {
     let (_server, stores) = stores("rls-left").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let c = &mut client;
         let first = call(c, one(&[("small", "x")], 2)).await;
         assert_eq!(code_and_left(&first.statuses[0]), (Code::Ok, 1), "{kind}");

@@ -6,6 +6,7 @@
 mod admin;
 mod calendar;
 mod config;
+mod every_hit;
 mod failure_modes;
 mod go_semantics;
 mod local_first;

@@ -9,6 +9,7 @@ use redlimit::rls::config::RlsConfig;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use redlimit::rls::{FailureMode, RateLimitService};
+use redlimit::store::Commit;
 use tonic::Status;
 
 use super::service::d;
@@ -46,6 +47,7 @@ async fn two(name: &str, mode: FailureMode) -> Two {
             .connect()
     };
     let service = RateLimitService::builder(store(&main).await.expect("the main store"))
+        .commit(Commit::AllOrNone)
         .per_second_store(store(&per_second).await.expect("the per-second store"))
         .config(RlsConfig::parse([("split.yaml", CONFIG)], false).expect("config"))
         // Generous for a busy machine.
@@ -263,6 +265,7 @@ async fn the_per_second_store_down_gets_the_failure_mode_and_spares_the_main_one
 
     // Failing with an error instead (Envoy's failure_mode_deny decides).
     let service = RateLimitService::builder(redis_store(&two.main, "persec-down-error").await)
+        .commit(Commit::AllOrNone)
         .per_second_store(
             redlimit::store::RedisStore::builder(two.per_second.url())
                 .connect_lazy()

@@ -15,7 +15,7 @@ use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use redlimit::rls::{RateLimitService, RateLimitServiceBuilder};
-use redlimit::store::{MemoryStore, RedisStore, Store};
+use redlimit::store::{Commit, MemoryStore, RedisStore, Store};
 use tonic::transport::{Channel, Server};
 
 use crate::support::redis_server::RedisServer;
@@ -133,7 +133,7 @@ const DAY: i32 = 4;
 async fn statuses_in_order_and_a_refused_request_charges_nothing() {
     let (_server, stores) = stores("rls-order").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let four = || {
             vec![
                 d(&[("ip", "1")]),
@@ -193,7 +193,7 @@ async fn statuses_in_order_and_a_refused_request_charges_nothing() {
 async fn overrides_hits_and_check_only() {
     let (_server, stores) = stores("rls-hits").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let with_limit = |rpu| RateLimitDescriptor {
             limit: Some(RateLimitOverride {
                 requests_per_unit: rpu,
@@ -357,7 +357,7 @@ async fn exact_under_concurrency() {
 async fn different_hits_are_refunded_when_a_later_check_refuses() {
     let (_server, stores) = stores("rls-refund").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let hits = |entries: &[(&str, &str)], n| RateLimitDescriptor {
             hits_addend: Some(n),
             ..d(entries)

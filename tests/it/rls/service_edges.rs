@@ -8,7 +8,7 @@ use redlimit::rls::RateLimitService;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use redlimit::store::{MemoryStore, RedisStore};
+use redlimit::store::{Commit, MemoryStore, RedisStore};
 
 use super::service::{call, d, req, serve, stores};
 
@@ -63,7 +63,7 @@ async fn headers_as_envoy_and_the_ietf_draft() {
 async fn unknown_empty_and_hostile_requests_get_clear_answers() {
     let (_server, stores) = stores("rls-hostile").await;
     for (kind, store) in stores {
-        let mut client = serve(RateLimitService::builder(store)).await;
+        let mut client = serve(RateLimitService::builder(store).commit(Commit::AllOrNone)).await;
         let mut unknown = req(vec![d(&[("ip", "1")]), d(&[("x", "y")])], 1);
         unknown.domain = "nowhere".into();
         let r = call(&mut client, unknown).await;

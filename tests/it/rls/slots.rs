@@ -1,6 +1,8 @@
 //! The RLS on a Redis Cluster of three masters: under `HashTag::Domain` a request is one call
 //! on its domain's slot; under `HashTag::Descriptor` its descriptors live on slots of their
-//! own, are checked at once, and a refusal on one shard refunds what another charged.
+//! own, are checked at once, and (all or none) a refusal on one shard refunds what another
+//! charged, or (every hit landing, the default) each shard's counters are charged their hits,
+//! nothing refunded.
 
 use std::time::Duration;
 
@@ -9,7 +11,7 @@ use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDes
 use redlimit::rls::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use redlimit::rls::{HashTag, RateLimitService};
-use redlimit::store::RedisStore;
+use redlimit::store::{Commit, RedisStore};
 
 use super::service::d;
 use crate::support::{Proxy, RedisCluster, eventually, unique_prefix};
@@ -25,14 +27,25 @@ descriptors:
 /// How long a condition that holds at once on a quiet machine may take on a busy one.
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// The service over the cluster, `tag` for its domain, with a deadline no busy machine misses.
+/// The all-or-none service over the cluster, `tag` for its domain, with a deadline no busy
+/// machine misses.
 async fn service(cluster: &RedisCluster, prefix: &str, tag: HashTag) -> RateLimitService {
+    service_committing(cluster, prefix, tag, Commit::AllOrNone).await
+}
+
+async fn service_committing(
+    cluster: &RedisCluster,
+    prefix: &str,
+    tag: HashTag,
+    commit: Commit,
+) -> RateLimitService {
     let store = RedisStore::cluster(cluster.urls())
         .prefix(prefix)
         .connect()
         .await
         .expect("connect to the cluster");
     RateLimitService::builder(store)
+        .commit(commit)
         .config(RlsConfig::parse([("spread.yaml", CONFIG)], false).expect("config"))
         .store_deadline(Duration::from_secs(30))
         .hash_tag(tag)
@@ -196,6 +209,36 @@ async fn descriptor_tags_put_one_requests_counters_on_different_shards() {
             .limit_remaining
     };
     assert!(eventually(PATIENCE, async || b_left().await == 4).await);
+}
+
+/// Every hit landing, descriptors on two shards: one call per shard, at once, each charged its
+/// hits whatever the other answers; nothing to refund.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hit_lands_on_each_shard_of_a_request() {
+    let cluster = RedisCluster::start();
+    let ((a, a_master), (b, b_master)) = on_two_shards(&cluster);
+    let prefix = unique_prefix("slots-always");
+    let service = service_committing(&cluster, &prefix, HashTag::Descriptor, Commit::Always).await;
+    let both = || request(vec![d(&[("a", a.as_str())]), d(&[("b", b.as_str())])]);
+    for (code, a_left, b_left) in [
+        (Code::Ok, 0, 4),
+        (Code::OverLimit, 0, 3),
+        (Code::OverLimit, 0, 2),
+    ] {
+        let answer = service.should_rate_limit(both()).await.expect("answered");
+        assert_eq!(answer.overall_code(), code);
+        let left: Vec<u32> = answer.statuses.iter().map(|s| s.limit_remaining).collect();
+        assert_eq!(left, [a_left, b_left]);
+    }
+    // `a` holds its debt on its shard (3 of 1, capped at 2), `b` its three hits on the other.
+    assert_eq!(
+        count_on(&cluster, a_master, &prefix, &descriptor_tag("a", &a)),
+        Some(2)
+    );
+    assert_eq!(
+        count_on(&cluster, b_master, &prefix, &descriptor_tag("b", &b)),
+        Some(3)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

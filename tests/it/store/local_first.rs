@@ -545,6 +545,7 @@ fn the_sync_script_and_its_rust_twin_agree() {
             Limit::gcra(50, Duration::from_secs(1)).unwrap(),
             Limit::fixed_window(100, Duration::from_millis(1500)).unwrap(),
             Limit::sliding_window(80, Duration::from_millis(700)).unwrap(),
+            Limit::token_bucket(60, Duration::from_millis(1200)).unwrap(),
         ],
     )
     .unwrap();

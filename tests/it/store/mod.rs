@@ -14,6 +14,8 @@ mod custom_store;
 #[cfg(feature = "redis")]
 mod debt;
 #[cfg(feature = "redis")]
+mod every_cost;
+#[cfg(feature = "redis")]
 mod hierarchical;
 #[cfg(feature = "redis")]
 mod hostile_cost;

@@ -7,6 +7,7 @@ pub(crate) mod alone;
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod example;
+pub(crate) mod generated_proto;
 #[cfg(feature = "jwt")]
 pub(crate) mod jwt;
 #[cfg(any(feature = "grpc", feature = "tls"))]

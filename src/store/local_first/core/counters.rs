@@ -9,6 +9,9 @@
 //! highest deny probability of them all, and the cost is committed to every counter or to
 //! none. One counter cold (or joining, or evicted meanwhile) sends the whole check to Redis,
 //! as one atomic script call: all-or-none either way, and a refused request charges nothing.
+//! Under [`Commit::Always`] each counter is decided on its own (the one draw held to its own
+//! deny probability) and charged its cost whatever it decides: a refused counter's views take
+//! the units past the limit, and they are counted toward the fleet as admitted ones are.
 
 use std::sync::Arc;
 
@@ -18,10 +21,10 @@ use super::Core;
 use crate::decision::{Decision, DecisionSource, LimitStates};
 use crate::key::Key;
 use crate::policy::{MAX_LIMITS, Policy};
-use crate::store::cost_at;
 use crate::store::local_first::admission::admits;
 use crate::store::local_first::entry::Route;
 use crate::store::shard::Lookup;
+use crate::store::{Commit, cost_at};
 
 /// The keys `key`'s entries are filed under: one per limit key for a key whose limit keys
 /// name their states (each counter on its own), else `key` itself.
@@ -44,12 +47,14 @@ impl Core {
     /// [`Core::check`] of a key whose limit keys name their states, one per limit of
     /// `policy`, each charged its cost among `costs` (one per limit, or one for all:
     /// `store::cost_at`): decided in memory if every counter is local here, all charged or
-    /// none; `None`: decide the whole check exactly.
+    /// none (or each on its own, every cost landing, under [`Commit::Always`]); `None`:
+    /// decide the whole check exactly.
     pub(crate) fn check_counters(
         &self,
         policy: &Policy,
         key: &Key,
         costs: &[u64],
+        commit: Commit,
     ) -> Option<Decision> {
         let limits = policy.limits();
         let owns: SmallVec<[&Key; 4]> = key.limit_keys().map(|(_, own)| own).collect();
@@ -101,7 +106,7 @@ impl Core {
             wake |= join;
         }
         let decided = if local {
-            self.decide_counters(policy, &places, &mut shards, costs, now, isolated)
+            self.decide_counters(policy, &places, &mut shards, (costs, commit), now, isolated)
         } else {
             None
         };
@@ -124,7 +129,7 @@ impl Core {
         policy: &Policy,
         places: &[Lookup<'_>],
         shards: &mut crate::store::shard::Locked<'_, super::Entry, super::Side>,
-        costs: &[u64],
+        (costs, commit): (&[u64], Commit),
         now: u64,
         isolated: bool,
     ) -> Option<(LimitStates, bool)> {
@@ -150,7 +155,16 @@ impl Core {
         {
             let entry = shards.shard(place.hash)?.get_mut(*place)?;
             let cost = cost_at(costs, i);
-            states.extend(entry.settle(evaluation, admitted, worst, cost, now, &ctx));
+            match commit {
+                Commit::Always if !admits(evaluation.worst, ctx.draw) => {
+                    states.extend(entry.charge_refused(evaluation, cost, now, &ctx));
+                }
+                Commit::Always => {
+                    let own = evaluation.worst;
+                    states.extend(entry.settle(evaluation, true, own, cost, now, &ctx));
+                }
+                _ => states.extend(entry.settle(evaluation, admitted, worst, cost, now, &ctx)),
+            }
             let due = self.early(std::slice::from_ref(limit));
             if !entry.early && entry.unsent() >= due {
                 entry.early = true;

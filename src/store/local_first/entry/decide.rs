@@ -155,6 +155,51 @@ impl Entry {
             .collect()
     }
 
+    /// Charges `cost` at `now` whatever `evaluation` said (`Commit::Always`, a request the
+    /// draw did not admit): the views take the units past the limit as the fleet's state
+    /// does ([`View::add`], a GCRA capped as in Redis), counted toward the fleet as an
+    /// admission is. Each limit is reported refused, nothing left, with its retry once the
+    /// units are paid (at least 1 µs).
+    pub(crate) fn charge_refused(
+        &mut self,
+        evaluation: Evaluation,
+        cost: u64,
+        now: u64,
+        ctx: &Context,
+    ) -> LimitStates {
+        let Evaluation { verdicts, .. } = evaluation;
+        let limits = Arc::clone(&self.limits);
+        let alone = ctx.isolated || !self.synced;
+        let views = if alone {
+            self.share.get_or_insert_with(|| fresh_views(&limits))
+        } else {
+            &mut self.views
+        };
+        let mut states = LimitStates::new();
+        for ((limit, view), (_, _, _, count)) in limits.iter().zip(views.iter_mut()).zip(&verdicts)
+        {
+            view.add(*count, limit.period_us(), cost, now);
+            let (after, _) = view.eval(*count, limit.period_us(), 0, now);
+            let retry = if after.retry > 0 { after.retry } else { 1 };
+            states.push(LimitState::from_raw(
+                *limit,
+                false,
+                0,
+                after.reset_before,
+                retry,
+            ));
+        }
+        if cost > 0 {
+            self.counted += cost;
+            if ctx.isolated {
+                self.alone += cost;
+            }
+            self.since_sent.get_or_insert(now);
+            self.since_unacked.get_or_insert(now);
+        }
+        states
+    }
+
     /// Adds the rest of the fleet's units up to `now` (at most up to the horizon the last
     /// sync set: past it the demand is unknown): its offered rate, admitted as this view
     /// admits.

@@ -3,6 +3,7 @@
 //! or none.
 
 use super::*;
+use crate::store::Commit;
 
 /// A tight limit (10 a second) and a wide one, as an RLS check of two descriptors has them.
 fn pair() -> Policy {
@@ -44,14 +45,18 @@ fn a_check_of_hot_counters_is_decided_here_and_charges_all_or_none() {
     let mut fleet = Keyspace::default();
     let policy = pair();
     let key = counters(&["tight", "wide"]);
-    assert!(core.check_counters(&policy, &key, &[0]).is_none(), "cold");
+    assert!(
+        core.check_counters(&policy, &key, &[0], Commit::AllOrNone)
+            .is_none(),
+        "cold"
+    );
     let joined = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(counted(&joined), [("tight".into(), 0), ("wide".into(), 0)]);
     let mut admitted: u64 = 0;
     let mut refused = 0;
     for _ in 0..40 {
         let d = core
-            .check_counters(&policy, &key, &[1])
+            .check_counters(&policy, &key, &[1], Commit::AllOrNone)
             .expect("hot: decided here");
         assert_eq!(d.source(), DecisionSource::LocalFirst);
         assert_eq!(d.limits().len(), 2);
@@ -86,9 +91,15 @@ fn one_cold_counter_sends_the_whole_check_to_redis() {
     let mut fleet = Keyspace::default();
     let policy = pair();
     let hot = counters(&["tight", "wide"]);
-    assert!(core.check_counters(&policy, &hot, &[0]).is_none());
+    assert!(
+        core.check_counters(&policy, &hot, &[0], Commit::AllOrNone)
+            .is_none()
+    );
     sync_core(&core, &mut fleet, clock.now_us_for_tests());
-    assert!(core.check_counters(&policy, &hot, &[1]).is_some());
+    assert!(
+        core.check_counters(&policy, &hot, &[1], Commit::AllOrNone)
+            .is_some()
+    );
     // The same tight counter beside a counter cold here: exact, and nothing charged here.
     let mixed = counters(&["tight", "fresh"]);
     let minute = Policy::new(
@@ -100,7 +111,10 @@ fn one_cold_counter_sends_the_whole_check_to_redis() {
     )
     .unwrap();
     for _ in 0..5 {
-        assert!(core.check_counters(&minute, &mixed, &[1]).is_none());
+        assert!(
+            core.check_counters(&minute, &mixed, &[1], Commit::AllOrNone)
+                .is_none()
+        );
     }
     let synced = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(
@@ -121,20 +135,65 @@ fn a_counter_is_one_entry_whichever_check_and_position_it_comes_in() {
     let alone = counters(&["tight"]);
     let swapped = Policy::new("rls", [policy.limits()[1], policy.limits()[0]]).unwrap();
     let reversed = counters(&["wide", "tight"]);
-    assert!(core.check_counters(&policy, &key, &[0]).is_none());
+    assert!(
+        core.check_counters(&policy, &key, &[0], Commit::AllOrNone)
+            .is_none()
+    );
     sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert!(
-        core.check_counters(&policy, &key, &[1])
+        core.check_counters(&policy, &key, &[1], Commit::AllOrNone)
             .unwrap()
             .is_allowed()
     );
     // The tight counter alone is a plain check of one limit key: the same entry, hot.
     let d = core.check(&tight, &alone, 1).expect("the same entry, hot");
     assert!(d.is_allowed());
-    let d = core.check_counters(&swapped, &reversed, &[1]).expect("hot");
+    let d = core
+        .check_counters(&swapped, &reversed, &[1], Commit::AllOrNone)
+        .expect("hot");
     assert!(d.is_allowed());
     let synced = sync_core(&core, &mut fleet, clock.now_us_for_tests());
     assert_eq!(counted(&synced), [("tight".into(), 3), ("wide".into(), 2)]);
     // A plain key of the same text is another entry (cold).
     assert!(core.check(&tight, &Key::new("tight"), 1).is_none());
+}
+
+#[test]
+fn under_always_every_hot_counter_is_charged_whatever_it_decides() {
+    let clock = ManualClock::new(T0);
+    let core = core(&clock, settings());
+    let mut fleet = Keyspace::default();
+    let policy = pair();
+    let key = counters(&["tight", "wide"]);
+    assert!(
+        core.check_counters(&policy, &key, &[0, 0], Commit::Always)
+            .is_none(),
+        "cold"
+    );
+    sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    let mut refused_tight = 0;
+    for _ in 0..40 {
+        let d = core
+            .check_counters(&policy, &key, &[1, 1], Commit::Always)
+            .expect("hot: decided here");
+        assert!(d.limits()[1].is_allowed(), "the wide limit fits every unit");
+        if !d.limits()[0].is_allowed() {
+            refused_tight += 1;
+            assert_eq!(d.limits()[0].remaining(), 0);
+            assert!(d.limits()[0].retry_after().is_some());
+        }
+    }
+    assert!(refused_tight >= 30, "{refused_tight} refused of 40 on 10/s");
+    // Every unit counted toward the fleet on both counters, refused or not.
+    let synced = sync_core(&core, &mut fleet, clock.now_us_for_tests());
+    assert_eq!(
+        counted(&synced),
+        [("tight".into(), 40), ("wide".into(), 40)]
+    );
+    // The tight counter is in debt: a check of nothing is refused.
+    let read = core
+        .check_counters(&policy, &key, &[0, 0], Commit::Always)
+        .expect("hot");
+    assert!(!read.limits()[0].is_allowed());
+    assert!(read.limits()[1].is_allowed());
 }

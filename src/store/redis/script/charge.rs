@@ -51,43 +51,9 @@ fn charge_tail(signature: Signature) -> String {
         "-- The charge: every limit charged whatever its state, then the state after.\n",
     );
     let w = &mut lua;
-    if let Some(&log) = logs.first() {
-        for i in &logs {
-            let _ = writeln!(w, "local p{i} = ARGV[{}] + 0", 2 * i + 2);
-        }
-        let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
-        let _ = writeln!(w, "local log_span = math.max({}, 0)", periods.join(", "));
-        w.push_str(&open_log(&format!("KEYS[{log}]")));
-        // As the check's tail: the longest log starts at the base, a shorter one at the
-        // newest member at or before its own start.
-        let mut room = Vec::new();
-        for i in &logs {
-            let _ = writeln!(
-                w,
-                "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15\nlocal n{i} = ARGV[{}] + 0",
-                2 * i + 1
-            );
-            room.push(format!("2 * n{i} - log_total + before{i}"));
-        }
-        // The units the fullest span has room for up to twice its count: recorded once.
-        let _ = writeln!(
-            w,
-            "local log_units = math.min(cost, math.max(0, {}))",
-            room.join(", ")
-        );
-        let _ = writeln!(
-            w,
-            "if log_units > 0 and log_total == 0 then redis.call('ZADD', KEYS[{log}], log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + log_units) end"
-        );
-        let _ = writeln!(
-            w,
-            "redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])",
-            2 * algorithms.len() + 3
-        );
-        let _ = writeln!(
-            w,
-            "if log_units > 0 then log_newest, log_total = log_at, log_total + log_units end"
-        );
+    if !logs.is_empty() {
+        open_logs(w, &logs);
+        charge_logs(w, &logs, algorithms.len(), "cost");
     }
     for (i, algorithm) in limits() {
         let (count, period) = (
@@ -135,6 +101,57 @@ fn charge_tail(signature: Signature) -> String {
         states.join(", ")
     );
     lua
+}
+
+/// Opens the sliding logs at `logs` (positions, from 1: they share one sorted set, the first
+/// one's key): each one's period `p{i}`, count `n{i}` and start `before{i}`, the log's
+/// `log_at`, `log_newest`, `log_total` (`sliding_log_open.lua`).
+pub(super) fn open_logs(w: &mut String, logs: &[usize]) {
+    let Some(&log) = logs.first() else {
+        return;
+    };
+    for i in logs {
+        let _ = writeln!(w, "local p{i} = ARGV[{}] + 0", 2 * i + 2);
+    }
+    let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
+    let _ = writeln!(w, "local log_span = math.max({}, 0)", periods.join(", "));
+    w.push_str(&open_log(&format!("KEYS[{log}]")));
+    // As the check's tail: the longest log starts at the base, a shorter one at the newest
+    // member at or before its own start.
+    for i in logs {
+        let _ = writeln!(
+            w,
+            "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15\nlocal n{i} = ARGV[{}] + 0",
+            2 * i + 1
+        );
+    }
+}
+
+/// Charges `cost` (a Lua expression) to the opened logs at `logs` of a script of `k` limits:
+/// the units the fullest span has room for up to twice its count, recorded once, and the
+/// log's TTL (`ARGV[2k+3]`) renewed.
+pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str) {
+    let Some(&log) = logs.first() else {
+        return;
+    };
+    let room: Vec<String> = logs
+        .iter()
+        .map(|i| format!("2 * n{i} - log_total + before{i}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "local log_units = math.min({cost}, math.max(0, {}))",
+        room.join(", ")
+    );
+    let _ = writeln!(
+        w,
+        "if log_units > 0 and log_total == 0 then redis.call('ZADD', KEYS[{log}], log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + log_units) end"
+    );
+    let _ = writeln!(w, "redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])", 2 * k + 3);
+    let _ = writeln!(
+        w,
+        "if log_units > 0 then log_newest, log_total = log_at, log_total + log_units end"
+    );
 }
 
 /// The `EVALSHA` of a charge of `cost` for `key` under `policy` (its override applied by the

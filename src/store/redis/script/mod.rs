@@ -5,8 +5,9 @@
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
 //! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `check`: a check's
-//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
+//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `always`: each limit charged its own cost (`Commit::Always`); `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
 
+mod always;
 mod batch;
 mod call;
 mod charge;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use crate::limit::{Algorithm, Limit};
 
+pub(super) use self::always::always_command;
 pub(super) use self::batch::{batch_command, split};
 #[cfg(test)]
 pub(super) use self::call::state_key;

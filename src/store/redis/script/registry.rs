@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
+use super::always::always_source;
 use super::batch::BatchShape;
 use super::charge::charge_source;
 use super::signature::{Signature, position};
@@ -25,6 +26,9 @@ pub(crate) struct LuaScript {
     pub(crate) batch: redis::Script,
     /// Its charge variant (`charge.rs`).
     pub(crate) charge: redis::Script,
+    /// Its always variant (`always.rs`), made at its first use: most signatures never need it.
+    always: OnceLock<redis::Script>,
+    signature: Signature,
 }
 
 impl LuaScript {
@@ -41,7 +45,21 @@ impl LuaScript {
             script,
             batch,
             charge,
+            always: OnceLock::new(),
+            signature,
         }))
+    }
+
+    /// Whether its limits can all be charged whatever their state (no concurrency limit): a
+    /// signature [`always`](Self::always) is made for.
+    pub(crate) fn limits_all_chargeable(&self) -> bool {
+        !self.signature.uses(Algorithm::Concurrency)
+    }
+
+    /// Its always variant (`always.rs`): each limit charged its own cost.
+    pub(crate) fn always(&self) -> &redis::Script {
+        self.always
+            .get_or_init(|| redis::Script::new(&always_source(self.signature)))
     }
 }
 
@@ -93,7 +111,15 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
     singles
         .chain(mixes)
-        .flat_map(|s| [&s.script, &s.batch, &s.charge])
+        .flat_map(|s| {
+            [
+                Some(&s.script),
+                Some(&s.batch),
+                Some(&s.charge),
+                s.always.get(),
+            ]
+        })
+        .flatten()
         .chain([super::refund::script(), super::reserve::script()])
         .find(|s| s.get_hash() == hash)
 }

@@ -1,0 +1,235 @@
+//! The always variant of a policy's script ([`Commit::Always`](crate::store::Commit)): the
+//! same prelude and algorithm files as its check, and a tail of its own that charges each
+//! limit its own cost whatever the others say. A limit whose cost fits commits it as a check
+//! does (its state written, its remaining and reset as an admission reports them); one whose
+//! cost does not fit is charged anyway, as a charge is (`debt`: past the limit, up to the debt
+//! cap), and evaluated again for a cost of 0 on the state just written for its reset and
+//! retry (when the debt is paid), reporting nothing left. The sliding logs are charged once,
+//! as a charge charges them (the same units as a commit when they fit). No penalty box, no
+//! lease: [`validate`](crate::store::validate_costs) refuses a concurrency limit.
+//!
+//! Keys and arguments: a charge's (`charge.rs`: the state keys, time, cost, counts and
+//! periods, the logs' TTL), then each limit's cost. The reply is a check's long reply:
+//! `{ now, all ok, then per limit: ok, remaining, reset, retry }`.
+//!
+//! For `gcra` then `fixed_window`, it reads:
+//!
+//! ```lua
+//! local c1 = ARGV[7] + 0
+//! local c2 = ARGV[8] + 0
+//! local v1 = redis.call('GET', KEYS[1])
+//! local ok1, _, rem1, _, reset1, _, state1, ttl1 = gcra(v1, ARGV[3] + 0, ARGV[4] + 0, c1, now)
+//! if not ok1 then _, _, _, _, _, _, state1, ttl1 = gcra(v1, ARGV[3] + 0, ARGV[4] + 0, c1, now, true) end
+//! if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
+//! local retry1 = 0
+//! if not ok1 then local _, _, _, sb, _, r = gcra(state1, ARGV[3] + 0, ARGV[4] + 0, 0, now) rem1, reset1, retry1 = 0, sb, math.max(r, 1) end
+//! local v2 = redis.call('GET', KEYS[2])
+//! local ok2, _, rem2, _, reset2, _, state2, ttl2 = fixed_window(v2, ARGV[5] + 0, ARGV[6] + 0, c2, now)
+//! if not ok2 then _, _, _, _, _, _, state2, ttl2 = fixed_window(v2, ARGV[5] + 0, ARGV[6] + 0, c2, now, true) end
+//! if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
+//! local retry2 = 0
+//! if not ok2 then local _, _, _, sb, _, r = fixed_window(state2, ARGV[5] + 0, ARGV[6] + 0, 0, now) rem2, reset2, retry2 = 0, sb, math.max(r, 1) end
+//! return { now, (ok1 and ok2) and 1 or 0, ok1 and 1 or 0, rem1, reset1, retry1, ok2 and 1 or 0, rem2, reset2, retry2 }
+//! ```
+
+use std::fmt::Write as _;
+
+use redis::Cmd;
+
+use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
+use super::charge::{charge_logs, open_logs};
+use super::registry::script_for_check;
+use super::signature::Signature;
+use super::source::head;
+use crate::key::Key;
+use crate::limit::Algorithm;
+use crate::policy::Policy;
+
+/// The always script for `signature`.
+pub(super) fn always_source(signature: Signature) -> String {
+    let mut lua = head(signature);
+    lua.push_str(&always_tail(signature));
+    lua
+}
+
+/// Each limit charged its own cost: committed where it fits, charged past the limit where not.
+fn always_tail(signature: Signature) -> String {
+    let algorithms: Vec<Algorithm> = signature.algorithms().collect();
+    let k = algorithms.len();
+    let limits = || (1..).zip(algorithms.iter().copied());
+    let logs: Vec<usize> = limits()
+        .filter(|(_, a)| *a == Algorithm::SlidingLog)
+        .map(|(i, _)| i)
+        .collect();
+    let mut lua = String::from(
+        "-- Always: each limit charged its own cost, past its limit if it does not fit.\n",
+    );
+    let w = &mut lua;
+    // The costs follow the counts and periods, and the logs' TTL if any.
+    let first_cost = 2 * k + 3 + usize::from(!logs.is_empty());
+    for (i, _) in limits() {
+        let _ = writeln!(w, "local c{i} = ARGV[{}] + 0", first_cost + i - 1);
+    }
+    if let Some(&log) = logs.first() {
+        open_logs(w, &logs);
+        // Each log limit's verdict and figures on the log before the charge (an admission's,
+        // as the check's tail reports them), then the units charged once.
+        for i in &logs {
+            let _ = writeln!(
+                w,
+                "local used{i} = log_total - before{i}\nlocal ok{i} = used{i} + c{i} <= n{i}\nlocal rem{i}, reset{i} = n{i} - used{i} - c{i}, c{i} > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"
+            );
+        }
+        charge_logs(w, &logs, k, &format!("c{log}"));
+    }
+    for (i, algorithm) in limits() {
+        if algorithm == Algorithm::SlidingLog {
+            let _ = writeln!(
+                w,
+                "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = sliding_log(KEYS[{i}], n{i}, p{i}, 0, log_at, log_newest, log_total, before{i}) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end"
+            );
+            continue;
+        }
+        let (count, period) = (
+            format!("ARGV[{}] + 0", 2 * i + 1),
+            format!("ARGV[{}] + 0", 2 * i + 2),
+        );
+        let function = algorithm.descriptor().lua_fn;
+        let _ = writeln!(w, "local v{i} = redis.call('GET', KEYS[{i}])");
+        let _ = writeln!(
+            w,
+            "local ok{i}, _, rem{i}, _, reset{i}, _, state{i}, ttl{i} = {function}(v{i}, {count}, {period}, c{i}, now)"
+        );
+        let _ = writeln!(
+            w,
+            "if not ok{i} then _, _, _, _, _, _, state{i}, ttl{i} = {function}(v{i}, {count}, {period}, c{i}, now, true) end"
+        );
+        let _ = writeln!(
+            w,
+            "if ttl{i} > 0 then redis.call('SET', KEYS[{i}], state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', KEYS[{i}], state{i}, 'KEEPTTL') else redis.call('DEL', KEYS[{i}]) end"
+        );
+        let _ = writeln!(
+            w,
+            "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = {function}(state{i}, {count}, {period}, 0, now) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end"
+        );
+    }
+    let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
+    let states: Vec<String> = limits()
+        .map(|(i, _)| format!("ok{i} and 1 or 0, rem{i}, reset{i}, retry{i}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "return {{ now, ({}) and 1 or 0, {} }}",
+        all_ok.join(" and "),
+        states.join(", ")
+    );
+    lua
+}
+
+/// The `EVALSHA` of an always check of `costs` (one per limit) for `key` under `policy` (its
+/// override applied by the caller): a charge's keys and arguments, then the costs. `now_us`
+/// replaces Redis `TIME` (tests only).
+pub(crate) fn always_command(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    costs: &[u64],
+    now_us: Option<u64>,
+) -> Cmd {
+    let limits = policy.limits();
+    let mut command =
+        redis::Cmd::with_capacity(3 * limits.len() + 8, check_bytes(prefix, policy, key) + 128);
+    command.arg("EVALSHA");
+    command.arg(script_for_check(policy, true).always().get_hash());
+    command.arg(limits.len());
+    push_keys(&mut command, prefix, policy, key, false);
+    push_time_and_cost(&mut command, now_us, crate::store::largest_cost(costs));
+    push_counts_and_logs(&mut command, policy, now_us);
+    for i in 0..limits.len() {
+        command.arg(crate::store::cost_at(costs, i));
+    }
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::Limit;
+    use std::time::Duration;
+
+    fn signature(algorithms: &[Algorithm]) -> Signature {
+        let limits: Vec<Limit> = algorithms
+            .iter()
+            .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
+            .collect();
+        Signature::of(&limits).with_costs(true)
+    }
+
+    #[test]
+    fn reads_as_the_module_documentation_shows() {
+        let lua = always_tail(signature(&[Algorithm::Gcra, Algorithm::FixedWindow]));
+        let documented: String = include_str!("always.rs")
+            .lines()
+            .skip_while(|l| *l != "//! ```lua")
+            .skip(1)
+            .take_while(|l| *l != "//! ```")
+            .map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or("")))
+            .collect();
+        assert_eq!(
+            lua.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+            documented
+        );
+    }
+
+    #[test]
+    fn charges_a_shared_log_once_with_its_cost() {
+        let lua = always_tail(signature(&[
+            Algorithm::SlidingLog,
+            Algorithm::Gcra,
+            Algorithm::SlidingLog,
+        ]));
+        assert_eq!(lua.matches("local log_key = KEYS[1]\n").count(), 1);
+        // Three limits and the logs' TTL: the costs from ARGV[10].
+        assert!(lua.contains("local c1 = ARGV[10] + 0\nlocal c2 = ARGV[11] + 0"));
+        assert!(lua.contains("local log_units = math.min(c1, math.max(0,"));
+        assert_eq!(lua.matches("'ZADD'").count(), 2);
+        assert!(lua.contains("sliding_log(KEYS[3], n3, p3, 0,"));
+    }
+
+    #[test]
+    fn the_command_passes_each_cost_after_the_limits() {
+        let policy = Policy::new(
+            "p",
+            [
+                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+                Limit::fixed_window(9, Duration::from_secs(60)).unwrap(),
+            ],
+        )
+        .unwrap();
+        let command = always_command("rl", &policy, &Key::new("k"), &[3, 0], Some(9));
+        let text: Vec<String> = command
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(text[1], script_for_check(&policy, true).always().get_hash());
+        assert_eq!(
+            text[2..],
+            [
+                "2",
+                "rl:p:{k}:gc0",
+                "rl:p:{k}:fw1",
+                "9",
+                "3",
+                "5",
+                "1000000",
+                "9",
+                "60000000",
+                "3",
+                "0"
+            ]
+        );
+    }
+}
