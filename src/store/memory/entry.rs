@@ -183,7 +183,7 @@ impl Entry {
             let (next, ttl) = if step.eval.allowed {
                 (step.next, step.ttl)
             } else {
-                state.charge(limit.count(), limit.period_us(), cost, now)
+                state.charge(limit.count(), limit.period_arg(now), cost, now)
             };
             *state = next;
             self.expires_at = self.expires_at.max(now.saturating_add(ttl));
