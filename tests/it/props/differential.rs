@@ -9,7 +9,10 @@
 //! traces give each limit a cost of its own in their checks (`LimitCosts`: the sliding logs
 //! one between them), through the scripts' per-limit costs; half of those checks charge every
 //! cost whatever it meets (`Commit::Always`, the RLS's default: each limit committed where it
-//! fits, charged past its limit where not), unless the policy has a concurrency limit.
+//! fits, charged past its limit where not), unless the policy has a concurrency limit. A
+//! burst's requests after its first wait for it in the store's queue and go out together as
+//! one call of the script's batch variant (the always script's too), so batches are compared
+//! as well as single calls.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
