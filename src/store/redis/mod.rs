@@ -338,7 +338,9 @@ impl RedisStore {
         };
         let (cost, costs) = match costs {
             Costs::One(cost) => (cost, None),
-            Costs::Each(each) | Costs::Always(each) => (crate::store::largest_cost(&each), Some(each)),
+            Costs::Each(each) | Costs::Always(each) => {
+                (crate::store::largest_cost(&each), Some(each))
+            }
         };
         let check = CheckArgs {
             policy: policy.clone(),

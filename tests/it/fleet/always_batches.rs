@@ -41,7 +41,11 @@ fn policies() -> Vec<Policy> {
         )
         .unwrap(),
     );
-    policies.push(gcra_policy("boxed", 5, DAY).penalty(Duration::from_secs(60)).unwrap());
+    policies.push(
+        gcra_policy("boxed", 5, DAY)
+            .penalty(Duration::from_secs(60))
+            .unwrap(),
+    );
     let sixteen = Algorithm::ALL
         .into_iter()
         .cycle()
@@ -171,7 +175,11 @@ async fn a_key_of_the_wrong_type_fails_only_its_own_always_checks() {
     let before = evalsha_calls(&server);
     let checks = keys
         .iter()
-        .map(|key| costs.check_costs(&policy, key, &[1], Commit::Always).into_future())
+        .map(|key| {
+            costs
+                .check_costs(&policy, key, &[1], Commit::Always)
+                .into_future()
+        })
         .collect();
     let results = at_once(checks).await;
     assert_eq!(

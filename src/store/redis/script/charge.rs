@@ -149,11 +149,7 @@ pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str, 
         w,
         "if log_units > 0 and log_total == 0 then redis.call('ZADD', {key}, log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', {key}, log_at, 1e15 + log_total + log_units) end"
     );
-    let _ = writeln!(
-        w,
-        "redis.call('PEXPIRE', {key}, {})",
-        frame.arg(2 * k + 3)
-    );
+    let _ = writeln!(w, "redis.call('PEXPIRE', {key}, {})", frame.arg(2 * k + 3));
     let _ = writeln!(
         w,
         "if log_units > 0 then log_newest, log_total = log_at, log_total + log_units end"

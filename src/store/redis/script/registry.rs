@@ -115,9 +115,7 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
     singles
         .chain(mixes)
-        .flat_map(|s| {
-            [Some(&s.script), Some(&s.batch), s.charge.get()]
-        })
+        .flat_map(|s| [Some(&s.script), Some(&s.batch), s.charge.get()])
         .flatten()
         .chain([super::refund::script(), super::reserve::script()])
         .find(|s| s.get_hash() == hash)

@@ -245,7 +245,8 @@ mod tests {
         assert!(lua.contains("  return 6\n"));
         assert!(lua.contains("return 10\n"));
         // A sliding log: its own reads, its TTL after the counts and periods.
-        let logs = batch_source(signature(&[Algorithm::SlidingLog, Algorithm::Gcra]).with_always(true));
+        let logs =
+            batch_source(signature(&[Algorithm::SlidingLog, Algorithm::Gcra]).with_always(true));
         assert!(!logs.contains("'MGET'"));
         assert!(logs.contains("local keys_each, args_each, params_each = 2, 0, 7\n"));
         assert!(logs.contains("redis.call('PEXPIRE', KEYS[o + 1], ARGV[q + 5])"));
