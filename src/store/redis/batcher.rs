@@ -40,9 +40,9 @@ use super::script::{CheckArgs, LuaScript, batch_command, split};
 /// The decisions per call unless the builder says otherwise.
 pub(super) const DEFAULT_MAX: usize = 32;
 
-/// One decision: its check's arguments, the script it runs, and its Cluster slot (0
-/// elsewhere).
-pub(super) struct Decision {
+/// A decision queued for its call: its check's arguments, the script it runs (a check's, or
+/// the always variant's: batches are per script), and its Cluster slot (0 elsewhere).
+pub(super) struct Queued {
     pub(super) check: CheckArgs,
     pub(super) script: &'static LuaScript,
     pub(super) slot: u16,
@@ -68,14 +68,14 @@ pub(super) struct Batcher {
 
 #[derive(Default)]
 struct Queue {
-    waiting: Vec<(Decision, Reply)>,
+    waiting: Vec<(Queued, Reply)>,
     /// A task will take `waiting`.
     taken_soon: bool,
 }
 
 impl Queue {
     /// Queues `item`; whether `max` decisions now wait (a batch held for more must go).
-    fn push(&mut self, item: (Decision, Reply), max: usize) -> bool {
+    fn push(&mut self, item: (Queued, Reply), max: usize) -> bool {
         self.waiting.push(item);
         self.waiting.len() >= max
     }
@@ -101,33 +101,30 @@ impl Batcher {
         }
     }
 
-    /// Runs `decision`, alone or in a batch; its reply (or error) as its own call gives it.
-    pub(super) async fn run(self: &Arc<Self>, decision: Decision) -> RedisResult<Vec<i64>> {
+    /// Runs `queued`, alone or in a batch; its reply (or error) as its own call gives it.
+    pub(super) async fn run(self: &Arc<Self>, queued: Queued) -> RedisResult<Vec<i64>> {
         if self.contended()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
-            return self.queue(decision, &runtime).await;
+            return self.queue(queued, &runtime).await;
         }
         let _flight = InFlight::start(self);
         let sent = Instant::now();
-        let result = self
-            .backend
-            .run(&decision.check.command(&self.prefix))
-            .await;
+        let result = self.backend.run(&queued.check.command(&self.prefix)).await;
         self.linger.observe(sent.elapsed());
         result
     }
 
-    /// Queues `decision` for the next batch and waits for its answer.
+    /// Queues `queued` for the next batch and waits for its answer.
     async fn queue(
         self: &Arc<Self>,
-        decision: Decision,
+        queued: Queued,
         runtime: &tokio::runtime::Handle,
     ) -> RedisResult<Vec<i64>> {
         let (reply, answer) = oneshot::channel();
         {
             let mut queue = self.lock_queue();
-            if queue.push((decision, reply), self.max) {
+            if queue.push((queued, reply), self.max) {
                 self.linger.release();
             }
             if queue.take_now() {
@@ -181,12 +178,12 @@ impl Batcher {
     }
 
     /// Sends one batch (of one script and slot) and answers each of its decisions.
-    async fn send(self: Arc<Self>, mut batch: Vec<(Decision, Reply)>) {
+    async fn send(self: Arc<Self>, mut batch: Vec<(Queued, Reply)>) {
         let _flight = InFlight::start(&self);
         let sent = Instant::now();
         if batch.len() == 1 {
-            let (decision, mut reply) = batch.pop().expect("a batch of one");
-            let command = decision.check.command(&self.prefix);
+            let (queued, mut reply) = batch.pop().expect("a batch of one");
+            let command = queued.check.command(&self.prefix);
             tokio::select! {
                 biased;
                 result = self.backend.run(&command) => {
@@ -198,9 +195,9 @@ impl Batcher {
             }
             return answered().await;
         }
-        let (decisions, mut replies): (Vec<Decision>, Vec<Reply>) = batch.into_iter().unzip();
-        let first = &decisions[0];
-        let checks = decisions.iter().map(|d| &d.check);
+        let (queued, mut replies): (Vec<Queued>, Vec<Reply>) = batch.into_iter().unzip();
+        let first = &queued[0];
+        let checks = queued.iter().map(|q| &q.check);
         let command = batch_command(&self.prefix, first.script, checks);
         let result = tokio::select! {
             biased;
@@ -210,7 +207,7 @@ impl Batcher {
         self.linger.observe(sent.elapsed());
         match result {
             Ok(values) => {
-                let results = split(values, decisions.len(), first.script.limits);
+                let results = split(values, queued.len(), first.script.limits);
                 for (reply, result) in replies.into_iter().zip(results) {
                     let _ = reply.send(result);
                 }
@@ -234,9 +231,9 @@ async fn answered() {
 
 /// `waiting` grouped by script and slot (in the order they came within each group), in groups
 /// of at most `max`.
-fn batches(mut waiting: Vec<(Decision, Reply)>, max: usize) -> Vec<Vec<(Decision, Reply)>> {
+fn batches(mut waiting: Vec<(Queued, Reply)>, max: usize) -> Vec<Vec<(Queued, Reply)>> {
     waiting.sort_by_key(|(d, _)| (std::ptr::from_ref(d.script) as usize, d.slot));
-    let mut batches: Vec<Vec<(Decision, Reply)>> = Vec::new();
+    let mut batches: Vec<Vec<(Queued, Reply)>> = Vec::new();
     for item in waiting {
         match batches.last_mut() {
             Some(batch)
@@ -301,7 +298,7 @@ mod tests {
     use crate::store::redis::script::script_for;
     use std::time::Duration;
 
-    fn decision(script: &'static LuaScript, slot: u16, n: u64) -> (Decision, Reply) {
+    fn queued(script: &'static LuaScript, slot: u16, n: u64) -> (Queued, Reply) {
         let policy = crate::Policy::new("p", [Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
         let check = CheckArgs {
             policy: policy.unwrap(),
@@ -310,16 +307,17 @@ mod tests {
             costs: None,
             now_us: None,
             lease: None,
+            always: false,
         };
-        let decision = Decision {
+        let queued = Queued {
             check,
             script,
             slot,
         };
-        (decision, oneshot::channel().0)
+        (queued, oneshot::channel().0)
     }
 
-    fn tag(batch: &[(Decision, Reply)]) -> Vec<String> {
+    fn tag(batch: &[(Queued, Reply)]) -> Vec<String> {
         batch
             .iter()
             .map(|(d, _)| d.check.cost.to_string())
@@ -331,12 +329,12 @@ mod tests {
         let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
         let log = script_for(&[Limit::sliding_log(1, Duration::from_secs(1)).unwrap()]);
         let waiting = vec![
-            decision(gcra, 7, 1),
-            decision(log, 7, 2),
-            decision(gcra, 9, 3),
-            decision(gcra, 7, 4),
-            decision(gcra, 7, 5),
-            decision(log, 7, 6),
+            queued(gcra, 7, 1),
+            queued(log, 7, 2),
+            queued(gcra, 9, 3),
+            queued(gcra, 7, 4),
+            queued(gcra, 7, 5),
+            queued(log, 7, 6),
         ];
         let mut made: Vec<Vec<String>> = batches(waiting, 2).iter().map(|b| tag(b)).collect();
         made.sort();
@@ -347,10 +345,10 @@ mod tests {
     fn a_queue_of_max_decisions_is_full() {
         let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
         let mut queue = Queue::default();
-        assert!(!queue.push(decision(gcra, 0, 1), 3));
-        assert!(!queue.push(decision(gcra, 0, 2), 3));
+        assert!(!queue.push(queued(gcra, 0, 1), 3));
+        assert!(!queue.push(queued(gcra, 0, 2), 3));
         assert!(
-            queue.push(decision(gcra, 0, 3), 3),
+            queue.push(queued(gcra, 0, 3), 3),
             "a held batch must go now"
         );
     }
@@ -360,7 +358,7 @@ mod tests {
         let mut queue = Queue::default();
         assert!(!queue.take_now(), "nothing waiting");
         let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
-        queue.waiting.push(decision(gcra, 0, 1));
+        queue.waiting.push(queued(gcra, 0, 1));
         assert!(queue.take_now());
         assert!(!queue.take_now(), "a task will take it already");
         queue.taken_soon = false;

@@ -1,12 +1,12 @@
 //! How a [`RedisStore`] charges ([`Store::charge`](crate::store::Store::charge)): one call of
 //! the policy's charge script (`script/charge.rs`), on the key's connection (its slot in a
-//! Cluster), never replayed, never batched with checks; and checks whose every cost lands
-//! ([`Commit::Always`](crate::store::Commit::Always)), one call of its always script
-//! (`script/always.rs`) alike.
+//! Cluster), never replayed, never batched. (Checks whose every cost lands,
+//! [`Commit::Always`](crate::store::Commit::Always), are checks: the always script's calls
+//! are batched as a check's, `mod.rs`.)
 
 use std::sync::Arc;
 
-use super::script::{always_command, charge_command, decode};
+use super::script::{charge_command, decode};
 use super::{RedisStore, error::store_error, poll};
 use crate::key::Key;
 use crate::policy::Policy;
@@ -33,34 +33,6 @@ impl RedisStore {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.unwrap_or_else(|| policy.clone());
         let command = charge_command(&self.inner.prefix, &policy, key, cost, now_us);
-        let inner = Arc::clone(&self.inner);
-        Check::pending(async move {
-            let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
-            decode(&policy, &reply)
-        })
-    }
-
-    /// The check of `costs` (one per limit) for `key` under `policy` in which every cost
-    /// lands (`Commit::Always`; its override applied, read first as a check reads it);
-    /// `now_us` replaces Redis `TIME` (tests only).
-    pub(crate) fn always_call(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        costs: &[u64],
-        now_us: Option<u64>,
-    ) -> Check {
-        if !self.inner.poll.loaded() {
-            let store = self.clone();
-            let (policy, key, costs) = (policy.clone(), key.clone(), costs.to_vec());
-            return Check::pending(async move {
-                poll::first_read(&store.inner).await?;
-                store.always_call(&policy, &key, &costs, now_us).await
-            });
-        }
-        let overridden = self.inner.overrides.effective(policy, key);
-        let policy = overridden.unwrap_or_else(|| policy.clone());
-        let command = always_command(&self.inner.prefix, &policy, key, costs, now_us);
         let inner = Arc::clone(&self.inner);
         Check::pending(async move {
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;

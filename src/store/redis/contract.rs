@@ -50,17 +50,21 @@ impl Store for RedisStore {
     }
 
     /// Loads the policy's scripts in the background, once per store: its check and batch,
-    /// its charge, and the variants with a cost per limit (check, batch, and the always one
-    /// that the RLS runs on every call by default), so that no first call pays a `NOSCRIPT`
-    /// and a reload (two more round trips).
+    /// its charge, the variants with a cost per limit (check and batch), and the always
+    /// variant's (check and batch, which the RLS runs on every call by default), so that no
+    /// first call pays a `NOSCRIPT` and a reload (two more round trips).
     fn prepare(&self, policy: &Policy) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let one = script::script_for_policy(policy);
         let each = script::script_for_check(policy, true);
-        let fresh: Vec<&'static script::LuaScript> = [one, each]
+        // A concurrency limit is never charged whatever its state: no always variant.
+        let always = (!crate::store::memory::holds_leases(policy))
+            .then(|| script::script_for_always(policy));
+        let fresh: Vec<&'static script::LuaScript> = [Some(one), Some(each), always]
             .into_iter()
+            .flatten()
             .filter(|s| self.inner.prepared.insert(s))
             .collect();
         if fresh.is_empty() {
@@ -72,11 +76,8 @@ impl Store for RedisStore {
             for s in &fresh {
                 scripts.extend([&s.script, &s.batch]);
                 if std::ptr::eq(*s, one) {
-                    scripts.push(&s.charge);
+                    scripts.push(s.charge());
                 }
-            }
-            if fresh.iter().any(|s| std::ptr::eq(*s, each)) && each.limits_all_chargeable() {
-                scripts.push(each.always());
             }
             if let Err(err) = inner.backend.load(&scripts).await {
                 // The first calls will load them on `NOSCRIPT` instead; a later layer may retry.
@@ -120,7 +121,8 @@ impl Store for RedisStore {
 
 impl LimitCosts for RedisStore {
     /// One script call, as [`check`](Store::check) makes (batched alike), each limit's cost
-    /// passed after its other arguments.
+    /// passed after its other arguments; with [`Commit::Always`], a call of the always script
+    /// (`script/always.rs`), batched alike with the always checks of its signature.
     fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
         self.check_costs_when(policy, key, costs, commit, None)
     }

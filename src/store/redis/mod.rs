@@ -35,11 +35,12 @@ mod tls;
 
 use std::sync::Arc;
 
-use self::batcher::Decision;
+use self::batcher::Queued;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
 use self::script::{
-    CheckArgs, decode, every_algorithm_source, script_command, script_for_check, script_for_policy,
+    CheckArgs, decode, every_algorithm_source, script_command, script_for_always, script_for_check,
+    script_for_policy,
 };
 use super::{Check, Commit, Refund};
 use crate::error::{ConfigError, StoreError};
@@ -311,10 +312,11 @@ impl RedisStore {
         if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
             return Check::Ready(Err(error));
         }
-        if commit == Commit::Always {
-            return self.always_call(policy, key, costs, now_us);
-        }
-        self.invoke(policy, key, Costs::Each(costs.into()), now_us)
+        let costs = match commit {
+            Commit::Always => Costs::Always(costs.into()),
+            _ => Costs::Each(costs.into()),
+        };
+        self.invoke(policy, key, costs, now_us)
     }
 
     fn invoke(&self, policy: &Policy, key: &Key, costs: Costs, now_us: Option<u64>) -> Check {
@@ -331,11 +333,17 @@ impl RedisStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
         let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
+        let (script, always) = match &costs {
+            Costs::One(_) => (script_for_check(policy, false), false),
+            Costs::Each(_) => (script_for_check(policy, true), false),
+            Costs::Always(_) => (script_for_always(policy), true),
+        };
         let (cost, costs) = match costs {
             Costs::One(cost) => (cost, None),
-            Costs::Each(each) => (crate::store::largest_cost(&each), Some(each)),
+            Costs::Each(each) | Costs::Always(each) => {
+                (crate::store::largest_cost(&each), Some(each))
+            }
         };
-        let script = script_for_check(policy, costs.is_some());
         let check = CheckArgs {
             policy: policy.clone(),
             key: key.clone(),
@@ -343,8 +351,9 @@ impl RedisStore {
             costs,
             now_us,
             lease: lease.map(|lease| lease.member()),
+            always,
         };
-        let decision = Decision {
+        let queued = Queued {
             check,
             script,
             slot: match self.inner.backend {
@@ -355,7 +364,7 @@ impl RedisStore {
         let inner = Arc::clone(&self.inner);
         let decided = policy.clone();
         let call = Box::pin(async move {
-            let reply = inner.batcher.run(decision).await.map_err(store_error)?;
+            let reply = inner.batcher.run(queued).await.map_err(store_error)?;
             let decision = decode(&decided, &reply)?;
             Ok(match lease {
                 Some(lease) if decision.is_allowed() && cost > 0 => decision.with_lease(lease),
@@ -374,10 +383,12 @@ impl RedisStore {
     }
 }
 
-/// What a check charges: one cost for every limit, or one for each (`LimitCosts`).
+/// What a check charges: one cost for every limit, or one for each (`LimitCosts`), committed
+/// all or none, or every one landing (`Commit::Always`, the always script).
 enum Costs {
     One(u64),
     Each(Box<[u64]>),
+    Always(Box<[u64]>),
 }
 
 // For the local-first store (`src/store/local_first/`), which syncs through this connection.

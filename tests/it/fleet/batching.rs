@@ -20,7 +20,7 @@ use support::*;
 
 /// Runs `checks` as concurrent decisions do: each is started (polled once) before any answer
 /// is read, then all are awaited.
-async fn at_once<F: Future + Unpin>(checks: Vec<F>) -> Vec<F::Output> {
+pub(super) async fn at_once<F: Future + Unpin>(checks: Vec<F>) -> Vec<F::Output> {
     let mut checks: Vec<MaybeDone<F>> = checks.into_iter().map(maybe_done).collect();
     std::future::poll_fn(|cx| {
         for check in &mut checks {

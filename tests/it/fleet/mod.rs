@@ -3,6 +3,8 @@
 //! replica.
 
 #[cfg(feature = "redis")]
+mod always_batches;
+#[cfg(feature = "redis")]
 mod batching;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod cluster_shards;

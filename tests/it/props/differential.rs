@@ -13,6 +13,9 @@
 //! quarter of the traces have calendar windows (days, weeks, months in Berlin, New York and
 //! UTC, some anchored) and start just before a month's end or a daylight-saving change, with
 //! steps of up to days or months.
+//! A burst's requests after its first wait for it in the store's queue and go out together as
+//! one call of the script's batch variant (the always script's too), so batches are compared
+//! as well as single calls.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.

@@ -9,8 +9,11 @@
 //! lease: [`validate`](crate::store::validate_costs) refuses a concurrency limit.
 //!
 //! Keys and arguments: a charge's (`charge.rs`: the state keys, time, cost, counts and
-//! periods, the logs' TTL), then each limit's cost. The reply is a check's long reply:
-//! `{ now, all ok, then per limit: ok, remaining, reset, retry }`.
+//! periods, the logs' TTL), then each limit's cost. The reply is a check's: an admission's
+//! when every cost fitted (`{ now, 1, then per limit: remaining, reset }`), else the long one
+//! (`{ now, 0, then per limit: ok, remaining, reset, retry }`). The signature's batch script
+//! (`batch.rs`, its contract) runs this tail once per decision, with the same keys and
+//! arguments per decision (no penalty, no lease) and the same replies.
 //!
 //! For `gcra` then `fixed_window`, it reads:
 //!
@@ -29,7 +32,10 @@
 //! if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
 //! local retry2 = 0
 //! if not ok2 then local _, _, _, sb, _, r = fixed_window(state2, ARGV[5] + 0, ARGV[6] + 0, 0, now) rem2, reset2, retry2 = 0, sb, math.max(r, 1) end
-//! return { now, (ok1 and ok2) and 1 or 0, ok1 and 1 or 0, rem1, reset1, retry1, ok2 and 1 or 0, rem2, reset2, retry2 }
+//! if ok1 and ok2 then
+//!   return { now, 1, rem1, reset1, rem2, reset2 }
+//! end
+//! return { now, 0, ok1 and 1 or 0, rem1, reset1, retry1, ok2 and 1 or 0, rem2, reset2, retry2 }
 //! ```
 
 use std::fmt::Write as _;
@@ -38,9 +44,10 @@ use redis::Cmd;
 
 use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
 use super::charge::{charge_logs, open_logs};
-use super::registry::script_for_check;
+use super::registry::script_for_always;
 use super::signature::Signature;
 use super::source::head;
+use super::tail::Frame;
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -48,12 +55,13 @@ use crate::policy::Policy;
 /// The always script for `signature`.
 pub(super) fn always_source(signature: Signature) -> String {
     let mut lua = head(signature);
-    lua.push_str(&always_tail(signature));
+    lua.push_str(&always_tail_in(signature, Frame::Single));
     lua
 }
 
-/// Each limit charged its own cost: committed where it fits, charged past the limit where not.
-fn always_tail(signature: Signature) -> String {
+/// Each limit charged its own cost: committed where it fits, charged past the limit where not;
+/// its keys and arguments where `frame` finds them (a batch runs it once per decision).
+pub(super) fn always_tail_in(signature: Signature, frame: Frame) -> String {
     let algorithms: Vec<Algorithm> = signature.algorithms().collect();
     let k = algorithms.len();
     let limits = || (1..).zip(algorithms.iter().copied());
@@ -66,12 +74,12 @@ fn always_tail(signature: Signature) -> String {
     );
     let w = &mut lua;
     // The costs follow the counts and periods, and the logs' TTL if any.
-    let first_cost = 2 * k + 3 + usize::from(!logs.is_empty());
+    let params = 2 * k + usize::from(!logs.is_empty());
     for (i, _) in limits() {
-        let _ = writeln!(w, "local c{i} = ARGV[{}] + 0", first_cost + i - 1);
+        let _ = writeln!(w, "local c{i} = {} + 0", frame.arg(params + 2 + i));
     }
     if let Some(&log) = logs.first() {
-        open_logs(w, &logs);
+        open_logs(w, &logs, frame);
         // Each log limit's verdict and figures on the log before the charge (an admission's,
         // as the check's tail reports them), then the units charged once.
         for i in &logs {
@@ -80,22 +88,28 @@ fn always_tail(signature: Signature) -> String {
                 "local used{i} = log_total - before{i}\nlocal ok{i} = used{i} + c{i} <= n{i}\nlocal rem{i}, reset{i} = n{i} - used{i} - c{i}, c{i} > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"
             );
         }
-        charge_logs(w, &logs, k, &format!("c{log}"));
+        charge_logs(w, &logs, k, &format!("c{log}"), frame);
     }
     for (i, algorithm) in limits() {
         if algorithm == Algorithm::SlidingLog {
             let _ = writeln!(
                 w,
-                "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = sliding_log(KEYS[{i}], n{i}, p{i}, 0, log_at, log_newest, log_total, before{i}) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end"
+                "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = sliding_log({}, n{i}, p{i}, 0, log_at, log_newest, log_total, before{i}) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end",
+                frame.key(i)
             );
             continue;
         }
         let (count, period) = (
-            format!("ARGV[{}] + 0", 2 * i + 1),
-            super::tail::period(algorithm, &format!("ARGV[{}]", 2 * i + 2)),
+            format!("{} + 0", frame.arg(2 * i + 1)),
+            super::tail::period(algorithm, &frame.arg(2 * i + 2)),
         );
         let function = algorithm.descriptor().lua_fn;
-        let _ = writeln!(w, "local v{i} = redis.call('GET', KEYS[{i}])");
+        // The key's value as `v{i}`: read here, or by the batch's `MGET`.
+        let (read, value) = frame.value(i);
+        w.push_str(&read);
+        if value != format!("v{i}") {
+            let _ = writeln!(w, "local v{i} = {value}");
+        }
         let _ = writeln!(
             w,
             "local ok{i}, _, rem{i}, _, reset{i}, _, state{i}, ttl{i} = {function}(v{i}, {count}, {period}, c{i}, now)"
@@ -104,25 +118,37 @@ fn always_tail(signature: Signature) -> String {
             w,
             "if not ok{i} then _, _, _, _, _, _, state{i}, ttl{i} = {function}(v{i}, {count}, {period}, c{i}, now, true) end"
         );
+        let key = frame.key(i);
+        let (make, ms) = frame.ttl_ms(&format!("math.ceil(ttl{i} / 1000) + ttl_slack_ms"));
         let _ = writeln!(
             w,
-            "if ttl{i} > 0 then redis.call('SET', KEYS[{i}], state{i}, 'PX', math.ceil(ttl{i} / 1000) + ttl_slack_ms) elseif ttl{i} < 0 then redis.call('SET', KEYS[{i}], state{i}, 'KEEPTTL') else redis.call('DEL', KEYS[{i}]) end"
+            "if ttl{i} > 0 then {make}redis.call('SET', {key}, state{i}, 'PX', {ms}) elseif ttl{i} < 0 then redis.call('SET', {key}, state{i}, 'KEEPTTL') else redis.call('DEL', {key}) end"
         );
         let _ = writeln!(
             w,
             "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = {function}(state{i}, {count}, {period}, 0, now) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end"
         );
     }
+    // Every limit's cost fitted: an admission's reply (each limit's remaining and reset; no
+    // wait), which a batch writes short at its own time.
     let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
-    let states: Vec<String> = limits()
-        .map(|(i, _)| format!("ok{i} and 1 or 0, rem{i}, reset{i}, retry{i}"))
-        .collect();
-    let _ = writeln!(
-        w,
-        "return {{ now, ({}) and 1 or 0, {} }}",
-        all_ok.join(" and "),
-        states.join(", ")
-    );
+    let _ = writeln!(w, "if {} then", all_ok.join(" and "));
+    let mut allowed = vec!["now".to_owned(), "1".to_owned()];
+    for (i, _) in limits() {
+        allowed.extend([format!("rem{i}"), format!("reset{i}")]);
+    }
+    w.push_str(&frame.admission("  ", &allowed));
+    let _ = writeln!(w, "end");
+    let mut denied = vec!["now".to_owned(), "0".to_owned()];
+    for (i, _) in limits() {
+        denied.extend([
+            format!("ok{i} and 1 or 0"),
+            format!("rem{i}"),
+            format!("reset{i}"),
+            format!("retry{i}"),
+        ]);
+    }
+    w.push_str(&frame.reply("", &denied));
     lua
 }
 
@@ -140,15 +166,26 @@ pub(crate) fn always_command(
     let mut command =
         redis::Cmd::with_capacity(3 * limits.len() + 8, check_bytes(prefix, policy, key) + 128);
     command.arg("EVALSHA");
-    command.arg(script_for_check(policy, true).always().get_hash());
+    command.arg(script_for_always(policy).script.get_hash());
     command.arg(limits.len());
     push_keys(&mut command, prefix, policy, key, false);
     push_time_and_cost(&mut command, now_us, crate::store::largest_cost(costs));
-    push_counts_and_logs(&mut command, policy, now_us);
-    for i in 0..limits.len() {
+    push_always_args(&mut command, policy, costs, now_us);
+    command
+}
+
+/// Writes the arguments of an always check's limits after its time and cost: each limit's
+/// count and period, the logs' TTL, then each limit's cost (no penalty: a box plays no part).
+pub(super) fn push_always_args(
+    command: &mut Cmd,
+    policy: &Policy,
+    costs: &[u64],
+    now_us: Option<u64>,
+) {
+    push_counts_and_logs(command, policy, now_us);
+    for i in 0..policy.limits().len() {
         command.arg(crate::store::cost_at(costs, i));
     }
-    command
 }
 
 #[cfg(test)]
@@ -162,12 +199,15 @@ mod tests {
             .iter()
             .map(|a| Limit::new(*a, 10, Duration::from_secs(1)).unwrap())
             .collect();
-        Signature::of(&limits).with_costs(true)
+        Signature::of(&limits).with_always(true)
     }
 
     #[test]
     fn reads_as_the_module_documentation_shows() {
-        let lua = always_tail(signature(&[Algorithm::Gcra, Algorithm::FixedWindow]));
+        let lua = always_tail_in(
+            signature(&[Algorithm::Gcra, Algorithm::FixedWindow]),
+            Frame::Single,
+        );
         let documented: String = include_str!("always.rs")
             .lines()
             .skip_while(|l| *l != "//! ```lua")
@@ -183,11 +223,14 @@ mod tests {
 
     #[test]
     fn charges_a_shared_log_once_with_its_cost() {
-        let lua = always_tail(signature(&[
-            Algorithm::SlidingLog,
-            Algorithm::Gcra,
-            Algorithm::SlidingLog,
-        ]));
+        let lua = always_tail_in(
+            signature(&[
+                Algorithm::SlidingLog,
+                Algorithm::Gcra,
+                Algorithm::SlidingLog,
+            ]),
+            Frame::Single,
+        );
         assert_eq!(lua.matches("local log_key = KEYS[1]\n").count(), 1);
         // Three limits and the logs' TTL: the costs from ARGV[10].
         assert!(lua.contains("local c1 = ARGV[10] + 0\nlocal c2 = ARGV[11] + 0"));
@@ -214,7 +257,7 @@ mod tests {
                 _ => String::new(),
             })
             .collect();
-        assert_eq!(text[1], script_for_check(&policy, true).always().get_hash());
+        assert_eq!(text[1], script_for_always(&policy).script.get_hash());
         assert_eq!(
             text[2..],
             [

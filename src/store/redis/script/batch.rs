@@ -2,14 +2,18 @@
 //! written from the decisions' arguments, and its reply split back into one per decision.
 //!
 //! The batch script (`source.rs` writes it) runs the signature's tail as a function once per
-//! decision, in order, each committed on its own, as if each were its own call. Its contract:
+//! decision, in order, each committed on its own, as if each were its own call. The tail is a
+//! check's, or the always variant's (`always.rs`: every cost lands) for a signature of it,
+//! whose decisions lay out their keys and arguments as its single call does (no penalty box,
+//! no penalty, no lease). Its contract:
 //!
-//! - `KEYS`: the keys of each decision in turn (one per limit, as in a single call);
+//! - `KEYS`: the keys of each decision in turn (as in a single call: one per limit, and the
+//!   penalty box's);
 //! - `ARGV`: one run per stretch of consecutive decisions that share a time (`''` for Redis
 //!   `TIME`), a cost and the limits' arguments (counts and periods, the logs' TTL, the
-//!   penalty): the time, the cost, the run's length in decisions, then those arguments (so
-//!   `ARGV[1]` and `ARGV[2]` are the first decision's time and cost, as the prelude reads
-//!   them); then each decision's own argument in turn (its lease id, with a concurrency
+//!   penalty, the costs per limit): the time, the cost, the run's length in decisions, then
+//!   those arguments (so `ARGV[1]` and `ARGV[2]` are the first decision's time and cost, as
+//!   the prelude reads them); then each decision's own argument in turn (its lease id, with a concurrency
 //!   limit); then, when every key holds a string (no sliding log, no concurrency limit: the
 //!   script reads them all with one `MGET`), the positions in `KEYS` of the keys met earlier
 //!   in the batch, space-separated, which it reads again;
@@ -24,7 +28,7 @@ use std::fmt::Write as _;
 
 use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 
-use super::call::{check_bytes, push_keys, push_limit_args, push_time_and_cost};
+use super::call::{check_bytes, push_time_and_cost};
 use super::check::CheckArgs;
 use super::registry::LuaScript;
 use super::signature::Signature;
@@ -87,8 +91,7 @@ pub(crate) fn batch_command<'a>(
         .arg(script.batch.get_hash())
         .arg(count * shape.keys);
     for check in checks.clone() {
-        let boxed = check.policy.penalty_us() > 0;
-        push_keys(&mut command, prefix, &check.policy, &check.key, boxed);
+        check.push_keys(&mut command, prefix);
     }
     let again = if shape.mget {
         keys_met_again(&command, count * shape.keys)
@@ -104,12 +107,7 @@ pub(crate) fn batch_command<'a>(
         }
         push_time_and_cost(&mut command, first.now_us, first.cost);
         command.arg(length);
-        push_limit_args(
-            &mut command,
-            &first.policy,
-            first.costs.as_deref(),
-            first.now_us,
-        );
+        first.push_limit_args(&mut command);
     }
     for check in checks {
         if let Some(lease) = &check.lease {
@@ -243,6 +241,7 @@ mod tests {
             costs: None,
             now_us,
             lease: None,
+            always: false,
         }
     }
 

@@ -27,7 +27,7 @@ use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_co
 use super::registry::script_for_policy;
 use super::signature::Signature;
 use super::source::head;
-use super::tail::open_log;
+use super::tail::{Frame, open_log};
 use crate::key::Key;
 use crate::limit::Algorithm;
 use crate::policy::Policy;
@@ -52,8 +52,8 @@ fn charge_tail(signature: Signature) -> String {
     );
     let w = &mut lua;
     if !logs.is_empty() {
-        open_logs(w, &logs);
-        charge_logs(w, &logs, algorithms.len(), "cost");
+        open_logs(w, &logs, Frame::Single);
+        charge_logs(w, &logs, algorithms.len(), "cost", Frame::Single);
     }
     for (i, algorithm) in limits() {
         let (count, period) = (
@@ -104,36 +104,38 @@ fn charge_tail(signature: Signature) -> String {
 }
 
 /// Opens the sliding logs at `logs` (positions, from 1: they share one sorted set, the first
-/// one's key): each one's period `p{i}`, count `n{i}` and start `before{i}`, the log's
-/// `log_at`, `log_newest`, `log_total` (`sliding_log_open.lua`).
-pub(super) fn open_logs(w: &mut String, logs: &[usize]) {
+/// one's key) where `frame` finds them: each one's period `p{i}`, count `n{i}` and start
+/// `before{i}`, the log's `log_at`, `log_newest`, `log_total` (`sliding_log_open.lua`).
+pub(super) fn open_logs(w: &mut String, logs: &[usize], frame: Frame) {
     let Some(&log) = logs.first() else {
         return;
     };
     for i in logs {
-        let _ = writeln!(w, "local p{i} = ARGV[{}] + 0", 2 * i + 2);
+        let _ = writeln!(w, "local p{i} = {} + 0", frame.arg(2 * i + 2));
     }
     let periods: Vec<String> = logs.iter().map(|i| format!("p{i}")).collect();
     let _ = writeln!(w, "local log_span = math.max({}, 0)", periods.join(", "));
-    w.push_str(&open_log(&format!("KEYS[{log}]")));
+    w.push_str(&open_log(&frame.key(log)));
     // As the check's tail: the longest log starts at the base, a shorter one at the newest
     // member at or before its own start.
     for i in logs {
         let _ = writeln!(
             w,
-            "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', KEYS[{i}], log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15\nlocal n{i} = ARGV[{}] + 0",
-            2 * i + 1
+            "local before{i} = p{i} == log_span and log_base or (tonumber(redis.call('ZREVRANGEBYSCORE', {}, log_at - p{i}, '-inf', 'LIMIT', '0', '1')[1]) or 1e15 + log_base) - 1e15\nlocal n{i} = {} + 0",
+            frame.key(*i),
+            frame.arg(2 * i + 1)
         );
     }
 }
 
-/// Charges `cost` (a Lua expression) to the opened logs at `logs` of a script of `k` limits:
-/// the units the fullest span has room for up to twice its count, recorded once, and the
-/// log's TTL (`ARGV[2k+3]`) renewed.
-pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str) {
+/// Charges `cost` (a Lua expression) to the opened logs at `logs` of a script of `k` limits
+/// (where `frame` finds them): the units the fullest span has room for up to twice its count,
+/// recorded once, and the log's TTL (the argument after the counts and periods) renewed.
+pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str, frame: Frame) {
     let Some(&log) = logs.first() else {
         return;
     };
+    let key = frame.key(log);
     let room: Vec<String> = logs
         .iter()
         .map(|i| format!("2 * n{i} - log_total + before{i}"))
@@ -145,9 +147,9 @@ pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str) 
     );
     let _ = writeln!(
         w,
-        "if log_units > 0 and log_total == 0 then redis.call('ZADD', KEYS[{log}], log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', KEYS[{log}], log_at, 1e15 + log_total + log_units) end"
+        "if log_units > 0 and log_total == 0 then redis.call('ZADD', {key}, log_at, '1000000000000000', log_at, 1e15 + log_units) elseif log_units > 0 then redis.call('ZADD', {key}, log_at, 1e15 + log_total + log_units) end"
     );
-    let _ = writeln!(w, "redis.call('PEXPIRE', KEYS[{log}], ARGV[{}])", 2 * k + 3);
+    let _ = writeln!(w, "redis.call('PEXPIRE', {key}, {})", frame.arg(2 * k + 3));
     let _ = writeln!(
         w,
         "if log_units > 0 then log_newest, log_total = log_at, log_total + log_units end"
@@ -168,7 +170,7 @@ pub(crate) fn charge_command(
     let mut command =
         redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
     command.arg("EVALSHA");
-    command.arg(script_for_policy(policy).charge.get_hash());
+    command.arg(script_for_policy(policy).charge().get_hash());
     command.arg(limits.len());
     push_keys(&mut command, prefix, policy, key, false);
     push_time_and_cost(&mut command, now_us, cost);
@@ -245,7 +247,7 @@ mod tests {
                 _ => String::new(),
             })
             .collect();
-        assert_eq!(text[1], script_for_policy(&policy).charge.get_hash());
+        assert_eq!(text[1], script_for_policy(&policy).charge().get_hash());
         assert_eq!(
             text[2..],
             [

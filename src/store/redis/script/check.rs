@@ -3,7 +3,8 @@
 
 use redis::Cmd;
 
-use super::call::{same_limit_args, script_command};
+use super::always::{always_command, push_always_args};
+use super::call::{push_keys, push_limit_args, same_limit_args, script_command};
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -19,11 +20,18 @@ pub(crate) struct CheckArgs {
     pub(crate) now_us: Option<u64>,
     /// A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
     pub(crate) lease: Option<String>,
+    /// Every cost lands (`Commit::Always`, with `costs`): the always script's keys and
+    /// arguments, without the penalty box and the penalty (`always.rs`).
+    pub(crate) always: bool,
 }
 
 impl CheckArgs {
     /// The check's own `EVALSHA`.
     pub(crate) fn command(&self, prefix: &str) -> Cmd {
+        if self.always {
+            let costs = self.costs.as_deref().unwrap_or_default();
+            return always_command(prefix, &self.policy, &self.key, costs, self.now_us);
+        }
         let mut command = script_command(
             prefix,
             &self.policy,
@@ -37,12 +45,31 @@ impl CheckArgs {
         command
     }
 
+    /// Writes the check's keys into its batch's command: one per limit, and the penalty box's
+    /// if it has one and reads it.
+    pub(crate) fn push_keys(&self, command: &mut Cmd, prefix: &str) {
+        let boxed = !self.always && self.policy.penalty_us() > 0;
+        push_keys(command, prefix, &self.policy, &self.key, boxed);
+    }
+
+    /// Writes the arguments of the check's limits after its time and cost, as its own call
+    /// does: a run's in its batch.
+    pub(crate) fn push_limit_args(&self, command: &mut Cmd) {
+        if self.always {
+            let costs = self.costs.as_deref().unwrap_or_default();
+            push_always_args(command, &self.policy, costs, self.now_us);
+        } else {
+            push_limit_args(command, &self.policy, self.costs.as_deref(), self.now_us);
+        }
+    }
+
     /// Whether `other` writes the time, cost and limits' arguments `self` does (one run of a
     /// batch holds them once).
     pub(crate) fn shares_run(&self, other: &CheckArgs) -> bool {
         self.now_us == other.now_us
             && self.cost == other.cost
             && self.costs == other.costs
+            && self.always == other.always
             && same_limit_args(&self.policy, &other.policy)
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
 //! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `check`: a check's
-//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `always`: each limit charged its own cost (`Commit::Always`); `batch`: several decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
+//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `always`: each
+//! limit charged its own cost (`Commit::Always`), batched as a check is; `batch`: several
+//! decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
 
 mod always;
 mod batch;
@@ -28,7 +30,6 @@ use std::time::Duration;
 
 use crate::limit::{Algorithm, Limit};
 
-pub(super) use self::always::always_command;
 pub(super) use self::batch::{batch_command, split};
 #[cfg(test)]
 pub(super) use self::call::state_key;
@@ -39,7 +40,7 @@ pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{
-    LuaScript, Prepared, script_for, script_for_check, script_for_policy,
+    LuaScript, Prepared, script_for, script_for_always, script_for_check, script_for_policy,
 };
 pub(super) use self::reply::decode;
 pub(super) use self::reserve::{

@@ -14,7 +14,9 @@ use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
 
 /// One script: its Lua text and its `redis::Script` (the SHA1 that `EVALSHA` names), the
-/// batch script of the same signature (several decisions in one call), and its charge.
+/// batch script of the same signature (several decisions in one call), and its charge. A
+/// signature of the always variant ([`Signature::with_always`]) is a script of its own: its
+/// text and batch are the always variant's (`always.rs`), batched as a check's are.
 #[derive(Debug)]
 pub(crate) struct LuaScript {
     /// The number of limits a decision of it reports.
@@ -24,19 +26,21 @@ pub(crate) struct LuaScript {
     pub(crate) source: String,
     pub(crate) script: redis::Script,
     pub(crate) batch: redis::Script,
-    /// Its charge variant (`charge.rs`).
-    pub(crate) charge: redis::Script,
-    /// Its always variant (`always.rs`), made at its first use: most signatures never need it.
-    always: OnceLock<redis::Script>,
+    /// Its charge variant (`charge.rs`), made at its first use: a signature with a cost per
+    /// limit never needs it.
+    charge: OnceLock<redis::Script>,
     signature: Signature,
 }
 
 impl LuaScript {
     fn new(signature: Signature) -> &'static LuaScript {
-        let source = source(signature);
+        let source = if signature.always() {
+            always_source(signature)
+        } else {
+            source(signature)
+        };
         let script = redis::Script::new(&source);
         let batch = redis::Script::new(&batch_source(signature));
-        let charge = redis::Script::new(&charge_source(signature));
         // Kept for the process's life, so calls borrow it without counting references.
         Box::leak(Box::new(LuaScript {
             limits: signature.algorithms().count(),
@@ -44,22 +48,15 @@ impl LuaScript {
             source,
             script,
             batch,
-            charge,
-            always: OnceLock::new(),
+            charge: OnceLock::new(),
             signature,
         }))
     }
 
-    /// Whether its limits can all be charged whatever their state (no concurrency limit): a
-    /// signature [`always`](Self::always) is made for.
-    pub(crate) fn limits_all_chargeable(&self) -> bool {
-        !self.signature.uses(Algorithm::Concurrency)
-    }
-
-    /// Its always variant (`always.rs`): each limit charged its own cost.
-    pub(crate) fn always(&self) -> &redis::Script {
-        self.always
-            .get_or_init(|| redis::Script::new(&always_source(self.signature)))
+    /// Its charge variant (`charge.rs`): every limit charged whatever its state.
+    pub(crate) fn charge(&self) -> &redis::Script {
+        self.charge
+            .get_or_init(|| redis::Script::new(&charge_source(self.signature)))
     }
 }
 
@@ -90,6 +87,13 @@ pub(crate) fn script_for_check(policy: &Policy, costs: bool) -> &'static LuaScri
     )
 }
 
+/// The script of checks of `policy` whose every cost lands (`Commit::Always`): the always
+/// variant of its limits' signature, whatever its penalty box (which plays no part). Not for a
+/// concurrency limit (`validate` refuses it first).
+pub(crate) fn script_for_always(policy: &Policy) -> &'static LuaScript {
+    by_signature(Signature::of(policy.limits()).with_always(true))
+}
+
 fn by_signature(signature: Signature) -> &'static LuaScript {
     if let Some(algorithm) = signature.single() {
         return SINGLE[position(algorithm)].get_or_init(|| LuaScript::new(signature));
@@ -111,14 +115,7 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
     let mixes: Vec<&'static LuaScript> = read(&MIXES).values().copied().collect();
     singles
         .chain(mixes)
-        .flat_map(|s| {
-            [
-                Some(&s.script),
-                Some(&s.batch),
-                Some(&s.charge),
-                s.always.get(),
-            ]
-        })
+        .flat_map(|s| [Some(&s.script), Some(&s.batch), s.charge.get()])
         .flatten()
         .chain([super::refund::script(), super::reserve::script()])
         .find(|s| s.get_hash() == hash)
@@ -175,9 +172,19 @@ mod tests {
         assert!(!std::ptr::eq(script_for(&a), script_for(&mix)));
         for limits in [&a[..], &mix[..]] {
             let script = script_for(limits);
-            for made in [&script.script, &script.batch, &script.charge] {
+            for made in [&script.script, &script.batch, script.charge()] {
                 assert!(std::ptr::eq(by_hash(made.get_hash()).unwrap(), made));
             }
+        }
+        let policy = Policy::new("p", mix).unwrap();
+        let always = script_for_always(&policy);
+        assert!(!std::ptr::eq(always, script_for_check(&policy, true)));
+        assert!(std::ptr::eq(
+            always,
+            script_for_always(&policy.penalty(Duration::from_secs(9)).unwrap())
+        ));
+        for made in [&always.script, &always.batch] {
+            assert!(std::ptr::eq(by_hash(made.get_hash()).unwrap(), made));
         }
         assert!(by_hash("0000000000000000000000000000000000000000").is_none());
     }

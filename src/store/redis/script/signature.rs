@@ -18,8 +18,12 @@ const PENALTY: u64 = 1 << 63;
 /// other arguments (`tail.rs`).
 const COSTS: u64 = 1 << 62;
 
-// The algorithms stay clear of both flags.
-const _: () = assert!(MAX_LIMITS as u32 * BITS <= 62);
+/// The next: every limit is charged its own cost whatever it meets (`Commit::Always`): the
+/// script is the always variant (`always.rs`), with no penalty box.
+const ALWAYS: u64 = 1 << 61;
+
+// The algorithms stay clear of the flags.
+const _: () = assert!(MAX_LIMITS as u32 * BITS <= 61);
 
 /// The algorithms of a policy's limits, in order, packed into one integer (first limit in the
 /// lowest bits), and whether it has a penalty box (the top bit): `Copy`, hashed in one step,
@@ -65,6 +69,21 @@ impl Signature {
         self.0 & COSTS != 0
     }
 
+    /// The same signature, for checks whose every cost lands (`Commit::Always`) if `always`:
+    /// each limit has a cost of its own, and a penalty box plays no part.
+    pub(crate) fn with_always(self, always: bool) -> Signature {
+        if always {
+            Signature((self.0 | ALWAYS | COSTS) & !PENALTY)
+        } else {
+            self
+        }
+    }
+
+    /// Whether every cost lands (the always variant).
+    pub(crate) fn always(self) -> bool {
+        self.0 & ALWAYS != 0
+    }
+
     /// The single algorithm of a one-limit policy.
     pub(crate) fn single(self) -> Option<Algorithm> {
         (self.0 < 1 << BITS).then(|| Algorithm::EVERY[self.0 as usize - 1])
@@ -72,7 +91,7 @@ impl Signature {
 
     /// The algorithms, in the order of the policy's limits.
     pub(crate) fn algorithms(self) -> impl Iterator<Item = Algorithm> {
-        let mut rest = self.0 & !(PENALTY | COSTS);
+        let mut rest = self.0 & !(PENALTY | COSTS | ALWAYS);
         std::iter::from_fn(move || {
             let code = rest & ((1 << BITS) - 1);
             rest >>= BITS;
@@ -133,5 +152,15 @@ mod tests {
             costs.algorithms().collect::<Vec<_>>(),
             ab.algorithms().collect::<Vec<_>>()
         );
+        // Always: costs per limit, no penalty box, a script of its own.
+        let always = ab.with_penalty(true).with_always(true);
+        assert!(always.always() && always.costs() && !always.penalty());
+        assert_ne!(always, ab.with_costs(true));
+        assert_eq!(always, ab.with_always(true));
+        assert_eq!(
+            always.algorithms().collect::<Vec<_>>(),
+            ab.algorithms().collect::<Vec<_>>()
+        );
+        assert_eq!(always.single(), None);
     }
 }

@@ -2,6 +2,7 @@
 //! the signature uses, once, in the order of the algorithms' table, then the tail written for
 //! the signature's limits.
 
+use super::always::always_tail_in;
 use super::batch::BatchShape;
 use super::signature::Signature;
 use super::tail::{Frame, tail, tail_in};
@@ -17,9 +18,9 @@ pub(super) fn source(signature: Signature) -> String {
     lua
 }
 
-/// The batch script for `signature`: the same head, the tail as a function of one decision,
-/// and the loop that runs it for each decision of the batch (its contract heads
-/// `src/store/redis/script/batch.rs`).
+/// The batch script for `signature`: the same head, the tail (a check's, or the always
+/// variant's) as a function of one decision, and the loop that runs it for each decision of
+/// the batch (its contract heads `src/store/redis/script/batch.rs`).
 pub(super) fn batch_source(signature: Signature) -> String {
     let shape = BatchShape::of(signature);
     let mut lua = head(signature);
@@ -28,14 +29,17 @@ pub(super) fn batch_source(signature: Signature) -> String {
         lua.push_str("local values, reread\n");
     }
     lua.push_str("local function decide(out, len, o, a, q, now, cost, ttl_slack_ms)\n");
-    lua.push_str(&tail_in(
-        signature,
-        Frame::Batch {
-            params: shape.params,
-            numbers: shape.numbers,
-            mget: shape.mget,
-        },
-    ));
+    let frame = Frame::Batch {
+        params: shape.params,
+        numbers: shape.numbers,
+        mget: shape.mget,
+    };
+    // The always variant's decision, or a check's.
+    lua.push_str(&if signature.always() {
+        always_tail_in(signature, frame)
+    } else {
+        tail_in(signature, frame)
+    });
     lua.push_str("end\n");
     lua.push_str(
         &BATCH_LOOP
@@ -253,6 +257,33 @@ mod tests {
         // Without a calendar window, every argument is made a number the cheap way.
         let plain = batch_source(Signature::of(&limits[1..]));
         assert!(plain.contains("do nums[x] = ARGV[x] + 0 end"));
+    }
+
+    #[test]
+    fn an_always_batch_runs_the_always_tail_once_per_decision() {
+        let string_keys = signature(&[Algorithm::Gcra, Algorithm::FixedWindow]).with_always(true);
+        let lua = batch_source(string_keys);
+        assert!(lua.contains("-- Always: each limit charged its own cost"));
+        assert!(!lua.contains("-- The tail: every limit"));
+        // Two keys per decision, no box; two counts and periods and two costs per run.
+        assert!(lua.contains("local keys_each, args_each, params_each = 2, 0, 6\n"));
+        assert!(lua.contains("local c2 = ARGV[q + 6] + 0\n"));
+        assert_eq!(lua.matches("redis.call('MGET', unpack(KEYS))").count(), 1);
+        assert!(lua.contains("local v1 = values[o + 1]\nif reread[o + 1]"));
+        assert!(!lua.contains("local v1 = v1"));
+        assert!(lua.contains("gcra(v1, nums[q + 1] + 0, nums[q + 2] + 0, c1, now)"));
+        assert!(lua.contains("redis.call('SET', KEYS[o + 2], state2, 'PX', px)"));
+        // An admission short at the batch's time, else a single call's long reply.
+        assert!(lua.contains("    return 4\n"));
+        assert!(lua.contains("  return 6\n"));
+        assert!(lua.contains("return 10\n"));
+        // A sliding log: its own reads, its TTL after the counts and periods.
+        let logs =
+            batch_source(signature(&[Algorithm::SlidingLog, Algorithm::Gcra]).with_always(true));
+        assert!(!logs.contains("'MGET'"));
+        assert!(logs.contains("local keys_each, args_each, params_each = 2, 0, 7\n"));
+        assert!(logs.contains("redis.call('PEXPIRE', KEYS[o + 1], ARGV[q + 5])"));
+        assert!(logs.contains("local c1 = ARGV[q + 6] + 0\n"));
     }
 
     #[test]

@@ -53,14 +53,14 @@ pub(super) enum Frame {
 }
 
 impl Frame {
-    fn key(self, i: usize) -> String {
+    pub(super) fn key(self, i: usize) -> String {
         match self {
             Frame::Single => format!("KEYS[{i}]"),
             Frame::Batch { .. } => format!("KEYS[o + {i}]"),
         }
     }
 
-    fn arg(self, n: usize) -> String {
+    pub(super) fn arg(self, n: usize) -> String {
         match self {
             Frame::Single => format!("ARGV[{n}]"),
             Frame::Batch {
@@ -98,7 +98,7 @@ impl Frame {
     /// that make it, then the expression to pass. A single call passes the number (Redis writes
     /// it as text); a batch passes text, made once per batch for each TTL, in `pxs`: its
     /// decisions share their time, so fresh keys of one limit share their TTL.
-    fn ttl_ms(self, ms: &str) -> (String, String) {
+    pub(super) fn ttl_ms(self, ms: &str) -> (String, String) {
         match self {
             Frame::Single => (String::new(), ms.to_owned()),
             Frame::Batch { .. } => (
@@ -111,7 +111,7 @@ impl Frame {
     }
 
     /// `indent` then the statement(s) that answer `items` (`now` first).
-    fn reply(self, indent: &str, items: &[String]) -> String {
+    pub(super) fn reply(self, indent: &str, items: &[String]) -> String {
         match self {
             Frame::Single => format!("{indent}return {{ {} }}\n", items.join(", ")),
             // The time negative (`-1 - now`): a long answer, not an admission's short one.
@@ -135,7 +135,7 @@ impl Frame {
     /// `indent` then the statement(s) that answer an admission's `items` (`now`, 1, then two
     /// per limit). In a batch, a decision at the batch's time answers the limits' values
     /// alone: the batch reply holds the time once.
-    fn admission(self, indent: &str, items: &[String]) -> String {
+    pub(super) fn admission(self, indent: &str, items: &[String]) -> String {
         match self {
             Frame::Single => self.reply(indent, items),
             Frame::Batch { .. } => {
