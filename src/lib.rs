@@ -166,6 +166,7 @@ mod decision;
 pub mod duration;
 mod engine;
 mod error;
+pub mod failure;
 mod identity;
 pub mod key;
 pub mod layer;

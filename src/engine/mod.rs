@@ -24,13 +24,11 @@ mod breaker_meters;
 pub(crate) mod breakers;
 #[cfg(feature = "rls")]
 mod call;
-mod circuit_breaker;
 pub(crate) mod deny_cache;
 mod fallback;
 pub(crate) mod held_lease;
 pub(crate) mod in_flight;
 mod local;
-mod on_store_error;
 mod settle;
 mod store_meter;
 #[cfg(test)]
@@ -42,8 +40,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-pub use circuit_breaker::CircuitBreaker;
-pub use on_store_error::OnStoreError;
 pub(crate) use store_meter::LeaseMeter;
 
 use breaker::Admission;
@@ -55,6 +51,7 @@ use store_meter::StoreMeter;
 use throttle::Throttle;
 
 use crate::decision::Decision;
+use crate::failure::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::{CheckFuture, MemoryStore, Store};

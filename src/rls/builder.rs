@@ -15,7 +15,8 @@ use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::{self};
-use crate::layer::{CircuitBreaker, HeaderStyle};
+use crate::failure::CircuitBreaker;
+use crate::layer::HeaderStyle;
 use crate::store::{Commit, MemoryStore, Store};
 
 /// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
@@ -128,7 +129,7 @@ impl RateLimitServiceBuilder {
     /// domain's circuit is open, requests get their [`FailureMode`] at once.
     ///
     /// ```
-    /// use redlimit::layer::CircuitBreaker;
+    /// use redlimit::failure::CircuitBreaker;
     /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
     ///     .circuit_breaker(CircuitBreaker::disabled());
     /// ```

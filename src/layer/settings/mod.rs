@@ -6,8 +6,8 @@ mod missing_key;
 mod reject_body;
 mod shadow;
 
-pub use crate::engine::CircuitBreaker;
-pub use crate::engine::OnStoreError;
+pub use crate::failure::CircuitBreaker;
+pub use crate::failure::OnStoreError;
 pub use grpc_status::GrpcStatus;
 pub use header_style::HeaderStyle;
 pub use missing_key::MissingKey;
