@@ -174,6 +174,7 @@ mod lease;
 mod limit;
 pub mod limiter;
 mod policy;
+pub mod response;
 #[cfg(feature = "rls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
 pub mod rls;

@@ -13,7 +13,6 @@ use super::refund::RefundFn;
 use super::rule::Rule;
 use super::settings::CircuitBreaker;
 use super::settings::GrpcStatus;
-use super::settings::HeaderStyle;
 use super::settings::MissingKey;
 use super::settings::OnStoreError;
 use super::settings::RejectBody;
@@ -25,6 +24,7 @@ use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::throttle::Throttle;
 use crate::policy::Policy;
+use crate::response::HeaderStyle;
 use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: no request waits longer than this on the store.
@@ -88,7 +88,7 @@ impl Config {
             deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
-            grpc_domain: Arc::from(super::grpc::DEFAULT_DOMAIN),
+            grpc_domain: Arc::from(crate::response::grpc::DEFAULT_DOMAIN),
             reject_body: RejectBody::default(),
             rejection: None,
             throttle: Arc::new(Throttle::default()),

@@ -27,7 +27,7 @@ use super::settle::{self, SettleKey};
 use super::stats;
 use crate::engine::{self, Engine};
 use crate::error::StoreError;
-use crate::layer::HeaderStyle;
+use crate::response::HeaderStyle;
 use crate::store::{Commit, Store};
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a

@@ -27,10 +27,10 @@ use crate::engine::throttle::Throttle;
 use crate::engine::{self, Begin, Engine, Ticket};
 use crate::key::{Key, KeyExtractor};
 use crate::layer::config::Config;
-use crate::layer::headers::RateHeaders;
 use crate::layer::meters::Meters;
 use crate::layer::reconcile::After;
 use crate::layer::settings::Shadow;
+use crate::response::headers::RateHeaders;
 use crate::store::CheckFuture;
 
 /// Decides requests by a layer's settings, with the state derived from them once.
