@@ -7,8 +7,8 @@ use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
 
-use super::config::Config;
-use super::layer::RateLimitLayer;
+use super::layer_settings::LayerSettings;
+use super::rate_limit_layer::RateLimitLayer;
 use super::rule::Rule;
 use super::settings::{
     CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
@@ -50,13 +50,13 @@ use crate::key::{IpRanges, KeyExtractor, PeerIp};
 #[derive(Clone)]
 #[must_use = "a builder does nothing until built"]
 pub struct RateLimitBuilder {
-    config: Config,
+    config: LayerSettings,
     /// [`key`](Self::key) was called without a policy of the layer's own to key.
     key_without_policy: bool,
 }
 
 impl RateLimitBuilder {
-    pub(super) fn new(config: Config) -> Self {
+    pub(super) fn new(config: LayerSettings) -> Self {
         RateLimitBuilder {
             config,
             key_without_policy: false,

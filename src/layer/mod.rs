@@ -88,7 +88,6 @@
 mod body;
 mod builder;
 mod charge;
-mod config;
 mod decide;
 mod estimate;
 #[cfg(feature = "axum")]
@@ -96,10 +95,9 @@ mod extract;
 mod future;
 mod handle;
 mod key_missing;
-// tower-http's triad names the file after its role: `layer/layer.rs` holds the `Layer`.
-#[allow(clippy::module_inception)]
-mod layer;
+mod layer_settings;
 mod meters;
+mod rate_limit_layer;
 mod reconcile;
 mod refund;
 mod route_pattern;
@@ -115,7 +113,7 @@ pub use estimate::{Estimate, EstimateFromBody, EstimateFromBodyLayer, EstimateFu
 pub use future::ResponseFuture;
 pub use handle::Handle;
 pub use key_missing::KeyMissing;
-pub use layer::RateLimitLayer;
+pub use rate_limit_layer::RateLimitLayer;
 pub use rule::Rule;
 pub use service::RateLimit;
 pub use settings::{

@@ -1,6 +1,6 @@
-//! What a layer and all its services share: the store, the rules (policy and key per route),
-//! and how to answer. Exactly what the builder set; what follows from it is derived once, in
-//! [`Decider::new`](super::decide::Decider::new).
+//! A layer's settings as its builder set them, which the layer and all its services share:
+//! the store, the rules (policy and key per route), and how to answer. What follows from them
+//! is derived once, in [`Decider::new`](super::decide::Decider::new).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub(crate) type RejectFn = dyn Fn(&Decision) -> Response<Bytes> + Send + Sync;
 pub(crate) type AllowFn = dyn Fn(&Parts) -> bool + Send + Sync;
 
 #[derive(Clone)]
-pub(crate) struct Config {
+pub(crate) struct LayerSettings {
     pub(crate) store: Arc<dyn Store>,
     /// Route rules, tried in order; then the default rule, if any.
     pub(crate) routes: Vec<Rule>,
@@ -69,11 +69,11 @@ pub(crate) struct Config {
     pub(crate) reconcile: Option<Arc<ReadFn>>,
 }
 
-impl Config {
+impl LayerSettings {
     /// The defaults, with no rule yet.
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
         let kind = store.kind();
-        Config {
+        LayerSettings {
             store,
             routes: Vec::new(),
             default: None,
@@ -106,7 +106,7 @@ impl Config {
 
     /// The same settings with `rules` in place of every rule (the layer's own policy too).
     pub(crate) fn with_rules(&self, rules: Vec<Rule>) -> Self {
-        Config {
+        LayerSettings {
             routes: rules,
             default: None,
             ..self.clone()
