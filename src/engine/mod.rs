@@ -45,7 +45,7 @@ pub(crate) use store_meter::LeaseMeter;
 use breaker::Admission;
 use breakers::Breakers;
 use deny_cache::{DenyCache, Stamp};
-use in_flight::{InFlight, Permit};
+use in_flight::{CallSlot, InFlight};
 use local::LocalFallback;
 use store_meter::StoreMeter;
 use throttle::Throttle;
@@ -107,7 +107,7 @@ pub(crate) struct Ticket {
     pub(crate) cost: u64,
     domain: u16,
     admission: Admission,
-    permit: Option<Permit>,
+    permit: Option<CallSlot>,
     /// The turn at the deny cache's gate of this key, while its expired denial is refreshed:
     /// released once the answer is cached.
     _gate: Option<OwnedSemaphorePermit>,
