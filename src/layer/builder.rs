@@ -10,15 +10,15 @@ use http::request::Parts;
 use super::layer_settings::LayerSettings;
 use super::rate_limit_layer::RateLimitLayer;
 use super::rule::Rule;
-use super::settings::{
-    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
-};
+use super::settings::{GrpcStatus, MissingKey, RejectBody, Shadow};
 use super::usage::{self, BodyUsage, ReadFn, RealCost};
 use crate::decision::Decision;
 use crate::engine::breakers::Breakers;
 use crate::engine::in_flight::InFlight;
 use crate::error::ConfigError;
+use crate::failure::{CircuitBreaker, OnStoreError};
 use crate::key::{IpRanges, KeyExtractor, PeerIp};
+use crate::response::HeaderStyle;
 
 /// The settings of a [`RateLimitLayer`]: made by [`RateLimitLayer::builder`] (a policy of the
 /// layer's own, for every request no [`rule`](Self::rule) matches) or

@@ -11,10 +11,8 @@ use http::request::Parts;
 
 use super::refund::RefundFn;
 use super::rule::Rule;
-use super::settings::CircuitBreaker;
 use super::settings::GrpcStatus;
 use super::settings::MissingKey;
-use super::settings::OnStoreError;
 use super::settings::RejectBody;
 use super::settings::Shadow;
 use super::usage::ReadFn;
@@ -23,6 +21,7 @@ use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::throttle::Throttle;
+use crate::failure::{CircuitBreaker, OnStoreError};
 use crate::policy::Policy;
 use crate::response::HeaderStyle;
 use crate::store::{MemoryStore, Store};
