@@ -11,11 +11,14 @@
 --            the end of the window after its own): the marker's TTL, and the age past which a
 --            refund gives nothing (every state the admission touched is moot by then)
 -- ARGV[3i+2], ARGV[3i+3], ARGV[3i+4]
---            the algorithm code (fw, sw, sl, tb, gc, cc), count N and period P in µs of limit i
+--            the algorithm code (fw, sw, sl, tb, gc, cc, cw), count N and period P in µs of
+--            limit i; for a calendar window (cw), instead of P, the end of the window that
+--            holds the admission's time
 -- Reply      1 if something was given back, else 0
 --
--- Per algorithm, never below the state before the admission: a fixed window takes the cost
--- off the count of the window the admission was counted in, while it lasts; a sliding window
+-- Per algorithm, never below the state before the admission: a fixed window (and a calendar
+-- window) takes the cost off the count of the window the admission was counted in, while it
+-- lasts; a sliding window
 -- the same, or off the previous count while that still weighs; a token bucket puts the tokens
 -- back (a bucket is never fuller than full: the missing count stops at 0); GCRA moves the TAT
 -- back by cost emission intervals of its state, never before now; the sliding log takes the
@@ -91,9 +94,15 @@ for i = 1, k do
   local key, code, n, p = KEYS[i], ARGV[3 * i + 2], tonumber(ARGV[3 * i + 3]), tonumber(ARGV[3 * i + 4])
   -- A concurrency limit's leases (cc) go back by their release, not by a refund.
   local v = code ~= 'sl' and code ~= 'cc' and redis.call('GET', key)
-  if v and code == 'fw' then
+  if v and (code == 'fw' or code == 'cw') then
+    -- A calendar window's "period" is the end of the admission's window (the client computed
+    -- it from `at`, the store's time of the admission: no clock of its own involved).
+    local window_end = p
+    if code == 'fw' then
+      window_end = (math.floor(at / p) + 1) * p
+    end
     local e, c = string.match(v, '^(%d+) (%d+)$')
-    if e and tonumber(e) == (math.floor(at / p) + 1) * p and tonumber(e) > now and tonumber(c) > 0 then
+    if e and tonumber(e) == window_end and tonumber(e) > now and tonumber(c) > 0 then
       redis.call('SET', key, e .. ' ' .. math.max(0, tonumber(c) - cost), 'KEEPTTL')
       given = true
     end

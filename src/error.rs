@@ -31,6 +31,15 @@ pub enum ConfigError {
         /// What is wrong with it, in one line.
         reason: String,
     },
+    /// A calendar (for [`Limit::calendar`](crate::Limit::calendar)) whose anchor does not fit
+    /// its unit, or whose time zone the IANA database does not know.
+    #[error("invalid calendar `{calendar}`: {reason}")]
+    InvalidCalendar {
+        /// The calendar, as given.
+        calendar: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A policy without limits.
     #[error("policy `{0}` has no limits")]
     NoLimits(String),
@@ -222,6 +231,12 @@ pub enum StoreError {
     /// built a decision that breaks its contract.
     #[error("unexpected reply from the store: {0}")]
     UnexpectedReply(String),
+    /// The store's clock lies outside the calendar windows the client computed from its own
+    /// clock (the previous, current and next window of a
+    /// [`Limit::calendar`](crate::Limit::calendar)): the two clocks are more than a window
+    /// apart, and the store refused to guess which window it is.
+    #[error("the store's clock is outside the calendar windows this client computed: {0}")]
+    ClockSkew(String),
     /// The store was configured wrongly (a bad URL or prefix).
     #[error(transparent)]
     Config(#[from] ConfigError),

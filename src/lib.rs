@@ -164,6 +164,7 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "admin")))]
 pub mod admin;
 mod algorithm;
+pub mod calendar;
 #[cfg(feature = "config")]
 #[cfg_attr(docsrs, doc(cfg(feature = "config")))]
 pub mod config;
@@ -230,6 +231,7 @@ mod doc_pages {
 }
 
 pub use algorithm::Algorithm;
+pub use calendar::Calendar;
 pub use decision::{Decision, DecisionSource, LimitState};
 pub use error::{BoxError, ConfigError, StoreError};
 pub use key::{Key, KeyExtractor};

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub(crate) use crate::algorithm::Algorithm;
+use crate::calendar::Calendar;
 use crate::error::ConfigError;
 
 /// The largest period a limit may have, so that every time value stays an exact integer in the
@@ -12,7 +13,8 @@ const MAX_PERIOD_US: u64 = 1 << 45;
 
 /// One limit: at most `count` (weighted by cost) per `period`, enforced by an [`Algorithm`].
 ///
-/// `N/P` means, per algorithm: fixed window of `N` per `P` (windows aligned to the Unix epoch);
+/// `N/P` means, per algorithm: fixed window of `N` per `P` (windows aligned to the Unix epoch;
+/// a calendar window's follow its [`Calendar`] instead, see [`Limit::calendar`]);
 /// sliding window or log of `N` in any `P`; token bucket of capacity `N` refilled at `N` per
 /// `P`; GCRA with burst `N` and rate `N` per `P`. Time is kept in whole microseconds; token
 /// bucket and GCRA emit one unit every `ceil(P / N)` µs, so their long-run rate never exceeds
@@ -38,6 +40,8 @@ pub struct Limit {
     algorithm: Algorithm,
     count: u64,
     period: Duration,
+    /// A calendar window's calendar (kept for the process's life: `calendar::intern`).
+    calendar: Option<&'static Calendar>,
 }
 
 impl Limit {
@@ -60,6 +64,44 @@ impl Limit {
             algorithm,
             count,
             period,
+            calendar: None,
+        };
+        limit.check()?;
+        Ok(limit)
+    }
+
+    /// `count` per window of `calendar`: a fixed window whose windows follow the calendar in
+    /// its time zone (a day, week, month or year from its anchor), through daylight-saving
+    /// changes and months of every length. The budget of a billing period: "5 million tokens
+    /// a month per API key, the month starting on the 15th at 00:00 Europe/Berlin".
+    ///
+    /// Reset times, `Retry-After` and the RLS's `duration_until_reset` are the window's end
+    /// exactly. Its [`algorithm`](Self::algorithm) is [`Algorithm::Calendar`]; its
+    /// [`period`](Self::period) the longest one of its windows can be
+    /// ([`Calendar::longest_window`]). Like a fixed window, it admits up to `2N` across a
+    /// window's edge. Only fixed windows follow a calendar: a sliding window, log, token
+    /// bucket or GCRA spreads its limit over any span of its period, which a calendar does
+    /// not change.
+    ///
+    /// ```
+    /// use redlimit::calendar::Calendar;
+    /// use redlimit::{Algorithm, Limit};
+    ///
+    /// let month = Calendar::month().on_day(15).at(0, 0).in_zone("Europe/Berlin")?;
+    /// let budget = Limit::calendar(5_000_000, month.clone())?;
+    /// assert_eq!(budget.algorithm(), Algorithm::Calendar);
+    /// assert_eq!(budget.aligned_to(), Some(&month));
+    /// assert!(Limit::calendar(0, month).is_err());
+    /// // A calendar limit is made from its calendar, never from a period.
+    /// assert!(Limit::new(Algorithm::Calendar, 5, std::time::Duration::from_secs(60)).is_err());
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn calendar(count: u64, calendar: Calendar) -> Result<Self, ConfigError> {
+        let limit = Limit {
+            algorithm: Algorithm::Calendar,
+            count,
+            period: calendar.longest_window(),
+            calendar: Some(crate::calendar::intern(calendar)),
         };
         limit.check()?;
         Ok(limit)
@@ -173,6 +215,32 @@ impl Limit {
         Limit::new(algorithm, count, period)
     }
 
+    /// A rate written for this limit (an override's): `N/DURATION` read with its algorithm,
+    /// or for a calendar window `N/UNIT` with its calendar's unit (`5000/month`), whose period
+    /// is its own. The count and period, or why the text is not one.
+    pub(crate) fn parse_rate_like(&self, rate: &str) -> Result<(u64, Duration), ConfigError> {
+        let Some(calendar) = self.calendar else {
+            return Limit::parse(self.algorithm, rate).map(|l| (l.count, l.period));
+        };
+        let count = rate
+            .split_once('/')
+            .filter(|(_, unit)| *unit == calendar.unit().name())
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+            .ok_or_else(|| ConfigError::InvalidCalendar {
+                calendar: rate.to_owned(),
+                reason: format!("a rate of a calendar window is N/{}", calendar.unit()),
+            })?;
+        self.with_count(count).map(|l| (l.count, l.period))
+    }
+
+    /// The same limit with another count (an override's), its calendar kept, or why that
+    /// count cannot be enforced.
+    pub(crate) fn with_count(self, count: u64) -> Result<Limit, ConfigError> {
+        let limit = Limit { count, ..self };
+        limit.check()?;
+        Ok(limit)
+    }
+
     /// The same limit with another count, which must be between 1 and this count (so the
     /// result is as valid as this limit).
     pub(crate) fn with_smaller_count(self, count: u64) -> Limit {
@@ -218,9 +286,35 @@ impl Limit {
         self.period
     }
 
+    /// The calendar a calendar window's windows are aligned to ([`Limit::calendar`]), `None`
+    /// for any other limit.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert_eq!(redlimit::Limit::gcra(7, Duration::from_secs(1))?.aligned_to(), None);
+    /// # Ok::<(), redlimit::ConfigError>(())
+    /// ```
+    pub fn aligned_to(&self) -> Option<&Calendar> {
+        self.calendar
+    }
+
     /// The period in whole microseconds, as the algorithms see it.
     pub(crate) fn period_us(&self) -> u64 {
         u64::try_from(self.period.as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// What the in-process algorithms take as the period when asked about the time `at`
+    /// (Unix µs): the period, but for a calendar window the end of its window that holds `at`
+    /// (`algorithm/calendar_window.rs`). Outside the years the time zone database covers
+    /// (which no clock reaches), the end of `at`'s epoch-aligned window of the longest period.
+    pub(crate) fn period_arg(&self, at: u64) -> u64 {
+        match self.calendar {
+            None => self.period_us(),
+            Some(calendar) => calendar.window(at).map_or_else(
+                || crate::algorithm::window_end(at, self.period_us()),
+                |w| w.end,
+            ),
+        }
     }
 
     /// Why the limit cannot be enforced exactly, if it cannot.
@@ -231,6 +325,11 @@ impl Limit {
         };
         if self.count == 0 {
             return Err(invalid("the count must be at least 1"));
+        }
+        if (self.algorithm == Algorithm::Calendar) != self.calendar.is_some() {
+            return Err(invalid(
+                "a calendar window is made from its calendar, with Limit::calendar",
+            ));
         }
         if self.period < Duration::from_millis(1) {
             return Err(invalid("the period must be at least 1 ms"));
@@ -254,6 +353,9 @@ impl Limit {
 
 impl fmt::Display for Limit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(calendar) = self.calendar {
+            return write!(f, "{} {}/{calendar}", self.algorithm, self.count);
+        }
         write!(
             f,
             "{} {}/{}",

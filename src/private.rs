@@ -30,6 +30,12 @@ pub fn script_call(
     crate::store::script_call(prefix, policy, key, cost)
 }
 
+/// A Redis error as the Redis store reports it.
+#[cfg(feature = "redis")]
+pub fn store_error(err: redis::RedisError) -> crate::StoreError {
+    crate::store::redis_store_error(err)
+}
+
 /// TEST ONLY: a Redis check whose script uses `now_us` (Unix µs) instead of Redis `TIME`, so
 /// tests can drive time. Production code never does this: a client clock that lags would
 /// rewind the limits.

@@ -345,6 +345,7 @@ pub(crate) fn failure_reason(error: &StoreError) -> &'static str {
         StoreError::Connection(_) => "connection",
         StoreError::Script(_) => "script",
         StoreError::UnexpectedReply(_) => "reply",
+        StoreError::ClockSkew(_) => "clock_skew",
         _ => "other",
     }
 }

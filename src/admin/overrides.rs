@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use super::error::AdminError;
 use super::target::Target;
 use crate::layer::Handle;
-use crate::limit::Limit;
 use crate::policy::Policy;
 use crate::store::Override;
 
@@ -112,8 +111,8 @@ pub(crate) fn parse(
         .zip(limits)
         .enumerate()
         .map(|(i, (rate, limit))| {
-            Limit::parse(limit.algorithm(), rate.trim())
-                .map(|l| (l.count(), l.period()))
+            limit
+                .parse_rate_like(rate.trim())
                 .map_err(|e| AdminError::BadOverride(format!("limits[{i}]: {e}")))
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -35,40 +35,7 @@ impl RateAlgorithm for FixedWindow {
         cost: u64,
         now: u64,
     ) -> Step<State> {
-        let end = (now / period_us + 1) * period_us;
-        let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
-        let until_end = end - now;
-        let remaining = count.saturating_sub(used);
-        let reset_before = if used == 0 { 0 } else { until_end };
-        let next = State {
-            end,
-            count: used + cost,
-        };
-        if cost > count {
-            return Step {
-                eval: Eval::never(remaining, reset_before),
-                next,
-                ttl: until_end,
-            };
-        }
-        let allowed = used + cost <= count;
-        let eval = Eval {
-            allowed,
-            remaining_before: remaining,
-            remaining_after: if allowed { remaining - cost } else { remaining },
-            reset_before,
-            reset_after: if allowed && used + cost > 0 {
-                until_end
-            } else {
-                reset_before
-            },
-            retry: if allowed { 0 } else { span(until_end) },
-        };
-        Step {
-            eval,
-            next,
-            ttl: until_end,
-        }
+        check_in(state, count, window_end(now, period_us), cost, now)
     }
 
     /// Adds `cost` to the current window's count whatever it holds: past `N` the window is
@@ -80,16 +47,7 @@ impl RateAlgorithm for FixedWindow {
         cost: u64,
         now: u64,
     ) -> (State, u64) {
-        let end = window_end(now, period_us);
-        let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
-        let charged = used.max(used.saturating_add(cost).min(debt_cap(count)));
-        (
-            State {
-                end,
-                count: charged,
-            },
-            end - now,
-        )
+        charge_in(state, count, window_end(now, period_us), cost, now)
     }
 
     /// Takes the cost off the count of the window the admission was counted in, while it lasts.
@@ -101,13 +59,84 @@ impl RateAlgorithm for FixedWindow {
         at: u64,
         now: u64,
     ) -> bool {
-        match state {
-            Some(s) if s.end == window_end(at, period_us) && s.end > now && s.count > 0 => {
-                s.count = s.count.saturating_sub(cost);
-                true
-            }
-            _ => false,
+        refund_in(state, window_end(at, period_us), cost, now)
+    }
+}
+
+/// Evaluates `cost` at `now` in the window that ends at `end` (after `now`): the fixed
+/// window's check, and the calendar window's (`calendar_window.rs`), whose windows end where
+/// the calendar says.
+pub(crate) fn check_in(
+    state: Option<State>,
+    count: u64,
+    end: u64,
+    cost: u64,
+    now: u64,
+) -> Step<State> {
+    let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+    let until_end = end - now;
+    let remaining = count.saturating_sub(used);
+    let reset_before = if used == 0 { 0 } else { until_end };
+    let next = State {
+        end,
+        count: used + cost,
+    };
+    if cost > count {
+        return Step {
+            eval: Eval::never(remaining, reset_before),
+            next,
+            ttl: until_end,
+        };
+    }
+    let allowed = used + cost <= count;
+    let eval = Eval {
+        allowed,
+        remaining_before: remaining,
+        remaining_after: if allowed { remaining - cost } else { remaining },
+        reset_before,
+        reset_after: if allowed && used + cost > 0 {
+            until_end
+        } else {
+            reset_before
+        },
+        retry: if allowed { 0 } else { span(until_end) },
+    };
+    Step {
+        eval,
+        next,
+        ttl: until_end,
+    }
+}
+
+/// Charges `cost` at `now` to the window that ends at `end`, up to the debt cap: the state
+/// and its TTL.
+pub(crate) fn charge_in(
+    state: Option<State>,
+    count: u64,
+    end: u64,
+    cost: u64,
+    now: u64,
+) -> (State, u64) {
+    let used = state.filter(|s| s.end > now).map_or(0, |s| s.count);
+    let charged = used.max(used.saturating_add(cost).min(debt_cap(count)));
+    (
+        State {
+            end,
+            count: charged,
+        },
+        end - now,
+    )
+}
+
+/// Takes `cost` off the count of the window that ends at `end` (the admission's), while it
+/// lasts.
+pub(crate) fn refund_in(state: &mut Option<State>, end: u64, cost: u64, now: u64) -> bool {
+    match state {
+        Some(s) if s.end == end && s.end > now && s.count > 0 => {
+            s.count = s.count.saturating_sub(cost);
+            true
         }
+        _ => false,
     }
 }
 

@@ -31,11 +31,19 @@ pub enum Algorithm {
     /// releases when the response ends and that lapses after `P` (the lease timeout) if its
     /// replica died. See [`Limit::concurrency`](crate::Limit::concurrency).
     Concurrency,
+    /// A fixed window whose windows follow a calendar in a time zone (days, weeks, months,
+    /// years, from an anchor such as "the 15th at 00:00 Europe/Berlin"). Made by
+    /// [`Limit::calendar`](crate::Limit::calendar), which takes its
+    /// [`Calendar`](crate::calendar::Calendar).
+    Calendar,
 }
 
 impl Algorithm {
-    /// All rate algorithms, in the order of the documentation ([`Algorithm::Concurrency`],
-    /// which limits requests in flight rather than a rate, is not among them).
+    /// The rate algorithms that [`Limit::new`](crate::Limit::new) makes from a count and a
+    /// period, in the order of the documentation. [`Algorithm::Calendar`] (made from a
+    /// calendar, by [`Limit::calendar`](crate::Limit::calendar)) and
+    /// [`Algorithm::Concurrency`] (which limits requests in flight rather than a rate) are not
+    /// among them.
     ///
     /// ```
     /// assert_eq!(redlimit::Algorithm::ALL.len(), 5);
@@ -48,9 +56,9 @@ impl Algorithm {
         Algorithm::Gcra,
     ];
 
-    /// Every algorithm: the rates of [`Algorithm::ALL`], then the concurrency limit, in the
-    /// order of the algorithms' table (`crate::super::TABLE`). The scripts' signatures
-    /// number algorithms by their position here.
+    /// Every algorithm: the rates of [`Algorithm::ALL`], the concurrency limit, then the
+    /// calendar window, in the order of the algorithms' table (`crate::super::TABLE`). The
+    /// scripts' signatures number algorithms by their position here.
     pub(crate) const EVERY: [Algorithm; super::TABLE.len()] = {
         let mut every = [Algorithm::FixedWindow; super::TABLE.len()];
         let mut i = 0;

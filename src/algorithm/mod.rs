@@ -1,4 +1,4 @@
-//! The five rate algorithms and the concurrency limit in Rust, with the same integer semantics
+//! The five rate algorithms, the calendar window and the concurrency limit in Rust, with the same integer semantics
 //! as their Lua twins in `lua/` (`lua/gcra.lua` ↔ `gcra.rs`, ...). The memory store and
 //! local-first mode run these; the Redis store runs the scripts. Every function is pure: state
 //! in, evaluation and next state out.
@@ -20,6 +20,7 @@
 //! plus as much again of debt ([`debt_cap`]: what charges past the limit may owe), so no wait
 //! asked for exceeds the time that debt takes to pay.
 
+pub(crate) mod calendar_window;
 pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
@@ -131,6 +132,7 @@ algorithms! {
     TokenBucket => token_bucket::TokenBucket,
     Gcra => gcra::Gcra,
     Concurrency => concurrency::Concurrency,
+    Calendar => calendar_window::CalendarWindow,
 }
 
 // `Algorithm::descriptor` indexes the table by variant.

@@ -10,8 +10,8 @@ use toml::Spanned;
 use crate::error::ConfigError;
 use crate::key::{ClientIp, KeyExtractor, PeerIp, PerLimit, parse_spec_with};
 use crate::layer::{Rule, Shadow};
-use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
+use limit::RawLimit;
 
 /// A validated config file: named policies, route rules, an optional default rule.
 ///
@@ -32,6 +32,12 @@ use crate::policy::Policy;
 ///   # optional `key`: this limit counts under its own key (a hierarchical quota, see
 ///   # redlimit::key::PerLimit); the others count under the rule's key
 ///   { algorithm = "fixed-window", rate = "100000/1h", key = "header:x-tenant" },
+///   # optional `calendar`: a fixed window whose windows follow the calendar (a calendar
+///   # window, redlimit::Limit::calendar): the rate is N/day, N/week, N/month or N/year,
+///   # `time_zone` is IANA's (default UTC), `anchor` where windows start (default: midnight,
+///   # Monday, the 1st, January 1st; see redlimit::calendar::Calendar::parse)
+///   { algorithm = "fixed-window", rate = "5000000/month",
+///     calendar = { time_zone = "Europe/Berlin", anchor = "15T00:00" } },
 /// ]
 ///
 /// [[route]]                   # tried in order; the first match applies
@@ -45,7 +51,8 @@ use crate::policy::Policy;
 /// key = "header:x-api-key"
 /// ```
 ///
-/// Algorithms: `fixed-window`, `sliding-window`, `sliding-log`, `token-bucket`, `gcra`.
+/// Algorithms: `fixed-window`, `sliding-window`, `sliding-log`, `token-bucket`, `gcra`; and
+/// `calendar`, which is `fixed-window` with a `calendar` (only fixed windows follow one).
 ///
 /// ```
 /// use redlimit::config::ConfigFile;
@@ -96,14 +103,6 @@ struct RawPolicy {
     name: Spanned<String>,
     limits: Spanned<Vec<RawLimit>>,
     penalty: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLimit {
-    algorithm: Spanned<String>,
-    rate: Spanned<String>,
-    key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -184,13 +183,9 @@ impl ConfigFile {
                         .map_err(|e| at(key.span().start, "policy.limits.key", e.to_string()))?;
                     own_keys.push((position, extractor));
                 }
-                let algorithm: Algorithm = limit.algorithm.get_ref().parse().map_err(|e| {
-                    let start = limit.algorithm.span().start;
-                    at(start, "policy.limits.algorithm", format!("{e}"))
-                })?;
-                let limit = Limit::parse(algorithm, limit.rate.get_ref()).map_err(|e| {
-                    at(limit.rate.span().start, "policy.limits.rate", e.to_string())
-                })?;
+                let limit = limit
+                    .limit()
+                    .map_err(|(start, field, reason)| at(start, field, reason))?;
                 limits.push(limit);
             }
             let checked = Policy::new(name.as_str(), limits).map_err(|e| {
@@ -371,5 +366,6 @@ fn line_of(text: &str, start: usize) -> usize {
         + 1
 }
 
+mod limit;
 #[cfg(test)]
 mod tests;

@@ -154,8 +154,15 @@ impl IetfFields {
                 .push_str(&format!("{separator}\"{name}\";r={remaining}"));
             return;
         }
-        self.policy
-            .push_str(&format!("{separator}\"{name}\";q={limit};w={window}"));
+        if state.limit().aligned_to().is_some() {
+            // A calendar's windows differ in length (months, days of a clock change): the
+            // draft's `w` is optional, and no one number would be true.
+            self.policy
+                .push_str(&format!("{separator}\"{name}\";q={limit}"));
+        } else {
+            self.policy
+                .push_str(&format!("{separator}\"{name}\";q={limit};w={window}"));
+        }
         self.current
             .push_str(&format!("{separator}\"{name}\";r={remaining};t={reset}"));
     }

@@ -86,7 +86,7 @@ fn whole_after_one(limit: &Limit) -> Duration {
     let step = State::fresh(limit.algorithm()).check(
         &PerKey::default(),
         limit.count(),
-        limit.period_us(),
+        limit.period_arg(now),
         1,
         now,
     );

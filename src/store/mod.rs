@@ -46,7 +46,7 @@ mod shard;
 #[cfg(all(feature = "redis", test))]
 pub(crate) use self::redis::state_key;
 #[cfg(feature = "redis")]
-pub(crate) use self::redis::{decode_reply, refund_call, script_call};
+pub(crate) use self::redis::{decode_reply, redis_store_error, refund_call, script_call};
 
 #[cfg(feature = "redis")]
 pub use self::local_first::{

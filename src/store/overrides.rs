@@ -65,7 +65,8 @@ impl Override {
     }
 
     /// Parses one `N/DURATION` per line (`1000/1m`; blank lines and surrounding spaces are
-    /// ignored), as flags and text files write an override.
+    /// ignored), as flags and text files write an override; for a calendar window, `N/UNIT`
+    /// with its unit (`5000000/month`: its calendar is kept, the override sets its count).
     ///
     /// ```
     /// use std::time::Duration;
@@ -100,9 +101,10 @@ impl Override {
                 .get(rates.len())
                 .copied()
                 .unwrap_or_else(|| policy.limits()[0]);
-            let parsed = Limit::parse(limit.algorithm(), line)
+            let parsed = limit
+                .parse_rate_like(line)
                 .map_err(|e| invalid(format!("line {}: {e}", i + 1)))?;
-            rates.push((parsed.count(), parsed.period()));
+            rates.push(parsed);
         }
         Override::new(policy, rates)
     }
@@ -150,7 +152,12 @@ impl Override {
             .iter()
             .zip(self.rates.iter())
             .map(|(limit, &(count, period))| {
-                Limit::new(limit.algorithm(), count, period).map_err(|e| invalid(e.to_string()))
+                // A calendar window keeps its calendar: an override sets its count.
+                match limit.aligned_to() {
+                    Some(_) => limit.with_count(count),
+                    None => Limit::new(limit.algorithm(), count, period),
+                }
+                .map_err(|e| invalid(e.to_string()))
             })
             .collect()
     }
@@ -334,6 +341,25 @@ impl fmt::Display for Override {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_override_of_a_calendar_window_sets_its_count_and_keeps_its_calendar() {
+        let month = crate::calendar::Calendar::month()
+            .on_day(15)
+            .in_zone("Europe/Berlin")
+            .unwrap();
+        let policy = Policy::new("tokens", [Limit::calendar(100, month).unwrap()]).unwrap();
+        let o = Override::parse(&policy, "5000/month").unwrap();
+        let applied = o.apply(&policy).unwrap();
+        let limit = applied.limits()[0];
+        assert_eq!(limit.count(), 5000);
+        assert_eq!(limit.aligned_to(), policy.limits()[0].aligned_to());
+        let stored = Override::decode(&o.encode()).unwrap();
+        assert_eq!(stored.apply(&policy).unwrap().limits()[0], limit);
+        for bad in ["5000/1h", "5000/day", "0/month", "many/month"] {
+            assert!(Override::parse(&policy, bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn the_stored_form_reads_back_and_garbage_does_not() {

@@ -99,3 +99,69 @@ fn a_valid_file() {
     let debug = format!("{:?}", file.default.unwrap());
     assert!(debug.contains("shadow: Some(OnWithHeaders)"), "{debug}");
 }
+
+#[test]
+fn a_limit_may_follow_a_calendar() {
+    let text = r#"allow_no_rules = true
+[[policy]]
+name = "tokens"
+limits = [
+  { algorithm = "fixed-window", rate = "5000000/month", calendar = { time_zone = "Europe/Berlin", anchor = "15T00:00" } },
+  { algorithm = "calendar", rate = "200000/day", calendar = {} },
+]
+"#;
+    let file = ConfigFile::parse(text).unwrap();
+    let limits = file.policies()[0].limits();
+    let month = crate::calendar::Calendar::month()
+        .on_day(15)
+        .in_zone("Europe/Berlin")
+        .unwrap();
+    assert_eq!(limits[0], crate::Limit::calendar(5_000_000, month).unwrap());
+    assert_eq!(
+        limits[1].to_string(),
+        "calendar 200000/day (00:00 UTC)",
+        "UTC and midnight unless told"
+    );
+}
+
+#[test]
+fn a_calendar_on_anything_but_a_fixed_window_is_an_error() {
+    let limit = |l: &str| format!("[[policy]]\nname = \"p\"\nlimits = [{l}]\n");
+    let sliding = limit(
+        r#"{ algorithm = "sliding-window", rate = "5/day", calendar = { time_zone = "UTC" } }"#,
+    );
+    assert!(
+        error(&sliding)
+            .starts_with("line 3: policy.limits.calendar: only fixed windows follow a calendar"),
+        "{}",
+        error(&sliding)
+    );
+    let no_calendar = limit(r#"{ algorithm = "calendar", rate = "5/day" }"#);
+    assert!(
+        error(&no_calendar).starts_with("line 3: policy.limits.algorithm: a calendar window needs")
+    );
+    let period = limit(r#"{ algorithm = "fixed-window", rate = "5/30d", calendar = {} }"#);
+    assert!(error(&period).contains("N/day, N/week, N/month or N/year"));
+    let zone = limit(
+        r#"{ algorithm = "fixed-window", rate = "5/month", calendar = { time_zone = "Europe/Berlim" } }"#,
+    );
+    assert!(
+        error(&zone).contains("`Europe/Berlim` is not a time zone"),
+        "{}",
+        error(&zone)
+    );
+    let anchor =
+        limit(r#"{ algorithm = "fixed-window", rate = "5/month", calendar = { anchor = "32" } }"#);
+    assert!(
+        error(&anchor).contains("invalid calendar"),
+        "{}",
+        error(&anchor)
+    );
+    let unknown =
+        limit(r#"{ algorithm = "fixed-window", rate = "5/month", calendar = { zone = "UTC" } }"#);
+    assert!(
+        error(&unknown).contains("unknown field `zone`"),
+        "{}",
+        error(&unknown)
+    );
+}

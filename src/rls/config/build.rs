@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use super::calendar::read_calendar;
 use super::error::RlsConfigError;
 use super::limit::{RlsLimit, parse_algorithm};
 use super::matching::{Children, DescriptorNode};
@@ -310,25 +311,36 @@ fn read_limit(
         },
     };
     let Some(unit) = unit else {
-        if get(fields, "algorithm").is_some() || get(fields, "unit_multiplier").is_some() {
+        if ["algorithm", "unit_multiplier", "calendar"]
+            .iter()
+            .any(|k| get(fields, k).is_some())
+        {
             return Err(ctx.extension(
                 node,
                 path,
-                "an unlimited limit has no algorithm or unit_multiplier",
+                "an unlimited limit has no algorithm, unit_multiplier or calendar",
             ));
         }
         return Ok(None);
     };
+    let calendar = read_calendar(ctx, fields, path, unit, algorithm, unit_multiplier)?;
     let name = (!name.is_empty()).then_some(name);
-    RlsLimit::new(requests_per_unit, unit, unit_multiplier, name, algorithm)
-        .map(Some)
-        .map_err(|e| {
-            ctx.extension(
-                node,
-                path,
-                format!("redlimit cannot enforce this limit: {e}"),
-            )
-        })
+    RlsLimit::new(
+        requests_per_unit,
+        unit,
+        unit_multiplier,
+        name,
+        algorithm,
+        calendar,
+    )
+    .map(Some)
+    .map_err(|e| {
+        ctx.extension(
+            node,
+            path,
+            format!("redlimit cannot enforce this limit: {e}"),
+        )
+    })
 }
 
 /// `metadata` as JSON (Go keeps it as a protobuf `Struct`); `None` when absent or empty.

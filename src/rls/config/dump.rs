@@ -8,7 +8,8 @@ use super::RlsConfig;
 /// quota_mode: <bool>`; an unlimited rule shows `unit=UNKNOWN` and the `requests_per_unit`
 /// written beside it (0 when none). Rules
 /// with several limits (ours) get a line per limit, and our extensions follow when they are
-/// not the defaults (` algorithm=gcra unit_multiplier=5`).
+/// not the defaults (` algorithm=gcra unit_multiplier=5`, then ` calendar=15T00:00
+/// Europe/Berlin` for a calendar window).
 pub(crate) fn dump(config: &RlsConfig) -> String {
     let mut out = String::new();
     for domain in config.domains() {
@@ -34,6 +35,14 @@ pub(crate) fn dump(config: &RlsConfig) -> String {
                         " algorithm={} unit_multiplier={}",
                         limit.algorithm(),
                         limit.unit_multiplier()
+                    );
+                }
+                if let Some(calendar) = limit.calendar() {
+                    let _ = write!(
+                        out,
+                        " calendar={} {}",
+                        calendar.anchor(),
+                        calendar.time_zone()
                     );
                 }
                 out.push('\n');

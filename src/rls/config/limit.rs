@@ -1,6 +1,7 @@
 //! One limit of a rule: the Go service's `rate_limit` (or one entry of our `rate_limits`),
 //! with the redlimit [`Limit`] that enforces it.
 
+use crate::calendar::Calendar;
 use crate::{Algorithm, Limit, Policy};
 
 use super::unit::Unit;
@@ -37,6 +38,7 @@ pub struct RlsLimit {
     unit_multiplier: u32,
     name: Option<String>,
     algorithm: Algorithm,
+    calendar: Option<Calendar>,
 }
 
 impl RlsLimit {
@@ -47,10 +49,12 @@ impl RlsLimit {
         unit_multiplier: u32,
         name: Option<String>,
         algorithm: Algorithm,
+        calendar: Option<Calendar>,
     ) -> Result<Self, crate::ConfigError> {
-        let limit = match requests_per_unit {
-            0 => None,
-            n => {
+        let limit = match (requests_per_unit, &calendar) {
+            (0, _) => None,
+            (n, Some(calendar)) => Some(Limit::calendar(u64::from(n), calendar.clone())?),
+            (n, None) => {
                 let period = unit.duration().saturating_mul(unit_multiplier);
                 Some(Limit::new(algorithm, u64::from(n), period)?)
             }
@@ -64,6 +68,7 @@ impl RlsLimit {
             unit_multiplier,
             name,
             algorithm,
+            calendar,
         })
     }
 
@@ -150,9 +155,36 @@ impl RlsLimit {
         self.algorithm
     }
 
+    /// The calendar its windows follow (our `calendar: {time_zone, anchor}`), if any: then its
+    /// `unit` is a calendar day, week, month or year in that zone from that anchor, not the Go
+    /// service's epoch-aligned span (a month of 30 days), and its [`limit`](Self::limit) is a
+    /// [`Limit::calendar`].
+    ///
+    /// ```
+    /// # use redlimit::rls::config::RlsConfig;
+    /// let c = RlsConfig::parse([("c.yaml", "
+    /// domain: llm
+    /// descriptors:
+    ///   - key: api_key
+    ///     rate_limit:
+    ///       unit: month
+    ///       requests_per_unit: 5000000
+    ///       calendar: {time_zone: Europe/Berlin, anchor: \"15T00:00\"}
+    /// ")], false)?;
+    /// let limit = &c.domain("llm").unwrap().find(&[("api_key", "k")]).unwrap().limits()[0];
+    /// assert_eq!(limit.calendar().unwrap().to_string(), "month (15T00:00 Europe/Berlin)");
+    /// assert_eq!(limit.limit().unwrap().algorithm(), redlimit::Algorithm::Calendar);
+    /// # Ok::<(), redlimit::rls::config::RlsConfigError>(())
+    /// ```
+    pub fn calendar(&self) -> Option<&Calendar> {
+        self.calendar.as_ref()
+    }
+
     /// Whether the limit uses none of our extensions (what the Go service could read).
     pub(crate) fn is_plain(&self) -> bool {
-        self.algorithm == Algorithm::FixedWindow && self.unit_multiplier == 1
+        self.algorithm == Algorithm::FixedWindow
+            && self.unit_multiplier == 1
+            && self.calendar.is_none()
     }
 }
 

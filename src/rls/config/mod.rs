@@ -7,10 +7,10 @@
 //! duplicate keys, ...), with a typed [`RlsConfigError`] naming the file and the place.
 //!
 //! Our extensions, each refused by the Go service as an unknown key (so a file using them never
-//! half-loads there): `algorithm` and `unit_multiplier` in a limit, `rate_limits`, a list of
+//! half-loads there): `algorithm`, `unit_multiplier` and `calendar` (windows that follow a
+//! calendar in a time zone: [`RlsLimit::calendar`]) in a limit, `rate_limits`, a list of
 //! limits on one descriptor, checked and charged together, and beside `domain`,
-//! `on_store_error` and `hash_tag`. See the guide
-//! `docs/guide/rls-config.md`.
+//! `on_store_error` and `hash_tag`. See the guide `docs/guide/rls-config.md`.
 //!
 //! ```
 //! use redlimit::rls::config::{RlsConfig, Unit};
@@ -34,6 +34,7 @@
 //! ```
 
 mod build;
+mod calendar;
 mod domain;
 mod dump;
 mod error;

@@ -33,7 +33,9 @@ pub(crate) const ROOT_EXTENSIONS: [&str; 2] = ["on_store_error", "hash_tag"];
 /// Our keys beside a descriptor's `rate_limit`.
 pub(crate) const DESCRIPTOR_EXTENSIONS: [&str; 1] = ["rate_limits"];
 /// Our keys inside a `rate_limit` or a `rate_limits` entry.
-pub(crate) const LIMIT_EXTENSIONS: [&str; 2] = ["algorithm", "unit_multiplier"];
+pub(crate) const LIMIT_EXTENSIONS: [&str; 3] = ["algorithm", "unit_multiplier", "calendar"];
+/// The keys of a limit's `calendar`.
+const CALENDAR_KEYS: [&str; 2] = ["time_zone", "anchor"];
 
 /// What a mapping is, for our extension keys.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -45,11 +47,13 @@ enum Context {
     Limit,
     /// An entry of our `rate_limits`: only the keys of a limit.
     OurLimit,
+    /// A limit's `calendar`: only its keys.
+    Calendar,
     Other,
 }
 
 /// The keys of a `rate_limits` entry.
-const OUR_LIMIT_KEYS: [&str; 7] = [
+const OUR_LIMIT_KEYS: [&str; 8] = [
     "unit",
     "requests_per_unit",
     "unlimited",
@@ -57,6 +61,7 @@ const OUR_LIMIT_KEYS: [&str; 7] = [
     "replaces",
     "algorithm",
     "unit_multiplier",
+    "calendar",
 ];
 
 /// Checks a document's keys as the Go service does.
@@ -128,6 +133,7 @@ fn walk_map(
         };
         let known = match context {
             Context::OurLimit => OUR_LIMIT_KEYS.contains(&name),
+            Context::Calendar => CALENDAR_KEYS.contains(&name),
             Context::Root => GO_KEYS.contains(&name) || ROOT_EXTENSIONS.contains(&name),
             Context::Descriptor => GO_KEYS.contains(&name) || DESCRIPTOR_EXTENSIONS.contains(&name),
             Context::Limit => GO_KEYS.contains(&name) || LIMIT_EXTENSIONS.contains(&name),
@@ -148,6 +154,7 @@ fn walk_map(
             (_, "descriptors") => Context::Descriptor,
             (Context::Descriptor, "rate_limit") => Context::Limit,
             (Context::Descriptor, "rate_limits") => Context::OurLimit,
+            (Context::Limit | Context::OurLimit, "calendar") => Context::Calendar,
             _ => Context::Other,
         };
         walk_value(file, value, inner, &here)?;
@@ -177,12 +184,12 @@ fn walk_value(
             Ok(())
         }
         // A mapping that is not in a list is never a descriptor or a limit entry (only
-        // `rate_limit` is a mapping of its own).
+        // `rate_limit` and a limit's `calendar` are mappings of their own).
         Kind::Map(pairs) => walk_map(
             file,
             pairs,
-            if context == Context::Limit {
-                Context::Limit
+            if matches!(context, Context::Limit | Context::Calendar) {
+                context
             } else {
                 Context::Other
             },

@@ -204,9 +204,9 @@ impl LocalFirstStore {
     }
 
     /// Whether local-first mode can decide `policy` in memory: every limit is a GCRA, token
-    /// bucket, fixed or sliding window. A policy with a sliding log is decided exactly, by
-    /// Redis, on every request (as is one with a penalty box, which is supported: see
-    /// [`LocalFirstStore`]).
+    /// bucket, fixed or sliding window. A policy with a sliding log or a calendar window is
+    /// decided exactly, by Redis, on every request (as is one with a penalty box, which is
+    /// supported: see [`LocalFirstStore`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -222,7 +222,7 @@ impl LocalFirstStore {
         policy.limits().iter().all(|l| {
             !matches!(
                 l.algorithm(),
-                Algorithm::SlidingLog | Algorithm::Concurrency
+                Algorithm::SlidingLog | Algorithm::Concurrency | Algorithm::Calendar
             )
         })
     }

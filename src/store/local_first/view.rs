@@ -27,12 +27,12 @@ pub(crate) fn max_backlog(count: u64, t: u64) -> u64 {
 pub(crate) type Fleet = (u64, u64, u64);
 
 /// The algorithm local-first mode keeps a limit of `algorithm` as: itself, but a token bucket
-/// as its GCRA twin; `None` for a sliding log or a concurrency limit, which it does not
-/// approximate.
+/// as its GCRA twin; `None` for a sliding log, a concurrency limit or a calendar window,
+/// which it does not approximate.
 pub(crate) fn kept_as(algorithm: Algorithm) -> Option<Algorithm> {
     match algorithm {
         Algorithm::TokenBucket => Some(Algorithm::Gcra),
-        Algorithm::SlidingLog | Algorithm::Concurrency => None,
+        Algorithm::SlidingLog | Algorithm::Concurrency | Algorithm::Calendar => None,
         other => Some(other),
     }
 }

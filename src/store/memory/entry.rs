@@ -132,7 +132,7 @@ impl Entry {
     pub(super) fn charge(&mut self, policy: &Policy, cost: u64, now: u64) -> LimitStates {
         let max_log = policy.max_log_period_us();
         for (limit, state) in self.limits.iter().zip(self.states.iter_mut()) {
-            let (next, ttl) = state.charge(limit.count(), limit.period_us(), cost, now);
+            let (next, ttl) = state.charge(limit.count(), limit.period_arg(now), cost, now);
             *state = next;
             self.expires_at = self.expires_at.max(now.saturating_add(ttl));
         }
@@ -183,7 +183,7 @@ impl Entry {
             let (next, ttl) = if step.eval.allowed {
                 (step.next, step.ttl)
             } else {
-                state.charge(limit.count(), limit.period_us(), cost, now)
+                state.charge(limit.count(), limit.period_arg(now), cost, now)
             };
             *state = next;
             self.expires_at = self.expires_at.max(now.saturating_add(ttl));
@@ -218,7 +218,7 @@ impl Entry {
     pub(super) fn refund(&mut self, policy: &Policy, cost: u64, at: u64, now: u64) -> bool {
         let mut given = false;
         for (limit, state) in self.limits.iter().zip(self.states.iter_mut()) {
-            given |= state.refund(limit.count(), limit.period_us(), cost, at, now);
+            given |= state.refund(limit.count(), limit.period_arg(at), cost, at, now);
         }
         given |= self
             .per_key
@@ -282,7 +282,7 @@ impl Entry {
         for (i, (limit, state)) in self.limits.iter().zip(self.states.iter_mut()).enumerate() {
             let cost = crate::store::cost_at(costs, i);
             if cost > 0 {
-                given |= state.refund(limit.count(), limit.period_us(), cost, now, now);
+                given |= state.refund(limit.count(), limit.period_arg(now), cost, now, now);
             }
         }
         given
@@ -350,7 +350,7 @@ impl Entry {
         };
         for (i, (limit, state)) in self.limits.iter().zip(self.states.iter()).enumerate() {
             let cost = crate::store::cost_at(costs, i);
-            steps.push(state.check(per_key, limit.count(), limit.period_us(), cost, now));
+            steps.push(state.check(per_key, limit.count(), limit.period_arg(now), cost, now));
         }
     }
 

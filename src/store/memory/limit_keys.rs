@@ -25,6 +25,7 @@ fn named_space(algorithm: Algorithm) -> &'static str {
         Algorithm::TokenBucket => "#named:tb",
         Algorithm::Gcra => "#named:gc",
         Algorithm::Concurrency => "#named:cc",
+        Algorithm::Calendar => "#named:cw",
     }
 }
 

@@ -28,6 +28,10 @@ pub(super) fn store_error(err: RedisError) -> StoreError {
     if connection {
         return StoreError::connection(err);
     }
+    if err.code() == Some("CLOCKSKEW") {
+        // `lua/calendar_window.lua`: Redis's time is outside the windows this client sent.
+        return StoreError::ClockSkew(err.detail().unwrap_or_default().to_owned());
+    }
     match err.kind() {
         ErrorKind::Parse | ErrorKind::UnexpectedReturnType => {
             StoreError::UnexpectedReply(err.to_string())

@@ -195,7 +195,8 @@ impl RedisStore {
 
     /// The Lua script this store runs for a policy with one limit of each algorithm, in the
     /// order of [`Algorithm::ALL`](crate::Algorithm::ALL), then a concurrency limit
-    /// ([`Algorithm::Concurrency`](crate::Algorithm::Concurrency)): every line of Lua the store's
+    /// ([`Algorithm::Concurrency`](crate::Algorithm::Concurrency)) and a calendar window
+    /// ([`Algorithm::Calendar`](crate::Algorithm::Calendar)): every line of Lua the store's
     /// scripts can hold, for review. The store runs one script per algorithm mix: the prelude
     /// (`lua/prelude.lua`, the contract), the algorithms the policy uses and a tail written
     /// for its limits. [`RedisStore::script_source_for`] gives the one a policy runs.
@@ -205,6 +206,7 @@ impl RedisStore {
     /// assert!(lua.contains("redis.call('TIME')"));
     /// assert!(lua.contains("local function gcra(") && lua.contains("local function sliding_log("));
     /// assert!(lua.contains("local function concurrency("));
+    /// assert!(lua.contains("local function calendar_window("));
     /// ```
     pub fn script_source() -> &'static str {
         every_algorithm_source()
@@ -400,6 +402,11 @@ impl RedisStore {
 /// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
 /// call by hand (the script must be loaded: `SCRIPT LOAD` of
 /// [`RedisStore::script_source_for`] the policy).
+/// A Redis error as the store reports it (for `__private`).
+pub(crate) fn redis_store_error(err: redis::RedisError) -> StoreError {
+    error::store_error(err)
+}
+
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
     script_command(prefix, policy, key, (cost, None), None)
 }

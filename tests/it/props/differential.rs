@@ -9,7 +9,10 @@
 //! traces give each limit a cost of its own in their checks (`LimitCosts`: the sliding logs
 //! one between them), through the scripts' per-limit costs; half of those checks charge every
 //! cost whatever it meets (`Commit::Always`, the RLS's default: each limit committed where it
-//! fits, charged past its limit where not), unless the policy has a concurrency limit.
+//! fits, charged past its limit where not), unless the policy has a concurrency limit. A
+//! quarter of the traces have calendar windows (days, weeks, months in Berlin, New York and
+//! UTC, some anchored) and start just before a month's end or a daylight-saving change, with
+//! steps of up to days or months.
 //!
 //! `PROPTEST_CASES=N` runs N traces (default 2000). Shrunk failures are kept in
 //! `tests/differential.proptest-regressions` and replayed first.
@@ -23,6 +26,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use redlimit::calendar::Calendar;
 use redlimit::store::{Commit, ManualClock, MemoryStore, RedisStore};
 use redlimit::{Algorithm, Decision, Key, Limit, Policy};
 use support::{RedisServer, unique_prefix};
@@ -46,6 +50,8 @@ struct Step {
 
 #[derive(Debug, Clone)]
 struct Trace {
+    /// The time of the first step.
+    t0: u64,
     limits: Vec<Limit>,
     /// Whether the last limit counts under a tenant's key (keys 0 and 2 share one) rather
     /// than the request's: a hierarchical quota.
@@ -65,8 +71,56 @@ fn limit() -> impl Strategy<Value = Limit> {
         .prop_map(|(a, n, ms)| Limit::new(a, n, Duration::from_millis(ms)).unwrap())
 }
 
+/// A calendar window: a day, week or month in one of three zones, some anchored.
+fn calendar_limit() -> impl Strategy<Value = Limit> {
+    (
+        prop::sample::select(vec!["Europe/Berlin", "America/New_York", "UTC"]),
+        0usize..6,
+        1u64..=12,
+    )
+        .prop_map(|(zone, shape, n)| {
+            let calendar = match shape {
+                0 => Calendar::day(),
+                1 => Calendar::day().at(2, 30),
+                2 => Calendar::week(),
+                3 => Calendar::month(),
+                4 => Calendar::month().on_day(31).at(23, 0),
+                _ => Calendar::month().on_day(15),
+            };
+            Limit::calendar(n, calendar.in_zone(zone).unwrap()).unwrap()
+        })
+}
+
+/// The first step's time of a trace with calendar windows: just before a month's end or a
+/// daylight-saving change in one of the zones.
+fn calendar_t0() -> impl Strategy<Value = u64> {
+    const H: u64 = 3_600_000_000;
+    (
+        prop::sample::select(vec![
+            1_706_742_000_000_000, // 2024-01-31T23:00Z: February in Berlin
+            1_709_251_200_000_000, // 2024-03-01T00:00Z: after a leap day
+            1_710_054_000_000_000, // 2024-03-10T07:00Z: New York springs forward
+            1_711_846_800_000_000, // 2024-03-31T01:00Z: Berlin springs forward
+            1_729_990_800_000_000, // 2024-10-27T01:00Z: Berlin falls back
+            1_730_613_600_000_000, // 2024-11-03T06:00Z: New York falls back
+        ]),
+        0..=4 * H,
+    )
+        .prop_map(|(change, before)| change - before)
+}
+
 fn trace() -> impl Strategy<Value = Trace> {
-    prop::collection::vec(limit(), 1..=3).prop_flat_map(|limits| {
+    prop_oneof![
+        3 => (prop::collection::vec(limit(), 1..=3), Just(T0)),
+        1 => (
+            prop::collection::vec(prop_oneof![limit(), calendar_limit()], 1..=3)
+                .prop_filter("a calendar window", |l| {
+                    l.iter().any(|l| l.algorithm() == Algorithm::Calendar)
+                }),
+            calendar_t0(),
+        ),
+    ]
+    .prop_flat_map(|(limits, t0)| {
         let longest = limits
             .iter()
             .map(|l| l.period().as_micros() as u64)
@@ -118,6 +172,7 @@ fn trace() -> impl Strategy<Value = Trace> {
             prop::bool::weighted(1.0 / 3.0),
         )
             .prop_map(move |(steps, tenants, each)| Trace {
+                t0,
                 limits: limits.clone(),
                 tenants,
                 each,
@@ -137,9 +192,9 @@ fn canonical(mut decisions: Vec<Decision>) -> Vec<String> {
 async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCaseError> {
     let policy = Policy::new(format!("c{case}"), trace.limits.iter().copied())
         .map_err(|e| TestCaseError::fail(format!("policy: {e}")))?;
-    let clock = ManualClock::new(T0);
+    let clock = ManualClock::new(trace.t0);
     let memory = MemoryStore::with_clock(clock.clone());
-    let mut now = T0;
+    let mut now = trace.t0;
     for (i, step) in trace.steps.iter().enumerate() {
         now += step.advance_us;
         clock.set(now);
@@ -185,7 +240,7 @@ async fn run(redis: &RedisStore, case: u64, trace: Trace) -> Result<(), TestCase
             canonical(from_memory),
             "step {} at t0+{}µs",
             i,
-            now - T0
+            now - trace.t0
         );
     }
     Ok(())

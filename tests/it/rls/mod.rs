@@ -4,6 +4,7 @@
 
 #[cfg(feature = "admin")]
 mod admin;
+mod calendar;
 mod config;
 mod every_hit;
 mod failure_modes;

@@ -5,6 +5,8 @@
 #[cfg(feature = "redis")]
 mod algorithms;
 #[cfg(feature = "redis")]
+mod calendar;
+#[cfg(feature = "redis")]
 mod changed_limits;
 #[cfg(feature = "redis")]
 mod clock_steps;

@@ -92,7 +92,7 @@ fn always_tail(signature: Signature) -> String {
         }
         let (count, period) = (
             format!("ARGV[{}] + 0", 2 * i + 1),
-            format!("ARGV[{}] + 0", 2 * i + 2),
+            super::tail::period(algorithm, &format!("ARGV[{}]", 2 * i + 2)),
         );
         let function = algorithm.descriptor().lua_fn;
         let _ = writeln!(w, "local v{i} = redis.call('GET', KEYS[{i}])");

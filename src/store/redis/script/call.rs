@@ -2,6 +2,7 @@
 //! and the one reload a `NOSCRIPT` answer allows.
 
 use std::io::Write as _;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ServerErrorKind};
@@ -195,7 +196,7 @@ pub(super) fn push_limit_args(
 pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
     let limits = policy.limits();
     for limit in limits {
-        command.arg(limit.count()).arg(limit.period_us());
+        push_count_and_period(command, limit, now_us);
     }
     let log_span_us = limits
         .iter()
@@ -222,6 +223,7 @@ pub(super) fn same_limit_args(a: &Policy, b: &Policy) -> bool {
                 x.algorithm() == y.algorithm()
                     && x.count() == y.count()
                     && x.period_us() == y.period_us()
+                    && x.aligned_to() == y.aligned_to()
             }));
     same_limits && a.penalty_us() == b.penalty_us()
 }
@@ -243,7 +245,30 @@ pub(super) fn push_check_args(
     push_keys(command, prefix, policy, key, boxed);
     push_time_and_cost(command, now_us, cost);
     for limit in limits {
-        command.arg(limit.count()).arg(limit.period_us());
+        push_count_and_period(command, limit, now_us);
+    }
+}
+
+/// Writes a limit's count and period; for a calendar window, instead of the period, the
+/// boundaries of its windows around `now_us` (tests only), else around this machine's wall
+/// clock: the previous, current and next windows, of which the script takes the one that holds
+/// Redis's time (`lua/calendar_window.lua`).
+fn push_count_and_period(command: &mut Cmd, limit: &Limit, now_us: Option<u64>) {
+    command.arg(limit.count());
+    let Some(calendar) = limit.aligned_to() else {
+        command.arg(limit.period_us());
+        return;
+    };
+    let at = now_us.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    });
+    let mut arg = command.writer_for_next_arg();
+    // None only outside the years -9999 to 9999: then no boundary, which the script refuses.
+    if let Some([a, b, c, d]) = calendar.bounds_around(at) {
+        // Writing into a `Vec` cannot fail.
+        let _ = write!(arg, "{a} {b} {c} {d}");
     }
 }
 

@@ -58,7 +58,7 @@ fn charge_tail(signature: Signature) -> String {
     for (i, algorithm) in limits() {
         let (count, period) = (
             format!("ARGV[{}] + 0", 2 * i + 1),
-            format!("ARGV[{}] + 0", 2 * i + 2),
+            super::tail::period(algorithm, &format!("ARGV[{}]", 2 * i + 2)),
         );
         let function = algorithm.descriptor().lua_fn;
         match algorithm {

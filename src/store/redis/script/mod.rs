@@ -52,7 +52,15 @@ pub(super) fn every_algorithm_source() -> &'static str {
     static EVERY: LazyLock<&'static str> = LazyLock::new(|| {
         let limits: Vec<Limit> = Algorithm::EVERY
             .into_iter()
-            .map(|a| Limit::new(a, 1, Duration::from_secs(1)).expect("a valid limit"))
+            .map(|a| match a {
+                Algorithm::Calendar => {
+                    let day = crate::calendar::Calendar::day()
+                        .utc()
+                        .expect("a valid calendar");
+                    Limit::calendar(1, day).expect("a valid limit")
+                }
+                a => Limit::new(a, 1, Duration::from_secs(1)).expect("a valid limit"),
+            })
             .collect();
         &script_for(&limits).source
     });

@@ -64,14 +64,14 @@ fn peek_tail(signature: Signature) -> String {
         } else {
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = {}({}, {count}, tonumber(ARGV[{}]), cost, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i} = {}({}, {count}, {}, cost, now)",
                 algorithm.descriptor().lua_fn,
                 if algorithm == Algorithm::Concurrency {
                     format!("KEYS[{i}]")
                 } else {
                     format!("redis.call('GET', KEYS[{i}])")
                 },
-                2 * i + 2
+                super::tail::period(algorithm, &format!("ARGV[{}]", 2 * i + 2))
             );
         }
     }

@@ -55,10 +55,11 @@ pub(crate) fn refund_command(
         .arg(refund.cost())
         .arg(u64::try_from(longest_ms).unwrap_or(u64::MAX));
     for limit in limits {
+        // A calendar window's period: the end of the admission's window.
         command
             .arg(limit.algorithm().code())
             .arg(limit.count())
-            .arg(limit.period_us());
+            .arg(limit.period_arg(refund.at_us()));
     }
     command
 }

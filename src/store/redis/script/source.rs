@@ -44,6 +44,15 @@ pub(super) fn batch_source(signature: Signature) -> String {
             .replace("{AGAIN}", if shape.mget { " - 1" } else { "" })
             .replace("{PARAMS}", &shape.params.to_string())
             .replace("{NUMBERS}", &shape.numbers.to_string())
+            .replace(
+                "{NUMBER}",
+                // A calendar window's period is text (its windows' boundaries), kept as such.
+                if signature.uses(crate::limit::Algorithm::Calendar) {
+                    "tonumber(ARGV[x]) or ARGV[x]"
+                } else {
+                    "ARGV[x] + 0"
+                },
+            )
             .replace("{READS}", if shape.mget { BATCH_READS } else { "" }),
     );
     lua
@@ -77,7 +86,7 @@ for j = 0, decisions - 1 do
       end
       at, slack = clock, 0
     end
-    for x = q + 1, q + {NUMBERS} do nums[x] = ARGV[x] + 0 end
+    for x = q + 1, q + {NUMBERS} do nums[x] = {NUMBER} end
   end
   -- What decide returns: the number of values it wrote, or the error it raised.
   local ok, answer = pcall(decide, out, len, j * keys_each, own + j * args_each, q, at, cost, slack)
@@ -220,6 +229,30 @@ mod tests {
         assert!(lua.contains("local own = #ARGV - decisions * args_each - 1\n"));
         // Its TTL as text, made once per batch.
         assert!(lua.contains("redis.call('SET', KEYS[o + 1], state1, 'PX', px)"));
+    }
+
+    #[test]
+    fn a_calendar_window_s_boundaries_stay_text() {
+        let day = crate::calendar::Calendar::day().utc().unwrap();
+        let limits = [
+            Limit::calendar(5, day).unwrap(),
+            Limit::gcra(10, Duration::from_secs(1)).unwrap(),
+        ];
+        let signature = Signature::of(&limits);
+        let single = source(signature);
+        assert!(single.contains(
+            "calendar_window(redis.call('GET', KEYS[1]), ARGV[3] + 0, ARGV[4], cost, now)"
+        ));
+        assert!(
+            single
+                .contains("gcra(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, cost, now)")
+        );
+        let batch = batch_source(signature);
+        assert!(batch.contains("do nums[x] = tonumber(ARGV[x]) or ARGV[x] end"));
+        assert!(batch.contains("calendar_window(v1, nums[q + 1] + 0, nums[q + 2], cost, now)"));
+        // Without a calendar window, every argument is made a number the cheap way.
+        let plain = batch_source(Signature::of(&limits[1..]));
+        assert!(plain.contains("do nums[x] = ARGV[x] + 0 end"));
     }
 
     #[test]

@@ -238,9 +238,9 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             w.push_str(&read);
             let _ = writeln!(
                 w,
-                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({value}, {count}, {} + 0, {}, now)",
+                "local ok{i}, rb{i}, ra{i}, sb{i}, sa{i}, retry{i}, state{i}, ttl{i} = {}({value}, {count}, {}, {}, now)",
                 algorithm.descriptor().lua_fn,
-                arg(2 * i + 2),
+                period(algorithm, &arg(2 * i + 2)),
                 cost(i)
             );
         }
@@ -324,6 +324,17 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
     }
     w.push_str(&frame.reply("", &denied));
     lua
+}
+
+/// The expression that passes a limit of `algorithm` its period argument `arg`: as a number,
+/// but a calendar window's as the text it is (its windows' boundaries,
+/// `lua/calendar_window.lua`).
+pub(super) fn period(algorithm: Algorithm, arg: &str) -> String {
+    if algorithm == Algorithm::Calendar {
+        arg.to_owned()
+    } else {
+        format!("{arg} + 0")
+    }
 }
 
 /// The Lua that opens the sliding log at `key`, after `log_span` is defined: the spliced
