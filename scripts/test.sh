@@ -94,8 +94,10 @@ if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grp
   python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio grpcio-health-checking opentelemetry-proto
 fi
 
-step "fmt"
+step "fmt, doc links"
 cargo fmt --all -- --check
+# Every relative link of the Markdown pages names a file that exists (and a heading).
+python3 scripts/doc_links.py
 
 step "fetching crates"
 # Every crate the steps below build, downloaded now, before the lane below downloads

@@ -1,4 +1,4 @@
-//! Identities the crate makes: a decision's ticket (what a refund names) and a store's lease
+//! Identities the crate makes: a decision's id (what a refund names) and a store's lease
 //! ids. Values, not state: the decision and the stores both use them, so they live beside
 //! neither.
 
@@ -9,37 +9,37 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::lease::Lease;
 
 /// A decision's identity, for refunds: unique to it (and its clones), not part of its value,
-/// so decisions equal in every field compare (and print) alike whatever their tickets.
+/// so decisions equal in every field compare (and print) alike whatever their ids.
 #[derive(Clone, Copy)]
-pub(crate) struct Ticket(pub(crate) u64);
+pub(crate) struct DecisionId(pub(crate) u64);
 
-impl std::fmt::Debug for Ticket {
+impl std::fmt::Debug for DecisionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Ticket")
+        f.write_str("DecisionId")
     }
 }
 
-impl PartialEq for Ticket {
-    fn eq(&self, _: &Ticket) -> bool {
+impl PartialEq for DecisionId {
+    fn eq(&self, _: &DecisionId) -> bool {
         true
     }
 }
 
-impl Eq for Ticket {}
+impl Eq for DecisionId {}
 
-impl Ticket {
-    /// A ticket no other decision of this process has, and (64 random bits per thread) almost
+impl DecisionId {
+    /// An id no other decision of this process has, and (64 random bits per thread) almost
     /// surely none of another's: a count from a random start per thread, so the hot path
     /// shares no cache line between threads.
-    pub(crate) fn next() -> Ticket {
+    pub(crate) fn next() -> DecisionId {
         thread_local! {
             static NEXT: Cell<u64> =
                 Cell::new(foldhash::fast::RandomState::default().hash_one(0u8));
         }
         NEXT.with(|next| {
-            let ticket = next.get();
-            next.set(ticket.wrapping_add(1));
-            Ticket(ticket)
+            let id = next.get();
+            next.set(id.wrapping_add(1));
+            DecisionId(id)
         })
     }
 }
@@ -93,9 +93,9 @@ mod tests {
     }
 
     #[test]
-    fn tickets_differ_and_compare_alike() {
-        let (a, b) = (Ticket::next(), Ticket::next());
+    fn decision_ids_differ_and_compare_alike() {
+        let (a, b) = (DecisionId::next(), DecisionId::next());
         assert_ne!(a.0, b.0);
-        assert_eq!(a, b, "a ticket is not part of a decision's value");
+        assert_eq!(a, b, "an id is not part of a decision's value");
     }
 }

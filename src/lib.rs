@@ -119,10 +119,15 @@
 //! # Modules
 //!
 //! The crate root holds the values a request's decision is made of; the modules hold the
-//! parts you assemble: [`layer`] (the middleware, its builder, rules, handle and settings),
-//! [`key`] (key extractors), [`store`] (where state lives), `config` (policies from a file,
-//! feature `config`), `admin` (the admin API over HTTP, feature `admin`) and `telemetry`
-//! (metric names and Prometheus buckets, feature `metrics`).
+//! parts you assemble. Three fronts: [`layer`] (the middleware, its builder, rules, handle
+//! and settings), [`limiter`] (the client side: wait your turn under a quota shared by a
+//! fleet) and `rls` (Envoy's rate limit service, feature `rls`). What they share: [`key`]
+//! (key extractors), [`store`] (where state lives), [`failure`] (what a front does when the
+//! store fails, and its circuit breaker), [`response`] (how a decision is told to a client:
+//! rate-limit headers, problem+json, gRPC statuses) and [`duration`] (durations as flags and
+//! files write them). Around them: `config` (policies from a file, feature `config`), `admin`
+//! (the admin API over HTTP, feature `admin`) and `telemetry` (metric names and Prometheus
+//! buckets, feature `metrics`).
 //!
 //! # Feature flags
 //!
@@ -167,6 +172,7 @@ mod decision;
 pub mod duration;
 mod engine;
 mod error;
+pub mod failure;
 mod identity;
 pub mod key;
 pub mod layer;
@@ -174,6 +180,7 @@ mod lease;
 mod limit;
 pub mod limiter;
 mod policy;
+pub mod response;
 #[cfg(feature = "rls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
 pub mod rls;

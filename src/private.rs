@@ -4,11 +4,11 @@
 use http::HeaderMap;
 
 use crate::decision::Decision;
-use crate::layer::HeaderStyle;
+use crate::response::HeaderStyle;
 
 /// The headers the layer renders for a decision.
 pub fn render_headers(decision: &Decision, style: HeaderStyle) -> HeaderMap {
-    crate::layer::render_headers(decision, style)
+    crate::response::headers::render(decision, style)
 }
 
 /// Decodes a script reply as the Redis store does.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use smallvec::SmallVec;
 
 use crate::error::StoreError;
-use crate::identity::Ticket;
+use crate::identity::DecisionId;
 use crate::key::Key;
 use crate::lease::Lease;
 
@@ -58,7 +58,7 @@ struct Inner {
     source: DecisionSource,
     denied_key: Option<Key>,
     penalized: bool,
-    ticket: Ticket,
+    id: DecisionId,
     lease: Option<Lease>,
 }
 
@@ -249,8 +249,8 @@ impl Decision {
     }
 
     /// The decision's identity, for refunds.
-    pub(crate) fn ticket(&self) -> Ticket {
-        self.0.ticket
+    pub(crate) fn id(&self) -> DecisionId {
+        self.0.id
     }
 
     /// Whether the request may proceed.
@@ -384,7 +384,7 @@ impl Inner {
             source: DecisionSource::Store,
             denied_key: None,
             penalized: false,
-            ticket: Ticket::next(),
+            id: DecisionId::next(),
             lease: None,
         }
     }
@@ -422,7 +422,7 @@ impl Inner {
             source,
             denied_key: None,
             penalized: false,
-            ticket: Ticket(0),
+            id: DecisionId(0),
             lease: None,
         }
     }
@@ -440,7 +440,7 @@ impl std::fmt::Debug for Decision {
             .field("source", &inner.source)
             .field("denied_key", &inner.denied_key)
             .field("penalized", &inner.penalized)
-            .field("ticket", &inner.ticket)
+            .field("id", &inner.id)
             .field("lease", &inner.lease)
             .finish()
     }

@@ -11,13 +11,13 @@
 //!
 //! An open breaker remembers whether the store went *silent* (no answer) or *refused* (errors):
 //! a store starved of CPU is silent too, for as long as it is starved, so the layer fails open
-//! only on a refusal (see [`OnStoreError::Open`](crate::layer::OnStoreError::Open)).
+//! only on a refusal (see [`OnStoreError::Open`](crate::failure::OnStoreError::Open)).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::circuit_breaker::BUCKETS;
-use super::circuit_breaker::CircuitBreaker;
+use crate::failure::CircuitBreaker;
+use crate::failure::circuit_breaker::BUCKETS;
 
 /// What the breaker lets a request do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! whatever the mode). Every one is logged, at `warn` at most once a second (the circuit
 //! breaker's transitions are logged too), at `debug` otherwise.
 
-use super::on_store_error::OnStoreError;
 use super::{Engine, Settled, Ticket};
 use crate::decision::{Decision, DecisionSource};
 use crate::error::{Chain, StoreError};
+use crate::failure::OnStoreError;
 
 /// Logs at `warn` if `throttle` allows one now, else at `debug`.
 macro_rules! warn_or_debug {

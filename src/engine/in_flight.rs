@@ -18,7 +18,7 @@ pub(crate) struct InFlight {
 
 /// One store call in flight; dropping it (the call settled or was abandoned) frees its place.
 #[derive(Debug)]
-pub(crate) struct Permit(Arc<InFlight>);
+pub(crate) struct CallSlot(Arc<InFlight>);
 
 impl InFlight {
     pub(crate) fn new(max: usize) -> Self {
@@ -29,13 +29,13 @@ impl InFlight {
     }
 
     /// A place for one more call, if the bound allows it.
-    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<Permit> {
+    pub(crate) fn try_acquire(self: &Arc<Self>) -> Option<CallSlot> {
         let before = self.now.fetch_add(1, Ordering::AcqRel);
         if before >= self.max {
             self.now.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        Some(Permit(Arc::clone(self)))
+        Some(CallSlot(Arc::clone(self)))
     }
 
     pub(crate) fn max(&self) -> usize {
@@ -43,7 +43,7 @@ impl InFlight {
     }
 }
 
-impl Drop for Permit {
+impl Drop for CallSlot {
     fn drop(&mut self) {
         self.0.now.fetch_sub(1, Ordering::AcqRel);
     }

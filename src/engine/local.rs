@@ -8,7 +8,7 @@
 //! or failed store over-admits at most this instance's share, minus what it already admitted
 //! in the period.
 
-use super::on_store_error::OnStoreError;
+use crate::failure::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::MemoryStore;

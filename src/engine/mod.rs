@@ -24,13 +24,11 @@ mod breaker_meters;
 pub(crate) mod breakers;
 #[cfg(feature = "rls")]
 mod call;
-mod circuit_breaker;
 pub(crate) mod deny_cache;
 mod fallback;
 pub(crate) mod held_lease;
 pub(crate) mod in_flight;
 mod local;
-mod on_store_error;
 mod settle;
 mod store_meter;
 #[cfg(test)]
@@ -42,19 +40,18 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 
-pub use circuit_breaker::CircuitBreaker;
-pub use on_store_error::OnStoreError;
 pub(crate) use store_meter::LeaseMeter;
 
 use breaker::Admission;
 use breakers::Breakers;
 use deny_cache::{DenyCache, Stamp};
-use in_flight::{InFlight, Permit};
+use in_flight::{CallSlot, InFlight};
 use local::LocalFallback;
 use store_meter::StoreMeter;
 use throttle::Throttle;
 
 use crate::decision::Decision;
+use crate::failure::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::{CheckFuture, MemoryStore, Store};
@@ -110,7 +107,7 @@ pub(crate) struct Ticket {
     pub(crate) cost: u64,
     domain: u16,
     admission: Admission,
-    permit: Option<Permit>,
+    permit: Option<CallSlot>,
     /// The turn at the deny cache's gate of this key, while its expired denial is refreshed:
     /// released once the answer is cached.
     _gate: Option<OwnedSemaphorePermit>,

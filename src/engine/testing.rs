@@ -14,7 +14,7 @@ pub(super) fn shared(store: impl Store) -> Shared {
     Shared {
         store: Arc::new(store),
         deadline: Duration::from_millis(100),
-        breakers: Arc::new(Breakers::new(super::CircuitBreaker::new(), kind)),
+        breakers: Arc::new(Breakers::new(crate::failure::CircuitBreaker::new(), kind)),
         in_flight: Arc::new(InFlight::new(16)),
         throttle: Arc::default(),
         local_store: MemoryStore::new(),

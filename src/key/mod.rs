@@ -39,7 +39,6 @@
 mod both;
 mod client;
 mod client_ip;
-#[allow(clippy::module_inception)]
 mod encoding;
 mod forwarded;
 mod global;

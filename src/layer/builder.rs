@@ -7,18 +7,18 @@ use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
 
-use super::config::Config;
-use super::layer::RateLimitLayer;
+use super::layer_settings::LayerSettings;
+use super::rate_limit_layer::RateLimitLayer;
 use super::rule::Rule;
-use super::settings::{
-    CircuitBreaker, GrpcStatus, HeaderStyle, MissingKey, OnStoreError, RejectBody, Shadow,
-};
+use super::settings::{GrpcStatus, MissingKey, RejectBody, Shadow};
 use super::usage::{self, BodyUsage, ReadFn, RealCost};
 use crate::decision::Decision;
 use crate::engine::breakers::Breakers;
 use crate::engine::in_flight::InFlight;
 use crate::error::ConfigError;
+use crate::failure::{CircuitBreaker, OnStoreError};
 use crate::key::{IpRanges, KeyExtractor, PeerIp};
+use crate::response::HeaderStyle;
 
 /// The settings of a [`RateLimitLayer`]: made by [`RateLimitLayer::builder`] (a policy of the
 /// layer's own, for every request no [`rule`](Self::rule) matches) or
@@ -50,13 +50,13 @@ use crate::key::{IpRanges, KeyExtractor, PeerIp};
 #[derive(Clone)]
 #[must_use = "a builder does nothing until built"]
 pub struct RateLimitBuilder {
-    config: Config,
+    config: LayerSettings,
     /// [`key`](Self::key) was called without a policy of the layer's own to key.
     key_without_policy: bool,
 }
 
 impl RateLimitBuilder {
-    pub(super) fn new(config: Config) -> Self {
+    pub(super) fn new(config: LayerSettings) -> Self {
         RateLimitBuilder {
             config,
             key_without_policy: false,

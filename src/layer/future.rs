@@ -16,10 +16,10 @@ use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
-use super::headers::RateHeaders;
 use super::reconcile::After;
 use crate::engine::held_lease::HeldLease;
 use crate::error::StoreError;
+use crate::response::headers::RateHeaders;
 use crate::store::{Check, CheckFuture};
 
 pin_project! {

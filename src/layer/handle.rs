@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::MissingKey;
 use super::decide::Decider;
-use super::layer::Shared;
+use super::rate_limit_layer::LayerState;
 use super::rule::Rule;
 use crate::error::{ConfigError, StoreError};
 use crate::key::{ClientName, Key, KeyExtractor, PeerIp};
@@ -36,11 +36,11 @@ use crate::store::{KeyState, Override, Store, StoreFuture};
 /// ```
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    shared: Arc<LayerState>,
 }
 
 impl Handle {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(shared: Arc<LayerState>) -> Self {
         Handle { shared }
     }
 

@@ -88,22 +88,16 @@
 mod body;
 mod builder;
 mod charge;
-mod config;
 mod decide;
 mod estimate;
 #[cfg(feature = "axum")]
 mod extract;
 mod future;
-mod grpc;
 mod handle;
-pub(crate) mod headers;
 mod key_missing;
-// tower-http's triad names the file after its role: `layer/layer.rs` holds the `Layer`.
-#[allow(clippy::module_inception)]
-mod layer;
+mod layer_settings;
 mod meters;
-mod problem;
-mod quota_names;
+mod rate_limit_layer;
 mod reconcile;
 mod refund;
 mod route_pattern;
@@ -118,9 +112,8 @@ pub use builder::RateLimitBuilder;
 pub use estimate::{Estimate, EstimateFromBody, EstimateFromBodyLayer, EstimateFuture};
 pub use future::ResponseFuture;
 pub use handle::Handle;
-pub(crate) use headers::render as render_headers;
 pub use key_missing::KeyMissing;
-pub use layer::RateLimitLayer;
+pub use rate_limit_layer::RateLimitLayer;
 pub use rule::Rule;
 pub use service::RateLimit;
 pub use settings::{

@@ -10,7 +10,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Start};
 use super::future::ResponseFuture;
-use super::layer::RateLimitLayer;
+use super::rate_limit_layer::RateLimitLayer;
 
 /// A service that rate-limits requests to `S`. Made by [`RateLimitLayer`]; every service made
 /// from one layer (and every clone of one) shares its limits.

@@ -53,9 +53,8 @@ mod booking;
 mod builder;
 mod detached;
 mod error;
+mod handle;
 mod layer;
-#[allow(clippy::module_inception)]
-mod limiter;
 mod permit;
 mod rejoin;
 mod retry;
@@ -64,9 +63,9 @@ mod shared;
 
 pub use builder::{DEFAULT_COOL_DOWN, DEFAULT_STORE_DEADLINE, LimiterBuilder};
 pub use error::AcquireError;
+pub use handle::Limiter;
 pub use layer::{
     AcquireLayer, Cost, Estimate, Global, OneEach, RealCost, RequestKey, UpstreamHost, per_host,
 };
-pub use limiter::Limiter;
 pub use permit::Permit;
 pub use service::{Acquire, ResponseFuture};

@@ -15,7 +15,8 @@ use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::{self};
-use crate::layer::{CircuitBreaker, HeaderStyle};
+use crate::failure::CircuitBreaker;
+use crate::response::HeaderStyle;
 use crate::store::{Commit, MemoryStore, Store};
 
 /// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
@@ -34,7 +35,7 @@ pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::layer::HeaderStyle;
+/// use redlimit::response::HeaderStyle;
 /// use redlimit::rls::RateLimitService;
 ///
 /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new())
@@ -128,7 +129,7 @@ impl RateLimitServiceBuilder {
     /// domain's circuit is open, requests get their [`FailureMode`] at once.
     ///
     /// ```
-    /// use redlimit::layer::CircuitBreaker;
+    /// use redlimit::failure::CircuitBreaker;
     /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
     ///     .circuit_breaker(CircuitBreaker::disabled());
     /// ```
@@ -145,7 +146,7 @@ impl RateLimitServiceBuilder {
     ///
     /// ```
     /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
-    ///     .response_headers(redlimit::layer::HeaderStyle::Ietf);
+    ///     .response_headers(redlimit::response::HeaderStyle::Ietf);
     /// ```
     pub fn response_headers(mut self, style: HeaderStyle) -> Self {
         self.headers = style;

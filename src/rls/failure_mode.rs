@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::layer::OnStoreError;
+use crate::failure::OnStoreError;
 
 /// What a domain's requests get when the store fails, misses the store deadline, or its
 /// circuit is open. Envoy acts on the answer: only `OVER_LIMIT` blocks, and an error (or

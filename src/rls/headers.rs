@@ -6,8 +6,8 @@ use super::plan::{Plan, Resolved};
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use super::run::Evaluated;
-use crate::layer::HeaderStyle;
-use crate::layer::headers::{
+use crate::response::HeaderStyle;
+use crate::response::headers::{
     IetfFields, POLICY, RATELIMIT, X_LIMIT, X_REMAINING, X_RESET, ceil_secs,
 };
 

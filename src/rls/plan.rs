@@ -10,9 +10,9 @@ use tonic::Status;
 use super::HashTag;
 use super::config::{RlsConfig, Unit};
 use super::hash_tag::descriptor_tag;
+use super::live_overrides::{LiveOverrides, descriptor_key, descriptor_text, overridden};
 use super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
-use super::runtime::{Runtime, descriptor_key, descriptor_text, overridden};
 use super::stats::{StatsKey, StatsKeys};
 use crate::key::Key;
 use crate::limit::Limit;
@@ -98,7 +98,7 @@ pub(super) fn plan(
     config: &RlsConfig,
     request: &RateLimitRequest,
     max_descriptors: usize,
-    runtime: &Runtime<'_>,
+    runtime: &LiveOverrides<'_>,
     hash_tag: HashTag,
 ) -> Result<Option<Plan>, Status> {
     if request.domain.is_empty() {

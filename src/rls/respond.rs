@@ -12,8 +12,8 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 use super::run::{Evaluated, is_over};
 use super::stats;
 use crate::algorithm::{PerKey, State};
-use crate::layer::HeaderStyle;
 use crate::limit::Limit;
+use crate::response::HeaderStyle;
 
 /// The answer for a request whose domain is not configured: every descriptor OK, no
 /// `current_limit` (envoyproxy/ratelimit's answer).

@@ -13,6 +13,7 @@ use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use super::config::{RlsConfig, Unit};
 use super::fallback::failed;
+use super::live_overrides::{LiveOverrides, domain_key, read_first};
 use super::metadata::dynamic_metadata;
 use super::plan::plan;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
@@ -22,12 +23,11 @@ use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitRes
 use super::respond::{Global, respond, unknown_domain};
 use super::run::Runner;
 use super::run::Via;
-use super::runtime::{Runtime, domain_key, read_first};
 use super::settle::{self, SettleKey};
 use super::stats;
 use crate::engine::{self, Engine};
 use crate::error::StoreError;
-use crate::layer::HeaderStyle;
+use crate::response::HeaderStyle;
 use crate::store::{Commit, Store};
 
 /// Envoy's rate limit service (`envoy.service.ratelimit.v3.RateLimitService`) over a
@@ -282,7 +282,7 @@ impl RateLimitService {
         let config = &generation.config;
         let until = tokio::time::Instant::now() + inner.shared.deadline;
         let store = &*inner.shared.store;
-        let mut runtime = Runtime::of(store);
+        let mut runtime = LiveOverrides::of(store);
         let planned = plan(
             config,
             &request,
@@ -318,7 +318,7 @@ impl RateLimitService {
             }
         };
         if let Ok(true) = first {
-            runtime = Runtime::of(store);
+            runtime = LiveOverrides::of(store);
             // The same request and configuration: valid, and of a known domain, again.
             if let Some(again) =
                 super::plan::plan(config, &request, usize::MAX, &runtime, inner.hash_tag)?

@@ -226,7 +226,7 @@ pub(super) fn receipt(
         }
     }
     let reserved = reserved.filter(|&r| r > 0)?;
-    let nonce = crate::identity::Ticket::next().0;
+    let nonce = crate::identity::DecisionId::next().0;
     Some(key.receipt(&request.domain, reserved, at_us, nonce))
 }
 

@@ -90,7 +90,7 @@ impl Refund {
         Some(Refund {
             cost,
             at_us,
-            token: decision.ticket().0,
+            token: decision.id().0,
         })
     }
 

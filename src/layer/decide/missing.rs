@@ -7,11 +7,11 @@ use http::request::Parts;
 
 use super::{Decider, Start, Verdict};
 use crate::key::{Key, KeyExtractor, PeerIp};
-use crate::layer::grpc::{self, Framing};
 use crate::layer::key_missing::KeyMissing;
 use crate::layer::meters::Undecided;
 use crate::layer::rule::Rule;
 use crate::layer::settings::MissingKey;
+use crate::response::grpc::{self, Framing};
 
 /// What the `500` to a request without a key or a peer address says.
 const NO_PEER: &str = "rate limiting is misconfigured: the request has no key and the server \

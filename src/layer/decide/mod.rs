@@ -26,16 +26,16 @@ use crate::engine::held_lease::HeldLease;
 use crate::engine::throttle::Throttle;
 use crate::engine::{self, Begin, Engine, Ticket};
 use crate::key::{Key, KeyExtractor};
-use crate::layer::config::Config;
-use crate::layer::headers::RateHeaders;
+use crate::layer::layer_settings::LayerSettings;
 use crate::layer::meters::Meters;
 use crate::layer::reconcile::After;
 use crate::layer::settings::Shadow;
+use crate::response::headers::RateHeaders;
 use crate::store::CheckFuture;
 
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
-    pub(crate) config: Arc<Config>,
+    pub(crate) config: Arc<LayerSettings>,
     engine: Engine,
     meters: Meters,
     /// Each rule's mode, by rule id: its own, else the layer's.
@@ -89,7 +89,7 @@ pub(crate) enum Verdict {
 
 impl Decider {
     /// Derives what the settings imply: the engine of the rules, and their meters.
-    pub(crate) fn new(config: Arc<Config>) -> Self {
+    pub(crate) fn new(config: Arc<LayerSettings>) -> Self {
         let shared = engine::Shared {
             store: Arc::clone(&config.store),
             deadline: config.deadline,

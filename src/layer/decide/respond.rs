@@ -7,10 +7,10 @@ use http::{Response, StatusCode};
 
 use super::Decider;
 use crate::decision::Decision;
-use crate::layer::grpc::{self, Framing};
-use crate::layer::headers::RateHeaders;
-use crate::layer::problem;
 use crate::layer::settings::RejectBody;
+use crate::response::grpc::{self, Framing};
+use crate::response::headers::RateHeaders;
+use crate::response::problem;
 
 impl Decider {
     /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),
@@ -146,7 +146,7 @@ mod tests {
         let http = d.unavailable(None);
         assert_eq!(http.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(http.headers()["content-type"], "text/plain; charset=utf-8");
-        let grpc = d.unavailable(Some(crate::layer::grpc::Framing::Grpc));
+        let grpc = d.unavailable(Some(crate::response::grpc::Framing::Grpc));
         assert_eq!(grpc.status(), StatusCode::OK);
         assert_eq!(grpc.headers()["grpc-status"], "14");
     }
@@ -234,7 +234,7 @@ mod tests {
             assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
             assert!(response.body().is_empty(), "trailers-only");
             assert_eq!(
-                d.unavailable(crate::layer::grpc::Framing::of(&call.headers))
+                d.unavailable(crate::response::grpc::Framing::of(&call.headers))
                     .headers()["content-type"],
                 answer
             );

@@ -12,13 +12,13 @@ use crate::engine::held_lease::{HeldLease, LeaseStore};
 use crate::engine::{Settled, Ticket};
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::layer::grpc::Framing;
-use crate::layer::headers::RateHeaders;
 use crate::layer::meters::Undecided;
 use crate::layer::reconcile::{Admission, After, PendingSettle};
 use crate::layer::refund::PendingRefund;
 use crate::layer::settings::Shadow;
 use crate::lease::Lease;
+use crate::response::grpc::Framing;
+use crate::response::headers::RateHeaders;
 use crate::store::CheckFuture;
 
 impl Decider {

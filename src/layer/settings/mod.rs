@@ -1,15 +1,15 @@
-//! The layer's settings: one type per file, re-exported by [`layer`](crate::layer).
+//! The layer's settings: one type per file, re-exported by [`layer`](crate::layer) with the
+//! settings it shares with the other fronts ([`failure`](crate::failure), [`response`](crate::response)).
 
 mod grpc_status;
-mod header_style;
 mod missing_key;
 mod reject_body;
 mod shadow;
 
-pub use crate::engine::CircuitBreaker;
-pub use crate::engine::OnStoreError;
+pub use crate::failure::CircuitBreaker;
+pub use crate::failure::OnStoreError;
+pub use crate::response::HeaderStyle;
 pub use grpc_status::GrpcStatus;
-pub use header_style::HeaderStyle;
 pub use missing_key::MissingKey;
 pub use reject_body::RejectBody;
 pub use shadow::Shadow;

@@ -11,12 +11,12 @@ use super::super::FailureMode;
 use super::super::RateLimitService;
 use super::super::config::Unit;
 use super::super::home::{Home, Homes};
+use super::super::live_overrides::{LiveOverrides, read_first};
 use super::super::plan::{Counter, Mode, Plan, Resolved, plan};
 use super::super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor;
 use super::super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use super::super::run::{POLICY, RULE};
-use super::super::runtime::{Runtime, read_first};
 use super::target::{Entry, Target};
 use crate::admin::AdminError;
 use crate::key::Key;
@@ -82,7 +82,7 @@ async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, M
         }],
         hits_addend: 0,
     };
-    let runtime = Runtime::of(&*service.inner.shared.store);
+    let runtime = LiveOverrides::of(&*service.inner.shared.store);
     let planned = plan(
         target.config(),
         &request,

@@ -9,7 +9,7 @@ use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 
 use super::super::RateLimitService;
-use super::super::runtime::{LIMITS, descriptor_key, flag_policy, limits_policy};
+use super::super::live_overrides::{LIMITS, descriptor_key, flag_policy, limits_policy};
 use super::target::{Entry, Target};
 use crate::admin::AdminError;
 use crate::store::Override;

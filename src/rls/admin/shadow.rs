@@ -9,7 +9,7 @@ use axum::extract::rejection::JsonRejection;
 use serde::{Deserialize, Serialize};
 
 use super::super::RateLimitService;
-use super::super::runtime::{
+use super::super::live_overrides::{
     SHADOW, descriptor_key, domain_key, flag_policy, shadow_of, shadow_value,
 };
 use super::target::{Entry, Target};

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::core::Core;
 use super::settings::Settings;
-use super::{LocalFirstStore, Shared, task};
+use super::{LocalFirstStore, Running, task};
 use crate::error::ConfigError;
 use crate::store::{Clock, RedisStore, SystemClock};
 
@@ -139,7 +139,7 @@ impl LocalFirstStoreBuilder {
         ));
         let task = runtime.spawn(task::run(Arc::clone(&core), self.redis.clone()));
         Ok(LocalFirstStore {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Running {
                 core,
                 redis: self.redis,
                 task: task.abort_handle(),

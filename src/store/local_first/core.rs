@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
-use super::entry::{Context, Entry, FleetReply, Mode, Route, Rule, Sent};
+use super::entry::{Context, Entry, FleetReply, Mode, Route, Sent, SwitchRule};
 use super::settings::Settings;
 use crate::decision::{Decision, DecisionSource};
 use crate::key::Key;
@@ -183,10 +183,10 @@ impl Core {
     }
 
     /// The switching rule for a key of `limits`.
-    fn rule(&self, limits: &[Limit], isolated: bool) -> Rule {
+    fn rule(&self, limits: &[Limit], isolated: bool) -> SwitchRule {
         let interval = self.settings.interval_us();
         let local_after = u64::from(self.settings.local_after);
-        Rule {
+        SwitchRule {
             local_after,
             fits: limits.iter().all(|l| {
                 u128::from(l.count()) * u128::from(interval)

@@ -56,7 +56,7 @@ pub(crate) enum Route {
 
 /// The switching rule's numbers, from the store's settings and the policy.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rule {
+pub(crate) struct SwitchRule {
     /// Decisions of the key within one sync interval that make it hot.
     pub(crate) local_after: u64,
     /// Whether the policy's every limit admits at least `local_after` units per interval at
@@ -238,7 +238,7 @@ impl Entry {
     /// span of at least a quarter of that (a lone burst stays exact); local back to
     /// exact when a whole span saw fewer than a quarter of that (or the policy no longer
     /// fits), once every unit counted here was acknowledged (none is left for Redis to learn).
-    pub(crate) fn route(&mut self, cost: u64, now: u64, rule: &Rule) -> Route {
+    pub(crate) fn route(&mut self, cost: u64, now: u64, rule: &SwitchRule) -> Route {
         self.last_used = now;
         let rolled = now >= self.window_at.saturating_add(self.window_us);
         if rolled {

@@ -162,22 +162,24 @@ use crate::policy::Policy;
 #[derive(Clone, Debug)]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct LocalFirstStore {
-    shared: Arc<Shared>,
+    shared: Arc<Running>,
 }
 
-struct Shared {
+/// A running local-first store, shared by its clones: its core, its Redis, and the sync task,
+/// stopped when the last clone drops.
+struct Running {
     core: Arc<Core>,
     redis: RedisStore,
     task: tokio::task::AbortHandle,
 }
 
-impl Drop for Shared {
+impl Drop for Running {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for Running {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalFirstStore")
             .field("redis", &self.redis)

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{LocalFirstStore, Shared, core, exact, task};
+use super::{LocalFirstStore, Running, core, exact, task};
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::{Refund, Refunds, StoreFuture};
@@ -42,7 +42,7 @@ impl Refunds for LocalFirstStore {
     }
 }
 
-impl Shared {
+impl Running {
     /// Waits until Redis has acknowledged the units this instance counted for `key` (asking
     /// the task to sync at once), or the store is isolated, or two sync calls' time passed.
     async fn settle(&self, policy: &Policy, key: &Key) {

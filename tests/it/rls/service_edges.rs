@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlimit::layer::HeaderStyle;
+use redlimit::response::HeaderStyle;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::RateLimitOverride;

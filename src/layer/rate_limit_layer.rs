@@ -6,9 +6,9 @@ use arc_swap::ArcSwap;
 use tower_layer::Layer;
 
 use super::builder::RateLimitBuilder;
-use super::config::Config;
 use super::decide::Decider;
 use super::handle::Handle;
+use super::layer_settings::LayerSettings;
 use super::service::RateLimit;
 use crate::policy::Policy;
 use crate::store::Store;
@@ -47,20 +47,20 @@ use crate::store::Store;
 /// ```
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    shared: Arc<Shared>,
+    shared: Arc<LayerState>,
 }
 
 /// What a layer, its clones, its services and its handles share.
-pub(super) struct Shared {
+pub(super) struct LayerState {
     /// The settings as built.
-    base: Arc<Config>,
+    base: Arc<LayerSettings>,
     /// The decider in force, made from `base` at first use (the first service or handle, so a
     /// metrics recorder installed after building is still the one its meters use) and swapped
     /// by [`Handle::replace_rules`] for every service at once.
     cell: OnceLock<Arc<ArcSwap<Decider>>>,
 }
 
-impl Shared {
+impl LayerState {
     /// The cell of the decider in force, derived once.
     pub(super) fn cell(&self) -> &Arc<ArcSwap<Decider>> {
         self.cell
@@ -73,7 +73,7 @@ impl Shared {
     }
 
     /// The settings in force now, without deriving a decider for them.
-    fn config(&self) -> Arc<Config> {
+    fn config(&self) -> Arc<LayerSettings> {
         match self.cell.get() {
             Some(cell) => Arc::clone(&cell.load().config),
             None => Arc::clone(&self.base),
@@ -99,7 +99,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder(store: impl Store, policy: Policy) -> RateLimitBuilder {
-        RateLimitBuilder::new(Config::new(Arc::new(store)).with_default(policy))
+        RateLimitBuilder::new(LayerSettings::new(Arc::new(store)).with_default(policy))
     }
 
     /// A builder of a layer with no policy of its own: only requests matching one of its
@@ -123,7 +123,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder_per_route(store: impl Store) -> RateLimitBuilder {
-        RateLimitBuilder::new(Config::new(Arc::new(store)))
+        RateLimitBuilder::new(LayerSettings::new(Arc::new(store)))
     }
 
     /// A layer enforcing `policy` in `store` with every default: a shortcut for
@@ -138,7 +138,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn new(store: impl Store, policy: Policy) -> Self {
-        RateLimitLayer::from_settings(Config::new(Arc::new(store)).with_default(policy))
+        RateLimitLayer::from_settings(LayerSettings::new(Arc::new(store)).with_default(policy))
     }
 
     /// The decider in force (for the decider's unit tests).
@@ -147,9 +147,9 @@ impl RateLimitLayer {
         self.shared.decider()
     }
 
-    pub(super) fn from_settings(config: Config) -> Self {
+    pub(super) fn from_settings(config: LayerSettings) -> Self {
         RateLimitLayer {
-            shared: Arc::new(Shared {
+            shared: Arc::new(LayerState {
                 base: Arc::new(config),
                 cell: OnceLock::new(),
             }),

@@ -10,7 +10,7 @@
 ///   (`"api-1"`, `"api-2"`, ... when it has several), from the same decision.
 ///
 /// ```
-/// use redlimit::layer::HeaderStyle;
+/// use redlimit::response::HeaderStyle;
 /// assert_eq!(HeaderStyle::default(), HeaderStyle::XRateLimit);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -39,7 +39,7 @@ impl HeaderStyle {
 /// `legacy` (`X-RateLimit-*`), `ietf`, `both` or `none`, as flags and config files write it.
 ///
 /// ```
-/// use redlimit::layer::HeaderStyle;
+/// use redlimit::response::HeaderStyle;
 /// assert_eq!("ietf".parse::<HeaderStyle>()?, HeaderStyle::Ietf);
 /// assert_eq!(HeaderStyle::XRateLimit.to_string(), "legacy");
 /// assert!("x-ratelimit".parse::<HeaderStyle>().is_err());

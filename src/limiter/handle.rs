@@ -1,4 +1,5 @@
-//! The limiter: a store and a policy, and the three ways to ask it for a permit.
+//! [`Limiter`], the handle callers clone: a store and a policy, and the three ways to ask it
+//! for a permit.
 
 use std::future::Future;
 use std::sync::Arc;

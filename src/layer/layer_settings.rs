@@ -1,6 +1,6 @@
-//! What a layer and all its services share: the store, the rules (policy and key per route),
-//! and how to answer. Exactly what the builder set; what follows from it is derived once, in
-//! [`Decider::new`](super::decide::Decider::new).
+//! A layer's settings as its builder set them, which the layer and all its services share:
+//! the store, the rules (policy and key per route), and how to answer. What follows from them
+//! is derived once, in [`Decider::new`](super::decide::Decider::new).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +11,8 @@ use http::request::Parts;
 
 use super::refund::RefundFn;
 use super::rule::Rule;
-use super::settings::CircuitBreaker;
 use super::settings::GrpcStatus;
-use super::settings::HeaderStyle;
 use super::settings::MissingKey;
-use super::settings::OnStoreError;
 use super::settings::RejectBody;
 use super::settings::Shadow;
 use super::usage::ReadFn;
@@ -24,7 +21,9 @@ use crate::engine::breakers::Breakers;
 use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
 use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
 use crate::engine::throttle::Throttle;
+use crate::failure::{CircuitBreaker, OnStoreError};
 use crate::policy::Policy;
+use crate::response::HeaderStyle;
 use crate::store::{MemoryStore, Store};
 
 /// The default store deadline: no request waits longer than this on the store.
@@ -35,7 +34,7 @@ pub(crate) type RejectFn = dyn Fn(&Decision) -> Response<Bytes> + Send + Sync;
 pub(crate) type AllowFn = dyn Fn(&Parts) -> bool + Send + Sync;
 
 #[derive(Clone)]
-pub(crate) struct Config {
+pub(crate) struct LayerSettings {
     pub(crate) store: Arc<dyn Store>,
     /// Route rules, tried in order; then the default rule, if any.
     pub(crate) routes: Vec<Rule>,
@@ -69,11 +68,11 @@ pub(crate) struct Config {
     pub(crate) reconcile: Option<Arc<ReadFn>>,
 }
 
-impl Config {
+impl LayerSettings {
     /// The defaults, with no rule yet.
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
         let kind = store.kind();
-        Config {
+        LayerSettings {
             store,
             routes: Vec::new(),
             default: None,
@@ -88,7 +87,7 @@ impl Config {
             deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
-            grpc_domain: Arc::from(super::grpc::DEFAULT_DOMAIN),
+            grpc_domain: Arc::from(crate::response::grpc::DEFAULT_DOMAIN),
             reject_body: RejectBody::default(),
             rejection: None,
             throttle: Arc::new(Throttle::default()),
@@ -106,7 +105,7 @@ impl Config {
 
     /// The same settings with `rules` in place of every rule (the layer's own policy too).
     pub(crate) fn with_rules(&self, rules: Vec<Rule>) -> Self {
-        Config {
+        LayerSettings {
             routes: rules,
             default: None,
             ..self.clone()

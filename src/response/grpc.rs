@@ -145,7 +145,7 @@ fn rich_status(
         return false;
     };
     let mut details = ErrorDetails::new();
-    let violated = crate::layer::quota_names::violated(decision)
+    let violated = super::quota_names::violated(decision)
         .map(|name| name.to_string())
         .collect::<Vec<_>>()
         .join(",");

@@ -9,10 +9,10 @@ use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Response, StatusCode};
 
+use super::grpc::denial_message;
+use super::headers::ceil_secs;
+use super::quota_names;
 use crate::decision::Decision;
-use crate::layer::grpc::denial_message;
-use crate::layer::headers::ceil_secs;
-use crate::layer::quota_names;
 
 /// The draft's problem type for requests past their quota (§5).
 pub(crate) const QUOTA_EXCEEDED: &str =

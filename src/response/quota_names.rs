@@ -43,8 +43,8 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
-    use crate::layer::HeaderStyle;
-    use crate::layer::render_headers;
+    use crate::response::HeaderStyle;
+    use crate::response::headers::render as render_headers;
     use crate::{Limit, LimitState, Policy};
 
     fn names(decision: &Decision) -> Vec<String> {

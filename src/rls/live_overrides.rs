@@ -36,16 +36,16 @@ const OFF: u64 = 2;
 
 /// The overrides in force, as one request's plan reads them.
 #[derive(Clone, Copy)]
-pub(super) struct Runtime<'a> {
+pub(super) struct LiveOverrides<'a> {
     /// `None` while the store knows of no override at all (most services, always): the plan
     /// then builds no key to look one up.
     overrides: Option<&'a dyn Overrides>,
 }
 
-impl<'a> Runtime<'a> {
+impl<'a> LiveOverrides<'a> {
     /// The overrides `store` applies now.
     pub(super) fn of(store: &'a dyn Store) -> Self {
-        Runtime {
+        LiveOverrides {
             overrides: store.overrides().filter(|o| o.overrides_version() != 0),
         }
     }

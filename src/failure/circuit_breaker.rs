@@ -18,7 +18,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::layer::CircuitBreaker;
+/// use redlimit::failure::CircuitBreaker;
 /// let breaker = CircuitBreaker::new()
 ///     .window(Duration::from_secs(5))
 ///     .min_calls(50)
@@ -30,23 +30,23 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CircuitBreaker {
-    pub(in crate::engine) window: Duration,
-    pub(in crate::engine) min_calls: u32,
+    pub(crate) window: Duration,
+    pub(crate) min_calls: u32,
     /// The failure rate that opens the breaker, in thousandths (1 to 1000).
-    pub(in crate::engine) failure_permille: u32,
-    pub(in crate::engine) cool_down: Duration,
-    pub(in crate::engine) disabled: bool,
+    pub(crate) failure_permille: u32,
+    pub(crate) cool_down: Duration,
+    pub(crate) disabled: bool,
 }
 
 /// The sliding window is this many buckets: old calls leave it a tenth at a time.
-pub(in crate::engine) const BUCKETS: usize = 10;
+pub(crate) const BUCKETS: usize = 10;
 
 impl CircuitBreaker {
     /// The default breaker: opens when at least half of at least 20 calls within 10 s failed,
     /// for 1 s.
     ///
     /// ```
-    /// let breaker = redlimit::layer::CircuitBreaker::new();
+    /// let breaker = redlimit::failure::CircuitBreaker::new();
     /// assert!(!breaker.is_disabled());
     /// ```
     pub fn new() -> Self {
@@ -62,7 +62,7 @@ impl CircuitBreaker {
     /// The span of recent calls the failure rate is taken over (at least 10 ms).
     ///
     /// ```
-    /// let breaker = redlimit::layer::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
+    /// let breaker = redlimit::failure::CircuitBreaker::new().window(std::time::Duration::from_secs(30));
     /// ```
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window.max(Duration::from_millis(BUCKETS as u64));
@@ -73,7 +73,7 @@ impl CircuitBreaker {
     /// failures at low traffic says little.
     ///
     /// ```
-    /// let breaker = redlimit::layer::CircuitBreaker::new().min_calls(5);
+    /// let breaker = redlimit::failure::CircuitBreaker::new().min_calls(5);
     /// ```
     pub fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = calls.max(1);
@@ -84,7 +84,7 @@ impl CircuitBreaker {
     /// value outside, or NaN, is clamped; NaN keeps the current rate).
     ///
     /// ```
-    /// let breaker = redlimit::layer::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
+    /// let breaker = redlimit::failure::CircuitBreaker::new().failure_rate(1.0); // only when every call fails
     /// ```
     pub fn failure_rate(mut self, rate: f64) -> Self {
         if !rate.is_nan() {
@@ -96,7 +96,7 @@ impl CircuitBreaker {
     /// How long the breaker stays open before it lets a probe through.
     ///
     /// ```
-    /// let breaker = redlimit::layer::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
+    /// let breaker = redlimit::failure::CircuitBreaker::new().cool_down(std::time::Duration::from_secs(2));
     /// ```
     pub fn cool_down(mut self, cool_down: Duration) -> Self {
         self.cool_down = cool_down;
@@ -106,7 +106,7 @@ impl CircuitBreaker {
     /// Never opens: every request tries the store (and may wait up to the deadline).
     ///
     /// ```
-    /// assert!(redlimit::layer::CircuitBreaker::disabled().is_disabled());
+    /// assert!(redlimit::failure::CircuitBreaker::disabled().is_disabled());
     /// ```
     pub fn disabled() -> Self {
         CircuitBreaker {
@@ -118,7 +118,7 @@ impl CircuitBreaker {
     /// Whether this breaker never opens.
     ///
     /// ```
-    /// assert!(!redlimit::layer::CircuitBreaker::default().is_disabled());
+    /// assert!(!redlimit::failure::CircuitBreaker::default().is_disabled());
     /// ```
     pub fn is_disabled(&self) -> bool {
         self.disabled
@@ -128,7 +128,7 @@ impl CircuitBreaker {
         self.cool_down
     }
 
-    pub(in crate::engine) fn bucket_ms(&self) -> u64 {
+    pub(crate) fn bucket_ms(&self) -> u64 {
         (self.window.as_millis() as u64 / BUCKETS as u64).max(1)
     }
 }
@@ -146,7 +146,7 @@ impl Default for CircuitBreaker {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlimit::layer::CircuitBreaker;
+/// use redlimit::failure::CircuitBreaker;
 /// let breaker: CircuitBreaker = "min-calls=5,cool-down=2s".parse()?;
 /// assert_eq!(breaker, CircuitBreaker::new().min_calls(5).cool_down(Duration::from_secs(2)));
 /// assert_eq!(breaker.to_string(), "window=10s,min-calls=5,failure-rate=0.5,cool-down=2s");

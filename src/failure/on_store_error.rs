@@ -1,4 +1,4 @@
-//! What the layer does when the store fails, misses its deadline, or its circuit is open.
+//! What a front does when the store fails, misses its deadline, or its circuit is open.
 
 /// What happens when the store fails, misses its deadline, or its circuit is open.
 ///
@@ -16,7 +16,7 @@
 /// admitted for it in the period, never a second full budget on top of the store's.
 ///
 /// ```
-/// use redlimit::layer::OnStoreError;
+/// use redlimit::failure::OnStoreError;
 /// assert_eq!(OnStoreError::default(), OnStoreError::Local { instances: 1 });
 /// assert_eq!("closed".parse::<OnStoreError>().unwrap(), OnStoreError::Closed);
 /// assert_eq!("local".parse::<OnStoreError>().unwrap(), OnStoreError::local());
@@ -57,7 +57,7 @@ impl OnStoreError {
     /// Local fallback enforcing the whole limit in each instance.
     ///
     /// ```
-    /// use redlimit::layer::OnStoreError;
+    /// use redlimit::failure::OnStoreError;
     /// assert_eq!(OnStoreError::local(), OnStoreError::Local { instances: 1 });
     /// ```
     pub fn local() -> Self {
@@ -69,7 +69,7 @@ impl OnStoreError {
 /// config files write it.
 ///
 /// ```
-/// use redlimit::layer::OnStoreError;
+/// use redlimit::failure::OnStoreError;
 /// assert_eq!("local:3".parse::<OnStoreError>()?, OnStoreError::Local { instances: 3 });
 /// assert_eq!(OnStoreError::Local { instances: 3 }.to_string(), "local:3");
 /// assert_eq!(OnStoreError::local().to_string(), "local");
