@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 
-/// How long each window of a [`Calendar`] is, in local time.
+/// How long each window of a [`Calendar`](super::Calendar) is, in local time.
 ///
 /// ```
 /// use redlimit::calendar::Unit;
@@ -73,7 +73,7 @@ impl std::str::FromStr for Unit {
     }
 }
 
-/// A day of the week, the anchor of a weekly [`Calendar`].
+/// A day of the week, the anchor of a weekly [`Calendar`](super::Calendar).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(missing_docs)]
 pub enum Weekday {
