@@ -76,11 +76,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use load::{Clients, Tally};
-use report::{Report, goals, open_goals, write_results};
+use report::{goals, open_goals, write_results};
 use servers::{Kind, Server};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
-use support::{Table, command_stats, redis_cpu_secs, reset_redis_stats, syscalls};
+use support::{Report, Table, command_stats, redis_cpu_secs, reset_redis_stats, syscalls};
 
 const WARM_UP: Duration = Duration::from_secs(1);
 /// Envoy's default RLS timeout.

@@ -201,6 +201,18 @@ pub(crate) fn client_key(i: usize) -> Key {
     Key::new(format!("ip:10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
 }
 
+/// A `RedisStore` on `url` under `prefix`, as the layer's harnesses build it: the store's
+/// defaults but for `REDLIMIT_BENCH_LINGER_MS` (the batcher's linger; 0 turns it off).
+#[cfg(feature = "redis")]
+pub(crate) async fn redis_store(url: &str, prefix: &str) -> redlimit::store::RedisStore {
+    let builder = redlimit::store::RedisStore::builder(url).prefix(prefix);
+    let builder = match optional_knob::<u64>("REDLIMIT_BENCH_LINGER_MS") {
+        Some(ms) => builder.batch_linger(std::time::Duration::from_millis(ms)),
+        None => builder,
+    };
+    builder.connect().await.expect("connect to the bench redis")
+}
+
 /// `INFO section` as `field -> value`: Redis's own account of its CPU, memory and commands,
 /// independent of the client that drives it.
 #[cfg(feature = "redis")]
@@ -305,6 +317,20 @@ pub(crate) fn cpu_split_us(proc: &Path) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     (ticks(14) * 10_000.0, ticks(15) * 10_000.0)
+}
+
+/// Prints and keeps what a run reports: each line on stdout as it comes, and the whole for the
+/// results file a full run appends to.
+#[derive(Default)]
+pub(crate) struct Report(pub(crate) String);
+
+impl Report {
+    /// Prints `text` and keeps it, a line.
+    pub(crate) fn line(&mut self, text: impl AsRef<str>) {
+        println!("{}", text.as_ref());
+        self.0.push_str(text.as_ref());
+        self.0.push('\n');
+    }
 }
 
 /// A markdown table, written header first and then row by row (a harness prints each row as it
