@@ -82,18 +82,8 @@ fn main() {
         return;
     }
     let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 3.0);
-    let rtts = support::list_knob(
-        "REDLIMIT_BENCH_RTTS",
-        &[0.0, 1.0, 10.0, 30.0],
-        "round trips in ms (0 to 1000)",
-        |ms: &f64| (0.0..=1000.0).contains(ms),
-    );
-    let clients = support::list_knob(
-        "REDLIMIT_BENCH_CLIENTS",
-        &[16, 256],
-        "client counts (1 to 4096)",
-        |c: &usize| (1..=4096).contains(c),
-    );
+    let rtts = support::rtts_knob(&[0.0, 1.0, 10.0, 30.0]);
+    let clients = support::clients_knob(&[16, 256]);
     let keys = support::knob_where(
         "REDLIMIT_BENCH_KEYS",
         10_000,

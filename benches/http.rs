@@ -50,8 +50,7 @@ fn main() {
         return;
     }
     let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 2.0);
-    let rounds: usize =
-        support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    let rounds = support::rounds_knob(3);
     // REDLIMIT_BENCH_ONLY=a,b keeps the variants whose names contain one of those (bare axum stays).
     let only: Option<String> = support::optional_knob("REDLIMIT_BENCH_ONLY");
     let redis = RedisServer::start();

@@ -20,6 +20,7 @@ use redlimit::__private::{decode_reply, refund_call, script_call};
 use redlimit::store::{RedisStore, Refund};
 use redlimit::{Algorithm, Limit, Policy};
 
+use crate::flush;
 use crate::support::{self, Table, client_key, command_stats, redis_cpu_secs, reset_redis_stats};
 
 const PREFIX: &str = "redlimit";
@@ -78,13 +79,6 @@ fn verdict(reply: &Value) -> i64 {
         },
         other => panic!("unexpected reply {other:?}"),
     }
-}
-
-fn flush(con: &mut redis::Connection) {
-    redis::cmd("FLUSHALL")
-        .arg("SYNC")
-        .exec(con)
-        .expect("FLUSHALL");
 }
 
 fn load(con: &mut redis::Connection, source: &str) {
@@ -169,7 +163,7 @@ fn refund_variant(name: &str, policy: Policy, keys: usize) -> Variant {
 
 pub(crate) fn run(_url: &str, con: &mut redis::Connection) -> String {
     let keys = support::knob_where("REDLIMIT_BENCH_KEYS", 10_000usize, "1 or more", |&k| k > 0);
-    let rounds = support::knob_where("REDLIMIT_BENCH_ROUNDS", 5usize, "1 or more", |&r| r > 0);
+    let rounds = support::rounds_knob(5);
     let minute = Duration::from_secs(60);
     let gcra = |n| Policy::new("pr-gcra", [Limit::gcra(n, minute).unwrap()]).unwrap();
     let boxed = |n: u64| gcra(n).penalty(Duration::from_secs(3600)).unwrap();

@@ -238,7 +238,7 @@ pub(crate) fn run(url: &str, con: &mut redis::Connection) -> String {
     let pipeline = support::knob_where("REDLIMIT_BENCH_PIPELINE", 1usize, "1 or more", |&p| p > 0);
     let load = Load { clients, pipeline };
     let keys = support::knob_where("REDLIMIT_BENCH_KEYS", 10_000usize, "1 or more", |&k| k > 0);
-    let rounds = support::knob_where("REDLIMIT_BENCH_ROUNDS", 5usize, "1 or more", |&r| r > 0);
+    let rounds = support::rounds_knob(5);
     let secs = support::secs_knob("REDLIMIT_BENCH_ROUND_SECS", 1.0);
 
     let mut variants = Vec::new();

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::Cell;
 use crate::load;
+use crate::measure::Cell;
 use crate::servers::Kind;
 use crate::support::redis_server::RedisServer;
 use crate::support::{self, Report};
