@@ -129,8 +129,8 @@ fn main() {
             Policy::new("sanity", [Limit::gcra(5, Duration::from_secs(1)).unwrap()]).unwrap(),
         );
         load_script(&mut con, &policy);
-        let reply: Vec<i64> = script_call(PREFIX, &policy, &client_key(0), 1)
-            .query(&mut con)
+        let reply = script_call(PREFIX, &policy, &client_key(0), 1)
+            .run(&mut con)
             .expect("EVALSHA");
         let decision = redlimit::__private::decode_reply(&policy, &reply).expect("decodes");
         assert!(decision.is_allowed());

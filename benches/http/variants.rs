@@ -132,8 +132,8 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
             None => return StatusCode::BAD_REQUEST.into_response(),
         },
     };
-    let reply: Result<Vec<i64>, _> = redlimit::__private::script_call("raw", &raw.policy, &key, 1)
-        .query_async(&mut raw.connection.clone())
+    let reply = redlimit::__private::script_call("raw", &raw.policy, &key, 1)
+        .run_async(&mut raw.connection.clone())
         .await;
     match reply {
         Ok(reply) if reply.get(1) == Some(&0) => StatusCode::TOO_MANY_REQUESTS.into_response(),

@@ -91,7 +91,7 @@ fn load(con: &mut redis::Connection, source: &str) {
 
 fn checks(policy: &Policy, keys: usize) -> Vec<Vec<u8>> {
     (0..keys)
-        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).get_packed_command())
+        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).packed())
         .collect()
 }
 
@@ -153,7 +153,7 @@ fn refund_variant(name: &str, policy: Policy, keys: usize) -> Variant {
                         .collect();
                     let decision = decode_reply(&policy, &ints).expect("a decision");
                     let refund = Refund::of(&decision, 1).expect("admitted");
-                    refund_call(PREFIX, &policy, &client_key(i), &refund).get_packed_command()
+                    refund_call(PREFIX, &policy, &client_key(i), &refund).packed()
                 })
                 .collect()
         }),

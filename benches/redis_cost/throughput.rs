@@ -65,14 +65,11 @@ pub(crate) fn load_script(con: &mut redis::Connection, policy: &Policy) -> Strin
 /// The `EVALSHA` the Redis store sends for one check of client key `i` (the script must be
 /// loaded under `sha`, which it names).
 pub(crate) fn evalsha(sha: &str, policy: &Policy, i: usize) -> Command {
-    let cmd = script_call(PREFIX, policy, &client_key(i), 1);
-    let args: Vec<String> = cmd
-        .args_iter()
+    let args: Vec<String> = script_call(PREFIX, policy, &client_key(i), 1)
+        .words()
+        .iter()
         .skip(1) // "EVALSHA"
-        .map(|arg| match arg {
-            redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-            _ => String::new(), // no cursors in EVALSHA
-        })
+        .map(|word| String::from_utf8_lossy(word).into_owned())
         .collect();
     assert_eq!(args[0], sha, "the store's script is the one loaded");
     ("EVALSHA", args)

@@ -118,6 +118,7 @@ pub use builder::RateLimitBuilder;
 pub use estimate::{Estimate, EstimateFromBody, EstimateFromBodyLayer, EstimateFuture};
 pub use future::ResponseFuture;
 pub use handle::Handle;
+#[cfg(any(test, feature = "__test-hooks"))]
 pub(crate) use headers::render as render_headers;
 pub use key_missing::KeyMissing;
 pub use layer::RateLimitLayer;
