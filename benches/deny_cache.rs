@@ -166,23 +166,19 @@ fn main() {
         return;
     }
     let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
-    let rounds: usize =
-        support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    let rounds = support::rounds_knob(3);
     let redis = RedisServer::start();
-    let mut samples: Vec<Vec<Sample>> = Variant::ALL.iter().map(|_| Vec::new()).collect();
-    for round in 0..rounds {
-        for (i, &variant) in Variant::ALL.iter().enumerate() {
-            let s = measure(variant, &redis, secs, round);
-            eprintln!(
-                "round {round} {:<32} {:>9.0} decisions/s  {:>6.2} µs CPU/decision  {:>8.0} EVALSHA",
-                variant.name(),
-                s.rps,
-                s.cpu_us,
-                s.evalsha
-            );
-            samples[i].push(s);
-        }
-    }
+    let samples = support::by_rounds(rounds, &Variant::ALL, |round, variant| {
+        let s = measure(variant, &redis, secs, round);
+        eprintln!(
+            "round {round} {:<32} {:>9.0} decisions/s  {:>6.2} µs CPU/decision  {:>8.0} EVALSHA",
+            variant.name(),
+            s.rps,
+            s.cpu_us,
+            s.evalsha
+        );
+        s
+    });
     let retry_periods = secs * PER_MINUTE as f64 / 60.0;
     let memory_rps = median(samples[2].iter().map(|s| s.rps).collect());
     let memory_cpu = median(samples[2].iter().map(|s| s.cpu_us).collect());

@@ -169,24 +169,20 @@ fn main() {
         return;
     }
     let secs = support::secs_knob("REDLIMIT_BENCH_SECS", 5.0);
-    let rounds: usize =
-        support::knob_where("REDLIMIT_BENCH_ROUNDS", 3, "at least 1 round", |&n| n > 0);
+    let rounds = support::rounds_knob(3);
     let redis = RedisServer::start();
-    let mut samples: Vec<Vec<Sample>> = Variant::ALL.iter().map(|_| Vec::new()).collect();
-    for round in 0..rounds {
-        for (i, &variant) in Variant::ALL.iter().enumerate() {
-            let s = measure(variant, &redis, secs, round);
-            eprintln!(
-                "round {round} {:<28} {:>8.0} req/s  {:>6.2} µs CPU/req  {:>6.2} µs Redis CPU/req  {:>5.2} commands/req",
-                variant.name(),
-                s.rps,
-                s.cpu_us,
-                s.redis_cpu_us,
-                s.commands
-            );
-            samples[i].push(s);
-        }
-    }
+    let samples = support::by_rounds(rounds, &Variant::ALL, |round, variant| {
+        let s = measure(variant, &redis, secs, round);
+        eprintln!(
+            "round {round} {:<28} {:>8.0} req/s  {:>6.2} µs CPU/req  {:>6.2} µs Redis CPU/req  {:>5.2} commands/req",
+            variant.name(),
+            s.rps,
+            s.cpu_us,
+            s.redis_cpu_us,
+            s.commands
+        );
+        s
+    });
     let table = Table::new(&[
         "variant",
         "requests/s",

@@ -135,7 +135,7 @@ lane() {
     rustup toolchain install "$msrv" --profile minimal
   fi
   export CARGO_TARGET_DIR=target/msrv RUSTFLAGS="-D warnings"
-  for feature in "" redis axum tls tls-ring grpc jwt jwks metrics config admin rls; do
+  for feature in "" redis axum tls tls-ring grpc jwt jwks metrics config admin rls __test-hooks; do
     cargo "+$msrv" check --lib --no-default-features ${feature:+--features "$feature"} --quiet
     echo "Rust $msrv, ${feature:-no} features: the library builds"
   done

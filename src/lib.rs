@@ -191,8 +191,11 @@ pub mod telemetry;
 #[cfg(not(feature = "metrics"))]
 mod telemetry;
 
+/// Not part of the API: the hooks the crate's own tests and benches use, compiled only with
+/// the `__test-hooks` feature (no semver promise).
+#[cfg(feature = "__test-hooks")]
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private;
 
 // The README's and the guides' Rust blocks are compiled (and run, but for `no_run`) as doc

@@ -11,24 +11,7 @@ use crate::support::cpu_us;
 /// and returns its path. The bench's own profile is release too, so after `cargo bench` this
 /// compiles only the example; under `--all-features` it builds the library once more.
 pub(crate) fn server_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    // Variables cargo sets for this bench binary would look like a changed environment to
-    // build scripts that track them (ring's does), forcing a rebuild of half the tree.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        let per_crate = [
-            "CARGO_PKG_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-            "CARGO_PRIMARY_",
-            "CARGO_BIN_",
-            "CARGO_TARGET_TMPDIR",
-        ];
-        if per_crate.iter().any(|p| var.starts_with(p)) {
-            command.env_remove(var.as_ref());
-        }
-    }
+    let mut command = crate::support::cargo::command();
     eprintln!("building examples/server (release) ...");
     let out = command
         .args([

@@ -44,7 +44,7 @@ pub(crate) fn run(url: &str, con: &mut redis::Connection) -> String {
         support::knob_where("REDLIMIT_BENCH_CONCURRENCY", 64usize, "1 or more", |&c| {
             c > 0
         });
-    let rounds = support::knob_where("REDLIMIT_BENCH_ROUNDS", 5usize, "1 or more", |&r| r > 0);
+    let rounds = support::rounds_knob(5);
     let secs = support::secs_knob("REDLIMIT_BENCH_ROUND_SECS", 2.0);
     let keys = support::knob_where("REDLIMIT_BENCH_KEYS", 10_000usize, "1 or more", |&k| k > 0);
     let round = Duration::from_secs_f64(secs);

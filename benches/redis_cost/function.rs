@@ -41,10 +41,8 @@ pub(crate) fn load(
         let call = script_call("redlimit", &policy, &crate::support::client_key(i), 1);
         let mut fcall = redis::cmd("FCALL");
         fcall.arg(NAME);
-        for arg in call.args_iter().skip(2) {
-            if let redis::Arg::Simple(bytes) = arg {
-                fcall.arg(bytes);
-            }
+        for word in call.words().iter().skip(2) {
+            fcall.arg(word);
         }
         fcall
     })

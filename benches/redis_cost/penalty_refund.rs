@@ -20,6 +20,7 @@ use redlimit::__private::{decode_reply, refund_call, script_call};
 use redlimit::store::{RedisStore, Refund};
 use redlimit::{Algorithm, Limit, Policy};
 
+use crate::flush;
 use crate::support::{self, Table, client_key, command_stats, redis_cpu_secs, reset_redis_stats};
 
 const PREFIX: &str = "redlimit";
@@ -80,13 +81,6 @@ fn verdict(reply: &Value) -> i64 {
     }
 }
 
-fn flush(con: &mut redis::Connection) {
-    redis::cmd("FLUSHALL")
-        .arg("SYNC")
-        .exec(con)
-        .expect("FLUSHALL");
-}
-
 fn load(con: &mut redis::Connection, source: &str) {
     let _: String = redis::cmd("SCRIPT")
         .arg("LOAD")
@@ -97,7 +91,7 @@ fn load(con: &mut redis::Connection, source: &str) {
 
 fn checks(policy: &Policy, keys: usize) -> Vec<Vec<u8>> {
     (0..keys)
-        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).get_packed_command())
+        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).packed())
         .collect()
 }
 
@@ -159,7 +153,7 @@ fn refund_variant(name: &str, policy: Policy, keys: usize) -> Variant {
                         .collect();
                     let decision = decode_reply(&policy, &ints).expect("a decision");
                     let refund = Refund::of(&decision, 1).expect("admitted");
-                    refund_call(PREFIX, &policy, &client_key(i), &refund).get_packed_command()
+                    refund_call(PREFIX, &policy, &client_key(i), &refund).packed()
                 })
                 .collect()
         }),
@@ -169,7 +163,7 @@ fn refund_variant(name: &str, policy: Policy, keys: usize) -> Variant {
 
 pub(crate) fn run(_url: &str, con: &mut redis::Connection) -> String {
     let keys = support::knob_where("REDLIMIT_BENCH_KEYS", 10_000usize, "1 or more", |&k| k > 0);
-    let rounds = support::knob_where("REDLIMIT_BENCH_ROUNDS", 5usize, "1 or more", |&r| r > 0);
+    let rounds = support::rounds_knob(5);
     let minute = Duration::from_secs(60);
     let gcra = |n| Policy::new("pr-gcra", [Limit::gcra(n, minute).unwrap()]).unwrap();
     let boxed = |n: u64| gcra(n).penalty(Duration::from_secs(3600)).unwrap();

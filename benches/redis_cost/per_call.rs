@@ -83,10 +83,8 @@ fn variants_for(con: &mut redis::Connection, keys: usize, limit: Limit) -> (Vari
     let commands = (0..keys)
         .map(|i| {
             let call = script_call(PREFIX, &policy, &client_key(i), 1);
-            let key = call.args_iter().nth(3).expect("the first key");
-            let redis::Arg::Simple(key) = key else {
-                unreachable!("no cursors in EVALSHA")
-            };
+            let words = call.words();
+            let key = words.get(3).expect("the first key");
             redis::cmd("EVALSHA")
                 .arg(&sha)
                 .arg(1)
@@ -114,7 +112,7 @@ fn redlimit_variant(
 ) -> Variant {
     crate::load_script(con, policy);
     let commands = (0..keys)
-        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).get_packed_command())
+        .map(|i| script_call(PREFIX, policy, &client_key(i), 1).packed())
         .collect();
     Variant {
         name,
@@ -238,7 +236,7 @@ pub(crate) fn run(url: &str, con: &mut redis::Connection) -> String {
     let pipeline = support::knob_where("REDLIMIT_BENCH_PIPELINE", 1usize, "1 or more", |&p| p > 0);
     let load = Load { clients, pipeline };
     let keys = support::knob_where("REDLIMIT_BENCH_KEYS", 10_000usize, "1 or more", |&k| k > 0);
-    let rounds = support::knob_where("REDLIMIT_BENCH_ROUNDS", 5usize, "1 or more", |&r| r > 0);
+    let rounds = support::rounds_knob(5);
     let secs = support::secs_knob("REDLIMIT_BENCH_ROUND_SECS", 1.0);
 
     let mut variants = Vec::new();

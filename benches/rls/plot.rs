@@ -2,7 +2,7 @@
 //! (server and Redis together), its p99 latency against Envoy's 20 ms timeout, and the most it
 //! admitted in one exactness burst against the limit of 3.
 
-use crate::Cell;
+use crate::measure::Cell;
 use crate::servers::Kind;
 
 pub(crate) fn draw(cells: &[Cell]) {

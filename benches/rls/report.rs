@@ -4,23 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::Cell;
 use crate::load;
+use crate::measure::Cell;
 use crate::servers::Kind;
-use crate::support;
 use crate::support::redis_server::RedisServer;
-
-/// Prints and keeps what a run reports.
-#[derive(Default)]
-pub(crate) struct Report(pub(crate) String);
-
-impl Report {
-    pub(crate) fn line(&mut self, text: impl AsRef<str>) {
-        println!("{}", text.as_ref());
-        self.0.push_str(text.as_ref());
-        self.0.push('\n');
-    }
-}
+use crate::support::{self, Report};
 
 /// The goals, judged per cell: ≥ 2× Limitador's decisions per CPU-second; p99 under Envoy's
 /// 20 ms with Redis 10 ms away; exactly 3 admitted per burst.

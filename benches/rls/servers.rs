@@ -89,24 +89,7 @@ impl Drop for Server {
 /// Builds `redlimit-server` in release mode (`cargo build --release -p redlimit-server`, the
 /// bench's own target directory) and returns its path.
 pub(crate) fn build_ours() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    // Variables cargo sets for this bench binary would look like a changed environment to
-    // build scripts that track them (ring's does), forcing a rebuild of half the tree.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        let per_crate = [
-            "CARGO_PKG_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-            "CARGO_PRIMARY_",
-            "CARGO_BIN_",
-            "CARGO_TARGET_TMPDIR",
-        ];
-        if per_crate.iter().any(|p| var.starts_with(p)) {
-            command.env_remove(var.as_ref());
-        }
-    }
+    let mut command = crate::support::cargo::command();
     eprintln!("building redlimit-server (release) ...");
     let out = command
         .args([

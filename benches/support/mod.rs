@@ -39,6 +39,9 @@ pub(crate) mod proxy;
 /// Syscalls and context switches per request over a window (`REDLIMIT_BENCH_SYSCALLS=1`).
 pub(crate) mod syscalls;
 
+/// `cargo`, to build a release binary a harness runs (`examples/server`, `redlimit-server`).
+pub(crate) mod cargo;
+
 /// Whether the target runs as a benchmark. `cargo test --all-targets` (and `--benches`) runs
 /// every bench target once, without `--bench`, even those marked `test = false`; a load harness
 /// must then stay quick, so it prints `note` (how to run it for real) and the caller returns.
@@ -134,6 +137,53 @@ where
     }
 }
 
+/// `REDLIMIT_BENCH_RTTS`: the round trips to Redis to measure at, ms (0 to 1000), or
+/// `default`.
+pub(crate) fn rtts_knob(default: &[f64]) -> Vec<f64> {
+    list_knob(
+        "REDLIMIT_BENCH_RTTS",
+        default,
+        "round trips in ms (0 to 1000)",
+        |ms: &f64| (0.0..=1000.0).contains(ms),
+    )
+}
+
+/// `REDLIMIT_BENCH_CLIENTS`: the numbers of clients (calls in flight) to measure at, 1 to
+/// 4096, or `default`.
+pub(crate) fn clients_knob(default: &[usize]) -> Vec<usize> {
+    list_knob(
+        "REDLIMIT_BENCH_CLIENTS",
+        default,
+        "client counts (1 to 4096)",
+        |c: &usize| (1..=4096).contains(c),
+    )
+}
+
+/// `REDLIMIT_BENCH_ROUNDS`: how many rounds to take the median over (at least 1), or
+/// `default`.
+pub(crate) fn rounds_knob(default: usize) -> usize {
+    knob_where("REDLIMIT_BENCH_ROUNDS", default, "at least 1 round", |&n| {
+        n > 0
+    })
+}
+
+/// `measure` for each of `variants` in turn, `rounds` times over (variants alternated, so a
+/// slow spell of a shared machine spoils one round of each, not every round of one): each
+/// variant's samples, in the variants' order.
+pub(crate) fn by_rounds<V: Copy, S>(
+    rounds: usize,
+    variants: &[V],
+    mut measure: impl FnMut(usize, V) -> S,
+) -> Vec<Vec<S>> {
+    let mut samples: Vec<Vec<S>> = variants.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (i, &variant) in variants.iter().enumerate() {
+            samples[i].push(measure(round, variant));
+        }
+    }
+    samples
+}
+
 /// Stops the run over a bad knob: a one-line message and exit status 2, not a panic, whose
 /// backtrace would bury the one thing to fix.
 fn bad_knob(name: &str, value: &str, expected: &str) -> ! {
@@ -180,18 +230,25 @@ pub(crate) fn today() -> String {
 /// The machine a result was measured on, one line: cores, CPU model, load average now.
 pub(crate) fn machine_line() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into());
+    let model = cpu_model().unwrap_or_else(|| "unknown CPU".into());
+    let load = load_average().unwrap_or_else(|| "unknown".into());
     format!("machine: nproc {cpus}, {model}; load average {load}")
+}
+
+/// The CPU's model name (`/proc/cpuinfo`), `None` where it cannot be read (not Linux).
+pub(crate) fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+        .map(|(_, m)| m.trim().to_owned())
+}
+
+/// The load averages over 1, 5 and 15 minutes (`/proc/loadavg`), `None` where it cannot be
+/// read.
+pub(crate) fn load_average() -> Option<String> {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .ok()
 }
 
 /// Client key `i` of a synthetic population, `ip:10.x.y.z`: the shape (and so the key length,
@@ -199,6 +256,18 @@ pub(crate) fn machine_line() -> String {
 /// numbers compare.
 pub(crate) fn client_key(i: usize) -> Key {
     Key::new(format!("ip:10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255))
+}
+
+/// A `RedisStore` on `url` under `prefix`, as the layer's harnesses build it: the store's
+/// defaults but for `REDLIMIT_BENCH_LINGER_MS` (the batcher's linger; 0 turns it off).
+#[cfg(feature = "redis")]
+pub(crate) async fn redis_store(url: &str, prefix: &str) -> redlimit::store::RedisStore {
+    let builder = redlimit::store::RedisStore::builder(url).prefix(prefix);
+    let builder = match optional_knob::<u64>("REDLIMIT_BENCH_LINGER_MS") {
+        Some(ms) => builder.batch_linger(std::time::Duration::from_millis(ms)),
+        None => builder,
+    };
+    builder.connect().await.expect("connect to the bench redis")
 }
 
 /// `INFO section` as `field -> value`: Redis's own account of its CPU, memory and commands,
@@ -305,6 +374,20 @@ pub(crate) fn cpu_split_us(proc: &Path) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     (ticks(14) * 10_000.0, ticks(15) * 10_000.0)
+}
+
+/// Prints and keeps what a run reports: each line on stdout as it comes, and the whole for the
+/// results file a full run appends to.
+#[derive(Default)]
+pub(crate) struct Report(pub(crate) String);
+
+impl Report {
+    /// Prints `text` and keeps it, a line.
+    pub(crate) fn line(&mut self, text: impl AsRef<str>) {
+        println!("{}", text.as_ref());
+        self.0.push_str(text.as_ref());
+        self.0.push('\n');
+    }
 }
 
 /// A markdown table, written header first and then row by row (a harness prints each row as it

@@ -47,6 +47,7 @@ pub(super) fn window(calendar: &Calendar, at: u64) -> Option<Window> {
 
 /// The start of the window before `at`'s, then the ends of that window, of `at`'s and of the
 /// one after.
+#[cfg(any(feature = "redis", test))]
 pub(super) fn around(calendar: &Calendar, at: u64) -> Option<[u64; 4]> {
     cached(calendar, at).map(|(_, b)| b)
 }

@@ -198,6 +198,7 @@ impl Calendar {
 
     /// The boundaries a store's script is given, around `at` (Unix µs, the client's clock):
     /// the start of the previous window, then the ends of the previous, current and next.
+    #[cfg(any(feature = "redis", test))]
     pub(crate) fn bounds_around(&self, at: u64) -> Option<[u64; 4]> {
         bounds::around(self, at)
     }

@@ -179,7 +179,9 @@ impl IetfFields {
     }
 }
 
-/// The headers a decision renders to.
+/// The headers a decision renders to (for the tests and `__private`: the layer writes them
+/// into a response's own map).
+#[cfg(any(test, feature = "__test-hooks"))]
 pub(crate) fn render(decision: &Decision, style: HeaderStyle) -> HeaderMap {
     let mut headers = HeaderMap::new();
     RateHeaders::of(decision, style).write_missing(&mut headers);

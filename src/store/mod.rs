@@ -45,7 +45,7 @@ mod settlement;
 mod shard;
 #[cfg(all(feature = "redis", test))]
 pub(crate) use self::redis::state_key;
-#[cfg(feature = "redis")]
+#[cfg(all(feature = "redis", feature = "__test-hooks"))]
 pub(crate) use self::redis::{decode_reply, redis_store_error, refund_call, script_call};
 
 #[cfg(feature = "redis")]

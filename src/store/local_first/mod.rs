@@ -19,9 +19,12 @@ mod admission;
 mod builder;
 mod core;
 mod entry;
+// The sync script's Rust twin, the simulator's Redis.
+#[cfg(any(test, feature = "__test-hooks"))]
 mod merge;
 mod refunds;
 mod settings;
+#[cfg(any(test, feature = "__test-hooks"))]
 pub(crate) mod sim;
 mod task;
 #[cfg(test)]

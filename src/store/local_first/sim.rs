@@ -1,6 +1,7 @@
 //! The local-first store without I/O, for the simulation (`benches/local_first_sim.rs`,
-//! through `redlimit::__private::local_first`): an instance is the store's own decision and
-//! sync code on a manual clock, and the fleet's Redis is the sync script's Rust twin.
+//! through `redlimit::__private::local_first`) and the unit tests: an instance is the store's
+//! own decision and sync code on a manual clock, and the fleet's Redis is the sync script's
+//! Rust twin. Compiled for those only (`__test-hooks`, `cfg(test)`), never into the library.
 
 use std::time::Duration;
 
@@ -131,8 +132,15 @@ impl Instance {
 impl Batch {
     /// The `EVAL` of the real sync script (`lua/local_first_sync.lua`) for this batch, keys
     /// under `prefix`: to hold the script and its Rust twin ([`Fleet`]) to the same answers.
-    pub fn command(&self, prefix: &str) -> redis::Cmd {
-        super::task::sync_command("EVAL", super::task::sync_source(), prefix, &self.0, 2_000)
+    #[cfg(feature = "__test-hooks")]
+    pub fn command(&self, prefix: &str) -> crate::__private::ScriptCall {
+        crate::__private::ScriptCall::new(super::task::sync_command(
+            "EVAL",
+            super::task::sync_source(),
+            prefix,
+            &self.0,
+            2_000,
+        ))
     }
 
     /// The script's reply to [`Batch::command`], decoded as the store decodes it.

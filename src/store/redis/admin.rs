@@ -38,6 +38,7 @@ impl RedisStore {
 
     /// TEST ONLY (`redlimit::__private::inspect_at`): the script uses `now_us` instead of
     /// Redis `TIME`.
+    #[cfg(feature = "__test-hooks")]
     pub(crate) fn inspect_at(
         &self,
         policy: &Policy,
@@ -94,6 +95,7 @@ impl RedisStore {
 
     /// TEST ONLY (`redlimit::__private::refund_at`): the refund script uses `now_us` instead
     /// of Redis `TIME`.
+    #[cfg(feature = "__test-hooks")]
     pub(crate) fn refund_at(
         &self,
         policy: &Policy,

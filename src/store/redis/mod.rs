@@ -39,10 +39,10 @@ use self::batcher::Queued;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
 use self::script::{
-    CheckArgs, decode, every_algorithm_source, script_command, script_for_always, script_for_check,
+    CheckArgs, decode, every_algorithm_source, script_for_always, script_for_check,
     script_for_policy,
 };
-use super::{Check, Commit, Refund};
+use super::{Check, Commit};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 
@@ -278,6 +278,7 @@ impl RedisStore {
 
     /// TEST ONLY (`redlimit::__private::check_at`): the script uses `now_us` instead of
     /// Redis `TIME`.
+    #[cfg(feature = "__test-hooks")]
     pub(crate) fn check_at(&self, policy: &Policy, key: &Key, cost: u64, now_us: u64) -> Check {
         self.invoke(policy, key, Costs::One(cost), Some(now_us))
     }
@@ -289,6 +290,7 @@ impl RedisStore {
 
     /// TEST ONLY (`redlimit::__private::check_costs_at`): [`LimitCosts::check_costs`] at
     /// `now_us` instead of Redis `TIME`.
+    #[cfg(feature = "__test-hooks")]
     pub(crate) fn check_costs_at(
         &self,
         policy: &Policy,
@@ -410,16 +412,18 @@ impl RedisStore {
     }
 }
 
-/// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
-/// call by hand (the script must be loaded: `SCRIPT LOAD` of
-/// [`RedisStore::script_source_for`] the policy).
 /// A Redis error as the store reports it (for `__private`).
+#[cfg(feature = "__test-hooks")]
 pub(crate) fn redis_store_error(err: redis::RedisError) -> StoreError {
     error::store_error(err)
 }
 
+/// The `EVALSHA` a production check sends (Redis `TIME`), for baselines that send the same
+/// call by hand (the script must be loaded: `SCRIPT LOAD` of
+/// [`RedisStore::script_source_for`] the policy).
+#[cfg(feature = "__test-hooks")]
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
-    script_command(prefix, policy, key, (cost, None), None)
+    self::script::script_command(prefix, policy, key, (cost, None), None)
 }
 
 /// The Redis key of the state of `policy`'s limit at `position` for `key`, as the exact
@@ -430,11 +434,18 @@ pub(crate) fn state_key(prefix: &str, policy: &Policy, key: &Key, position: usiz
 }
 
 /// The `EVALSHA` of a refund, for baselines that send it by hand.
-pub(crate) fn refund_call(prefix: &str, policy: &Policy, key: &Key, refund: &Refund) -> redis::Cmd {
+#[cfg(feature = "__test-hooks")]
+pub(crate) fn refund_call(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    refund: &super::Refund,
+) -> redis::Cmd {
     self::script::refund_command(prefix, policy, key, refund, None)
 }
 
 /// Decodes a script reply as the store does.
+#[cfg(feature = "__test-hooks")]
 pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Decision, StoreError> {
     decode(policy, reply)
 }

@@ -585,8 +585,8 @@ fn the_sync_script_and_its_rust_twin_agree() {
                     continue;
                 }
                 exact += 1;
-                let flat: Vec<i64> = redlimit::__private::script_call(prefix, &policy, key, cost)
-                    .query(&mut con)
+                let flat = redlimit::__private::script_call(prefix, &policy, key, cost)
+                    .run(&mut con)
                     .unwrap();
                 let real = redlimit::__private::decode_reply(&policy, &flat).unwrap();
                 let expected = twin.check(&policy, key, cost, flat[0] as u64);
@@ -601,7 +601,7 @@ fn the_sync_script_and_its_rust_twin_agree() {
                 );
             }
             let batch = instance.begin_sync();
-            let flat: Vec<i64> = batch.command(prefix).query(&mut con).unwrap();
+            let flat = batch.command(prefix).run(&mut con).unwrap();
             let real = batch.decode(&flat).expect("a well-formed reply");
             let expected = twin.sync(&batch, real.now());
             assert_eq!(real, expected, "round {round}, instance {i}");

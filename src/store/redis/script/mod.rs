@@ -31,9 +31,11 @@ use std::time::Duration;
 use crate::limit::{Algorithm, Limit};
 
 pub(super) use self::batch::{batch_command, split};
+pub(super) use self::call::evalsha;
+#[cfg(feature = "__test-hooks")]
+pub(super) use self::call::script_command;
 #[cfg(test)]
 pub(super) use self::call::state_key;
-pub(super) use self::call::{evalsha, script_command};
 pub(super) use self::charge::charge_command;
 pub(super) use self::check::CheckArgs;
 pub(super) use self::lease::release_command;

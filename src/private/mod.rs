@@ -1,10 +1,17 @@
-//! Internals exposed for the crate's own tests and benchmarks (`redlimit::__private`). Not part
-//! of the public API: hidden from the docs, no semver promise, may change in any release.
+//! Internals exposed for the crate's own tests and benchmarks (`redlimit::__private`), behind
+//! the `__test-hooks` feature. Not part of the public API: hidden from the docs, no semver
+//! promise, may change in any release.
 
 use http::HeaderMap;
 
 use crate::decision::Decision;
 use crate::response::HeaderStyle;
+
+#[cfg(feature = "redis")]
+mod script_call;
+
+#[cfg(feature = "redis")]
+pub use self::script_call::ScriptCall;
 
 /// The headers the layer renders for a decision.
 pub fn render_headers(decision: &Decision, style: HeaderStyle) -> HeaderMap {
@@ -26,8 +33,8 @@ pub fn script_call(
     policy: &crate::Policy,
     key: &crate::Key,
     cost: u64,
-) -> redis::Cmd {
-    crate::store::script_call(prefix, policy, key, cost)
+) -> ScriptCall {
+    ScriptCall::new(crate::store::script_call(prefix, policy, key, cost))
 }
 
 /// A Redis error as the Redis store reports it.
@@ -112,8 +119,8 @@ pub fn refund_call(
     policy: &crate::Policy,
     key: &crate::Key,
     refund: &crate::store::Refund,
-) -> redis::Cmd {
-    crate::store::refund_call(prefix, policy, key, refund)
+) -> ScriptCall {
+    ScriptCall::new(crate::store::refund_call(prefix, policy, key, refund))
 }
 
 /// The local-first store without I/O, for the simulation (`benches/local_first_sim.rs`).

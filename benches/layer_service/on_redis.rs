@@ -1,0 +1,133 @@
+//! The layer on Redis and the minimal middleware, 64 requests in flight.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http::Request;
+use http_body_util::BodyExt;
+use redlimit::key::Global;
+use redlimit::store::RedisStore;
+use redlimit::{Limit, Policy, RateLimitLayer};
+use tower::ServiceExt;
+
+use crate::support::{self, redis_server::RedisServer};
+use crate::{app, report_cpu};
+
+pub(super) const NAMES: [&str; 5] = [
+    "app-bare-64",
+    "app-redis",
+    "app-minimal",
+    "app-redis-100k",
+    "app-minimal-100k",
+];
+
+/// Distinct keys of the 100k loops, taken in `benches/http.rs`'s stride.
+const KEYS: u64 = 100_000;
+const STRIDE: u64 = 7_919;
+
+/// Requests in flight, as `benches/http.rs`'s 64 connections.
+const IN_FLIGHT: u64 = 64;
+/// 10^6 per second, as `benches/http.rs`: every request admitted.
+const RATE: u64 = 1_000_000;
+
+async fn make(name: &str, url: &str) -> Router {
+    match name {
+        "app-redis" | "app-redis-100k" => {
+            let store = RedisStore::builder(url)
+                .prefix("gcra")
+                .connect()
+                .await
+                .expect("connect to the bench redis");
+            let policy = Policy::new(
+                "bench",
+                [Limit::gcra(RATE, Duration::from_secs(1)).expect("a limit")],
+            )
+            .expect("a policy");
+            let builder =
+                RateLimitLayer::builder(store, policy).store_deadline(Duration::from_secs(1));
+            let layer = if name == "app-redis" {
+                builder.key(Global).build()
+            } else {
+                // As `benches/http.rs` keys its 100k rows: the header's text.
+                builder
+                    .key(|parts: &http::request::Parts| {
+                        parts
+                            .headers
+                            .get("x-key")
+                            .map(|v| redlimit::Key::new(v.as_bytes()))
+                    })
+                    .build()
+            };
+            app().layer(layer.expect("valid layer"))
+        }
+        "app-minimal" | "app-minimal-100k" => {
+            support::minimal::Minimal::connect(url, RATE, 1_000_000)
+                .await
+                .layer(app())
+        }
+        _ => app(),
+    }
+}
+
+/// A request with `x-key: hot`, or with the `i`-th of the 100k keys when `many`.
+fn request(many: bool, i: u64) -> Request<Body> {
+    let request = Request::get("/")
+        .header("host", "localhost")
+        .header("user-agent", "bench/1.0");
+    let request = if many {
+        request.header("x-key", i.wrapping_mul(STRIDE) % KEYS)
+    } else {
+        request.header("x-key", "hot")
+    };
+    request.body(Body::empty()).expect("a request")
+}
+
+/// `n` requests, `IN_FLIGHT` at a time, each through a clone of `app` as a connection's
+/// request would be; over the 100k keys when `many`, from the `first`-th on.
+async fn requests(app: &Router, n: u64, many: bool, first: u64) {
+    let tasks: Vec<_> = (0..IN_FLIGHT)
+        .map(|i| {
+            let app = app.clone();
+            let share = n / IN_FLIGHT + u64::from(i < n % IN_FLIGHT);
+            tokio::spawn(async move {
+                for j in 0..share {
+                    let request = request(many, first + j * IN_FLIGHT + i);
+                    let response = app.clone().oneshot(request).await.expect("infallible");
+                    assert!(response.status().is_success(), "{}", response.status());
+                    black_box(response.into_body().collect().await.expect("a body"));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a request task");
+    }
+}
+
+/// The loop: warmed up (the script loaded, the connection's buffers grown), then `n`
+/// requests measured.
+pub(super) fn run(runtime: &tokio::runtime::Runtime, name: &str, n: u64) {
+    let redis = RedisServer::start();
+    let app = runtime.block_on(make(name, &redis.url()));
+    let many = name.ends_with("-100k");
+    // With 100k keys, every key seen once first, as in a long run.
+    let warm = if many { KEYS } else { IN_FLIGHT * 10 };
+    runtime.block_on(requests(&app, warm, many, 0));
+    support::reset_redis_stats(&mut redis.connection());
+    let thread = support::current_thread_proc();
+    let before = support::cpu_us(&thread);
+    runtime.block_on(requests(&app, n, many, warm));
+    report_cpu(name, n, support::cpu_us(&thread) - before);
+    let stats = support::command_stats(&mut redis.connection());
+    let calls: u64 = stats
+        .iter()
+        .filter(|(name, _)| name.starts_with("eval"))
+        .map(|(_, stat)| stat.calls)
+        .sum();
+    eprintln!(
+        "{name}: {:.3} script calls per request",
+        calls as f64 / n.max(1) as f64
+    );
+}
