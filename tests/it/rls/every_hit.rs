@@ -4,9 +4,6 @@
 //! test numbers (`test/redis/fixed_cache_impl_test.go`) in both modes, shadow- and
 //! quota-mode descriptors charged as the others.
 
-use std::time::Duration;
-
-use redlimit::rls::config::RlsConfig;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -14,9 +11,8 @@ use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use redlimit::rls::{RateLimitService, RateLimitServiceBuilder};
 use redlimit::store::Commit;
-use tonic::transport::{Channel, Server};
 
-use super::service::{Client, call, d, stores};
+use super::service::{Client, call, d, request_with_hits, serve_yaml, stores};
 
 const CONFIG: &str = "
 domain: tokens
@@ -30,39 +26,11 @@ descriptors:
 ";
 
 async fn serve(builder: RateLimitServiceBuilder) -> Client {
-    let config = RlsConfig::parse([("tokens.yaml", CONFIG)], false).expect("test config");
-    let service = builder
-        .config(config)
-        .store_deadline(Duration::from_secs(5))
-        .build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tokio::spawn(
-        Server::builder()
-            .add_service(service.into_server())
-            .serve_with_incoming(incoming),
-    );
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect to the service");
-    Client::new(channel)
+    serve_yaml(builder, "tokens.yaml", CONFIG).await
 }
 
 fn request(descriptors: Vec<(RateLimitDescriptor, u64)>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "tokens".into(),
-        descriptors: descriptors
-            .into_iter()
-            .map(|(mut descriptor, hits)| {
-                descriptor.hits_addend = Some(hits);
-                descriptor
-            })
-            .collect(),
-        hits_addend: 0,
-    }
+    request_with_hits("tokens", descriptors)
 }
 
 fn one(entries: &[(&str, &str)], hits: u64) -> RateLimitRequest {

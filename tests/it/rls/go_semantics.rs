@@ -6,9 +6,8 @@
 //! numbers); a refused descriptor has `limit_remaining` 0; a counter nothing has charged yet
 //! answers `duration_until_reset` to its window's end.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use redlimit::rls::config::RlsConfig;
 use redlimit::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::RateLimitRequest;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -16,9 +15,8 @@ use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::{
 };
 use redlimit::rls::{RateLimitService, RateLimitServiceBuilder};
 use redlimit::store::Commit;
-use tonic::transport::{Channel, Server};
 
-use super::service::{Client, call, d, stores};
+use super::service::{Client, call, d, request_with_hits, serve_yaml, stores};
 
 /// The shapes of the Go service's `test/config/share_threshold.yaml` (its `unit: minute`
 /// made `day`, so that no test runs across a window's end) and of its integration test's
@@ -80,40 +78,11 @@ descriptors:
 ";
 
 async fn serve(builder: RateLimitServiceBuilder) -> Client {
-    let config = RlsConfig::parse([("test.yaml", CONFIG)], false).expect("test config");
-    let service = builder
-        .config(config)
-        .store_deadline(Duration::from_secs(5))
-        .build();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener);
-    tokio::spawn(
-        Server::builder()
-            .add_service(service.into_server())
-            .serve_with_incoming(incoming),
-    );
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect to the service");
-    Client::new(channel)
+    serve_yaml(builder, "test.yaml", CONFIG).await
 }
 
-/// A request of `test-domain`, each descriptor with its own hits.
 fn request(descriptors: Vec<(RateLimitDescriptor, u64)>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: "test-domain".into(),
-        descriptors: descriptors
-            .into_iter()
-            .map(|(mut descriptor, hits)| {
-                descriptor.hits_addend = Some(hits);
-                descriptor
-            })
-            .collect(),
-        hits_addend: 0,
-    }
+    request_with_hits("test-domain", descriptors)
 }
 
 fn one(entries: &[(&str, &str)], hits: u64) -> RateLimitRequest {

@@ -53,7 +53,13 @@ pub(super) type Client = RateLimitServiceClient<Channel>;
 
 /// The service served on a free loopback port, and a client of it.
 pub(super) async fn serve(builder: RateLimitServiceBuilder) -> Client {
-    let config = RlsConfig::parse([("test.yaml", CONFIG)], false).expect("test config");
+    serve_yaml(builder, "test.yaml", CONFIG).await
+}
+
+/// The service with the config `yaml` (read as the file `file`), served on a free loopback
+/// port, and a client of it.
+pub(super) async fn serve_yaml(builder: RateLimitServiceBuilder, file: &str, yaml: &str) -> Client {
+    let config = RlsConfig::parse([(file, yaml)], false).expect("test config");
     let service = builder
         .config(config)
         .store_deadline(Duration::from_secs(5))
@@ -72,6 +78,24 @@ pub(super) async fn serve(builder: RateLimitServiceBuilder) -> Client {
         .await
         .expect("connect to the service");
     RateLimitServiceClient::new(channel)
+}
+
+/// A request of `domain`, each descriptor with its own hits.
+pub(super) fn request_with_hits(
+    domain: &str,
+    descriptors: Vec<(RateLimitDescriptor, u64)>,
+) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors: descriptors
+            .into_iter()
+            .map(|(mut descriptor, hits)| {
+                descriptor.hits_addend = Some(hits);
+                descriptor
+            })
+            .collect(),
+        hits_addend: 0,
+    }
 }
 
 /// A memory store and a Redis store (with its server, kept alive by the caller).
