@@ -1,11 +1,15 @@
-//! The awaiting path, for fronts that make several checks per request one after the other
-//! (the RLS): one store call through the breaker of its failure domain, bounded by the
-//! request's deadline, and the deny cache asked and told about single counters.
+//! The awaiting path, for fronts that make several store calls per request one after the other
+//! (the RLS's checks) or calls other than a check (the limiter's reservations): each call
+//! through the breaker of its failure domain and the bound on calls in flight ([`Guard`]),
+//! bounded by a deadline, and the deny cache asked and told about single counters. A call that
+//! fails goes to the one failure path ([`Engine::failure`]).
 
+use std::future::IntoFuture;
 use std::time::Instant;
 
 use super::breaker::Admission;
 use super::deny_cache::{Lookup, Stamp};
+use super::in_flight::Entered;
 use super::settle::outcome_of;
 use super::{Engine, begin::stamp};
 use crate::decision::Decision;
@@ -14,13 +18,47 @@ use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::Commit;
 
+/// A store call the breaker admitted and the bound on calls in flight holds a place for.
+pub(crate) struct Guard<'a> {
+    engine: &'a Engine,
+    domain: u16,
+    admission: Admission,
+    _entered: Entered<'a>,
+}
+
 impl Engine {
-    /// Checks `costs` of `policy` for `key` in the store (one for every limit, or one per
-    /// limit: [`LimitCosts`](crate::store::LimitCosts), committed as `commit` says: every
-    /// cost landing under [`Commit::Always`] takes one per limit), through the breaker of its
-    /// failure domain, giving up at `until` (the request's deadline).
+    /// A guard for one call of `policy` for `key`: through the breaker of its failure domain
+    /// (open: [`StoreError::CircuitOpen`]) and the bound on calls in flight (full:
+    /// [`StoreError::Overloaded`]).
+    pub(crate) fn enter(&self, policy: &Policy, key: &Key) -> Result<Guard<'_>, StoreError> {
+        let domain = self.store.failure_domain(policy, key);
+        let admission = self.breakers.admit(domain, self.deadline);
+        if admission == Admission::Skip {
+            return Err(StoreError::CircuitOpen);
+        }
+        let Some(entered) = self.in_flight.try_enter() else {
+            self.breakers.abandon(domain, admission);
+            crate::telemetry::store_failure(self.meter.store(), "overload");
+            let max = self.in_flight.bound().unwrap_or(usize::MAX);
+            return Err(StoreError::Overloaded(max));
+        };
+        Ok(Guard {
+            engine: self,
+            domain,
+            admission,
+            _entered: entered,
+        })
+    }
+
+    /// Checks `costs` of `policy` for `key` under rule `rule` in the store (one for every
+    /// limit, or one per limit: [`LimitCosts`](crate::store::LimitCosts), committed as
+    /// `commit` says: every cost landing under [`Commit::Always`] takes one per limit),
+    /// through a [`Guard`], giving up at `until` (the request's deadline). Where every cost
+    /// lands, what the store charged is mirrored into the rule's local share at once (all or
+    /// none: the front mirrors what it keeps, [`mirror`](Self::mirror)).
     pub(crate) async fn call(
         &self,
+        rule: usize,
         policy: &Policy,
         key: &Key,
         (costs, commit): (&[u64], Commit),
@@ -34,33 +72,24 @@ impl Engine {
                     .ok_or(StoreError::Unsupported("costs per limit"))?,
             ),
         };
-        let domain = self.store.failure_domain(policy, key);
-        let admission = self.breakers.admit(domain, self.deadline);
-        if admission == Admission::Skip {
-            return Err(StoreError::CircuitOpen);
-        }
+        let guard = self.enter(policy, key)?;
         // Made once the breaker admits it: a store in memory decides (and commits) at once.
         let check = match (limits, costs) {
             (Some(limits), _) => limits.check_costs(policy, key, costs, commit),
             (None, [cost]) => self.store.check(policy, key, *cost),
             (None, _) => return Err(StoreError::Unsupported("costs per limit")),
         };
-        let asked = Instant::now();
-        let outcome = tokio::time::timeout_at(until, check)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(self.deadline)));
-        self.breakers
-            .record(domain, admission, outcome_of(Some(&outcome)));
-        if !matches!(&outcome, Err(error) if error.is_timeout()) {
-            self.meter.store_latency(asked.elapsed());
-        }
-        if let Err(error) = &outcome {
-            crate::telemetry::store_failure(
-                self.meter.store(),
-                crate::telemetry::failure_reason(error),
-            );
+        let outcome = guard.run(check, until).await;
+        if outcome.is_ok() && commit == Commit::Always {
+            self.local.mirror_costs(rule, policy, key, (costs, commit));
         }
         outcome
+    }
+
+    /// Charges the local share of rule `rule` with `costs` of `policy` for `key`, which the
+    /// store admitted through this instance and the front kept (if the rule mirrors).
+    pub(crate) fn mirror(&self, rule: usize, policy: &Policy, key: &Key, costs: (&[u64], Commit)) {
+        self.local.mirror_costs(rule, policy, key, costs);
     }
 
     /// The store's versions now: a denial learned from a call made now is cached under them.
@@ -79,7 +108,17 @@ impl Engine {
         }
     }
 
-    /// Drops the cached denial of `key` under rule `rule`, if any (the admin API reset it).
+    /// Drops the cached denial of `key` under rule `rule`, if any, and its state in the rule's
+    /// local share (the admin API reset it); `policy` is the counter's, whole.
+    #[cfg(all(feature = "rls", feature = "admin"))]
+    pub(crate) fn forget_counter(&self, rule: usize, policy: &Policy, key: &Key) {
+        self.deny_cache.remove(rule, key);
+        if let Some(share) = self.local.mirroring(rule) {
+            share.store().reset_now(&share.scaled(policy), key);
+        }
+    }
+
+    /// Drops the cached denial of `key` under rule `rule`, if any.
     #[cfg(all(feature = "rls", feature = "admin"))]
     pub(crate) fn forget_denial(&self, rule: usize, key: &Key) {
         self.deny_cache.remove(rule, key);
@@ -97,5 +136,48 @@ impl Engine {
     ) {
         self.deny_cache
             .insert(rule, key, cost, (asked, stamp), decision);
+    }
+}
+
+impl Guard<'_> {
+    /// Awaits `call` until `until` (past it, [`StoreError::Timeout`] with the deadline); then
+    /// [`record`](Self::record) its outcome.
+    pub(crate) async fn wait<T>(
+        &self,
+        call: impl IntoFuture<Output = Result<T, StoreError>>,
+        until: tokio::time::Instant,
+    ) -> Result<T, StoreError> {
+        let asked = Instant::now();
+        let outcome = tokio::time::timeout_at(until, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.engine.deadline)));
+        if !matches!(&outcome, Err(error) if error.is_timeout()) {
+            self.engine.meter.store_latency(asked.elapsed());
+        }
+        outcome
+    }
+
+    /// The breaker counts the call's `outcome`; a failure is counted in the store's metrics.
+    pub(crate) fn record<T>(self, outcome: &Result<T, StoreError>) {
+        self.engine
+            .breakers
+            .record(self.domain, self.admission, outcome_of(Some(outcome)));
+        if let Err(error) = outcome {
+            crate::telemetry::store_failure(
+                self.engine.meter.store(),
+                crate::telemetry::failure_reason(error),
+            );
+        }
+    }
+
+    /// [`wait`](Self::wait), then [`record`](Self::record).
+    pub(crate) async fn run<T>(
+        self,
+        call: impl IntoFuture<Output = Result<T, StoreError>>,
+        until: tokio::time::Instant,
+    ) -> Result<T, StoreError> {
+        let outcome = self.wait(call, until).await;
+        self.record(&outcome);
+        outcome
     }
 }

@@ -1,5 +1,6 @@
-//! The bound on a layer's store calls in flight: past it, requests are decided in memory
-//! instead of queueing behind the store, so a flood cannot push every call past its deadline.
+//! The bound on a front's store calls in flight: past it, requests are decided without the
+//! store (in memory, or by the failure mode) instead of queueing behind it, so a flood cannot
+//! push every call past its deadline. Unbounded, nothing is counted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// below what turns a flood into a queue longer than the deadline.
 pub(crate) const DEFAULT_MAX_STORE_CALLS: usize = 256;
 
-/// Counts a layer's store calls in flight (shared by its clones).
+/// Counts a front's store calls in flight (shared by its clones).
 #[derive(Debug)]
 pub(crate) struct InFlight {
+    /// `usize::MAX`: unbounded.
     max: usize,
     now: AtomicUsize,
 }
@@ -20,12 +22,36 @@ pub(crate) struct InFlight {
 #[derive(Debug)]
 pub(crate) struct Permit(Arc<InFlight>);
 
+/// One store call in flight for as long as its caller borrows the bound (an awaiting path's
+/// call); nothing is counted when the bound is off.
+#[derive(Debug)]
+pub(crate) struct Entered<'a>(Option<&'a InFlight>);
+
 impl InFlight {
-    pub(crate) fn new(max: usize) -> Self {
+    /// At most `max` calls (at least 1); `None`: no bound.
+    pub(crate) fn new(max: Option<usize>) -> Self {
         InFlight {
-            max: max.max(1),
+            max: max.map_or(usize::MAX, |max| max.max(1)),
             now: AtomicUsize::new(0),
         }
+    }
+
+    /// The bound (`None`: unbounded).
+    pub(crate) fn bound(&self) -> Option<usize> {
+        (self.max != usize::MAX).then_some(self.max)
+    }
+
+    /// A place for one more call while the result is held, if the bound allows it.
+    pub(crate) fn try_enter(&self) -> Option<Entered<'_>> {
+        if self.max == usize::MAX {
+            return Some(Entered(None));
+        }
+        let before = self.now.fetch_add(1, Ordering::AcqRel);
+        if before >= self.max {
+            self.now.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Entered(Some(self)))
     }
 
     /// A place for one more call, if the bound allows it.
@@ -37,15 +63,19 @@ impl InFlight {
         }
         Some(Permit(Arc::clone(self)))
     }
-
-    pub(crate) fn max(&self) -> usize {
-        self.max
-    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         self.0.now.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        if let Some(bound) = self.0 {
+            bound.now.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -55,11 +85,21 @@ mod tests {
 
     #[test]
     fn bounds_and_frees_places() {
-        let bound = Arc::new(InFlight::new(2));
+        let bound = Arc::new(InFlight::new(Some(2)));
         let a = bound.try_acquire().unwrap();
-        let _b = bound.try_acquire().unwrap();
+        let _b = bound.try_enter().unwrap();
         assert!(bound.try_acquire().is_none());
+        assert!(bound.try_enter().is_none());
         drop(a);
         assert!(bound.try_acquire().is_some());
+    }
+
+    #[test]
+    fn unbounded_counts_nothing() {
+        let bound = InFlight::new(None);
+        let held: Vec<_> = (0..1000).map(|_| bound.try_enter().unwrap()).collect();
+        assert_eq!(bound.now.load(Ordering::Relaxed), 0);
+        assert_eq!(bound.bound(), None);
+        drop(held);
     }
 }

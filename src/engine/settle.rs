@@ -138,7 +138,7 @@ fn starved(elapsed: Duration, within: Duration) -> bool {
 }
 
 /// How the breaker counts a call's end (`None`: no answer at all).
-pub(super) fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
+pub(super) fn outcome_of<T>(outcome: Option<&Result<T, StoreError>>) -> Outcome {
     match outcome {
         Some(Ok(_)) => Outcome::Success,
         Some(Err(error)) if error.is_timeout() => Outcome::Timeout,

@@ -1,39 +1,29 @@
-//! A request whose store calls failed, missed the deadline or found the circuit open: answered
-//! by its domain's [`FailureMode`].
+//! A request whose store calls failed, missed the deadline, found the circuit open or too
+//! many calls in flight: the engine's failure path decides by the domain's rule
+//! ([`FailureMode`](super::FailureMode)); here its outcome becomes the RLS's answer.
 
 use tonic::Status;
 
-use super::FailureMode;
 use super::plan::Plan;
 use super::run::{Evaluated, Runner, Via};
-use super::service::Inner;
 use crate::decision::LimitState;
-use crate::error::{Chain, StoreError};
+use crate::engine::{Engine, Failure};
+use crate::error::StoreError;
+use crate::store::Commit;
 
-/// The counters' states as `mode` has them after `error`, or the status to answer with.
+/// The counters' states the engine's failure path has for `plan` after `error`, or the
+/// status to answer with.
 pub(super) async fn failed(
-    inner: &Inner,
-    domain: &str,
+    engine: &Engine,
     plan: &Plan,
-    mode: FailureMode,
+    commit: Commit,
     error: &StoreError,
 ) -> Result<Vec<Option<Evaluated>>, Status> {
-    let what = match mode {
-        FailureMode::Unavailable => "answering UNAVAILABLE",
-        FailureMode::Open => "answering OK (fail open)",
-        FailureMode::Closed => "answering OVER_LIMIT (fail closed)",
-        FailureMode::Local { .. } => "deciding in memory (local fallback)",
-    };
-    if inner.shared.throttle.should_warn() {
-        tracing::warn!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
-    } else {
-        tracing::debug!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
-    }
-    match mode {
-        FailureMode::Unavailable => Err(Status::unavailable(format!("rate limit store: {error}"))),
+    match engine.failure(plan.rule, error) {
+        Failure::Unavailable => Err(Status::unavailable(format!("rate limit store: {error}"))),
         // Nothing known: every counter within its limit (a zero limit is over regardless).
-        FailureMode::Open => Ok(vec![None; plan.counters.len()]),
-        FailureMode::Closed => Ok(plan
+        Failure::Open => Ok(vec![None; plan.counters.len()]),
+        Failure::Closed => Ok(plan
             .counters
             .iter()
             .map(|counter| {
@@ -47,14 +37,14 @@ pub(super) async fn failed(
                 })
             })
             .collect()),
-        FailureMode::Local { instances } => {
-            let via = Via::Local(&inner.shared.local_store, instances);
-            let commit = inner.commit;
-            (Runner { via, commit })
-                .run(plan)
-                .await
-                .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}")))
-        }
+        // The same plan, run on this server's share of each limit in memory.
+        Failure::Local(share) => (Runner {
+            via: Via::Local(share),
+            commit,
+        })
+        .run(plan)
+        .await
+        .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}"))),
     }
 }
 

@@ -22,9 +22,8 @@ use http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decision::Decision;
-use crate::engine::held_lease::HeldLease;
-use crate::engine::throttle::Throttle;
-use crate::engine::{self, Begin, Engine, Ticket};
+use crate::engine::HeldLease;
+use crate::engine::{self, Begin, Engine, Rule, Throttle, Ticket};
 use crate::key::{Key, KeyExtractor};
 use crate::layer::config::Config;
 use crate::layer::headers::RateHeaders;
@@ -90,17 +89,9 @@ pub(crate) enum Verdict {
 impl Decider {
     /// Derives what the settings imply: the engine of the rules, and their meters.
     pub(crate) fn new(config: Arc<Config>) -> Self {
-        let shared = engine::Shared {
-            store: Arc::clone(&config.store),
-            deadline: config.deadline,
-            breakers: Arc::clone(&config.breakers),
-            in_flight: Arc::clone(&config.in_flight),
-            throttle: Arc::clone(&config.throttle),
-            local_store: config.local_store.clone(),
-            deny_cache: config.deny_cache,
-        };
         let mode = config.on_store_error;
-        let engine = Engine::new(&shared, config.rules().map(|rule| (&rule.policy, mode)));
+        let rules = config.rules().map(|rule| Rule::new(&rule.policy, mode));
+        let engine = Engine::new(&config.engine, rules);
         let meters = Meters::new(config.rules().map(|r| &r.policy));
         let shadow = config
             .rules()
