@@ -1,59 +1,103 @@
 //! The awaiting path, for fronts that make several store calls per request one after the other
 //! (the RLS's checks) or calls other than a check (the limiter's reservations): each call
-//! through the breaker of its failure domain and the bound on calls in flight ([`Guard`]),
+//! through the breaker of its failure domain and the bound on calls in flight ([`Pass`]),
 //! bounded by a deadline, and the deny cache asked and told about single counters. A call that
 //! fails goes to the one failure path ([`Engine::failure`]).
 
 use std::future::IntoFuture;
 use std::time::Instant;
 
+use super::Engine;
+#[cfg(feature = "rls")]
+use super::begin::stamp;
 use super::breaker::Admission;
+#[cfg(feature = "rls")]
 use super::deny_cache::{Lookup, Stamp};
-use super::in_flight::Entered;
+use super::in_flight::Permit;
 use super::settle::outcome_of;
-use super::{Engine, begin::stamp};
+#[cfg(feature = "rls")]
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
+#[cfg(feature = "rls")]
 use crate::store::Commit;
 
-/// A store call the breaker admitted and the bound on calls in flight holds a place for.
-pub(crate) struct Guard<'a> {
-    engine: &'a Engine,
+/// A store call the breaker admitted, and its place among the calls in flight (none when
+/// the engine has no bound): owned, so that a call made on a task of its own (the limiter's,
+/// which outlives a dropped caller) carries it.
+pub(crate) struct Pass {
     domain: u16,
     admission: Admission,
-    _entered: Entered<'a>,
+    _permit: Option<Permit>,
+}
+
+impl Pass {
+    /// Whether this call tries a store whose circuit was open: its success closes it.
+    pub(crate) fn is_probe(&self) -> bool {
+        self.admission == Admission::Probe
+    }
 }
 
 impl Engine {
-    /// A guard for one call of `policy` for `key`: through the breaker of its failure domain
+    /// A pass for one call of `policy` for `key`: through the breaker of its failure domain
     /// (open: [`StoreError::CircuitOpen`]) and the bound on calls in flight (full:
-    /// [`StoreError::Overloaded`]).
-    pub(crate) fn enter(&self, policy: &Policy, key: &Key) -> Result<Guard<'_>, StoreError> {
+    /// [`StoreError::Overloaded`]). Make the call, [`wait`](Self::wait) for it, then
+    /// [`record`](Self::record_call) its outcome.
+    pub(crate) fn enter(&self, policy: &Policy, key: &Key) -> Result<Pass, StoreError> {
         let domain = self.store.failure_domain(policy, key);
         let admission = self.breakers.admit(domain, self.deadline);
         if admission == Admission::Skip {
             return Err(StoreError::CircuitOpen);
         }
-        let Some(entered) = self.in_flight.try_enter() else {
+        let Some(permit) = self.in_flight.try_hold() else {
             self.breakers.abandon(domain, admission);
             crate::telemetry::store_failure(self.meter.store(), "overload");
             let max = self.in_flight.bound().unwrap_or(usize::MAX);
             return Err(StoreError::Overloaded(max));
         };
-        Ok(Guard {
-            engine: self,
+        Ok(Pass {
             domain,
             admission,
-            _entered: entered,
+            _permit: permit,
         })
     }
 
+    /// Awaits `call` until `until` (past it, [`StoreError::Timeout`] with the deadline),
+    /// timing it.
+    pub(crate) async fn wait<T>(
+        &self,
+        call: impl IntoFuture<Output = Result<T, StoreError>>,
+        until: tokio::time::Instant,
+    ) -> Result<T, StoreError> {
+        let asked = Instant::now();
+        let outcome = tokio::time::timeout_at(until, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.deadline)));
+        if !matches!(&outcome, Err(error) if error.is_timeout()) {
+            self.meter.store_latency(asked.elapsed());
+        }
+        outcome
+    }
+
+    /// The breaker counts the `outcome` of the call `pass` let through; a failure is counted
+    /// in the store's metrics.
+    pub(crate) fn record_call<T>(&self, pass: Pass, outcome: &Result<T, StoreError>) {
+        self.breakers
+            .record(pass.domain, pass.admission, outcome_of(Some(outcome)));
+        if let Err(error) = outcome {
+            crate::telemetry::store_failure(
+                self.meter.store(),
+                crate::telemetry::failure_reason(error),
+            );
+        }
+    }
+
+    #[cfg(feature = "rls")]
     /// Checks `costs` of `policy` for `key` under rule `rule` in the store (one for every
     /// limit, or one per limit: [`LimitCosts`](crate::store::LimitCosts), committed as
     /// `commit` says: every cost landing under [`Commit::Always`] takes one per limit),
-    /// through a [`Guard`], giving up at `until` (the request's deadline). Where every cost
+    /// through a [`Pass`], giving up at `until` (the request's deadline). Where every cost
     /// lands, what the store charged is mirrored into the rule's local share at once (all or
     /// none: the front mirrors what it keeps, [`mirror`](Self::mirror)).
     pub(crate) async fn call(
@@ -72,31 +116,35 @@ impl Engine {
                     .ok_or(StoreError::Unsupported("costs per limit"))?,
             ),
         };
-        let guard = self.enter(policy, key)?;
+        let pass = self.enter(policy, key)?;
         // Made once the breaker admits it: a store in memory decides (and commits) at once.
         let check = match (limits, costs) {
             (Some(limits), _) => limits.check_costs(policy, key, costs, commit),
             (None, [cost]) => self.store.check(policy, key, *cost),
             (None, _) => return Err(StoreError::Unsupported("costs per limit")),
         };
-        let outcome = guard.run(check, until).await;
+        let outcome = self.wait(check, until).await;
+        self.record_call(pass, &outcome);
         if outcome.is_ok() && commit == Commit::Always {
             self.local.mirror_costs(rule, policy, key, (costs, commit));
         }
         outcome
     }
 
+    #[cfg(feature = "rls")]
     /// Charges the local share of rule `rule` with `costs` of `policy` for `key`, which the
     /// store admitted through this instance and the front kept (if the rule mirrors).
     pub(crate) fn mirror(&self, rule: usize, policy: &Policy, key: &Key, costs: (&[u64], Commit)) {
         self.local.mirror_costs(rule, policy, key, costs);
     }
 
+    #[cfg(feature = "rls")]
     /// The store's versions now: a denial learned from a call made now is cached under them.
     pub(crate) fn versions(&self) -> Stamp {
         stamp(self.store.as_ref())
     }
 
+    #[cfg(feature = "rls")]
     /// The cached denial of `cost` units for `key` under rule `rule`, if one stands: cached
     /// under the store's versions now (any override or reset since drops it) and not expired.
     pub(crate) fn cached_denial(&self, rule: usize, key: &Key, cost: u64) -> Option<Decision> {
@@ -124,6 +172,7 @@ impl Engine {
         self.deny_cache.remove(rule, key);
     }
 
+    #[cfg(feature = "rls")]
     /// Remembers the store's `decision` of `cost` units for `key` under rule `rule`, asked at
     /// `asked` under the store's versions `stamp`, if it is a denial that can be cached.
     pub(crate) fn remember(
@@ -136,48 +185,5 @@ impl Engine {
     ) {
         self.deny_cache
             .insert(rule, key, cost, (asked, stamp), decision);
-    }
-}
-
-impl Guard<'_> {
-    /// Awaits `call` until `until` (past it, [`StoreError::Timeout`] with the deadline); then
-    /// [`record`](Self::record) its outcome.
-    pub(crate) async fn wait<T>(
-        &self,
-        call: impl IntoFuture<Output = Result<T, StoreError>>,
-        until: tokio::time::Instant,
-    ) -> Result<T, StoreError> {
-        let asked = Instant::now();
-        let outcome = tokio::time::timeout_at(until, call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(self.engine.deadline)));
-        if !matches!(&outcome, Err(error) if error.is_timeout()) {
-            self.engine.meter.store_latency(asked.elapsed());
-        }
-        outcome
-    }
-
-    /// The breaker counts the call's `outcome`; a failure is counted in the store's metrics.
-    pub(crate) fn record<T>(self, outcome: &Result<T, StoreError>) {
-        self.engine
-            .breakers
-            .record(self.domain, self.admission, outcome_of(Some(outcome)));
-        if let Err(error) = outcome {
-            crate::telemetry::store_failure(
-                self.engine.meter.store(),
-                crate::telemetry::failure_reason(error),
-            );
-        }
-    }
-
-    /// [`wait`](Self::wait), then [`record`](Self::record).
-    pub(crate) async fn run<T>(
-        self,
-        call: impl IntoFuture<Output = Result<T, StoreError>>,
-        until: tokio::time::Instant,
-    ) -> Result<T, StoreError> {
-        let outcome = self.wait(call, until).await;
-        self.record(&outcome);
-        outcome
     }
 }

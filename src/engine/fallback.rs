@@ -11,7 +11,7 @@ use super::local::LocalShare;
 use super::on_failure::OnFailure;
 use super::shared::Late;
 use super::{Engine, Settled, Ticket};
-use crate::decision::{Decision, DecisionSource};
+use crate::decision::Decision;
 use crate::error::{Chain, StoreError};
 
 /// Logs at `warn` if `throttle` allows one now, else at `debug`.
@@ -99,9 +99,9 @@ impl Engine {
 
     /// Lateness decided in memory, logged with `why`.
     fn in_memory_of(&self, rule: usize, why: &str) -> Failure<'_> {
-        let max = self.in_flight.bound();
+        let max = self.in_flight.bound().unwrap_or(usize::MAX);
         let name = self.rules.get(rule).map_or("", |r| &*r.name);
-        warn_or_debug!(self.throttle, rule = name, ?max, "{why}");
+        warn_or_debug!(self.throttle, rule = name, max, "{why}");
         self.local
             .share(rule)
             .map_or(Failure::Unavailable, Failure::Local)
@@ -129,7 +129,7 @@ impl Engine {
         match failure {
             Failure::Open => Settled::Decided(Decision::fail_open(Arc::clone(name))),
             Failure::Closed => Settled::Decided(Decision::fail_closed(Arc::clone(name))),
-            Failure::Local(_) => match self.local_decision(ticket) {
+            Failure::Local(share) => match share.decide(&ticket.key, ticket.cost) {
                 Some(decision) => Settled::Decided(decision),
                 // A keyed rule has no share of its own: failing open, as before there was one.
                 None => Settled::Decided(Decision::fail_open(Arc::clone(name))),
@@ -148,20 +148,17 @@ impl Engine {
         let Some(decision) = self.local_decision(ticket) else {
             return Settled::Unavailable;
         };
-        let max = self.in_flight.bound();
-        warn_or_debug!(self.throttle, rule = decision.policy(), ?max, "{why}");
+        let max = self.in_flight.bound().unwrap_or(usize::MAX);
+        warn_or_debug!(self.throttle, rule = decision.policy(), max, "{why}");
         Settled::Decided(decision)
     }
 
     /// The local fallback's decision on `ticket`: this instance's share of its rule's policy,
-    /// charged in memory (the one place the fallback decides a rule of one policy).
+    /// charged in memory.
     fn local_decision(&self, ticket: &Ticket) -> Option<Decision> {
-        let (store, scaled) = self.local.get(ticket.rule)?;
-        Some(
-            store
-                .check_now(scaled, &ticket.key, ticket.cost)
-                .with_source(DecisionSource::Local),
-        )
+        self.local
+            .share(ticket.rule)?
+            .decide(&ticket.key, ticket.cost)
     }
 }
 

@@ -22,11 +22,6 @@ pub(crate) struct InFlight {
 #[derive(Debug)]
 pub(crate) struct Permit(Arc<InFlight>);
 
-/// One store call in flight for as long as its caller borrows the bound (an awaiting path's
-/// call); nothing is counted when the bound is off.
-#[derive(Debug)]
-pub(crate) struct Entered<'a>(Option<&'a InFlight>);
-
 impl InFlight {
     /// At most `max` calls (at least 1); `None`: no bound.
     pub(crate) fn new(max: Option<usize>) -> Self {
@@ -41,17 +36,13 @@ impl InFlight {
         (self.max != usize::MAX).then_some(self.max)
     }
 
-    /// A place for one more call while the result is held, if the bound allows it.
-    pub(crate) fn try_enter(&self) -> Option<Entered<'_>> {
+    /// A place for one more call (none needed when unbounded: nothing is counted), if the
+    /// bound allows it.
+    pub(crate) fn try_hold(self: &Arc<Self>) -> Option<Option<Permit>> {
         if self.max == usize::MAX {
-            return Some(Entered(None));
+            return Some(None);
         }
-        let before = self.now.fetch_add(1, Ordering::AcqRel);
-        if before >= self.max {
-            self.now.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        Some(Entered(Some(self)))
+        self.try_acquire().map(Some)
     }
 
     /// A place for one more call, if the bound allows it.
@@ -71,14 +62,6 @@ impl Drop for Permit {
     }
 }
 
-impl Drop for Entered<'_> {
-    fn drop(&mut self) {
-        if let Some(bound) = self.0 {
-            bound.now.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,17 +70,18 @@ mod tests {
     fn bounds_and_frees_places() {
         let bound = Arc::new(InFlight::new(Some(2)));
         let a = bound.try_acquire().unwrap();
-        let _b = bound.try_enter().unwrap();
+        let _b = bound.try_hold().unwrap().unwrap();
         assert!(bound.try_acquire().is_none());
-        assert!(bound.try_enter().is_none());
+        assert!(bound.try_hold().is_none());
         drop(a);
         assert!(bound.try_acquire().is_some());
     }
 
     #[test]
     fn unbounded_counts_nothing() {
-        let bound = InFlight::new(None);
-        let held: Vec<_> = (0..1000).map(|_| bound.try_enter().unwrap()).collect();
+        let bound = Arc::new(InFlight::new(None));
+        let held: Vec<_> = (0..1000).map(|_| bound.try_hold().unwrap()).collect();
+        assert!(held.iter().all(Option::is_none));
         assert_eq!(bound.now.load(Ordering::Relaxed), 0);
         assert_eq!(bound.bound(), None);
         drop(held);

@@ -15,10 +15,13 @@
 use super::on_failure::OnFailure;
 use super::shared::Late;
 use crate::decision::{Decision, DecisionSource};
+#[cfg(feature = "rls")]
 use crate::error::StoreError;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{Commit, MemoryStore};
+#[cfg(feature = "rls")]
+use crate::store::Commit;
+use crate::store::MemoryStore;
 
 /// One rule's share.
 struct Share {
@@ -39,12 +42,15 @@ pub(crate) struct LocalFallback {
     shares: Vec<Share>,
 }
 
-/// This instance's share in memory of a keyed rule's limits: each policy a call brings is
-/// divided by the instances.
+/// This instance's share in memory of a rule's limits: its policy's share, derived once, or
+/// (a keyed rule) each policy a call brings, divided by the instances.
 #[derive(Clone, Copy)]
 pub(crate) struct LocalShare<'a> {
     store: &'a MemoryStore,
+    #[cfg_attr(not(feature = "rls"), allow(dead_code))]
     instances: u32,
+    /// The rule's policy at this share (none for a keyed rule).
+    policy: Option<&'a Policy>,
 }
 
 impl LocalFallback {
@@ -101,15 +107,17 @@ impl LocalFallback {
         }
     }
 
-    /// The share of keyed rule `id` (of any rule, for calls that bring their policy).
+    /// The share of rule `id`.
     pub(crate) fn share(&self, id: usize) -> Option<LocalShare<'_>> {
         let share = self.shares.get(id)?;
         Some(LocalShare {
             store: &self.store,
             instances: share.instances,
+            policy: share.scaled.as_ref().map(|(policy, _)| policy),
         })
     }
 
+    #[cfg(feature = "rls")]
     /// Charges `costs` of `policy` for `key` under rule `id` at its share, if it mirrors: the
     /// store charged them for this instance (a keyed rule's call).
     pub(crate) fn mirror_costs(
@@ -124,6 +132,7 @@ impl LocalFallback {
         }
     }
 
+    #[cfg(feature = "rls")]
     /// The share of rule `id` if the store's admissions are mirrored into it.
     pub(crate) fn mirroring(&self, id: usize) -> Option<LocalShare<'_>> {
         match self.shares.get(id) {
@@ -139,11 +148,29 @@ impl<'a> LocalShare<'a> {
         self.store
     }
 
+    /// The rule's own policy at this share (none for a keyed rule).
+    pub(crate) fn policy(&self) -> Option<&'a Policy> {
+        self.policy
+    }
+
+    /// `cost` units for `key` under the rule's own policy at this share, decided in memory
+    /// (none for a keyed rule).
+    pub(crate) fn decide(&self, key: &Key, cost: u64) -> Option<Decision> {
+        let policy = self.policy?;
+        Some(
+            self.store
+                .check_now(policy, key, cost)
+                .with_source(DecisionSource::Local),
+        )
+    }
+
+    #[cfg(feature = "rls")]
     /// `policy` at this share.
     pub(crate) fn scaled(&self, policy: &Policy) -> Policy {
         policy.scaled(self.instances)
     }
 
+    #[cfg(feature = "rls")]
     /// `costs` (one for every limit, or one each; one each under [`Commit::Always`]) of
     /// `policy` at this share for `key`, decided in memory; and the policy at this share.
     pub(crate) fn check(

@@ -26,7 +26,6 @@ mod begin;
 mod breaker;
 mod breaker_meters;
 mod breakers;
-#[cfg(feature = "rls")]
 mod call;
 mod circuit_breaker;
 mod deny_cache;
@@ -50,7 +49,6 @@ use tokio::sync::OwnedSemaphorePermit;
 
 pub use circuit_breaker::CircuitBreaker;
 pub(crate) use deny_cache::{DenyCache, Stamp};
-#[cfg(feature = "rls")]
 pub(crate) use fallback::Failure;
 pub(crate) use held_lease::{HeldLease, LeaseStore};
 #[cfg(feature = "rls")]
@@ -87,6 +85,8 @@ pub(crate) struct Rule {
     on_failure: OnFailure,
     /// What the logs name it by: its policy's name, or a keyed rule's own (an RLS domain).
     name: Arc<str>,
+    /// Whether the store loads the policy's check scripts ahead.
+    prepare: bool,
 }
 
 impl Rule {
@@ -96,6 +96,16 @@ impl Rule {
             policy: Some(policy.clone()),
             on_failure: on_failure.into(),
             name: policy.name_arc(),
+            prepare: true,
+        }
+    }
+
+    /// The same rule, its policy's check scripts not loaded ahead: its calls are the
+    /// front's own (the limiter's reservations, prepared by the limiter).
+    pub(crate) fn unprepared(self) -> Self {
+        Rule {
+            prepare: false,
+            ..self
         }
     }
 
@@ -106,6 +116,7 @@ impl Rule {
             policy: None,
             on_failure: on_failure.into(),
             name: Arc::from(name),
+            prepare: false,
         }
     }
 }
@@ -183,7 +194,7 @@ impl Engine {
         let rules: Box<[Rule]> = rules
             .into_iter()
             .inspect(|rule| {
-                if let Some(policy) = &rule.policy {
+                if let (Some(policy), true) = (&rule.policy, rule.prepare) {
                     shared.store.prepare(policy);
                 }
             })
@@ -208,9 +219,13 @@ impl Engine {
     }
 
     /// The store.
-    #[cfg(feature = "rls")]
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// How long a decision may wait for the store.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline
     }
 
     /// The policy of rule `rule` (none for a keyed rule).

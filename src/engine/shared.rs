@@ -82,6 +82,7 @@ impl Shared {
         }
     }
 
+    #[cfg(feature = "rls")]
     /// The same settings over another store (the RLS's per-second store): breakers and calls
     /// in flight of its own, the local fallback's memory and the log throttle shared (a
     /// counter's key names its limit: the two never meet in memory).
@@ -94,6 +95,13 @@ impl Shared {
         }
     }
 
+    /// The local fallback decides in `store` (a limiter's own, which others may share).
+    pub(crate) fn with_local_store(mut self, store: MemoryStore) -> Self {
+        self.local_store = store;
+        self
+    }
+
+    #[cfg(feature = "rls")]
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }

@@ -219,7 +219,14 @@ pub(super) fn plan(
                         };
                         (limit.limit().copied(), limit.policy().cloned(), shown)
                     },
-                    |(counted, shown)| (Some(counted), None, shown),
+                    |(counted, requests_per_unit, unit)| {
+                        let shown = Shown {
+                            requests_per_unit,
+                            unit: unit.proto_number(),
+                            name: limit.name().unwrap_or_default().to_owned(),
+                        };
+                        (Some(counted), None, shown)
+                    },
                 );
             plan.counters.push(Counter {
                 descriptor: i,

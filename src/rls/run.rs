@@ -25,7 +25,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
-pub(super) use home::{Home, Homes};
+#[cfg(feature = "admin")]
+pub(super) use home::Home;
+pub(super) use home::Homes;
 
 use super::plan::{Counter, Plan, Resolved};
 use crate::decision::{Decision, LimitState};

@@ -44,6 +44,7 @@ mod read;
 mod rule;
 mod unit;
 mod validate;
+mod wildcard;
 mod yaml;
 
 use std::path::Path;
