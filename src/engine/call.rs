@@ -8,13 +8,10 @@ use std::future::IntoFuture;
 use std::time::Instant;
 
 use super::Engine;
-#[cfg(feature = "rls")]
-use super::begin::stamp;
-use super::breaker::Admission;
+use super::breaker::{Admission, Outcome};
 #[cfg(feature = "rls")]
 use super::deny_cache::{Lookup, Stamp};
 use super::in_flight::Permit;
-use super::settle::outcome_of;
 #[cfg(feature = "rls")]
 use crate::decision::Decision;
 use crate::error::StoreError;
@@ -50,11 +47,17 @@ impl Engine {
         if admission == Admission::Skip {
             return Err(StoreError::CircuitOpen);
         }
-        let Some(permit) = self.in_flight.try_hold() else {
-            self.breakers.abandon(domain, admission);
-            crate::telemetry::store_failure(self.meter.store(), "overload");
-            let max = self.in_flight.bound().unwrap_or(usize::MAX);
-            return Err(StoreError::Overloaded(max));
+        // No bound (the RLS's default, the limiter): nothing counted.
+        let permit = match &self.in_flight {
+            None => None,
+            Some(bound) => match bound.try_acquire() {
+                Some(permit) => Some(permit),
+                None => {
+                    self.breakers.abandon(domain, admission);
+                    crate::telemetry::store_failure(self.meter.store(), "overload");
+                    return Err(StoreError::Overloaded(bound.max()));
+                }
+            },
         };
         Ok(Pass {
             domain,
@@ -84,7 +87,7 @@ impl Engine {
     /// in the store's metrics.
     pub(crate) fn record_call<T>(&self, pass: Pass, outcome: &Result<T, StoreError>) {
         self.breakers
-            .record(pass.domain, pass.admission, outcome_of(Some(outcome)));
+            .record(pass.domain, pass.admission, Outcome::of(Some(outcome)));
         if let Err(error) = outcome {
             crate::telemetry::store_failure(
                 self.meter.store(),
@@ -141,7 +144,7 @@ impl Engine {
     #[cfg(feature = "rls")]
     /// The store's versions now: a denial learned from a call made now is cached under them.
     pub(crate) fn versions(&self) -> Stamp {
-        stamp(self.store.as_ref())
+        Stamp::now(self.store.as_ref())
     }
 
     #[cfg(feature = "rls")]

@@ -99,7 +99,7 @@ impl Engine {
 
     /// Lateness decided in memory, logged with `why`.
     fn in_memory_of(&self, rule: usize, why: &str) -> Failure<'_> {
-        let max = self.in_flight.bound().unwrap_or(usize::MAX);
+        let max = self.in_flight.as_ref().map_or(usize::MAX, |b| b.max());
         let name = self.rules.get(rule).map_or("", |r| &*r.name);
         warn_or_debug!(self.throttle, rule = name, max, "{why}");
         self.local
@@ -148,7 +148,7 @@ impl Engine {
         let Some(decision) = self.local_decision(ticket) else {
             return Settled::Unavailable;
         };
-        let max = self.in_flight.bound().unwrap_or(usize::MAX);
+        let max = self.in_flight.as_ref().map_or(usize::MAX, |b| b.max());
         warn_or_debug!(self.throttle, rule = decision.policy(), max, "{why}");
         Settled::Decided(decision)
     }

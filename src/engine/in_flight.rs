@@ -1,6 +1,7 @@
 //! The bound on a front's store calls in flight: past it, requests are decided without the
 //! store (in memory, or by the failure mode) instead of queueing behind it, so a flood cannot
-//! push every call past its deadline. Unbounded, nothing is counted.
+//! push every call past its deadline. An engine without a bound has none of these: nothing is
+//! counted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,6 @@ pub(crate) const DEFAULT_MAX_STORE_CALLS: usize = 256;
 /// Counts a front's store calls in flight (shared by its clones).
 #[derive(Debug)]
 pub(crate) struct InFlight {
-    /// `usize::MAX`: unbounded.
     max: usize,
     now: AtomicUsize,
 }
@@ -23,26 +23,17 @@ pub(crate) struct InFlight {
 pub(crate) struct Permit(Arc<InFlight>);
 
 impl InFlight {
-    /// At most `max` calls (at least 1); `None`: no bound.
-    pub(crate) fn new(max: Option<usize>) -> Self {
+    /// At most `max` calls (at least 1).
+    pub(crate) fn new(max: usize) -> Self {
         InFlight {
-            max: max.map_or(usize::MAX, |max| max.max(1)),
+            max: max.max(1),
             now: AtomicUsize::new(0),
         }
     }
 
-    /// The bound (`None`: unbounded).
-    pub(crate) fn bound(&self) -> Option<usize> {
-        (self.max != usize::MAX).then_some(self.max)
-    }
-
-    /// A place for one more call (none needed when unbounded: nothing is counted), if the
-    /// bound allows it.
-    pub(crate) fn try_hold(self: &Arc<Self>) -> Option<Option<Permit>> {
-        if self.max == usize::MAX {
-            return Some(None);
-        }
-        self.try_acquire().map(Some)
+    /// The bound.
+    pub(crate) fn max(&self) -> usize {
+        self.max
     }
 
     /// A place for one more call, if the bound allows it.
@@ -68,22 +59,11 @@ mod tests {
 
     #[test]
     fn bounds_and_frees_places() {
-        let bound = Arc::new(InFlight::new(Some(2)));
+        let bound = Arc::new(InFlight::new(2));
         let a = bound.try_acquire().unwrap();
-        let _b = bound.try_hold().unwrap().unwrap();
+        let _b = bound.try_acquire().unwrap();
         assert!(bound.try_acquire().is_none());
-        assert!(bound.try_hold().is_none());
         drop(a);
         assert!(bound.try_acquire().is_some());
-    }
-
-    #[test]
-    fn unbounded_counts_nothing() {
-        let bound = Arc::new(InFlight::new(None));
-        let held: Vec<_> = (0..1000).map(|_| bound.try_hold().unwrap()).collect();
-        assert!(held.iter().all(Option::is_none));
-        assert_eq!(bound.now.load(Ordering::Relaxed), 0);
-        assert_eq!(bound.bound(), None);
-        drop(held);
     }
 }

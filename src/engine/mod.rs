@@ -126,7 +126,8 @@ pub(crate) struct Engine {
     store: Arc<dyn Store>,
     deadline: Duration,
     breakers: Arc<Breakers>,
-    in_flight: Arc<InFlight>,
+    /// The bound on store calls in flight (none: nothing counted).
+    in_flight: Option<Arc<InFlight>>,
     throttle: Arc<Throttle>,
     deny_cache: Arc<DenyCache>,
     local: LocalFallback,
@@ -208,7 +209,7 @@ impl Engine {
             store: Arc::clone(&shared.store),
             deadline: shared.deadline,
             breakers: Arc::clone(&shared.breakers),
-            in_flight: Arc::clone(&shared.in_flight),
+            in_flight: shared.in_flight.clone(),
             throttle: Arc::clone(&shared.throttle),
             deny_cache: Arc::new(DenyCache::new(shared.deny_cache)),
             local,

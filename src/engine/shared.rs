@@ -59,7 +59,8 @@ pub(crate) struct Shared {
     pub(super) store: Arc<dyn Store>,
     pub(super) deadline: Duration,
     pub(super) breakers: Arc<Breakers>,
-    pub(super) in_flight: Arc<InFlight>,
+    /// The bound on store calls in flight (none: nothing counted).
+    pub(super) in_flight: Option<Arc<InFlight>>,
     pub(super) throttle: Arc<Throttle>,
     /// The in-memory store of the local fallback and of the overflow past `in_flight`.
     pub(super) local_store: MemoryStore,
@@ -72,7 +73,7 @@ impl Shared {
     pub(crate) fn new(store: Arc<dyn Store>, settings: Settings) -> Self {
         Shared {
             breakers: Arc::new(Breakers::new(settings.breaker, store.kind())),
-            in_flight: Arc::new(InFlight::new(settings.max_calls)),
+            in_flight: settings.max_calls.map(|max| Arc::new(InFlight::new(max))),
             store,
             deadline: settings.deadline,
             throttle: Arc::default(),
@@ -89,7 +90,7 @@ impl Shared {
     pub(crate) fn beside(&self, store: Arc<dyn Store>, breaker: CircuitBreaker) -> Self {
         Shared {
             breakers: Arc::new(Breakers::new(breaker, store.kind())),
-            in_flight: Arc::new(InFlight::new(self.in_flight.bound())),
+            in_flight: (self.in_flight.as_ref()).map(|b| Arc::new(InFlight::new(b.max()))),
             store,
             ..self.clone()
         }
@@ -122,7 +123,7 @@ impl Shared {
 
     /// A builder's setting after the fact: a new bound on store calls in flight.
     pub(crate) fn set_max_calls(&mut self, max: usize) {
-        self.in_flight = Arc::new(InFlight::new(Some(max)));
+        self.in_flight = Some(Arc::new(InFlight::new(max)));
     }
 
     /// A builder's setting after the fact: the deny cache's entries per generation.

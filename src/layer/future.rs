@@ -170,7 +170,7 @@ where
                     let verdict = match Pin::new(&mut *check).poll(cx) {
                         Poll::Ready(outcome) => decider.verdict(outcome, pending, headers),
                         Poll::Pending => {
-                            let limit = decider.config.engine.deadline();
+                            let limit = decider.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));
@@ -195,7 +195,7 @@ where
                     let turn = match turn.as_mut().poll(cx) {
                         Poll::Ready(turn) => turn.ok(),
                         Poll::Pending => {
-                            let limit = decider.config.engine.deadline();
+                            let limit = decider.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));

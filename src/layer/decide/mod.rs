@@ -35,6 +35,8 @@ use crate::store::CheckFuture;
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
     pub(crate) config: Arc<Config>,
+    /// How long a request waits for the store (the engine's deadline).
+    pub(crate) deadline: std::time::Duration,
     engine: Engine,
     meters: Meters,
     /// Each rule's mode, by rule id: its own, else the layer's.
@@ -98,6 +100,7 @@ impl Decider {
             .map(|rule| rule.shadow.unwrap_or(config.shadow))
             .collect();
         Decider {
+            deadline: config.engine.deadline(),
             config,
             engine,
             meters,
