@@ -58,10 +58,10 @@ pub use self::redis::{RedisStore, RedisStoreBuilder};
 pub use admin::Admin;
 pub use check::{Check, CheckFuture};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use costs::{Commit, LimitCosts};
 #[cfg(feature = "redis")]
 pub(crate) use costs::largest as largest_cost;
 pub(crate) use costs::validate as validate_costs;
-pub use costs::{Commit, LimitCosts};
 pub use future::StoreFuture;
 pub(crate) use future::unsupported;
 pub use key_state::KeyState;
