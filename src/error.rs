@@ -215,6 +215,10 @@ pub enum StoreError {
     /// The circuit breaker is open after repeated failures: the store was not called.
     #[error("the store is failing; circuit open, not called")]
     CircuitOpen,
+    /// As many store calls as allowed are in flight (the bound of the RLS's
+    /// `max_store_calls`): the store was not called. The layer decides such a request in memory and never shows this error.
+    #[error("{0} store calls in flight already; not called")]
+    Overloaded(usize),
     /// No answer within the deadline. The call is never replayed: it may have run.
     #[error("the store did not answer within {0:?}")]
     Timeout(Duration),
@@ -313,6 +317,15 @@ impl StoreError {
     /// ```
     pub fn is_circuit_open(&self) -> bool {
         matches!(self, StoreError::CircuitOpen)
+    }
+
+    /// Whether the store was not called because too many calls were in flight.
+    ///
+    /// ```
+    /// assert!(redlimit::StoreError::Overloaded(256).is_overloaded());
+    /// ```
+    pub fn is_overloaded(&self) -> bool {
+        matches!(self, StoreError::Overloaded(_))
     }
 
     /// Whether the store does not offer the operation.

@@ -342,6 +342,7 @@ pub(crate) fn failure_reason(error: &StoreError) -> &'static str {
     match error {
         _ if error.is_timeout() => "timeout",
         StoreError::CircuitOpen => "circuit_open",
+        StoreError::Overloaded(_) => "overload",
         StoreError::Connection(_) => "connection",
         StoreError::Script(_) => "script",
         StoreError::UnexpectedReply(_) => "reply",

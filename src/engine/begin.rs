@@ -9,6 +9,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::breaker::{Admission, Outcome};
 use super::deny_cache::{Lookup, Stamp};
+use super::in_flight::InFlight;
 use super::{Begin, Engine, PROBE_DEADLINES, Queued, Settled, Ticket};
 use crate::error::StoreError;
 use crate::key::Key;
@@ -70,7 +71,7 @@ impl Engine {
             permit: None,
             _gate: gate,
             asked: None,
-            stamp: stamp(self.store.as_ref()),
+            stamp: Stamp::now(self.store.as_ref()),
         };
         if admission == Admission::Skip || (admission == Admission::Probe && self.probe(domain)) {
             let settled = self.store_failed(&StoreError::CircuitOpen, &ticket);
@@ -89,14 +90,19 @@ impl Engine {
                 };
                 Begin::Done(settled, ticket)
             }
-            waiting => match self.in_flight.try_acquire() {
-                Some(permit) => {
+            waiting => match self.in_flight.as_ref().map(InFlight::try_acquire) {
+                // No bound: nothing counted.
+                None => {
+                    ticket.asked = Some(Instant::now());
+                    Begin::Ask(waiting.into_future(), ticket)
+                }
+                Some(Some(permit)) => {
                     ticket.permit = Some(permit);
                     ticket.asked = Some(Instant::now());
                     Begin::Ask(waiting.into_future(), ticket)
                 }
                 // The call is dropped unsent (a store future does nothing until polled).
-                None => {
+                Some(None) => {
                     let settled = self.overloaded(&ticket);
                     Begin::Done(settled, ticket)
                 }
@@ -142,18 +148,10 @@ impl Engine {
     }
 }
 
-/// The store's versions now.
-pub(super) fn stamp(store: &dyn Store) -> Stamp {
-    Stamp {
-        overrides: crate::store::overrides_version(store),
-        resets: crate::store::resets_version(store),
-    }
-}
-
 /// The store's versions now, if a denial of `key` under `policy` cached under `cached` still
 /// stands: no override changed since, and the key was not reset.
 fn still_stands(store: &dyn Store, policy: &Policy, key: &Key, cached: Stamp) -> Option<Stamp> {
-    let now = stamp(store);
+    let now = Stamp::now(store);
     if now.overrides != cached.overrides {
         return None;
     }

@@ -16,6 +16,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::error::StoreError;
 use crate::failure::CircuitBreaker;
 use crate::failure::circuit_breaker::BUCKETS;
 
@@ -38,6 +39,18 @@ pub(crate) enum Outcome {
     Failure,
     /// The store did not answer within the deadline.
     Timeout,
+}
+
+impl Outcome {
+    /// How the breaker counts a call's end (`None`: no answer at all).
+    pub(crate) fn of<T>(outcome: Option<&Result<T, StoreError>>) -> Outcome {
+        match outcome {
+            Some(Ok(_)) => Outcome::Success,
+            Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
+            Some(Err(_)) => Outcome::Failure,
+            None => Outcome::Timeout,
+        }
+    }
 }
 
 /// A change of a breaker's state.

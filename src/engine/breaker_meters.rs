@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use metrics::{Counter, Gauge};
 
 #[cfg(feature = "metrics")]
-use super::breakers::DOMAINS;
+use crate::failure::circuit_breaker::DOMAINS;
 #[cfg(feature = "metrics")]
 use crate::telemetry::{BREAKER_STATE, BREAKER_TRANSITIONS};
 
@@ -76,7 +76,7 @@ impl BreakerMeters {
         }
     }
 
-    /// The breaker of `domain` (an index below [`DOMAINS`](super::breakers::DOMAINS)) entered
+    /// The breaker of `domain` (an index below [`DOMAINS`](crate::failure::circuit_breaker::DOMAINS)) entered
     /// `state`. `transition`: count it as a trip (`open`) or a heal (`closed`).
     pub(crate) fn entered(&self, domain: usize, state: State, transition: bool) {
         #[cfg(feature = "metrics")]

@@ -5,12 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::breaker::{Admission, Breaker, Change, Outcome, Probed};
 use super::breaker_meters::{BreakerMeters, State};
-use crate::failure::CircuitBreaker;
-
-/// How many breakers a layer keeps: a store's failure domains are folded onto these (a Redis
-/// Cluster's 16 384 slots in ranges of 128, so a shard's slots share few breakers with
-/// another's).
-pub(crate) const DOMAINS: usize = 128;
+use crate::failure::circuit_breaker::{CircuitBreaker, DOMAINS};
 
 /// The breakers of a layer, shared by its clones, the clock they count in, and their metrics.
 #[derive(Debug)]

@@ -82,6 +82,16 @@ pub(crate) struct Stamp {
     pub(crate) resets: u64,
 }
 
+impl Stamp {
+    /// `store`'s versions now.
+    pub(crate) fn now(store: &dyn crate::store::Store) -> Self {
+        Stamp {
+            overrides: crate::store::overrides_version(store),
+            resets: crate::store::resets_version(store),
+        }
+    }
+}
+
 /// What the cache says about a request.
 // Lives on the stack for one call; boxing the hit would allocate per cached answer.
 #[allow(clippy::large_enum_variant)]

@@ -1,5 +1,7 @@
-//! The bound on a layer's store calls in flight: past it, requests are decided in memory
-//! instead of queueing behind the store, so a flood cannot push every call past its deadline.
+//! The bound on a front's store calls in flight: past it, requests are decided without the
+//! store (in memory, or by the failure mode) instead of queueing behind it, so a flood cannot
+//! push every call past its deadline. An engine without a bound has none of these: nothing is
+//! counted.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// below what turns a flood into a queue longer than the deadline.
 pub(crate) const DEFAULT_MAX_STORE_CALLS: usize = 256;
 
-/// Counts a layer's store calls in flight (shared by its clones).
+/// Counts a front's store calls in flight (shared by its clones).
 #[derive(Debug)]
 pub(crate) struct InFlight {
     max: usize,
@@ -21,11 +23,17 @@ pub(crate) struct InFlight {
 pub(crate) struct CallSlot(Arc<InFlight>);
 
 impl InFlight {
+    /// At most `max` calls (at least 1).
     pub(crate) fn new(max: usize) -> Self {
         InFlight {
             max: max.max(1),
             now: AtomicUsize::new(0),
         }
+    }
+
+    /// The bound.
+    pub(crate) fn max(&self) -> usize {
+        self.max
     }
 
     /// A place for one more call, if the bound allows it.
@@ -36,10 +44,6 @@ impl InFlight {
             return None;
         }
         Some(CallSlot(Arc::clone(self)))
-    }
-
-    pub(crate) fn max(&self) -> usize {
-        self.max
     }
 }
 

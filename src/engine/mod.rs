@@ -1,57 +1,67 @@
 //! The decision engine: what makes a decision safe, whatever asked for it. A front (the Tower
-//! layer's decider, the RLS service) names a rule by its index, a key and a cost; the engine
-//! asks the store through the deny cache, the circuit breaker of the key's failure domain and
-//! the bound on calls in flight, and settles the answer (the breaker counts it, the deny cache
-//! and the local fallback's mirror learn from it), or decides without the store by the rule's
-//! failure mode ([`OnStoreError`]). The front turns the outcome ([`Settled`]) into its own
-//! answer: an HTTP response, an RLS status.
+//! layer's decider, the RLS service, the client limiter) names a rule by its index, a key and
+//! a cost; the engine asks the store through the deny cache, the circuit breaker of the key's
+//! failure domain and the bound on calls in flight, within the deadline, and settles the
+//! answer (the breaker counts it, the deny cache and the local fallback's mirror learn from
+//! it), or decides without the store by the rule's failure mode ([`OnFailure`]). The front
+//! turns the outcome into its own answer: an HTTP response, an RLS status, a permit.
 //!
-//! A rule is the engine's unit of identity: its policy, its failure mode, its deny-cache
-//! entries and its share in the local fallback. A front makes one engine per generation of its
-//! rules (a reload makes another: the deny cache belongs to exactly these rules) and shares
-//! what outlives a reload ([`Shared`]: the store, the breakers, the bound on calls in flight,
-//! the local fallback's counts).
+//! A rule is the engine's unit of identity on every front: its policy (or, for a keyed rule,
+//! the policies its calls bring: an RLS domain), its failure mode, its deny-cache entries and
+//! its share in the local fallback. A front makes one engine per generation of its rules (a
+//! reload makes another: the deny cache belongs to exactly these rules) and shares what
+//! outlives a reload ([`Shared`], made by [`Shared::new`] from [`Settings`]: the store, the
+//! breakers, the bound on calls in flight, the local fallback's counts).
 //!
-//! Calls that wait are futures the front polls with its deadline (no boxing: the layer's
-//! response future holds them), then hands back: [`Engine::settle`] or
-//! [`Engine::missed_deadline`]. `begin.rs` starts a decision, `settle.rs` ends one,
-//! `fallback.rs` decides without the store, `call.rs` is the awaiting path of fronts that make
-//! several checks per request (the RLS).
+//! The front door is this module: [`Shared`], [`Settings`], [`Rule`], [`Engine`] and its
+//! outcomes. What is inside stays inside. Calls that wait are futures the front polls with its
+//! deadline (no boxing: the layer's response future holds them), then hands back:
+//! [`Engine::settle`] or [`Engine::missed_deadline`]. `begin.rs` starts a decision,
+//! `settle.rs` ends one, `fallback.rs` is the one failure path (the failure mode, lateness,
+//! the local fallback), `call.rs` is the awaiting path of fronts that make several checks per
+//! request (the RLS) or other calls (the limiter's reservations): the same breaker, deadline,
+//! call budget and failure path.
 
 mod begin;
-pub(crate) mod breaker;
+mod breaker;
 mod breaker_meters;
-pub(crate) mod breakers;
-#[cfg(feature = "rls")]
+mod breakers;
 mod call;
-pub(crate) mod deny_cache;
+mod deny_cache;
 mod fallback;
-pub(crate) mod held_lease;
-pub(crate) mod in_flight;
+mod held_lease;
+mod in_flight;
 mod local;
+mod on_failure;
 mod settle;
+mod shared;
 mod store_meter;
 #[cfg(test)]
 mod testing;
-pub(crate) mod throttle;
+mod throttle;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 
+pub(crate) use deny_cache::{DenyCache, Stamp};
+pub(crate) use fallback::Failure;
+pub(crate) use held_lease::{HeldLease, LeaseStore};
+#[cfg(feature = "rls")]
+pub(crate) use local::LocalShare;
+pub(crate) use on_failure::OnFailure;
+pub(crate) use shared::{Late, Settings, Shared};
 pub(crate) use store_meter::LeaseMeter;
+pub(crate) use throttle::Throttle;
 
 use breaker::Admission;
 use breakers::Breakers;
-use deny_cache::{DenyCache, Stamp};
 use in_flight::{CallSlot, InFlight};
 use local::LocalFallback;
 use store_meter::StoreMeter;
-use throttle::Throttle;
 
 use crate::decision::Decision;
-use crate::failure::OnStoreError;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::{CheckFuture, MemoryStore, Store};
@@ -64,25 +74,47 @@ const LOST_AFTER: Duration = Duration::from_secs(1);
 /// own (a round trip or two more than a call on the open one), and no request waits for it.
 const PROBE_DEADLINES: u32 = 2;
 
-/// What an engine shares with the engines of its front's later generations (a reload keeps
-/// the breakers' counts, the calls in flight and the local fallback's state).
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) deadline: Duration,
-    pub(crate) breakers: Arc<Breakers>,
-    pub(crate) in_flight: Arc<InFlight>,
-    pub(crate) throttle: Arc<Throttle>,
-    /// The in-memory store of the local fallback and of the overflow past `in_flight`.
-    pub(crate) local_store: MemoryStore,
-    /// Entries of each generation's deny cache (0: off).
-    pub(crate) deny_cache: usize,
+/// One rule as the engine knows it: the policy it checks (none for a keyed rule, whose calls
+/// bring their own) and what a failing store means.
+pub(crate) struct Rule {
+    policy: Option<Policy>,
+    on_failure: OnFailure,
+    /// What the logs name it by: its policy's name, or a keyed rule's own (an RLS domain).
+    name: Arc<str>,
+    /// Whether the store loads the policy's check scripts ahead.
+    prepare: bool,
 }
 
-/// One rule as the engine knows it: the policy it checks and what a failing store means.
-struct RuleSlot {
-    policy: Policy,
-    mode: OnStoreError,
+impl Rule {
+    /// A rule of `policy`.
+    pub(crate) fn new(policy: &Policy, on_failure: impl Into<OnFailure>) -> Self {
+        Rule {
+            policy: Some(policy.clone()),
+            on_failure: on_failure.into(),
+            name: policy.name_arc(),
+            prepare: true,
+        }
+    }
+
+    /// The same rule, its policy's check scripts not loaded ahead: its calls are the
+    /// front's own (the limiter's reservations, prepared by the limiter).
+    pub(crate) fn unprepared(self) -> Self {
+        Rule {
+            prepare: false,
+            ..self
+        }
+    }
+
+    #[cfg(feature = "rls")]
+    /// A keyed rule named `name`: its calls bring their policies (an RLS domain's counters).
+    pub(crate) fn keyed(name: &str, on_failure: impl Into<OnFailure>) -> Self {
+        Rule {
+            policy: None,
+            on_failure: on_failure.into(),
+            name: Arc::from(name),
+            prepare: false,
+        }
+    }
 }
 
 /// Decides by one generation of a front's rules.
@@ -90,12 +122,14 @@ pub(crate) struct Engine {
     store: Arc<dyn Store>,
     deadline: Duration,
     breakers: Arc<Breakers>,
-    in_flight: Arc<InFlight>,
+    /// The bound on store calls in flight (none: nothing counted).
+    in_flight: Option<Arc<InFlight>>,
     throttle: Arc<Throttle>,
     deny_cache: Arc<DenyCache>,
     local: LocalFallback,
-    rules: Box<[RuleSlot]>,
+    rules: Box<[Rule]>,
     meter: StoreMeter,
+    late: Late,
 }
 
 /// A decision under way: its rule, key and cost, and what settling its store call needs (the
@@ -151,47 +185,49 @@ pub(crate) enum Settled {
 }
 
 impl Engine {
-    /// The engine of `rules` (each a policy and its failure mode; a rule's index is its id),
-    /// with `shared`'s store, breakers and fallback state.
-    pub(crate) fn new<'a>(
-        shared: &Shared,
-        rules: impl Iterator<Item = (&'a Policy, OnStoreError)>,
-    ) -> Self {
-        let rules: Box<[RuleSlot]> = rules
-            .map(|(policy, mode)| {
-                shared.store.prepare(policy);
-                RuleSlot {
-                    policy: policy.clone(),
-                    mode,
+    /// The engine of `rules` (a rule's index is its id), with `shared`'s store, breakers and
+    /// fallback state.
+    pub(crate) fn new(shared: &Shared, rules: impl IntoIterator<Item = Rule>) -> Self {
+        let rules: Box<[Rule]> = rules
+            .into_iter()
+            .inspect(|rule| {
+                if let (Some(policy), true) = (&rule.policy, rule.prepare) {
+                    shared.store.prepare(policy);
                 }
             })
             .collect();
         let local = LocalFallback::new(
             shared.local_store.clone(),
-            rules.iter().map(|r| (&r.policy, r.mode)),
+            rules.iter().map(|r| (r.policy.as_ref(), r.on_failure)),
+            shared.late,
         );
         Engine {
             store: Arc::clone(&shared.store),
             deadline: shared.deadline,
             breakers: Arc::clone(&shared.breakers),
-            in_flight: Arc::clone(&shared.in_flight),
+            in_flight: shared.in_flight.clone(),
             throttle: Arc::clone(&shared.throttle),
             deny_cache: Arc::new(DenyCache::new(shared.deny_cache)),
             local,
             rules,
             meter: StoreMeter::new(shared.store.kind()),
+            late: shared.late,
         }
     }
 
     /// The store.
-    #[cfg(feature = "rls")]
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
-    /// The policy of rule `rule`.
+    /// How long a decision may wait for the store.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// The policy of rule `rule` (none for a keyed rule).
     pub(crate) fn policy(&self, rule: usize) -> Option<&Policy> {
-        self.rules.get(rule).map(|r| &r.policy)
+        self.rules.get(rule)?.policy.as_ref()
     }
 
     /// The local fallback's store and rule `rule`'s share of its policy.
@@ -220,7 +256,7 @@ impl Engine {
     /// override changed: they may no longer stand).
     pub(crate) fn forget_denials(&self, policy: &str, key: &Key) {
         for (id, rule) in self.rules.iter().enumerate() {
-            if rule.policy.name() == policy {
+            if rule.policy.as_ref().is_some_and(|p| p.name() == policy) {
                 self.deny_cache.remove(id, key);
             }
         }
@@ -231,7 +267,7 @@ impl Engine {
     /// key with limit keys had shared levels reset too: every denial of the rule goes.
     pub(crate) fn forget(&self, policy: &str, key: &Key) {
         for (id, rule) in self.rules.iter().enumerate() {
-            if rule.policy.name() == policy {
+            if rule.policy.as_ref().is_some_and(|p| p.name() == policy) {
                 if key.has_limit_keys() {
                     self.deny_cache.remove_rule(id);
                 } else {

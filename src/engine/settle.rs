@@ -94,7 +94,7 @@ impl Engine {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     let outcome = tokio::time::timeout(lost_after, check).await;
-                    breakers.record(domain, admission, outcome_of(outcome.as_ref().ok()));
+                    breakers.record(domain, admission, Outcome::of(outcome.as_ref().ok()));
                     if let (Ok(_), Some(asked)) = (&outcome, asked) {
                         latency.record(asked.elapsed());
                     }
@@ -124,7 +124,7 @@ impl Engine {
 
     pub(super) fn record(&self, ticket: &Ticket, outcome: &Result<Decision, StoreError>) {
         self.breakers
-            .record(ticket.domain, ticket.admission, outcome_of(Some(outcome)));
+            .record(ticket.domain, ticket.admission, Outcome::of(Some(outcome)));
     }
 }
 
@@ -135,16 +135,6 @@ impl Engine {
 /// mode: only a probe that timed out on time proves the store silent.
 fn starved(elapsed: Duration, within: Duration) -> bool {
     elapsed > within + within / 4
-}
-
-/// How the breaker counts a call's end (`None`: no answer at all).
-pub(super) fn outcome_of(outcome: Option<&Result<Decision, StoreError>>) -> Outcome {
-    match outcome {
-        Some(Ok(_)) => Outcome::Success,
-        Some(Err(error)) if error.is_timeout() => Outcome::Timeout,
-        Some(Err(_)) => Outcome::Failure,
-        None => Outcome::Timeout,
-    }
 }
 
 #[cfg(test)]

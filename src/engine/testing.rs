@@ -3,21 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Shared;
-use super::breakers::Breakers;
-use super::in_flight::InFlight;
-use crate::store::{MemoryStore, Store};
+use super::{Settings, Shared};
+use crate::store::Store;
 
 /// Defaults over `store`: a 100 ms deadline, the default breaker, a deny cache.
 pub(super) fn shared(store: impl Store) -> Shared {
-    let kind = store.kind();
-    Shared {
-        store: Arc::new(store),
-        deadline: Duration::from_millis(100),
-        breakers: Arc::new(Breakers::new(crate::failure::CircuitBreaker::new(), kind)),
-        in_flight: Arc::new(InFlight::new(16)),
-        throttle: Arc::default(),
-        local_store: MemoryStore::new(),
+    let settings = Settings {
+        max_calls: Some(16),
         deny_cache: 100,
-    }
+        ..Settings::new(Duration::from_millis(100))
+    };
+    Shared::new(Arc::new(store), settings)
 }

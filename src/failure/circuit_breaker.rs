@@ -41,6 +41,11 @@ pub struct CircuitBreaker {
 /// The sliding window is this many buckets: old calls leave it a tenth at a time.
 pub(crate) const BUCKETS: usize = 10;
 
+/// How many breakers a front keeps: a store's failure domains are folded onto these (a Redis
+/// Cluster's 16 384 slots in ranges of 128, so a shard's slots share few breakers with
+/// another's).
+pub(crate) const DOMAINS: usize = 128;
+
 impl CircuitBreaker {
     /// The default breaker: opens when at least half of at least 20 calls within 10 s failed,
     /// for 1 s.
@@ -122,6 +127,18 @@ impl CircuitBreaker {
     /// ```
     pub fn is_disabled(&self) -> bool {
         self.disabled
+    }
+
+    /// Opens on any failure or timeout, for `cool_down` (the limiter's: a store that failed
+    /// once is left alone for a while, then one call tries it).
+    pub(crate) fn on_any_failure(cool_down: Duration) -> Self {
+        CircuitBreaker {
+            min_calls: 1,
+            // Every failure is enough, whatever succeeded before it in the window.
+            failure_permille: 0,
+            cool_down,
+            ..CircuitBreaker::new()
+        }
     }
 
     pub(crate) fn cool_down_value(&self) -> Duration {

@@ -11,7 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::reconcile::BodySettle;
-use crate::engine::held_lease::HeldLease;
+use crate::engine::HeldLease;
 
 pin_project! {
     /// The body of a response through [`RateLimit`](crate::layer::RateLimit): the inner service's

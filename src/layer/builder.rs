@@ -13,8 +13,6 @@ use super::rule::Rule;
 use super::settings::{GrpcStatus, MissingKey, RejectBody, Shadow};
 use super::usage::{self, BodyUsage, ReadFn, RealCost};
 use crate::decision::Decision;
-use crate::engine::breakers::Breakers;
-use crate::engine::in_flight::InFlight;
 use crate::error::ConfigError;
 use crate::failure::{CircuitBreaker, OnStoreError};
 use crate::key::{IpRanges, KeyExtractor, PeerIp};
@@ -308,25 +306,25 @@ impl RateLimitBuilder {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.config.breakers = Arc::new(Breakers::new(breaker, self.config.store.kind()));
+        self.config.engine.set_breaker(breaker);
         self
     }
 
     #[doc = include_str!("../../docs/layer/max_store_calls.md")]
     pub fn max_store_calls(mut self, calls: usize) -> Self {
-        self.config.in_flight = Arc::new(InFlight::new(calls));
+        self.config.engine.set_max_calls(calls);
         self
     }
 
     #[doc = include_str!("../../docs/layer/deny_cache.md")]
     pub fn deny_cache(mut self, capacity: usize) -> Self {
-        self.config.deny_cache = capacity;
+        self.config.engine.set_deny_cache(capacity);
         self
     }
 
     #[doc = include_str!("../../docs/layer/store_deadline.md")]
     pub fn store_deadline(mut self, deadline: Duration) -> Self {
-        self.config.deadline = deadline.max(Duration::from_millis(1));
+        self.config.engine.set_deadline(deadline);
         self
     }
 
@@ -432,7 +430,7 @@ impl std::fmt::Debug for RateLimitBuilder {
             )
             .field("rules", &config.routes)
             .field("on_store_error", &config.on_store_error)
-            .field("deadline", &config.deadline)
+            .field("deadline", &config.engine.deadline())
             .finish_non_exhaustive()
     }
 }

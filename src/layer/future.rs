@@ -17,7 +17,7 @@ use tower_service::Service;
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::reconcile::After;
-use crate::engine::held_lease::HeldLease;
+use crate::engine::HeldLease;
 use crate::error::StoreError;
 use crate::response::headers::RateHeaders;
 use crate::store::{Check, CheckFuture};
@@ -170,7 +170,7 @@ where
                     let verdict = match Pin::new(&mut *check).poll(cx) {
                         Poll::Ready(outcome) => decider.verdict(outcome, pending, headers),
                         Poll::Pending => {
-                            let limit = decider.config.deadline;
+                            let limit = decider.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));
@@ -195,7 +195,7 @@ where
                     let turn = match turn.as_mut().poll(cx) {
                         Poll::Ready(turn) => turn.ok(),
                         Poll::Pending => {
-                            let limit = decider.config.deadline;
+                            let limit = decider.deadline;
                             let sleep =
                                 deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
                             ready!(sleep.as_mut().poll(cx));

@@ -17,14 +17,11 @@ use super::settings::RejectBody;
 use super::settings::Shadow;
 use super::usage::ReadFn;
 use crate::decision::Decision;
-use crate::engine::breakers::Breakers;
-use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
-use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
-use crate::engine::throttle::Throttle;
-use crate::failure::{CircuitBreaker, OnStoreError};
+use crate::engine;
+use crate::failure::OnStoreError;
 use crate::policy::Policy;
 use crate::response::HeaderStyle;
-use crate::store::{MemoryStore, Store};
+use crate::store::Store;
 
 /// The default store deadline: no request waits longer than this on the store.
 pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_millis(100);
@@ -44,23 +41,18 @@ pub(crate) struct LayerSettings {
     pub(crate) missing_key: MissingKey,
     pub(crate) cost: Option<Arc<CostFn>>,
     pub(crate) on_store_error: OnStoreError,
-    /// The in-memory store of [`OnStoreError::Local`] and of the overflow past
-    /// `in_flight`, made with the settings so that every clone of the layer decides in memory
-    /// with the same counts.
-    pub(crate) local_store: MemoryStore,
-    pub(crate) deadline: Duration,
-    pub(crate) breakers: Arc<Breakers>,
-    pub(crate) in_flight: Arc<InFlight>,
-    /// Entries of the deny cache, which [`Decider::new`](super::decide::Decider::new) makes:
-    /// its entries name rules by their index here, so it belongs to exactly these rules.
-    pub(crate) deny_cache: usize,
+    /// What the layer's engines share (the deadline, the breakers, the bound on calls in
+    /// flight, the local fallback's memory), made with the settings so that every clone of
+    /// the layer and every reload decides with the same state. The deny cache, which
+    /// [`Decider::new`](super::decide::Decider::new) makes, names rules by their index here,
+    /// so it belongs to exactly these rules.
+    pub(crate) engine: engine::Shared,
     pub(crate) headers: HeaderStyle,
     pub(crate) grpc_status: GrpcStatus,
     /// The `ErrorInfo.domain` of a gRPC denial's details.
     pub(crate) grpc_domain: Arc<str>,
     pub(crate) reject_body: RejectBody,
     pub(crate) rejection: Option<Arc<RejectFn>>,
-    pub(crate) throttle: Arc<Throttle>,
     /// The shadow mode of rules that do not set their own.
     pub(crate) shadow: Shadow,
     pub(crate) refund: Option<Arc<RefundFn>>,
@@ -71,8 +63,9 @@ pub(crate) struct LayerSettings {
 impl LayerSettings {
     /// The defaults, with no rule yet.
     pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        let kind = store.kind();
+        let settings = engine::Settings::new(DEFAULT_DEADLINE);
         LayerSettings {
+            engine: engine::Shared::new(Arc::clone(&store), settings),
             store,
             routes: Vec::new(),
             default: None,
@@ -80,17 +73,11 @@ impl LayerSettings {
             missing_key: MissingKey::default(),
             cost: None,
             on_store_error: OnStoreError::default(),
-            local_store: MemoryStore::new(),
-            deadline: DEFAULT_DEADLINE,
-            breakers: Arc::new(Breakers::new(CircuitBreaker::default(), kind)),
-            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
-            deny_cache: DEFAULT_DENY_CACHE,
             headers: HeaderStyle::default(),
             grpc_status: GrpcStatus::default(),
             grpc_domain: Arc::from(crate::response::grpc::DEFAULT_DOMAIN),
             reject_body: RejectBody::default(),
             rejection: None,
-            throttle: Arc::new(Throttle::default()),
             shadow: Shadow::Off,
             refund: None,
             reconcile: None,

@@ -182,7 +182,7 @@ impl std::fmt::Debug for RateLimitLayer {
             .field("policy", &config.default.as_ref().map(|rule| &rule.policy))
             .field("rules", &config.routes.len())
             .field("on_store_error", &config.on_store_error)
-            .field("deadline", &config.deadline)
+            .field("deadline", &config.engine.deadline())
             .finish_non_exhaustive()
     }
 }

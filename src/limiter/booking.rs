@@ -1,12 +1,16 @@
 //! What one permit holds in a limit: a reserved slot (in the store or in memory), or an
 //! admission by a check (policies that do not reserve), and how to give it back.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::shared::{Place, Shared};
-use crate::key::Key;
 use crate::store::{Refund, Reservation};
+
+/// Where a booking was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    Store,
+    Local,
+}
 
 #[derive(Debug)]
 pub(super) enum Booking {
@@ -52,9 +56,14 @@ impl Booking {
         }
     }
 
-    /// How to give back `cost` of the permit's units (all of them for `None`); `None` if
-    /// there is nothing to give back.
-    pub(super) fn undo(&self, shared: &Shared, cost: Option<u64>) -> Option<Undo> {
+    /// How to give back `cost` of the permit's units (all of them for `None`; part of a
+    /// reservation as `unit_costs` spreads units over the limits); `None` if there is nothing
+    /// to give back.
+    pub(super) fn undo(
+        &self,
+        unit_costs: impl FnOnce(u64) -> Box<[u64]>,
+        cost: Option<u64>,
+    ) -> Option<Undo> {
         let all = self.cost();
         let cost = cost.unwrap_or(all).min(all);
         match self {
@@ -62,18 +71,11 @@ impl Booking {
             Booking::Reserved(place, _, r) if cost == all => {
                 Some(Undo::Reserved(*place, r.costs().into()))
             }
-            Booking::Reserved(place, ..) => Some(Undo::Reserved(*place, shared.unit_costs(cost))),
+            Booking::Reserved(place, ..) => Some(Undo::Reserved(*place, unit_costs(cost))),
             Booking::Checked(place, _, Some((at_us, token))) => {
                 Some(Undo::Refund(*place, Refund::new(cost, *at_us, *token)))
             }
             _ => None,
-        }
-    }
-
-    /// Gives all of it back, once, on a task of its own (a drop cannot wait).
-    pub(super) fn give_back(&self, shared: &Arc<Shared>, key: &Key) {
-        if let Some(undo) = self.undo(shared, None) {
-            shared.undo_later(key, undo);
         }
     }
 }

@@ -166,7 +166,9 @@ impl LimiterBuilder {
 
     /// After a store failure, how long calls go to memory before one call tries the store
     /// again ([`DEFAULT_COOL_DOWN`]); the others keep deciding in memory until it answers, so
-    /// a store that comes back gets one call, not a stampede.
+    /// a store that comes back gets one call, not a stampede. It is the engine's circuit
+    /// breaker, as the layer's, per failure domain of the store (a Redis Cluster's shard),
+    /// opening on the first failure.
     ///
     /// ```
     /// # use std::time::Duration;

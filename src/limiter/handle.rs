@@ -37,7 +37,7 @@ pub struct Limiter {
 impl std::fmt::Debug for Limiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Limiter")
-            .field("store", &self.shared.store.kind())
+            .field("store", &self.shared.store().kind())
             .field("policy", &self.shared.policy.name())
             .field("max_wait", &self.shared.max_wait)
             .finish_non_exhaustive()

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use super::AcquireError;
 use super::booking::Booking;
-use super::shared::{Place, Shared};
+use super::booking::Place;
+use super::shared::Shared;
 use crate::key::Key;
 use crate::store::{Refund, Settlement};
 
@@ -153,24 +154,26 @@ impl Permit {
             return match place {
                 Place::Store => {
                     if matches!(settlement, Settlement::Charge(_))
-                        || shared.store.refunds().is_some()
+                        || shared.store().refunds().is_some()
                     {
                         shared.calls.fetch_add(1, Ordering::Relaxed);
                     }
-                    let (store, policy) = (Arc::clone(&shared.store), shared.policy.clone());
+                    let (store, policy) = (Arc::clone(shared.store()), shared.policy.clone());
                     settlement
                         .apply(store, policy, key.clone())
                         .await
                         .map_err(AcquireError::Store)
                 }
                 Place::Local => {
-                    settlement.apply_now(&shared.local, &shared.local_policy, key);
+                    if let Some((local, share)) = shared.local() {
+                        settlement.apply_now(local, share, key);
+                    }
                     Ok(())
                 }
             };
         }
         if real_cost < booked {
-            return match booking.undo(&shared, Some(booked - real_cost)) {
+            return match booking.undo(|units| shared.unit_costs(units), Some(booked - real_cost)) {
                 Some(undo) => shared
                     .undo_now(key, undo)
                     .await
@@ -185,7 +188,7 @@ impl Permit {
         let costs = shared.unit_costs(extra);
         match booking {
             Booking::Reserved(Place::Store, ..) => {
-                let Some(reservations) = shared.store.reservations() else {
+                let Some(reservations) = shared.store().reservations() else {
                     return Ok(());
                 };
                 shared.calls.fetch_add(1, Ordering::Relaxed);
@@ -193,15 +196,17 @@ impl Permit {
                     .charge_costs(&shared.policy, key, &costs)
                     .await
                     .map_err(AcquireError::Store)?;
-                let _ = shared
-                    .local
-                    .reserve_now(&shared.local_policy, key, &costs, Duration::ZERO);
+                if let Some((local, share)) = shared.local() {
+                    let _ = local.reserve_now(share, key, &costs, Duration::ZERO);
+                }
                 Ok(())
             }
-            Booking::Reserved(Place::Local, ..) => shared
-                .local
-                .charge_costs_now(&shared.local_policy, key, &costs)
-                .map_err(AcquireError::Store),
+            Booking::Reserved(Place::Local, ..) => match shared.local() {
+                Some((local, share)) => local
+                    .charge_costs_now(share, key, &costs)
+                    .map_err(AcquireError::Store),
+                None => Ok(()),
+            },
             Booking::Checked(..) | Booking::Nothing => Ok(()),
         }
     }
@@ -210,7 +215,7 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         if self.pending {
-            self.booking.give_back(&self.shared, &self.key);
+            self.shared.give_back(&self.booking, &self.key);
         }
     }
 }

@@ -12,13 +12,12 @@
 //! charges are answered (or the store deadline passes), then go to the store.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::shared::Shared;
 use crate::key::Key;
-use crate::store::cost_at;
+use crate::policy::Policy;
+use crate::store::{Store, cost_at};
 
 /// The keys remembered in one outage: past them, bookings in memory are not told to the
 /// store (a process with that many keys in an outage is a crawler of many hosts, whose
@@ -54,61 +53,59 @@ impl Outage {
     }
 }
 
-impl Shared {
-    /// The store answered: if it had failed, charge it first with what memory booked
-    /// meanwhile (one call per key, concurrently, waiting at most the store deadline), then
-    /// send every caller back to it.
-    pub(super) async fn store_returned(self: &Arc<Self>) {
-        if self.down_until.load(Ordering::Acquire) == 0 {
-            return;
-        }
-        let booked = self.outage.take();
+impl Outage {
+    /// Tells `store` what memory booked under `policy` that still counts (one call per key,
+    /// concurrently, waiting at most `deadline`), and forgets it. How many calls it made.
+    pub(super) async fn tell(
+        &self,
+        store: &Arc<dyn Store>,
+        policy: &Policy,
+        deadline: Duration,
+    ) -> u64 {
+        let booked = self.take();
         let mut charges = Vec::new();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             for (key, bookings) in booked {
-                let costs = self.still_counted(&bookings);
+                let costs = still_counted(policy, &bookings);
                 if costs.iter().all(|c| *c == 0) {
                     continue;
                 }
-                let shared = Arc::clone(self);
+                let (store, policy) = (Arc::clone(store), policy.clone());
                 charges.push(runtime.spawn(async move {
-                    let Some(reservations) = shared.store.reservations() else {
+                    let Some(reservations) = store.reservations() else {
                         return;
                     };
-                    shared.calls.fetch_add(1, Ordering::Relaxed);
-                    if let Err(err) = reservations
-                        .charge_costs(&shared.policy, &key, &costs)
-                        .await
-                    {
+                    if let Err(err) = reservations.charge_costs(&policy, &key, &costs).await {
                         tracing::debug!(%err, "telling the store what memory booked failed");
                     }
                 }));
             }
         }
+        let calls = charges.len() as u64;
         let told = async {
             for charge in charges {
                 let _ = charge.await;
             }
         };
-        let _ = tokio::time::timeout(self.deadline(), told).await;
-        self.store_answered();
+        let _ = tokio::time::timeout(deadline, told).await;
+        calls
     }
+}
 
-    /// Per limit of the policy, the units of `bookings` whose slots lie within the limit's
-    /// period before now, or ahead.
-    fn still_counted(&self, bookings: &[Booked]) -> Box<[u64]> {
-        let now = Instant::now();
-        self.policy
-            .limits()
-            .iter()
-            .enumerate()
-            .map(|(i, limit)| {
-                bookings
-                    .iter()
-                    .filter(|(slot, _)| *slot + limit.period() > now)
-                    .map(|(_, costs)| cost_at(costs, i))
-                    .sum()
-            })
-            .collect()
-    }
+/// Per limit of `policy`, the units of `bookings` whose slots lie within the limit's period
+/// before now, or ahead.
+fn still_counted(policy: &Policy, bookings: &[Booked]) -> Box<[u64]> {
+    let now = Instant::now();
+    policy
+        .limits()
+        .iter()
+        .enumerate()
+        .map(|(i, limit)| {
+            bookings
+                .iter()
+                .filter(|(slot, _)| *slot + limit.period() > now)
+                .map(|(_, costs)| cost_at(costs, i))
+                .sum()
+        })
+        .collect()
 }

@@ -12,11 +12,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
+use super::booking::Place;
 use super::booking::{Booking, Undo};
 use super::detached::detached;
-use super::shared::{Place, Shared};
+use super::shared::Shared;
 use crate::decision::Decision;
-use crate::error::StoreError;
 use crate::key::Key;
 use crate::store::Refund;
 
@@ -32,8 +32,8 @@ impl Shared {
         loop {
             let (decision, place) = self.check_once(key, cost).await?;
             if decision.is_allowed() {
-                if place == Place::Store {
-                    let _ = self.local.check_now(&self.local_policy, key, cost);
+                if let (Place::Store, Some((local, share))) = (place, self.local()) {
+                    let _ = local.check_now(share, key, cost);
                 }
                 let refund = Refund::of(&decision, cost).map(|r| (r.at_us(), r.token()));
                 return Ok((Instant::now(), Booking::Checked(place, cost, refund)));
@@ -59,40 +59,36 @@ impl Shared {
         key: &Key,
         cost: u64,
     ) -> Result<(Decision, Place), AcquireError> {
-        if self.store_open() {
-            self.calls.fetch_add(1, Ordering::Relaxed);
-            let shared = Arc::clone(self);
-            let k = key.clone();
-            let deadline = self.deadline();
-            let call = async move {
-                let check = shared.store.check(&shared.policy, &k, cost);
-                match tokio::time::timeout(deadline, check).await {
-                    Ok(answer) => answer,
-                    Err(_) => Err(StoreError::Timeout(deadline)),
-                }
-            };
-            let (orphan, k) = (Arc::clone(self), key.clone());
-            let answer = detached(call, move |answer| {
-                if let Ok(decision) = answer
-                    && let Some(refund) = Refund::of(&decision, cost)
-                {
-                    orphan.undo_later(&k, Undo::Refund(Place::Store, refund));
-                }
-            })
-            .await;
-            match answer {
-                Ok(decision) => {
-                    self.store_answered();
-                    return Ok((decision, Place::Store));
-                }
-                Err(err) => self.store_failed(err)?,
+        let answer = match self.engine.enter(&self.policy, key) {
+            Ok(pass) => {
+                self.calls.fetch_add(1, Ordering::Relaxed);
+                let shared = Arc::clone(self);
+                let k = key.clone();
+                let call = async move {
+                    let until = tokio::time::Instant::now() + shared.deadline();
+                    let check = shared.store().check(&shared.policy, &k, cost);
+                    let answer = shared.engine.wait(check, until).await;
+                    shared.engine.record_call(pass, &answer);
+                    answer
+                };
+                let (orphan, k) = (Arc::clone(self), key.clone());
+                detached(call, move |answer| {
+                    if let Ok(decision) = answer
+                        && let Some(refund) = Refund::of(&decision, cost)
+                    {
+                        orphan.undo_later(&k, Undo::Refund(Place::Store, refund));
+                    }
+                })
+                .await
             }
-        }
-        self.in_memory()?;
-        Ok((
-            self.local.check_now(&self.local_policy, key, cost),
-            Place::Local,
-        ))
+            Err(error) => Err(error),
+        };
+        let error = match answer {
+            Ok(decision) => return Ok((decision, Place::Store)),
+            Err(error) => error,
+        };
+        let (local, share) = self.store_failed(error)?;
+        Ok((local.check_now(share, key, cost), Place::Local))
     }
 }
 

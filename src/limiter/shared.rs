@@ -1,38 +1,38 @@
-//! What every clone of a limiter shares: the store, the policy, the memory fallback and the
-//! breaker, and the one store call each booking makes ([`Shared::book`]). What memory booked
-//! while the store was gone is told to it when it answers again (`rejoin.rs`).
+//! What every clone of a limiter shares: its engine (one rule: the policy and its failure
+//! mode; the store, the breaker, the deadline, the local fallback), and the one store call
+//! each booking makes ([`Shared::book`]). What memory booked while the store was gone is told
+//! to it when it answers again (`rejoin.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::booking::{Booking, Undo};
+use super::booking::{Booking, Place, Undo};
 use super::detached::detached;
 use super::rejoin::Outage;
+use crate::engine::{Engine, Failure, Late, OnFailure, Rule, Settings as EngineSettings};
 use crate::error::StoreError;
+use crate::failure::CircuitBreaker;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::{MemoryStore, Reserved, Store, reservable};
 
+/// The limiter's one rule in its engine.
+const RULE: usize = 0;
+
 pub(super) struct Shared {
-    pub(super) store: Arc<dyn Store>,
+    /// The engine over the policy: the store behind its breaker (a cool-down: any failure
+    /// leaves the store alone for a while, then one call tries it), the deadline, the failure
+    /// mode and the local fallback at this process's share.
+    pub(super) engine: Engine,
     pub(super) policy: Policy,
     /// Every limit reserves and the store books slots: one call per permit. Otherwise the
     /// limiter checks and retries (`retry.rs`).
     pub(super) native: bool,
     pub(super) max_wait: Duration,
-    deadline: Duration,
-    /// `None`: fail while the store fails; else decide in `local` under `local_policy`.
-    local_mode: bool,
-    pub(super) local: MemoryStore,
-    pub(super) local_policy: Policy,
-    cool_down: Duration,
-    /// Until when (ms after `epoch`) the store is left alone; 0 while it answers.
-    pub(super) down_until: AtomicU64,
     /// What memory booked since the store failed, told to it when it answers (`rejoin.rs`).
     pub(super) outage: Outage,
-    epoch: Instant,
     pub(super) calls: AtomicU64,
     pub(super) local_decisions: AtomicU64,
     /// Per limit: whether it counts permits (1 each) rather than their cost.
@@ -49,13 +49,6 @@ pub(super) struct Settings {
     pub(super) per_request: Box<[bool]>,
 }
 
-/// Where a booking was decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Place {
-    Store,
-    Local,
-}
-
 impl Shared {
     pub(super) fn new(
         store: Arc<dyn Store>,
@@ -64,84 +57,61 @@ impl Shared {
         settings: Settings,
     ) -> Self {
         let native = reservable(&policy) && store.reservations().is_some();
+        let on_failure = match settings.instances {
+            Some(instances) => OnFailure::Local { instances },
+            None => OnFailure::Unavailable,
+        };
+        let engine_settings = EngineSettings {
+            breaker: CircuitBreaker::on_any_failure(settings.cool_down),
+            // No deny cache (a limiter waits for its slot), no bound on calls in flight (a
+            // limiter's callers wait their turn).
+            deny_cache: 0,
+            max_calls: None,
+            late: Late::ByMode,
+            ..EngineSettings::new(settings.deadline)
+        };
+        let shared = crate::engine::Shared::new(store, engine_settings).with_local_store(local);
+        // The limiter prepares its own calls (reservations, or the checks of `retry.rs`).
+        let engine = Engine::new(&shared, [Rule::new(&policy, on_failure).unprepared()]);
         Shared {
-            local_policy: policy.scaled(settings.instances.unwrap_or(1)),
-            local_mode: settings.instances.is_some(),
+            engine,
             native,
-            store,
             policy,
             max_wait: settings.max_wait,
-            deadline: settings.deadline,
-            local,
-            cool_down: settings.cool_down,
-            down_until: AtomicU64::new(0),
             outage: Outage::default(),
-            epoch: Instant::now(),
             calls: AtomicU64::new(0),
             local_decisions: AtomicU64::new(0),
             per_request: settings.per_request,
         }
     }
 
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
-    }
-
-    /// Whether to ask the store now: it answers, or its cool-down is over and this caller
-    /// won the one call that tries it again (the others decide in memory meanwhile).
-    pub(super) fn store_open(&self) -> bool {
-        let until = self.down_until.load(Ordering::Acquire);
-        if until == 0 {
-            return true;
-        }
-        let now = self.now_ms();
-        now >= until
-            && self
-                .down_until
-                .compare_exchange(
-                    until,
-                    now + ms(self.cool_down),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
+    pub(super) fn store(&self) -> &Arc<dyn Store> {
+        self.engine.store()
     }
 
     pub(super) fn deadline(&self) -> Duration {
-        self.deadline
+        self.engine.deadline()
     }
 
-    pub(super) fn store_answered(&self) {
-        if self.down_until.load(Ordering::Relaxed) != 0 {
-            self.down_until.store(0, Ordering::Release);
-            tracing::info!(policy = self.policy.name(), "the store answers again");
-        }
+    /// The engine's local fallback: its memory and this process's share of the policy.
+    pub(super) fn local(&self) -> Option<(&MemoryStore, &Policy)> {
+        self.engine.local(RULE)
     }
 
-    /// The store failed: decide in memory (or fail) for a cool-down.
-    pub(super) fn store_failed(&self, err: StoreError) -> Result<(), AcquireError> {
-        if self
-            .down_until
-            .swap(self.now_ms() + ms(self.cool_down), Ordering::AcqRel)
-            == 0
-        {
-            tracing::warn!(policy = self.policy.name(), error = %err, "the store failed; deciding in memory");
+    /// The store failed (or its circuit is open): the engine's failure path decides whether
+    /// to book in memory (where, and at which share of the policy) or fail.
+    pub(super) fn store_failed(
+        &self,
+        error: StoreError,
+    ) -> Result<(&MemoryStore, &Policy), AcquireError> {
+        match self.engine.failure(RULE, &error) {
+            Failure::Local(share) => {
+                let policy = share.policy().ok_or(AcquireError::Store(error))?;
+                self.local_decisions.fetch_add(1, Ordering::Relaxed);
+                Ok((share.store(), policy))
+            }
+            _ => Err(AcquireError::Store(error)),
         }
-        if self.local_mode {
-            Ok(())
-        } else {
-            Err(AcquireError::Store(err))
-        }
-    }
-
-    /// Readies a decision in memory, the store being left alone: counted; refused when the
-    /// limiter fails rather than deciding in memory.
-    pub(super) fn in_memory(&self) -> Result<(), AcquireError> {
-        if !self.local_mode {
-            return Err(AcquireError::Store(StoreError::CircuitOpen));
-        }
-        self.local_decisions.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Books `cost` for `key` within `max_wait` in one call: the store's reservation, or, while
@@ -153,63 +123,60 @@ impl Shared {
         cost: u64,
         max_wait: Duration,
     ) -> Result<(Instant, Booking), AcquireError> {
-        if self.store_open() {
-            let shared = Arc::clone(self);
-            let (k, deadline) = (key.clone(), self.deadline);
-            let costs = self.costs(cost);
-            self.calls.fetch_add(1, Ordering::Relaxed);
-            let call = async move {
-                let Some(reservations) = shared.store.reservations() else {
-                    return Err(StoreError::Unsupported("reservations"));
+        let answer = match self.engine.enter(&self.policy, key) {
+            Ok(pass) => {
+                let shared = Arc::clone(self);
+                let k = key.clone();
+                let costs = self.costs(cost);
+                self.calls.fetch_add(1, Ordering::Relaxed);
+                let call = async move {
+                    let Some(reservations) = shared.store().reservations() else {
+                        return Err(StoreError::Unsupported("reservations"));
+                    };
+                    let until = tokio::time::Instant::now() + shared.deadline();
+                    let booked = reservations.reserve(&shared.policy, &k, &costs, max_wait);
+                    let answer = shared.engine.wait(booked, until).await;
+                    // Back after failing: tell it what memory booked meanwhile before anyone
+                    // else goes back (here, so that a caller dropped meanwhile gives its slot
+                    // back).
+                    if answer.is_ok() && pass.is_probe() {
+                        shared.store_returned().await;
+                    }
+                    shared.engine.record_call(pass, &answer);
+                    answer
                 };
-                let booked = reservations.reserve(&shared.policy, &k, &costs, max_wait);
-                let answer = match tokio::time::timeout(deadline, booked).await {
-                    Ok(answer) => answer,
-                    Err(_) => Err(StoreError::Timeout(deadline)),
-                };
-                // Back after failing: tell it what memory booked meanwhile before anyone
-                // else goes back (here, so that a caller dropped meanwhile gives its slot back).
-                if answer.is_ok() {
-                    shared.store_returned().await;
-                }
-                answer
-            };
-            // Run apart from the caller: one that gives up while the call is in flight must
-            // not leave a booked slot behind.
-            let orphan = Arc::clone(self);
-            let k = key.clone();
-            let answer = detached(call, move |answer| {
-                if let Ok(Reserved::Slot(r)) = answer {
-                    Booking::Reserved(Place::Store, cost, r).give_back(&orphan, &k);
-                }
-            })
-            .await;
-            let at = Instant::now();
-            match answer {
-                Ok(Reserved::Slot(r)) => {
-                    // Mirrored at this process's share, as far as it goes by the same slot: a
-                    // backlog booked in the store is one in memory too, so that a store
-                    // failing now does not let memory admit beside the slots still to come.
-                    let costs = self.costs(cost);
-                    let _ = self
-                        .local
-                        .reserve_now(&self.local_policy, key, &costs, r.wait());
-                    return Ok((at, Booking::Reserved(Place::Store, cost, r)));
-                }
-                Ok(Reserved::TooLong { wait }) => {
-                    return Err(AcquireError::TooLong { wait });
-                }
-                Ok(Reserved::Never) => {
-                    return Err(AcquireError::Never { cost });
-                }
-                Err(err) => self.store_failed(err)?,
+                // Run apart from the caller: one that gives up while the call is in flight
+                // must not leave a booked slot behind.
+                let orphan = Arc::clone(self);
+                let k = key.clone();
+                detached(call, move |answer| {
+                    if let Ok(Reserved::Slot(r)) = answer {
+                        orphan.give_back(&Booking::Reserved(Place::Store, cost, r), &k);
+                    }
+                })
+                .await
             }
-        }
-        self.in_memory()?;
+            Err(error) => Err(error),
+        };
+        let at = Instant::now();
+        let error = match answer {
+            Ok(Reserved::Slot(r)) => {
+                // Mirrored at this process's share, as far as it goes by the same slot: a
+                // backlog booked in the store is one in memory too, so that a store failing
+                // now does not let memory admit beside the slots still to come.
+                if let Some((local, share)) = self.local() {
+                    let _ = local.reserve_now(share, key, &self.costs(cost), r.wait());
+                }
+                return Ok((at, Booking::Reserved(Place::Store, cost, r)));
+            }
+            Ok(Reserved::TooLong { wait }) => return Err(AcquireError::TooLong { wait }),
+            Ok(Reserved::Never) => return Err(AcquireError::Never { cost }),
+            Err(error) => error,
+        };
+        let (local, share) = self.store_failed(error)?;
         let costs = self.costs(cost);
-        let answer = self
-            .local
-            .reserve_now(&self.local_policy, key, &costs, max_wait)
+        let answer = local
+            .reserve_now(share, key, &costs, max_wait)
             .map_err(AcquireError::Store)?;
         match answer {
             Reserved::Slot(r) => {
@@ -247,6 +214,24 @@ impl Shared {
             .collect()
     }
 
+    /// The store answered the call that tried it after a failure (its circuit stays open
+    /// meanwhile): it is told first what memory booked meanwhile that still counts
+    /// (`rejoin.rs`), before every caller goes back to it.
+    async fn store_returned(&self) {
+        let calls = self
+            .outage
+            .tell(self.store(), &self.policy, self.deadline())
+            .await;
+        self.calls.fetch_add(calls, Ordering::Relaxed);
+    }
+
+    /// Gives all of `booking` back, once, on a task of its own (a drop cannot wait).
+    pub(super) fn give_back(self: &Arc<Self>, booking: &Booking, key: &Key) {
+        if let Some(undo) = booking.undo(|units| self.unit_costs(units), None) {
+            self.undo_later(key, undo);
+        }
+    }
+
     /// Gives `undo` back, on a task of its own (a drop cannot wait).
     pub(super) fn undo_later(self: &Arc<Self>, key: &Key, undo: Undo) {
         if matches!(
@@ -268,10 +253,13 @@ impl Shared {
     }
 
     fn undo_local(&self, key: &Key, undo: Undo) -> Result<(), StoreError> {
+        let Some((local, share)) = self.local() else {
+            return Ok(());
+        };
         match undo {
-            Undo::Reserved(_, costs) => self.local.give_back_now(&self.local_policy, key, &costs),
+            Undo::Reserved(_, costs) => local.give_back_now(share, key, &costs),
             Undo::Refund(_, refund) => {
-                self.local.refund_now(&self.local_policy, key, refund);
+                local.refund_now(share, key, refund);
                 Ok(())
             }
         }
@@ -281,16 +269,18 @@ impl Shared {
     pub(super) async fn undo_now(&self, key: &Key, undo: Undo) -> Result<(), StoreError> {
         match undo {
             Undo::Reserved(Place::Store, costs) => {
-                if let Some(reservations) = self.store.reservations() {
+                if let Some(reservations) = self.store().reservations() {
                     self.calls.fetch_add(1, Ordering::Relaxed);
                     reservations.give_back(&self.policy, key, &costs).await?;
                     // The mirror gives back too (as far as it took: never below fresh).
-                    let _ = self.local.give_back_now(&self.local_policy, key, &costs);
+                    if let Some((local, share)) = self.local() {
+                        let _ = local.give_back_now(share, key, &costs);
+                    }
                 }
                 Ok(())
             }
             Undo::Refund(Place::Store, refund) => {
-                if let Some(refunds) = self.store.refunds() {
+                if let Some(refunds) = self.store().refunds() {
                     self.calls.fetch_add(1, Ordering::Relaxed);
                     refunds.refund(&self.policy, key, refund).await?;
                 }
@@ -299,8 +289,4 @@ impl Shared {
             local => self.undo_local(key, local),
         }
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 2)
 }

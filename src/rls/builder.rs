@@ -1,23 +1,20 @@
 //! [`RateLimitServiceBuilder`]: the settings of a [`RateLimitService`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use std::collections::HashMap;
-
 use super::config::RlsConfig;
+use super::failure_mode::Modes;
 use super::service::{Generation, Inner, RateLimitService};
 use super::settle::SettleKey;
 use super::{FailureMode, HashTag, LimitHeaders};
-use crate::engine::breakers::Breakers;
-use crate::engine::deny_cache::DEFAULT_DENY_CACHE;
-use crate::engine::in_flight::{DEFAULT_MAX_STORE_CALLS, InFlight};
-use crate::engine::{self};
+use crate::engine::{self, Late};
 use crate::failure::CircuitBreaker;
 use crate::response::HeaderStyle;
-use crate::store::{Commit, MemoryStore, Store};
+use crate::store::{Commit, Store};
 
 /// The default store deadline: well under Envoy's default RLS timeout of 20 ms, so that a slow
 /// store gets the domain's [`FailureMode`] (by default `UNAVAILABLE`, and Envoy's
@@ -48,8 +45,8 @@ pub struct RateLimitServiceBuilder {
     store: Arc<dyn Store>,
     per_second: Option<Arc<dyn Store>>,
     config: RlsConfig,
-    deadline: Duration,
-    breaker: CircuitBreaker,
+    /// The engine's settings: the deadline, the breaker, the deny cache, the calls in flight.
+    engine: engine::Settings,
     headers: HeaderStyle,
     global_shadow: bool,
     global_quota: bool,
@@ -59,7 +56,6 @@ pub struct RateLimitServiceBuilder {
     limit_headers: Option<LimitHeaders>,
     on_store_error: FailureMode,
     domain_modes: HashMap<String, FailureMode>,
-    deny_cache: usize,
     hash_tag: HashTag,
     commit: Commit,
     settle_key: SettleKey,
@@ -69,7 +65,7 @@ impl std::fmt::Debug for RateLimitServiceBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RateLimitServiceBuilder")
             .field("store", &self.store.kind())
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.engine.deadline)
             .finish_non_exhaustive()
     }
 }
@@ -80,8 +76,13 @@ impl RateLimitServiceBuilder {
             store,
             per_second: None,
             config: RlsConfig::default(),
-            deadline: DEFAULT_RLS_DEADLINE,
-            breaker: CircuitBreaker::new(),
+            engine: engine::Settings {
+                // Envoy bounds what waits on this service (its own timeout); the call budget
+                // is the operator's choice, off by default: a request is never refused for it.
+                max_calls: None,
+                late: Late::ByMode,
+                ..engine::Settings::new(DEFAULT_RLS_DEADLINE)
+            },
             headers: HeaderStyle::None,
             global_shadow: false,
             global_quota: false,
@@ -91,7 +92,6 @@ impl RateLimitServiceBuilder {
             limit_headers: None,
             on_store_error: FailureMode::default(),
             domain_modes: HashMap::new(),
-            deny_cache: DEFAULT_DENY_CACHE,
             hash_tag: HashTag::Domain,
             commit: Commit::Always,
             settle_key: SettleKey::random(),
@@ -121,7 +121,7 @@ impl RateLimitServiceBuilder {
     ///     .store_deadline(Duration::from_millis(8));
     /// ```
     pub fn store_deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = deadline.max(Duration::from_millis(1));
+        self.engine.deadline = deadline.max(Duration::from_millis(1));
         self
     }
 
@@ -134,7 +134,7 @@ impl RateLimitServiceBuilder {
     ///     .circuit_breaker(CircuitBreaker::disabled());
     /// ```
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
-        self.breaker = breaker;
+        self.engine.breaker = breaker;
         self
     }
 
@@ -323,7 +323,24 @@ impl RateLimitServiceBuilder {
     ///     .deny_cache(0);
     /// ```
     pub fn deny_cache(mut self, capacity: usize) -> Self {
-        self.deny_cache = capacity;
+        self.engine.deny_cache = capacity;
+        self
+    }
+
+    /// The most store calls this service has in flight at once (default: no bound). Past it,
+    /// a request is answered by its domain's [`FailureMode`] without calling the store (by
+    /// default `UNAVAILABLE`, and Envoy's `failure_mode_deny` decides), instead of queueing
+    /// behind a store that a flood has slowed: every call would then miss the deadline. Each
+    /// store (the per-second one too) has a bound of its own. Off by default, so that a
+    /// service answers every request it answered before this setting existed; Envoy's own
+    /// timeout bounds what waits on it.
+    ///
+    /// ```
+    /// let b = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new())
+    ///     .max_store_calls(512);
+    /// ```
+    pub fn max_store_calls(mut self, calls: usize) -> Self {
+        self.engine.max_calls = Some(calls.max(1));
         self
     }
 
@@ -371,34 +388,23 @@ impl RateLimitServiceBuilder {
     /// let service = redlimit::rls::RateLimitService::builder(redlimit::store::MemoryStore::new()).build();
     /// ```
     pub fn build(self) -> RateLimitService {
-        let kind = self.store.kind();
-        let shared = engine::Shared {
-            store: self.store,
-            deadline: self.deadline,
-            breakers: Arc::new(Breakers::new(self.breaker, kind)),
-            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
-            throttle: Arc::default(),
-            local_store: MemoryStore::new(),
-            deny_cache: self.deny_cache,
-        };
+        let shared = engine::Shared::new(self.store, self.engine);
         // Breakers and calls in flight of its own; the fallback's memory is the main one's (a
         // counter's key names its limit: they never meet).
-        let per_second = self.per_second.map(|store| engine::Shared {
-            breakers: Arc::new(Breakers::new(self.breaker, store.kind())),
-            store,
-            deadline: self.deadline,
-            in_flight: Arc::new(InFlight::new(DEFAULT_MAX_STORE_CALLS)),
-            throttle: Arc::clone(&shared.throttle),
-            local_store: shared.local_store.clone(),
-            deny_cache: self.deny_cache,
-        });
-        let generation = Generation::new(&shared, per_second.as_ref(), Arc::new(self.config));
+        let per_second = self
+            .per_second
+            .map(|store| shared.beside(store, self.engine.breaker));
+        let modes = Modes {
+            by_domain: self.domain_modes,
+            default: self.on_store_error,
+        };
+        let config = Arc::new(self.config);
+        let generation = Generation::new(&shared, per_second.as_ref(), config, &modes);
         RateLimitService::from_inner(Inner {
             shared,
             per_second,
             generation: ArcSwap::from_pointee(generation),
-            on_store_error: self.on_store_error,
-            domain_modes: self.domain_modes,
+            modes,
             headers: self.headers,
             global_shadow: self.global_shadow,
             global_quota: self.global_quota,

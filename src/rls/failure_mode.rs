@@ -1,9 +1,13 @@
 //! [`FailureMode`]: what a domain's requests get when the store fails, misses the deadline, or
 //! its circuit is open.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
+use super::config::RlsConfig;
+
+use crate::engine::OnFailure;
 use crate::failure::OnStoreError;
 
 /// What a domain's requests get when the store fails, misses the store deadline, or its
@@ -83,5 +87,35 @@ impl fmt::Display for FailureMode {
             FailureMode::Local { instances: 1 } => f.write_str("local"),
             FailureMode::Local { instances } => write!(f, "local:{instances}"),
         }
+    }
+}
+
+/// The engine's failure mode of a domain's rule.
+impl From<FailureMode> for OnFailure {
+    fn from(mode: FailureMode) -> Self {
+        match mode {
+            FailureMode::Unavailable => OnFailure::Unavailable,
+            FailureMode::Open => OnFailure::Open,
+            FailureMode::Closed => OnFailure::Closed,
+            FailureMode::Local { instances } => OnFailure::Local { instances },
+        }
+    }
+}
+
+/// A service's failure modes: the builder's by domain, else the configuration's, else the
+/// service's.
+pub(super) struct Modes {
+    pub(super) by_domain: HashMap<String, FailureMode>,
+    pub(super) default: FailureMode,
+}
+
+impl Modes {
+    /// The failure mode of `domain` under `config`.
+    pub(super) fn of(&self, config: &RlsConfig, domain: &str) -> FailureMode {
+        self.by_domain
+            .get(domain)
+            .copied()
+            .or_else(|| config.domain(domain).and_then(|d| d.on_store_error))
+            .unwrap_or(self.default)
     }
 }

@@ -1,39 +1,29 @@
-//! A request whose store calls failed, missed the deadline or found the circuit open: answered
-//! by its domain's [`FailureMode`].
+//! A request whose store calls failed, missed the deadline, found the circuit open or too
+//! many calls in flight: the engine's failure path decides by the domain's rule
+//! ([`FailureMode`](super::FailureMode)); here its outcome becomes the RLS's answer.
 
 use tonic::Status;
 
-use super::FailureMode;
 use super::plan::Plan;
 use super::run::{Evaluated, Runner, Via};
-use super::service::Inner;
 use crate::decision::LimitState;
-use crate::error::{Chain, StoreError};
+use crate::engine::{Engine, Failure};
+use crate::error::StoreError;
+use crate::store::Commit;
 
-/// The counters' states as `mode` has them after `error`, or the status to answer with.
+/// The counters' states the engine's failure path has for `plan` after `error`, or the
+/// status to answer with.
 pub(super) async fn failed(
-    inner: &Inner,
-    domain: &str,
+    engine: &Engine,
     plan: &Plan,
-    mode: FailureMode,
+    commit: Commit,
     error: &StoreError,
 ) -> Result<Vec<Option<Evaluated>>, Status> {
-    let what = match mode {
-        FailureMode::Unavailable => "answering UNAVAILABLE",
-        FailureMode::Open => "answering OK (fail open)",
-        FailureMode::Closed => "answering OVER_LIMIT (fail closed)",
-        FailureMode::Local { .. } => "deciding in memory (local fallback)",
-    };
-    if inner.shared.throttle.should_warn() {
-        tracing::warn!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
-    } else {
-        tracing::debug!(domain, error = %Chain(error), "rls: rate limit store failed; {what}");
-    }
-    match mode {
-        FailureMode::Unavailable => Err(Status::unavailable(format!("rate limit store: {error}"))),
+    match engine.failure(plan.rule, error) {
+        Failure::Unavailable => Err(Status::unavailable(format!("rate limit store: {error}"))),
         // Nothing known: every counter within its limit (a zero limit is over regardless).
-        FailureMode::Open => Ok(vec![None; plan.counters.len()]),
-        FailureMode::Closed => Ok(plan
+        Failure::Open => Ok(vec![None; plan.counters.len()]),
+        Failure::Closed => Ok(plan
             .counters
             .iter()
             .map(|counter| {
@@ -47,14 +37,14 @@ pub(super) async fn failed(
                 })
             })
             .collect()),
-        FailureMode::Local { instances } => {
-            let via = Via::Local(&inner.shared.local_store, instances);
-            let commit = inner.commit;
-            (Runner { via, commit })
-                .run(plan)
-                .await
-                .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}")))
-        }
+        // The same plan, run on this server's share of each limit in memory.
+        Failure::Local(share) => (Runner {
+            via: Via::Local(share),
+            commit,
+        })
+        .run(plan)
+        .await
+        .map_err(|error| Status::unavailable(format!("rate limit local fallback: {error}"))),
     }
 }
 
@@ -153,5 +143,152 @@ descriptors: [{key: ip, rate_limit: {unit: day, requests_per_unit: 4}}]
         assert!(error.to_string().contains("maybe"), "{error}");
         let nested = "domain: d\ndescriptors: [{key: k, on_store_error: open}]\n";
         assert!(parse(nested).is_err(), "a descriptor has no failure mode");
+    }
+}
+
+#[cfg(test)]
+mod budget {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use tokio::sync::Semaphore;
+
+    use super::super::config::RlsConfig;
+    use super::super::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    use super::super::testing::request;
+    use super::super::{FailureMode, RateLimitService, RateLimitServiceBuilder};
+    use crate::key::Key;
+    use crate::policy::Policy;
+    use crate::store::{Check, Commit, LimitCosts, MemoryStore, Store};
+
+    /// A memory store whose calls wait for a permit of `gate` (one per call), counting them.
+    #[derive(Clone)]
+    struct Gated {
+        memory: MemoryStore,
+        gate: Arc<Semaphore>,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl Gated {
+        fn pending(&self, answer: impl FnOnce() -> Check + Send + 'static) -> Check {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let gate = Arc::clone(&self.gate);
+            Check::pending(async move {
+                gate.acquire().await.expect("open").forget();
+                answer().await
+            })
+        }
+    }
+
+    impl Store for Gated {
+        fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
+            let (memory, policy, key) = (self.memory.clone(), policy.clone(), key.clone());
+            self.pending(move || Check::ready(Ok(memory.check_now(&policy, &key, cost))))
+        }
+
+        fn limit_costs(&self) -> Option<&dyn LimitCosts> {
+            Some(self)
+        }
+    }
+
+    impl LimitCosts for Gated {
+        fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
+            let (memory, policy, key) = (self.memory.clone(), policy.clone(), key.clone());
+            let costs = costs.to_vec();
+            self.pending(move || {
+                Check::ready(memory.check_costs_now(&policy, &key, &costs, commit))
+            })
+        }
+    }
+
+    fn service(
+        store: Gated,
+        build: impl Fn(RateLimitServiceBuilder) -> RateLimitServiceBuilder,
+    ) -> RateLimitService {
+        let config = RlsConfig::parse(
+            [("d.yaml", "domain: d\ndescriptors: [{key: ip, rate_limit: {unit: day, requests_per_unit: 9}}]\n")],
+            false,
+        )
+        .unwrap();
+        let builder = RateLimitService::builder(store)
+            .config(config)
+            .store_deadline(Duration::from_secs(30));
+        build(builder).build()
+    }
+
+    /// Waits (with a deadline) until `store` has been called `n` times.
+    async fn called(store: &Gated, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store.calls.load(Ordering::SeqCst) < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the store was not called"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn past_its_call_budget_a_request_gets_its_failure_mode_without_a_store_call() {
+        let store = Gated {
+            memory: MemoryStore::new(),
+            gate: Arc::new(Semaphore::new(0)),
+            calls: Arc::default(),
+        };
+        let service = service(store.clone(), |b| {
+            b.max_store_calls(1)
+                .domain_on_store_error("d", FailureMode::Closed)
+        });
+        let held = tokio::spawn({
+            let service = service.clone();
+            async move {
+                service
+                    .should_rate_limit(request("d", &[&[("ip", "1")]]))
+                    .await
+            }
+        });
+        called(&store, 1).await;
+        // The one place is taken: answered by the domain's mode (closed), the store not asked.
+        let over = service
+            .should_rate_limit(request("d", &[&[("ip", "2")]]))
+            .await
+            .unwrap();
+        assert_eq!(over.overall_code(), Code::OverLimit);
+        assert_eq!(store.calls.load(Ordering::SeqCst), 1);
+        store.gate.add_permits(1);
+        assert_eq!(held.await.unwrap().unwrap().overall_code(), Code::Ok);
+        // The place is free again.
+        store.gate.add_permits(1);
+        let ok = service.should_rate_limit(request("d", &[&[("ip", "2")]]));
+        assert_eq!(ok.await.unwrap().overall_code(), Code::Ok);
+    }
+
+    #[tokio::test]
+    async fn by_default_no_call_waits_for_a_place() {
+        let store = Gated {
+            memory: MemoryStore::new(),
+            gate: Arc::new(Semaphore::new(0)),
+            calls: Arc::default(),
+        };
+        let service = service(store.clone(), |b| b);
+        let calls = 300;
+        let waiting: Vec<_> = (0..calls)
+            .map(|i| {
+                let service = service.clone();
+                tokio::spawn(async move {
+                    let ip = i.to_string();
+                    service
+                        .should_rate_limit(request("d", &[&[("ip", &ip)]]))
+                        .await
+                })
+            })
+            .collect();
+        // More calls in flight at once than the layer's default bound (256), all made.
+        called(&store, calls).await;
+        store.gate.add_permits(calls);
+        for answer in waiting {
+            assert_eq!(answer.await.unwrap().unwrap().overall_code(), Code::Ok);
+        }
     }
 }

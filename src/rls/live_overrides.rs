@@ -17,7 +17,6 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use super::config::{RlsLimit, RlsRule, Unit};
-use super::plan::Shown;
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 use crate::limit::Limit;
@@ -162,12 +161,13 @@ pub(crate) fn limits_policy(rule: &RlsRule) -> Result<Policy, String> {
 }
 
 /// `limit` counted at `rate` instead (its algorithm kept), and what `current_limit` then says:
-/// `N` per the longest unit the period is a whole number of. `None` if the rate does not fit
-/// the algorithm (the rule changed since the override was set): the rule's limit stands.
+/// `N` (`requests_per_unit`) per the longest unit the period is a whole number of. `None` if
+/// the rate does not fit the algorithm (the rule changed since the override was set): the
+/// rule's limit stands.
 pub(super) fn overridden(
     limit: &RlsLimit,
     (count, period): (u64, Duration),
-) -> Option<(Limit, Shown)> {
+) -> Option<(Limit, u32, Unit)> {
     limit.limit()?;
     let counted = Limit::new(limit.algorithm(), count, period).ok()?;
     let unit = Unit::ALL
@@ -176,12 +176,7 @@ pub(super) fn overridden(
         .find(|u| period.subsec_nanos() == 0 && period.as_secs() % u.seconds() == 0)
         .copied()
         .unwrap_or(Unit::Second);
-    let shown = Shown {
-        requests_per_unit: u32::try_from(count).unwrap_or(u32::MAX),
-        unit: unit.proto_number(),
-        name: limit.name().unwrap_or_default().to_owned(),
-    };
-    Some((counted, shown))
+    Some((counted, u32::try_from(count).unwrap_or(u32::MAX), unit))
 }
 
 #[cfg(test)]
@@ -212,13 +207,10 @@ mod tests {
         .unwrap();
         let domain = config.domain("d").unwrap();
         let rule = domain.find(&[("k", "v")]).unwrap();
-        let (limit, shown) = overridden(&rule.limits()[0], (50, Duration::from_secs(120))).unwrap();
+        let (limit, requests_per_unit, unit) =
+            overridden(&rule.limits()[0], (50, Duration::from_secs(120))).unwrap();
         assert_eq!(limit, Limit::gcra(50, Duration::from_secs(120)).unwrap());
-        assert_eq!(
-            (shown.requests_per_unit, shown.unit),
-            (50, Unit::Minute.proto_number())
-        );
-        assert_eq!(shown.name, "n");
+        assert_eq!((requests_per_unit, unit), (50, Unit::Minute));
         assert!(limits_policy(rule).is_ok());
         assert!(limits_policy(domain.find(&[("z", "v")]).unwrap()).is_err());
     }

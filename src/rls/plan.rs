@@ -81,6 +81,8 @@ type Entries<'a> = SmallVec<[(&'a str, &'a str); 4]>;
 /// Every descriptor of a request, resolved, and the counters they touch.
 #[derive(Debug)]
 pub(super) struct Plan {
+    /// The engine's rule of the request's domain (its position in the configuration).
+    pub(super) rule: usize,
     pub(super) descriptors: SmallVec<[Resolved; 2]>,
     pub(super) counters: SmallVec<[Counter; 2]>,
     /// Each descriptor's stats key as envoyproxy/ratelimit names it (`domain.key_value...`),
@@ -117,7 +119,7 @@ pub(super) fn plan(
             request.descriptors.len()
         )));
     }
-    let Some(domain) = config.domain(&request.domain) else {
+    let Some((rule, domain)) = config.domain_at(&request.domain) else {
         return Ok(None);
     };
     let request_hits = u64::from(request.hits_addend.max(1));
@@ -126,6 +128,7 @@ pub(super) fn plan(
         by_descriptor: domain.hash_tag.unwrap_or(hash_tag) == HashTag::Descriptor,
     };
     let mut plan = Plan {
+        rule,
         descriptors: SmallVec::with_capacity(request.descriptors.len()),
         counters: SmallVec::new(),
         stats: (0..request.descriptors.len())
@@ -216,7 +219,14 @@ pub(super) fn plan(
                         };
                         (limit.limit().copied(), limit.policy().cloned(), shown)
                     },
-                    |(counted, shown)| (Some(counted), None, shown),
+                    |(counted, requests_per_unit, unit)| {
+                        let shown = Shown {
+                            requests_per_unit,
+                            unit: unit.proto_number(),
+                            name: limit.name().unwrap_or_default().to_owned(),
+                        };
+                        (Some(counted), None, shown)
+                    },
                 );
             plan.counters.push(Counter {
                 descriptor: i,

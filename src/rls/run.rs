@@ -1,37 +1,42 @@
 //! The store calls of one request: its counters in as few atomic checks as their stores and
-//! hash tags allow, within one deadline, through the circuit breakers.
+//! hash tags allow, within one deadline, through the engine (its deny cache, breakers, call
+//! budget; the domain's rule).
 //!
 //! Every counter of one store and one hash tag goes into one check (one `Policy` of their
 //! limits, each limit under its counter's key: [`Key::with_named_limit_keys`], each charged
 //! its descriptor's hits: [`LimitCosts`](crate::store::LimitCosts)), so the common request
 //! under [`HashTag::Domain`](super::HashTag::Domain), whatever its descriptors' `hits_addend`,
-//! is one atomic store call: all charged or none, never charged and refunded. (A store
-//! without `LimitCosts` gets a check per cost.) A check holds at most
-//! [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one sliding log;
-//! more, or counters of different stores (the per-second one) or hash tags
-//! ([`HashTag::Descriptor`](super::HashTag::Descriptor): one per descriptor, so one Cluster
-//! slot each) are further checks. Checks of one tag (a lane) are made one after the other,
-//! the lanes at once (joined in this task): the first denial anywhere starts no further
-//! check, and the checks admitted, in any lane, are refunded (on a store with
-//! [`Refunds`](crate::store::Refunds)), so a rejected request charges nothing once the
-//! refunds land, about a round trip later. Check-only descriptors (`hits_addend` 0) are reads
-//! of cost 0, made first, at once. Quota-mode and shadow-mode descriptors are checked on their
-//! own, after the enforced ones: their being over must not stop the others' charge.
+//! is one atomic store call. (A store without `LimitCosts` gets a check per cost.) A check
+//! holds at most [`MAX_LIMITS`](crate::policy::MAX_LIMITS) limits, distinct counters and one
+//! sliding log; more, or counters of different stores (the per-second one: `home.rs`) or hash
+//! tags ([`HashTag::Descriptor`](super::HashTag::Descriptor): one per descriptor, so one
+//! Cluster slot each) are further checks.
+//!
+//! Where every hit lands ([`Commit::Always`], the default) every check is made at once and
+//! nothing is refunded (here). All or none (`all_or_none.rs`): checks of one tag (a lane) are
+//! made one after the other, the lanes at once, the first denial anywhere starts no further
+//! check, and the checks admitted are refunded.
 
-use std::sync::Arc;
-use std::time::{Instant, UNIX_EPOCH};
+mod all_or_none;
+mod home;
+mod join;
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
-use super::home::{Home, pick};
-use super::lanes::{Group, Step, groups, lanes};
-use super::plan::{Counter, Mode, Plan, Resolved};
-use crate::decision::{Decision, DecisionSource, LimitState};
-use crate::engine::Engine;
+#[cfg(feature = "admin")]
+pub(super) use home::Home;
+pub(super) use home::Homes;
+
+use super::plan::{Counter, Plan, Resolved};
+use crate::decision::{Decision, LimitState};
+use crate::engine::{Engine, LocalShare, Stamp};
 use crate::error::StoreError;
 use crate::key::Key;
-use crate::policy::Policy;
-use crate::store::{Commit, MemoryStore, Refund, Store};
+use crate::limit::Algorithm;
+use crate::policy::{MAX_LIMITS, Policy};
+use crate::store::Commit;
 
 /// The policy name of every RLS check (the counters' keys tell them apart).
 pub(crate) const POLICY: &str = "rls";
@@ -68,39 +73,20 @@ pub(super) fn is_over(counter: &Counter, evaluated: Option<&Evaluated>) -> bool 
     }
 }
 
-/// A check the store admitted with a cost, kept to refund if the request is refused.
-pub(super) struct Charged {
-    /// The store that charged it.
-    pub(super) home: Home,
-    /// The counters it charged.
-    pub(super) members: SmallVec<[usize; 4]>,
-    pub(super) descriptor: Option<usize>,
-    pub(super) policy: Policy,
-    pub(super) key: Key,
-    pub(super) decision: Decision,
-    /// Each member's cost, in the order of `members`.
-    pub(super) costs: SmallVec<[u64; 4]>,
-}
-
-/// The deny cache's rule for every counter (a counter's key names its domain).
-pub(super) const RULE: usize = 0;
-
 /// Where a request's checks go.
 #[derive(Clone, Copy)]
 pub(super) enum Via<'a> {
-    /// The engine: its deny cache, the breakers, the store, until the request's deadline;
-    /// with the local fallback to mirror admissions into (its store and the servers sharing
-    /// the limits) in local failure mode. Counters of unit `second` go to `per_second`'s
-    /// store when there is one.
+    /// The engine, until the request's deadline: its deny cache, the breakers, the call
+    /// budget, the store; the domain's rule mirrors admissions into the local fallback when
+    /// its failure mode is local. Counters of unit `second` go to `per_second`'s store when
+    /// there is one.
     Engine {
         engine: &'a Engine,
         per_second: Option<&'a Engine>,
         until: tokio::time::Instant,
-        mirror: Option<(&'a MemoryStore, u32)>,
     },
-    /// The local fallback: this server's share of each limit (counts divided by the servers),
-    /// in memory.
-    Local(&'a MemoryStore, u32),
+    /// The engine's local fallback: this server's share of each limit, in memory.
+    Local(LocalShare<'a>),
 }
 
 /// The checks of one request.
@@ -111,49 +97,31 @@ pub(super) struct Runner<'a> {
     pub(super) commit: Commit,
 }
 
+/// One check: counters (indexes into the plan) of one hash tag, each with its cost (one cost
+/// for all, unless the store checks a cost per limit: [`LimitCosts`](crate::store::LimitCosts)).
+#[derive(Debug)]
+pub(super) struct Group {
+    pub(super) members: SmallVec<[usize; 4]>,
+    /// Each member's cost, in the order of `members`.
+    pub(super) costs: SmallVec<[u64; 4]>,
+    /// Its first member, whose hash tag every member has.
+    pub(super) lead: usize,
+}
+
+impl Group {
+    /// Whether the check charges anything (a read charges nothing).
+    fn charges(&self) -> bool {
+        self.costs.iter().any(|&c| c > 0)
+    }
+}
+
 impl Runner<'_> {
     /// Evaluates every counter of `plan`; `None` for the zero limits (never asked).
     pub(super) async fn run(&self, plan: &Plan) -> Result<Vec<Option<Evaluated>>, StoreError> {
         if self.always() {
             return self.run_always(plan).await;
         }
-        let mut charged = Vec::new();
-        let outcome = self.run_charging(plan, &mut charged).await;
-        match outcome {
-            Ok((mut results, refused)) => {
-                let over = |d: usize, results: &[Option<Evaluated>]| {
-                    counters_of(plan, d).any(|c| is_over(&plan.counters[c], results[c].as_ref()))
-                };
-                // A refused request gives back all it charged; a quota or shadow descriptor
-                // over its limit gives back its own charge (its checks were its own).
-                let give_back: SmallVec<[bool; 4]> = charged
-                    .iter()
-                    .map(|charge| refused || charge.descriptor.is_some_and(|d| over(d, &results)))
-                    .collect();
-                for (mut charge, give_back) in charged.into_iter().zip(give_back) {
-                    if !give_back {
-                        self.mirror(&charge);
-                        continue;
-                    }
-                    let members = std::mem::take(&mut charge.members);
-                    if self.refund(charge) {
-                        // Its counters' statuses say what they hold once it lands.
-                        for c in members {
-                            if let Some(evaluated) = &mut results[c] {
-                                *evaluated = given_back(evaluated);
-                            }
-                        }
-                    }
-                }
-                Ok(results)
-            }
-            Err(error) => {
-                for charge in charged {
-                    self.refund(charge);
-                }
-                Err(error)
-            }
-        }
+        self.run_all_or_none(plan).await
     }
 
     /// Whether every hit lands: [`Commit::Always`], on stores that check a cost per limit
@@ -179,105 +147,36 @@ impl Runner<'_> {
         Ok(results)
     }
 
-    async fn run_charging(
+    /// Checks `groups` all at once: reads (checks of nothing), or, where every hit lands
+    /// ([`Runner::always`]), every check of the request.
+    async fn read(
         &self,
         plan: &Plan,
-        charged: &mut Vec<Charged>,
-    ) -> Result<(Vec<Option<Evaluated>>, bool), StoreError> {
-        let counters = &plan.counters;
-        let homes = self.homes();
-        let mixed = self.mixed();
-        let mut results: Vec<Option<Evaluated>> = vec![None; counters.len()];
-        let live = |c: &Counter| c.limit.is_some();
-        self.cached(plan, &mut results);
-        let unknown =
-            |c: usize, results: &[Option<Evaluated>]| live(&counters[c]) && results[c].is_none();
-        // Check-only counters first: reads, never charged.
-        let reads = groups(
-            counters,
-            homes,
-            (0..counters.len()).filter(|&c| unknown(c, &results) && counters[c].cost == 0),
-            |_| 0,
-            mixed,
-        );
-        self.read(plan, &reads, &mut results).await?;
-        let enforced = |d: usize| {
-            matches!(
-                plan.descriptors[d],
-                Resolved::Limited {
-                    mode: Mode::Enforce,
-                    ..
-                }
-            )
-        };
-        let mut refused = (0..counters.len()).any(|c| {
-            enforced(counters[c].descriptor) && is_over(&counters[c], results[c].as_ref())
-        });
-        if !refused {
-            let charging = (0..counters.len()).filter(|&c| {
-                live(&counters[c]) && counters[c].cost > 0 && enforced(counters[c].descriptor)
-            });
-            let steps = groups(counters, homes, charging, |c| counters[c].cost, mixed)
-                .into_iter()
-                .map(|group| Step {
-                    group,
-                    descriptor: None,
-                });
-            refused = self
-                .charge(
-                    plan,
-                    lanes(counters, homes, steps),
-                    true,
-                    &mut results,
-                    charged,
-                )
-                .await?;
-        }
-        if !refused {
-            // Quota and shadow descriptors: each on its own.
-            let mut steps = Vec::new();
-            for (d, resolved) in plan.descriptors.iter().enumerate() {
-                let Resolved::Limited {
-                    mode: Mode::Quota | Mode::Shadow,
-                    first,
-                    len,
-                } = *resolved
-                else {
-                    continue;
-                };
-                // A descriptor with a counter known over charges none of its counters.
-                if (first..first + len).any(|c| results[c].is_some() && counters[c].cost > 0) {
-                    continue;
-                }
-                let members =
-                    (first..first + len).filter(|&c| live(&counters[c]) && counters[c].cost > 0);
-                steps.extend(
-                    groups(counters, homes, members, |c| counters[c].cost, mixed)
-                        .into_iter()
-                        .map(|group| Step {
-                            group,
-                            descriptor: Some(d),
-                        }),
-                );
+        groups: &[Group],
+        results: &mut [Option<Evaluated>],
+    ) -> Result<(), StoreError> {
+        let mut record = |group: &Group, decision: &Decision| {
+            for (c, evaluated) in states(group, decision, self.always()) {
+                results[c] = Some(evaluated);
             }
-            self.charge(
-                plan,
-                lanes(counters, homes, steps.into_iter()),
-                false,
-                &mut results,
-                charged,
-            )
-            .await?;
+        };
+        match groups {
+            // Most requests read nothing: no futures to make and move.
+            [] => {}
+            // The common request, one check: awaited in place.
+            [group] => record(group, &self.check(plan, group).await?.0),
+            _ => {
+                let checks = join::join_all(groups.iter().map(|g| self.check(plan, g)).collect());
+                for (group, checked) in groups.iter().zip(checks.await) {
+                    record(group, &checked?.0);
+                }
+            }
         }
-        // What the refusal left unasked is read, for its status.
-        let unasked = (0..counters.len()).filter(|&c| live(&counters[c]) && results[c].is_none());
-        let unasked = groups(counters, homes, unasked, |_| 0, mixed);
-        self.read(plan, &unasked, &mut results).await?;
-        Ok((results, refused))
+        Ok(())
     }
 
     /// One atomic check of `group`'s counters.
-    pub(super) async fn check(
+    async fn check(
         &self,
         plan: &Plan,
         group: &Group,
@@ -299,43 +198,34 @@ impl Runner<'_> {
             .tag
             .clone()
             .with_named_limit_keys(group.members.iter().map(|&c| counters[c].own.clone()));
-        let home = self.homes().of(&counters[group.lead]);
         let always = self.always();
         let (costs, commit) = if always {
             (&group.costs[..], Commit::Always)
         } else {
             (one_or_each(&group.costs), Commit::AllOrNone)
         };
-        let decision = match self.via {
+        match self.via {
             Via::Engine {
                 engine,
                 per_second,
                 until,
-                mirror,
             } => {
-                let engine = pick(engine, per_second, home);
+                let engine = home::pick(engine, per_second, self.homes().of(&counters[group.lead]));
                 let (asked, stamp) = (Instant::now(), engine.versions());
-                let decision = engine.call(&policy, &key, (costs, commit), until).await?;
-                if always {
-                    // Every call charges: its denials hold for any cost, a check of nothing
-                    // included, until the debt is paid.
-                    remember(engine, plan, group, (asked, stamp), &decision, true);
-                    if let Some((store, instances)) = mirror {
-                        let scaled = policy.scaled(instances);
-                        let _ = check_in_memory(store, &scaled, &key, (costs, commit));
-                    }
-                } else if group.charges() && !decision.is_allowed() {
-                    remember(engine, plan, group, (asked, stamp), &decision, false);
+                let costs = (costs, commit);
+                let decision = engine.call(plan.rule, &policy, &key, costs, until).await?;
+                // Every call charges where every cost lands: its denials hold for any cost, a
+                // check of nothing included, until the debt is paid.
+                if always || (group.charges() && !decision.is_allowed()) {
+                    remember(engine, plan, group, (asked, stamp), &decision, always);
                 }
-                decision
+                Ok((decision, policy, key))
             }
-            Via::Local(store, instances) => {
-                let policy = policy.scaled(instances);
-                check_in_memory(store, &policy, &key, (costs, commit))?
-                    .with_source(DecisionSource::Local)
+            Via::Local(share) => {
+                let (decision, policy) = share.check(&policy, &key, (costs, commit))?;
+                Ok((decision, policy, key))
             }
-        };
-        Ok((decision, policy, key))
+        }
     }
 
     /// Whether counters of different costs can be one check: every store of the request
@@ -373,7 +263,7 @@ impl Runner<'_> {
             } else {
                 counter.cost.max(1)
             };
-            if let Some(denial) = engine.cached_denial(RULE, &counter.own, cost)
+            if let Some(denial) = engine.cached_denial(plan.rule, &counter.own, cost)
                 && let Some(state) = denial.limits().first()
             {
                 results[c] = Some(Evaluated {
@@ -386,57 +276,81 @@ impl Runner<'_> {
             }
         }
     }
+}
 
-    /// Charges the local fallback with what the store admitted through this server (its
-    /// share of each limit), so that a failing store does not open a second budget here.
-    fn mirror(&self, charge: &Charged) {
-        if let Via::Engine {
-            mirror: Some((store, instances)),
-            ..
-        } = self.via
-        {
-            let policy = charge.policy.scaled(instances);
-            let costs = (one_or_each(&charge.costs), Commit::AllOrNone);
-            let _ = check_in_memory(store, &policy, &charge.key, costs);
+/// `members` in checks: each of one store and one hash tag (one Cluster slot: one call to one
+/// node), of one cost unless `mixed` (the stores check a cost per limit, so counters of
+/// different costs are one atomic check), at most `MAX_LIMITS` limits, distinct counters and
+/// at most one limit of a per-key algorithm (sliding log). Limits are ordered by algorithm
+/// within a check, so a store that compiles a script per mix of algorithms sees few mixes.
+fn groups(
+    counters: &[Counter],
+    homes: Homes,
+    members: impl Iterator<Item = usize>,
+    cost: impl Fn(usize) -> u64,
+    mixed: bool,
+) -> Vec<Group> {
+    let per_key = |c: usize| {
+        counters[c]
+            .limit
+            .is_some_and(|l| l.algorithm() == Algorithm::SlidingLog)
+    };
+    let mut groups: Vec<Group> = Vec::new();
+    for c in members {
+        let fits = |g: &Group| {
+            (mixed || cost(g.lead) == cost(c))
+                && counters[g.lead].tag == counters[c].tag
+                && homes.of(&counters[g.lead]) == homes.of(&counters[c])
+                && g.members.len() < MAX_LIMITS
+                && !g
+                    .members
+                    .iter()
+                    .any(|&m| counters[m].own == counters[c].own)
+                && !(per_key(c) && g.members.iter().any(|&m| per_key(m)))
+        };
+        match groups.iter_mut().find(|g| fits(g)) {
+            Some(group) => group.members.push(c),
+            None => groups.push(Group {
+                members: SmallVec::from_slice(&[c]),
+                costs: SmallVec::new(),
+                lead: c,
+            }),
         }
     }
-
-    /// Gives back what `charge` consumed, in the background: the answer does not wait. False
-    /// if nothing is given back (the store cannot refund, or the charge was not the store's).
-    /// A check of several costs is given back counter by counter, each its own cost.
-    fn refund(&self, charge: Charged) -> bool {
-        let refunds = refunds_of(&charge);
-        if refunds.is_empty() {
-            return false;
-        }
-        let store: Arc<dyn Store> = match self.via {
-            Via::Engine {
-                engine, per_second, ..
-            } => Arc::clone(pick(engine, per_second, charge.home).store()),
-            Via::Local(store, _) => Arc::new(store.clone()),
-        };
-        if store.refunds().is_none() {
-            return false;
-        }
-        let scale = match self.via {
-            Via::Local(_, instances) => Some(instances),
-            Via::Engine { .. } => None,
-        };
-        tokio::spawn(async move {
-            for (policy, key, refund) in refunds {
-                let policy = match scale {
-                    Some(instances) => policy.scaled(instances),
-                    None => policy,
-                };
-                if let Some(refunds) = store.refunds()
-                    && let Err(error) = refunds.refund(&policy, &key, refund).await
-                {
-                    tracing::warn!(%error, "rls: a refused request's charge could not be refunded");
-                }
-            }
-        });
-        true
+    for group in &mut groups {
+        group
+            .members
+            .sort_by_key(|&c| counters[c].limit.map(|l| l.algorithm() as usize));
+        group.costs = group.members.iter().map(|&c| cost(c)).collect();
     }
+    groups
+}
+
+/// Each counter of `group` and its state in `decision` (`always`: where every cost lands).
+fn states<'a>(
+    group: &'a Group,
+    decision: &'a Decision,
+    always: bool,
+) -> impl Iterator<Item = (usize, Evaluated)> + 'a {
+    let at_us = micros(decision.evaluated_at());
+    group
+        .members
+        .iter()
+        .zip(&group.costs)
+        .zip(decision.limits())
+        .map(move |((&c, &asked), state)| {
+            let state = state.clone();
+            (
+                c,
+                Evaluated {
+                    state,
+                    asked,
+                    cached: false,
+                    always,
+                    at_us,
+                },
+            )
+        })
 }
 
 /// `costs`, or its one cost when every counter has it: a check of one cost for every limit.
@@ -444,77 +358,6 @@ fn one_or_each(costs: &[u64]) -> &[u64] {
     match costs.split_first() {
         Some((first, rest)) if rest.iter().all(|c| c == first) => &costs[..1],
         _ => costs,
-    }
-}
-
-/// `costs` (one for every limit, or one each; one each under [`Commit::Always`]) of `policy`
-/// for `key`, checked in `store`.
-fn check_in_memory(
-    store: &MemoryStore,
-    policy: &Policy,
-    key: &Key,
-    (costs, commit): (&[u64], Commit),
-) -> Result<Decision, StoreError> {
-    match (costs, commit) {
-        ([cost], Commit::AllOrNone) => Ok(store.check_now(policy, key, *cost)),
-        (each, commit) => store.check_costs_now(policy, key, each, commit),
-    }
-}
-
-/// The refunds that give back `charge`: one of its whole check when its counters were charged
-/// one cost, else one per counter charged (its limit under its own key, its own cost), each
-/// under a token of its own derived from the check's (a store applies a token once).
-fn refunds_of(charge: &Charged) -> Vec<(Policy, Key, Refund)> {
-    if let [cost] = one_or_each(&charge.costs) {
-        return Refund::of(&charge.decision, *cost)
-            .map(|refund| vec![(charge.policy.clone(), charge.key.clone(), refund)])
-            .unwrap_or_default();
-    }
-    let tag = charge.key.primary();
-    let limits = charge.policy.limits();
-    charge
-        .key
-        .limit_keys()
-        .zip(limits)
-        .zip(&charge.costs)
-        .enumerate()
-        .filter_map(|(i, (((_, own), limit), &cost))| {
-            let whole = Refund::of(&charge.decision, cost)?;
-            let at_us = whole
-                .evaluated_at()
-                .duration_since(UNIX_EPOCH)
-                .ok()
-                .and_then(|d| u64::try_from(d.as_micros()).ok())?;
-            // Distinct per counter, and (mixed by an odd constant) never another decision's.
-            let token = whole.token() ^ 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(i as u64 + 1);
-            let policy = Policy::new(POLICY, [*limit]).ok()?;
-            let key = tag.clone().with_named_limit_keys([own.clone()]);
-            Some((policy, key, Refund::new(cost, at_us, token)))
-        })
-        .collect()
-}
-
-/// `evaluated` once its charge is given back: the units it was asked for left again (within
-/// the limit), as a read would find them.
-fn given_back(evaluated: &Evaluated) -> Evaluated {
-    let limit = *evaluated.state.limit();
-    let remaining = evaluated
-        .state
-        .remaining()
-        .saturating_add(evaluated.asked)
-        .min(limit.count());
-    // Whole again: nothing to wait for, as a read of an untouched counter says.
-    let reset = if remaining >= limit.count() {
-        std::time::Duration::ZERO
-    } else {
-        evaluated.state.reset_after()
-    };
-    Evaluated {
-        state: LimitState::allowed(limit, remaining, reset),
-        asked: 0,
-        cached: false,
-        always: false,
-        at_us: 0,
     }
 }
 
@@ -526,14 +369,11 @@ fn remember(
     engine: &Engine,
     plan: &Plan,
     group: &Group,
-    asked: (Instant, crate::engine::deny_cache::Stamp),
+    asked: (Instant, Stamp),
     decision: &Decision,
     always: bool,
 ) {
-    let now_us = decision
-        .evaluated_at()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64);
+    let now_us = micros(decision.evaluated_at());
     for ((&c, &cost), state) in group
         .members
         .iter()
@@ -552,7 +392,7 @@ fn remember(
             std::iter::once(state.clone()).collect(),
         )
         .with_source(decision.source());
-        engine.remember(RULE, &plan.counters[c].own, cost, asked, &alone);
+        engine.remember(plan.rule, &plan.counters[c].own, cost, asked, &alone);
     }
 }
 
@@ -562,6 +402,14 @@ fn counters_of(plan: &Plan, d: usize) -> impl Iterator<Item = usize> + use<> {
         Some(Resolved::Limited { first, len, .. }) => *first..first + len,
         _ => 0..0,
     }
+}
+
+/// `time` in Unix microseconds (0 before the epoch).
+pub(super) fn micros(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_micros()).ok())
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

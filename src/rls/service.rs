@@ -1,6 +1,5 @@
 //! [`RateLimitService`]: `ShouldRateLimit` over a store, with a configuration a reload swaps.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -12,6 +11,7 @@ use super::HashTag;
 use super::LimitHeaders;
 use super::RateLimitServiceBuilder;
 use super::config::{RlsConfig, Unit};
+use super::failure_mode::Modes;
 use super::fallback::failed;
 use super::live_overrides::{LiveOverrides, domain_key, read_first};
 use super::metadata::dynamic_metadata;
@@ -21,11 +21,10 @@ use super::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
 };
 use super::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use super::respond::{Global, respond, unknown_domain};
-use super::run::Runner;
-use super::run::Via;
+use super::run::{Runner, Via};
 use super::settle::{self, SettleKey};
 use super::stats;
-use crate::engine::{self, Engine};
+use crate::engine::{self, Engine, Rule};
 use crate::error::StoreError;
 use crate::response::HeaderStyle;
 use crate::store::{Commit, Store};
@@ -64,10 +63,8 @@ pub(super) struct Inner {
     /// The per-second store's (`REDIS_PERSECOND`): counters of unit `second` live there.
     pub(super) per_second: Option<engine::Shared>,
     pub(super) generation: ArcSwap<Generation>,
-    /// The failure mode of domains without their own.
-    pub(super) on_store_error: FailureMode,
-    /// The builder's failure modes by domain (before the configuration's).
-    pub(super) domain_modes: HashMap<String, FailureMode>,
+    /// Each domain's failure mode.
+    pub(super) modes: Modes,
     pub(super) headers: HeaderStyle,
     pub(super) global_shadow: bool,
     /// `QUOTA_MODE`: every descriptor in quota mode.
@@ -85,9 +82,9 @@ pub(super) struct Inner {
     pub(super) settle_key: SettleKey,
 }
 
-/// One configuration and the engine that decides by it: a reload makes both anew (a cached
-/// denial belongs to the limits it was made under), keeping the breakers and the fallback's
-/// counts.
+/// One configuration and the engine that decides by it, a rule per domain (its position in
+/// the configuration; its failure mode): a reload makes both anew (a cached denial belongs to
+/// the limits it was made under), keeping the breakers and the fallback's counts.
 pub(super) struct Generation {
     pub(super) config: Arc<RlsConfig>,
     pub(super) engine: Engine,
@@ -100,6 +97,7 @@ impl Generation {
         shared: &engine::Shared,
         per_second: Option<&engine::Shared>,
         config: Arc<RlsConfig>,
+        modes: &Modes,
     ) -> Self {
         // Each limit's script is loaded ahead into the store that will run it: otherwise the
         // first check of each after a start or a reload pays a `NOSCRIPT` and a reload, two more
@@ -115,15 +113,20 @@ impl Generation {
             };
             match per_second {
                 Some(per_second) if limit.unit() == Unit::Second => {
-                    per_second.store.prepare(policy);
+                    per_second.store().prepare(policy);
                 }
-                _ => shared.store.prepare(policy),
+                _ => shared.store().prepare(policy),
             }
         }
+        let rules = || {
+            config
+                .domains()
+                .map(|domain| Rule::keyed(domain.name(), modes.of(&config, domain.name())))
+        };
         Generation {
+            engine: Engine::new(shared, rules()),
+            per_second: per_second.map(|shared| Engine::new(shared, rules())),
             config,
-            engine: Engine::new(shared, std::iter::empty()),
-            per_second: per_second.map(|shared| Engine::new(shared, std::iter::empty())),
         }
     }
 }
@@ -132,11 +135,7 @@ impl Inner {
     /// The failure mode of `domain`: the builder's for it, else its configuration's, else the
     /// service's.
     pub(super) fn mode(&self, config: &RlsConfig, domain: &str) -> FailureMode {
-        self.domain_modes
-            .get(domain)
-            .copied()
-            .or_else(|| config.domain(domain).and_then(|d| d.on_store_error))
-            .unwrap_or(self.on_store_error)
+        self.modes.of(config, domain)
     }
 
     /// The hash tag of `domain`: its configuration's, else the service's.
@@ -151,13 +150,13 @@ impl Inner {
 impl fmt::Debug for RateLimitService {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitService")
-            .field("store", &self.inner.shared.store.kind())
+            .field("store", &self.inner.shared.store().kind())
             .field(
                 "per_second_store",
-                &self.inner.per_second.as_ref().map(|s| s.store.kind()),
+                &self.inner.per_second.as_ref().map(|s| s.store().kind()),
             )
-            .field("deadline", &self.inner.shared.deadline)
-            .field("on_store_error", &self.inner.on_store_error)
+            .field("deadline", &self.inner.shared.deadline())
+            .field("on_store_error", &self.inner.modes.default)
             .field("headers", &self.inner.headers)
             .field("global_shadow", &self.inner.global_shadow)
             .field("hash_tag", &self.inner.hash_tag)
@@ -209,6 +208,7 @@ impl RateLimitService {
             &self.inner.shared,
             self.inner.per_second.as_ref(),
             Arc::new(config),
+            &self.inner.modes,
         );
         self.inner.generation.store(Arc::new(generation));
     }
@@ -280,8 +280,9 @@ impl RateLimitService {
         let marks = settle::take(&mut request, &inner.settle_key);
         let generation = inner.generation.load_full();
         let config = &generation.config;
-        let until = tokio::time::Instant::now() + inner.shared.deadline;
-        let store = &*inner.shared.store;
+        let deadline = inner.shared.deadline();
+        let until = tokio::time::Instant::now() + deadline;
+        let store = &**inner.shared.store();
         let mut runtime = LiveOverrides::of(store);
         let planned = plan(
             config,
@@ -305,7 +306,6 @@ impl RateLimitService {
         if inner.global_quota {
             quota_mode_everywhere(&mut plan);
         }
-        let mode = inner.mode(config, &request.domain);
         // Within the store deadline, as any store call: past it, the failure mode. A request
         // without counters (unmatched or unlimited descriptors) has nothing an override can
         // change and never waits for the store.
@@ -314,7 +314,7 @@ impl RateLimitService {
         } else {
             match tokio::time::timeout_at(until, read_first(store)).await {
                 Ok(read) => read,
-                Err(_) => Err(StoreError::Timeout(inner.shared.deadline)),
+                Err(_) => Err(StoreError::Timeout(deadline)),
             }
         };
         if let Ok(true) = first {
@@ -329,15 +329,10 @@ impl RateLimitService {
                 }
             }
         }
-        let local = &inner.shared.local_store;
         let via = Via::Engine {
             engine: &generation.engine,
             per_second: generation.per_second.as_ref(),
             until,
-            mirror: match mode {
-                FailureMode::Local { instances } => Some((local, instances)),
-                _ => None,
-            },
         };
         // A settlement is a cost incurred: it lands whatever the service's mode.
         let commit = if marks.settles() {
@@ -358,7 +353,7 @@ impl RateLimitService {
             }
             Err(error) => {
                 stats::error("redis_error");
-                let results = failed(inner, &request.domain, &plan, mode, &error).await?;
+                let results = failed(&generation.engine, &plan, inner.commit, &error).await?;
                 (results, None)
             }
         };

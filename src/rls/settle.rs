@@ -27,8 +27,6 @@
 //! so only a receipt this service (or one sharing its key) issued for a charge that landed
 //! gives any back.
 
-use std::time::UNIX_EPOCH;
-
 use sha2::{Digest, Sha256};
 use smallvec::SmallVec;
 
@@ -279,14 +277,6 @@ fn token(nonce: u64, own: &Key) -> u64 {
     let mut bytes = [0u8; 8];
     bytes.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(bytes)
-}
-
-/// Microseconds since the epoch of `time`, 0 before it.
-pub(super) fn micros(time: std::time::SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_micros()).ok())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

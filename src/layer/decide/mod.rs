@@ -22,9 +22,8 @@ use http::request::Parts;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decision::Decision;
-use crate::engine::held_lease::HeldLease;
-use crate::engine::throttle::Throttle;
-use crate::engine::{self, Begin, Engine, Ticket};
+use crate::engine::HeldLease;
+use crate::engine::{self, Begin, Engine, Rule, Throttle, Ticket};
 use crate::key::{Key, KeyExtractor};
 use crate::layer::layer_settings::LayerSettings;
 use crate::layer::meters::Meters;
@@ -36,6 +35,8 @@ use crate::store::CheckFuture;
 /// Decides requests by a layer's settings, with the state derived from them once.
 pub(crate) struct Decider {
     pub(crate) config: Arc<LayerSettings>,
+    /// How long a request waits for the store (the engine's deadline).
+    pub(crate) deadline: std::time::Duration,
     engine: Engine,
     meters: Meters,
     /// Each rule's mode, by rule id: its own, else the layer's.
@@ -90,23 +91,16 @@ pub(crate) enum Verdict {
 impl Decider {
     /// Derives what the settings imply: the engine of the rules, and their meters.
     pub(crate) fn new(config: Arc<LayerSettings>) -> Self {
-        let shared = engine::Shared {
-            store: Arc::clone(&config.store),
-            deadline: config.deadline,
-            breakers: Arc::clone(&config.breakers),
-            in_flight: Arc::clone(&config.in_flight),
-            throttle: Arc::clone(&config.throttle),
-            local_store: config.local_store.clone(),
-            deny_cache: config.deny_cache,
-        };
         let mode = config.on_store_error;
-        let engine = Engine::new(&shared, config.rules().map(|rule| (&rule.policy, mode)));
+        let rules = config.rules().map(|rule| Rule::new(&rule.policy, mode));
+        let engine = Engine::new(&config.engine, rules);
         let meters = Meters::new(config.rules().map(|r| &r.policy));
         let shadow = config
             .rules()
             .map(|rule| rule.shadow.unwrap_or(config.shadow))
             .collect();
         Decider {
+            deadline: config.engine.deadline(),
             config,
             engine,
             meters,

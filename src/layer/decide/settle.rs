@@ -8,7 +8,7 @@ use http::header::HeaderMap;
 
 use super::{Decider, Pending, Verdict};
 use crate::decision::{Decision, DecisionSource};
-use crate::engine::held_lease::{HeldLease, LeaseStore};
+use crate::engine::{HeldLease, LeaseStore};
 use crate::engine::{Settled, Ticket};
 use crate::error::StoreError;
 use crate::key::Key;

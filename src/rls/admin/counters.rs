@@ -7,16 +7,15 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
-use super::super::FailureMode;
 use super::super::RateLimitService;
 use super::super::config::Unit;
-use super::super::home::{Home, Homes};
 use super::super::live_overrides::{LiveOverrides, read_first};
 use super::super::plan::{Counter, Mode, Plan, Resolved, plan};
 use super::super::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use super::super::proto::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor;
 use super::super::proto::envoy::service::ratelimit::v3::RateLimitRequest;
-use super::super::run::{POLICY, RULE};
+use super::super::run::POLICY;
+use super::super::run::{Home, Homes};
 use super::target::{Entry, Target};
 use crate::admin::AdminError;
 use crate::key::Key;
@@ -66,7 +65,7 @@ pub(super) struct ResetBody {
 async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, Mode), AdminError> {
     target.rule()?;
     // The overrides in force, read first by a store just started (`connect_lazy`).
-    read_first(&*service.inner.shared.store).await?;
+    read_first(&**service.inner.shared.store()).await?;
     let request = RateLimitRequest {
         domain: target.domain.clone(),
         descriptors: vec![RateLimitDescriptor {
@@ -82,7 +81,7 @@ async fn resolve(service: &RateLimitService, target: &Target) -> Result<(Plan, M
         }],
         hits_addend: 0,
     };
-    let runtime = LiveOverrides::of(&*service.inner.shared.store);
+    let runtime = LiveOverrides::of(&**service.inner.shared.store());
     let planned = plan(
         target.config(),
         &request,
@@ -135,7 +134,7 @@ fn admin<'a>(
         (Home::PerSecond, Some(per_second)) => per_second,
         _ => &inner.shared,
     };
-    shared.store.admin().ok_or(AdminError::Unsupported(power))
+    shared.store().admin().ok_or(AdminError::Unsupported(power))
 }
 
 pub(super) async fn inspect(
@@ -199,11 +198,6 @@ pub(super) async fn reset(
 ) -> Result<Json<ResetBody>, AdminError> {
     let target = Target::of(&service, &uri)?;
     let (plan, _) = resolve(&service, &target).await?;
-    let inner = &service.inner;
-    let local = match inner.mode(target.config(), &target.domain) {
-        FailureMode::Local { instances } => Some(instances),
-        _ => None,
-    };
     let mut keys = Vec::with_capacity(plan.counters.len());
     for counter in &plan.counters {
         keys.push(counter.own.to_string());
@@ -217,17 +211,12 @@ pub(super) async fn reset(
             (Home::PerSecond, Some(per_second)) => per_second,
             _ => &generation.engine,
         };
-        engine.forget_denial(RULE, &counter.own);
+        engine.forget_denial(plan.rule, &counter.own);
         // Tells every replica (a Redis store): their deny caches drop their denials at once.
         admin.reset(&policy, &key).await?;
-        // Again after the store's reset: a denial cached while it was under way.
-        engine.forget_denial(RULE, &counter.own);
-        if let Some(instances) = local {
-            inner
-                .shared
-                .local_store
-                .reset_now(&policy.scaled(instances), &key);
-        }
+        // Again after the store's reset (a denial cached while it was under way), and this
+        // server's share in memory, where the domain's failure mode keeps one.
+        engine.forget_counter(plan.rule, &policy, &key);
     }
     Ok(Json(ResetBody {
         domain: target.domain.clone(),

@@ -157,7 +157,7 @@ fn overrides<'a>(
     service
         .inner
         .shared
-        .store
+        .store()
         .overrides()
         .ok_or(AdminError::Unsupported(power))
 }

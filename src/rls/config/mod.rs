@@ -45,6 +45,7 @@ mod read;
 mod rule;
 mod unit;
 mod validate;
+mod wildcard;
 mod yaml;
 
 use std::path::Path;
@@ -193,6 +194,14 @@ impl RlsConfig {
     /// ```
     pub fn domain(&self, name: &str) -> Option<&RlsDomain> {
         self.domains.get(name)
+    }
+
+    /// The domain of that name and its position among [`domains`](Self::domains): its
+    /// rule's id in the service's engine.
+    pub(crate) fn domain_at(&self, name: &str) -> Option<(usize, &RlsDomain)> {
+        self.domains
+            .get_full(name)
+            .map(|(at, _, domain)| (at, domain))
     }
 
     /// Every domain, in the order of the files that first named them.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::limit::RlsLimit;
-use super::matching::wildcard_match;
+use super::wildcard::wildcard_match;
 use crate::rls::stats::StatsKeys;
 
 /// One level of a rule's path from its domain: the descriptor's key and value as the Go service

@@ -3,13 +3,13 @@
 //! limit of unit `second` goes to the per-second store whatever its `unit_multiplier` or
 //! `algorithm`, and stays there under an admin override of another period.
 
-use super::plan::Counter;
-use super::run::{Runner, Via};
+use super::super::plan::Counter;
+use super::{Runner, Via};
 use crate::engine::Engine;
 
 /// The store a counter lives in: envoyproxy/ratelimit's `REDIS_PERSECOND` rule, by unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Home {
+pub(in crate::rls) enum Home {
     /// The service's store.
     Main,
     /// The per-second store: limits whose unit is `second`, whatever their multiplier or
@@ -19,16 +19,16 @@ pub(super) enum Home {
 
 /// Where a request's counters live: all in the main store, or split by unit.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Homes {
+pub(in crate::rls) struct Homes {
     /// A per-second store is in use.
-    pub(super) split: bool,
+    pub(in crate::rls) split: bool,
 }
 
 impl Homes {
     /// `counter`'s store: the per-second one for a limit of unit `second` (its rule's, before
     /// any admin override: a counter stays where it is; or the descriptor's own `limit`),
     /// when there is one.
-    pub(super) fn of(self, counter: &Counter) -> Home {
+    pub(in crate::rls) fn of(self, counter: &Counter) -> Home {
         if self.split && counter.per_second {
             Home::PerSecond
         } else {
@@ -40,7 +40,7 @@ impl Homes {
 impl Runner<'_> {
     /// Where the counters live: split by unit over two stores, or all in one (the local
     /// fallback keeps every counter in its memory).
-    pub(super) fn homes(&self) -> Homes {
+    pub(in crate::rls) fn homes(&self) -> Homes {
         Homes {
             split: matches!(
                 self.via,
@@ -53,7 +53,7 @@ impl Runner<'_> {
     }
 
     /// The engine of `home`'s store (`None` for the local fallback).
-    pub(super) fn engine(&self, home: Home) -> Option<&Engine> {
+    pub(in crate::rls) fn engine(&self, home: Home) -> Option<&Engine> {
         match self.via {
             Via::Engine {
                 engine, per_second, ..
