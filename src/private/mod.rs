@@ -54,7 +54,7 @@ pub fn check_at(
     cost: u64,
     now_us: u64,
 ) -> crate::store::Check {
-    store.check_at(policy, key, cost, now_us)
+    store.at(now_us).check_one(policy, key, cost)
 }
 
 /// TEST ONLY: a Redis charge ([`Store::charge`](crate::store::Store::charge)) whose script
@@ -67,7 +67,7 @@ pub fn charge_at(
     cost: u64,
     now_us: u64,
 ) -> crate::store::Check {
-    store.charge_call(policy, key, cost, Some(now_us))
+    store.at(now_us).charge_call(policy, key, cost)
 }
 
 /// TEST ONLY: a Redis check with a cost per limit ([`LimitCosts`](crate::store::LimitCosts)),
@@ -82,7 +82,7 @@ pub fn check_costs_at(
     commit: crate::store::Commit,
     now_us: u64,
 ) -> crate::store::Check {
-    store.check_costs_at(policy, key, costs, commit, now_us)
+    store.at(now_us).check_each(policy, key, costs, commit)
 }
 
 /// TEST ONLY: a Redis inspection whose script uses `now_us` (Unix µs) instead of Redis `TIME`,
@@ -94,7 +94,7 @@ pub fn inspect_at(
     key: &crate::Key,
     now_us: u64,
 ) -> crate::store::StoreFuture<crate::store::KeyState> {
-    store.inspect_at(policy, key, now_us)
+    crate::store::Admin::inspect(&store.at(now_us), policy, key)
 }
 
 /// TEST ONLY: a Redis refund whose script uses `now_us` (Unix µs) instead of Redis `TIME`, to
@@ -107,7 +107,7 @@ pub fn refund_at(
     refund: crate::store::Refund,
     now_us: u64,
 ) -> crate::store::StoreFuture<bool> {
-    store.refund_at(policy, key, refund, now_us)
+    crate::store::Refunds::refund(&store.at(now_us), policy, key, refund)
 }
 
 /// The very `EVALSHA` the Redis store sends for one refund (Redis `TIME`), so a benchmark can
@@ -142,7 +142,9 @@ pub fn reserve_at(
     give_back: bool,
     now_us: u64,
 ) -> crate::store::StoreFuture<crate::store::Reserved> {
-    store.book(policy, key, costs, max_wait, give_back, Some(now_us))
+    store
+        .at(now_us)
+        .book(policy, key, costs, max_wait, give_back)
 }
 
 /// TEST ONLY: a reservation of `costs` made at `now_us`, `wait_us` before its slot.

@@ -15,37 +15,21 @@ use crate::policy::Policy;
 use crate::store::{KeyState, Refund, StoreFuture};
 
 impl RedisStore {
-    /// What [`Admin::inspect`](crate::store::Admin::inspect) runs: the peek script, with Redis
-    /// `TIME` (or `now_us`, tests only).
-    pub(super) fn peek(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        now_us: Option<u64>,
-    ) -> StoreFuture<KeyState> {
+    /// What [`Admin::inspect`](crate::store::Admin::inspect) runs: the peek script, at the
+    /// store's time.
+    pub(super) fn peek(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
         let inner = Arc::clone(&self.inner);
+        let clock = self.clock;
         let (policy, key) = (policy.clone(), key.clone());
         Box::pin(async move {
             // Under the overrides in Redis, as a check would be.
             super::poll::first_read(&inner).await?;
             let overridden = inner.overrides.effective(&policy, &key);
             let policy = overridden.unwrap_or(policy);
-            let command = peek_command(&inner.prefix, &policy, &key, now_us);
+            let command = peek_command(&inner.prefix, &policy, &key, clock);
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
             decode(&policy, &reply).map(KeyState::from_uncommitted)
         })
-    }
-
-    /// TEST ONLY (`redlimit::__private::inspect_at`): the script uses `now_us` instead of
-    /// Redis `TIME`.
-    #[cfg(feature = "__test-hooks")]
-    pub(crate) fn inspect_at(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        now_us: u64,
-    ) -> StoreFuture<KeyState> {
-        self.peek(policy, key, Some(now_us))
     }
 
     /// What [`Admin::reset`](crate::store::Admin::reset) runs: one `DEL` of every state key,
@@ -71,18 +55,17 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// What [`Refunds::refund`](crate::store::Refunds::refund) runs: the refund script, with
-    /// Redis `TIME` (or `now_us`, tests only).
+    /// What [`Refunds::refund`](crate::store::Refunds::refund) runs: the refund script, at the
+    /// store's time.
     pub(super) fn give_back(
         &self,
         policy: &Policy,
         key: &Key,
         refund: &Refund,
-        now_us: Option<u64>,
     ) -> StoreFuture<bool> {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
-        let command = refund_command(&self.inner.prefix, policy, key, refund, now_us);
+        let command = refund_command(&self.inner.prefix, policy, key, refund, self.clock);
         let inner = Arc::clone(&self.inner);
         Box::pin(async move {
             let given: i64 = inner.backend.run(&command).await.map_err(store_error)?;
@@ -91,18 +74,5 @@ impl RedisStore {
                 other => Err(StoreError::UnexpectedReply(format!("{other} to a refund"))),
             }
         })
-    }
-
-    /// TEST ONLY (`redlimit::__private::refund_at`): the refund script uses `now_us` instead
-    /// of Redis `TIME`.
-    #[cfg(feature = "__test-hooks")]
-    pub(crate) fn refund_at(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        refund: Refund,
-        now_us: u64,
-    ) -> StoreFuture<bool> {
-        self.give_back(policy, key, &refund, Some(now_us))
     }
 }

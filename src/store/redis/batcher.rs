@@ -305,7 +305,7 @@ mod tests {
             key: crate::Key::new("k"),
             cost: n,
             costs: None,
-            now_us: None,
+            clock: Default::default(),
             lease: None,
             always: false,
         };

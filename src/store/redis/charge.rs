@@ -14,25 +14,19 @@ use crate::store::Check;
 
 impl RedisStore {
     /// The charge of `cost` for `key` under `policy` (its override applied, read first as a
-    /// check reads it); `now_us` replaces Redis `TIME` (tests only).
-    pub(crate) fn charge_call(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        cost: u64,
-        now_us: Option<u64>,
-    ) -> Check {
+    /// check reads it), at the store's time.
+    pub(crate) fn charge_call(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         if !self.inner.poll.loaded() {
             let store = self.clone();
             let (policy, key) = (policy.clone(), key.clone());
             return Check::pending(async move {
                 poll::first_read(&store.inner).await?;
-                store.charge_call(&policy, &key, cost, now_us).await
+                store.charge_call(&policy, &key, cost).await
             });
         }
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.unwrap_or_else(|| policy.clone());
-        let command = charge_command(&self.inner.prefix, &policy, key, cost, now_us);
+        let command = charge_command(&self.inner.prefix, &policy, key, cost, self.clock);
         let inner = Arc::clone(&self.inner);
         Check::pending(async move {
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;

@@ -21,7 +21,7 @@ impl Store for RedisStore {
 
     /// One call of the policy's charge script (`script/charge.rs`).
     fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        self.charge_call(policy, key, cost, None)
+        self.charge_call(policy, key, cost)
     }
 
     /// In a Cluster, the key's range of 128 hash slots (so a layer keeps a circuit breaker
@@ -124,13 +124,13 @@ impl LimitCosts for RedisStore {
     /// passed after its other arguments; with [`Commit::Always`], a call of the always script
     /// (`script/always.rs`), batched alike with the always checks of its signature.
     fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
-        self.check_costs_when(policy, key, costs, commit, None)
+        self.check_each(policy, key, costs, commit)
     }
 }
 
 impl Admin for RedisStore {
     fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
-        self.peek(policy, key, None)
+        self.peek(policy, key)
     }
 
     fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
@@ -183,6 +183,6 @@ impl Overrides for RedisStore {
 
 impl Refunds for RedisStore {
     fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
-        self.give_back(policy, key, &refund, None)
+        self.give_back(policy, key, &refund)
     }
 }

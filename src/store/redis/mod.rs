@@ -39,7 +39,7 @@ use self::batcher::Queued;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
 use self::script::{
-    CheckArgs, decode, every_algorithm_source, script_for_always, script_for_check,
+    CheckArgs, Clock, decode, every_algorithm_source, script_for_always, script_for_check,
     script_for_policy,
 };
 use super::{Check, Commit};
@@ -77,8 +77,8 @@ pub use self::builder::RedisStoreBuilder;
 /// decision's answer and errors are those of its own call (a key of the wrong type fails its
 /// own decision only; a lost call fails each decision in it and is never sent again), so the
 /// layer's deadline and failure policy see no difference; at 64 concurrent requests it costs
-/// Redis about half the CPU per GCRA decision (`benches/README.md`). Test-time checks
-/// (`check_at`) are batched too, each with its own time. `.batch(1)` turns batching off.
+/// Redis about half the CPU per GCRA decision (`benches/README.md`). Checks at a time the
+/// crate's tests set are batched too, each with its own time. `.batch(1)` turns batching off.
 ///
 /// Deployments, all behind the same [`Store`](crate::store::Store) interface:
 ///
@@ -122,6 +122,9 @@ pub use self::builder::RedisStoreBuilder;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct RedisStore {
     inner: Arc<Deployment>,
+    /// The time this handle's scripts decide at: Redis `TIME`, except on a handle the crate's
+    /// tests stopped at a time of theirs ([`RedisStore::at`]).
+    clock: Clock,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -276,40 +279,29 @@ impl RedisStore {
         self.inner.resets.resets_after(since)
     }
 
-    /// TEST ONLY (`redlimit::__private::check_at`): the script uses `now_us` instead of
-    /// Redis `TIME`.
+    /// TEST ONLY (`redlimit::__private`'s `*_at`): this store (its connection, overrides and
+    /// batches shared) with its scripts deciding at `unix_us` (Unix µs) instead of Redis
+    /// `TIME`, so that tests drive time without sleeping.
     #[cfg(feature = "__test-hooks")]
-    pub(crate) fn check_at(&self, policy: &Policy, key: &Key, cost: u64, now_us: u64) -> Check {
-        self.invoke(policy, key, Costs::One(cost), Some(now_us))
+    pub(crate) fn at(&self, unix_us: u64) -> RedisStore {
+        RedisStore {
+            inner: Arc::clone(&self.inner),
+            clock: Clock::at(unix_us),
+        }
     }
 
     /// [`Store::check`](crate::store::Store::check): `cost` for every limit.
     pub(crate) fn check_one(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        self.invoke(policy, key, Costs::One(cost), None)
+        self.invoke(policy, key, Costs::One(cost))
     }
 
-    /// TEST ONLY (`redlimit::__private::check_costs_at`): [`LimitCosts::check_costs`] at
-    /// `now_us` instead of Redis `TIME`.
-    #[cfg(feature = "__test-hooks")]
-    pub(crate) fn check_costs_at(
+    /// [`LimitCosts::check_costs`].
+    pub(crate) fn check_each(
         &self,
         policy: &Policy,
         key: &Key,
         costs: &[u64],
         commit: Commit,
-        now_us: u64,
-    ) -> Check {
-        self.check_costs_when(policy, key, costs, commit, Some(now_us))
-    }
-
-    /// [`LimitCosts::check_costs`], at `now_us` if given (tests only), else Redis `TIME`.
-    pub(crate) fn check_costs_when(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        costs: &[u64],
-        commit: Commit,
-        now_us: Option<u64>,
     ) -> Check {
         if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
             return Check::Ready(Err(error));
@@ -318,17 +310,17 @@ impl RedisStore {
             Commit::Always => Costs::Always(costs.into()),
             _ => Costs::Each(costs.into()),
         };
-        self.invoke(policy, key, costs, now_us)
+        self.invoke(policy, key, costs)
     }
 
-    fn invoke(&self, policy: &Policy, key: &Key, costs: Costs, now_us: Option<u64>) -> Check {
+    fn invoke(&self, policy: &Policy, key: &Key, costs: Costs) -> Check {
         if !self.inner.poll.loaded() {
             // Decided under the overrides in Redis, which are read first (`poll.rs`).
             let store = self.clone();
             let (policy, key) = (policy.clone(), key.clone());
             return Check::pending(async move {
                 poll::first_read(&store.inner).await?;
-                store.invoke(&policy, &key, costs, now_us).await
+                store.invoke(&policy, &key, costs).await
             });
         }
         let overridden = self.inner.overrides.effective(policy, key);
@@ -351,7 +343,7 @@ impl RedisStore {
             key: key.clone(),
             cost,
             costs,
-            now_us,
+            clock: self.clock,
             lease: lease.map(|lease| lease.member()),
             always,
         };
@@ -423,7 +415,7 @@ pub(crate) fn redis_store_error(err: redis::RedisError) -> StoreError {
 /// [`RedisStore::script_source_for`] the policy).
 #[cfg(feature = "__test-hooks")]
 pub(crate) fn script_call(prefix: &str, policy: &Policy, key: &Key, cost: u64) -> redis::Cmd {
-    self::script::script_command(prefix, policy, key, (cost, None), None)
+    self::script::script_command(prefix, policy, key, (cost, None), Clock::default())
 }
 
 /// The Redis key of the state of `policy`'s limit at `position` for `key`, as the exact
@@ -441,7 +433,7 @@ pub(crate) fn refund_call(
     key: &Key,
     refund: &super::Refund,
 ) -> redis::Cmd {
-    self::script::refund_command(prefix, policy, key, refund, None)
+    self::script::refund_command(prefix, policy, key, refund, Clock::default())
 }
 
 /// Decodes a script reply as the store does.
@@ -467,6 +459,7 @@ impl RedisStoreBuilder {
         deployment.backend.ping().await.map_err(store_error)?;
         let store = RedisStore {
             inner: Arc::new(deployment),
+            clock: Clock::default(),
         };
         // The overrides in force from the first decision on (a restarted service keeps them);
         // if they cannot be read now, the first checks wait for them.
@@ -492,6 +485,7 @@ impl RedisStoreBuilder {
     pub fn connect_lazy(self) -> Result<RedisStore, ConfigError> {
         let store = RedisStore {
             inner: Arc::new(self.build()?),
+            clock: Clock::default(),
         };
         store.spawn_poller(true);
         Ok(store)

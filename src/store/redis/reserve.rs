@@ -14,8 +14,7 @@ use crate::store::{Reservation, Reservations, Reserved, StoreFuture, micros, res
 
 impl RedisStore {
     /// The call of [`Reservations::reserve`] (with a `max_wait`), [`Reservations::charge_costs`]
-    /// (`None`) or [`Reservations::give_back`] (`give_back`); `now_us` replaces Redis `TIME`
-    /// (tests only).
+    /// (`None`) or [`Reservations::give_back`] (`give_back`), at the store's time.
     pub(crate) fn book(
         &self,
         policy: &Policy,
@@ -23,7 +22,6 @@ impl RedisStore {
         costs: &[u64],
         max_wait: Option<Duration>,
         give_back: bool,
-        now_us: Option<u64>,
     ) -> StoreFuture<Reserved> {
         let overridden = self.inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
@@ -35,7 +33,7 @@ impl RedisStore {
             (false, Some(max)) => ReserveMode::Reserve(micros(max)),
             (false, None) => ReserveMode::Charge,
         };
-        let command = reserve_command(&self.inner.prefix, policy, key, costs, mode, now_us);
+        let command = reserve_command(&self.inner.prefix, policy, key, costs, mode, self.clock);
         let inner = Arc::clone(&self.inner);
         let costs: Box<[u64]> = costs.into();
         Box::pin(async move {
@@ -67,16 +65,16 @@ impl Reservations for RedisStore {
         costs: &[u64],
         max_wait: Duration,
     ) -> StoreFuture<Reserved> {
-        self.book(policy, key, costs, Some(max_wait), false, None)
+        self.book(policy, key, costs, Some(max_wait), false)
     }
 
     fn charge_costs(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
-        let booked = self.book(policy, key, costs, None, false, None);
+        let booked = self.book(policy, key, costs, None, false);
         Box::pin(async move { booked.await.map(|_| ()) })
     }
 
     fn give_back(&self, policy: &Policy, key: &Key, costs: &[u64]) -> StoreFuture<()> {
-        let booked = self.book(policy, key, costs, None, true, None);
+        let booked = self.book(policy, key, costs, None, true);
         Box::pin(async move { booked.await.map(|_| ()) })
     }
 

@@ -44,6 +44,7 @@ use redis::Cmd;
 
 use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
 use super::charge::{charge_logs, open_logs};
+use super::clock::Clock;
 use super::registry::script_for_always;
 use super::signature::Signature;
 use super::source::head;
@@ -153,14 +154,14 @@ pub(super) fn always_tail_in(signature: Signature, frame: Frame) -> String {
 }
 
 /// The `EVALSHA` of an always check of `costs` (one per limit) for `key` under `policy` (its
-/// override applied by the caller): a charge's keys and arguments, then the costs. `now_us`
-/// replaces Redis `TIME` (tests only).
+/// override applied by the caller): a charge's keys and arguments, then the costs, at
+/// `clock`'s time.
 pub(crate) fn always_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     costs: &[u64],
-    now_us: Option<u64>,
+    clock: Clock,
 ) -> Cmd {
     let limits = policy.limits();
     let mut command =
@@ -169,20 +170,15 @@ pub(crate) fn always_command(
     command.arg(script_for_always(policy).script.get_hash());
     command.arg(limits.len());
     push_keys(&mut command, prefix, policy, key, false);
-    push_time_and_cost(&mut command, now_us, crate::store::largest_cost(costs));
-    push_always_args(&mut command, policy, costs, now_us);
+    push_time_and_cost(&mut command, clock, crate::store::largest_cost(costs));
+    push_always_args(&mut command, policy, costs, clock);
     command
 }
 
 /// Writes the arguments of an always check's limits after its time and cost: each limit's
 /// count and period, the logs' TTL, then each limit's cost (no penalty: a box plays no part).
-pub(super) fn push_always_args(
-    command: &mut Cmd,
-    policy: &Policy,
-    costs: &[u64],
-    now_us: Option<u64>,
-) {
-    push_counts_and_logs(command, policy, now_us);
+pub(super) fn push_always_args(command: &mut Cmd, policy: &Policy, costs: &[u64], clock: Clock) {
+    push_counts_and_logs(command, policy, clock);
     for i in 0..policy.limits().len() {
         command.arg(crate::store::cost_at(costs, i));
     }
@@ -249,7 +245,7 @@ mod tests {
             ],
         )
         .unwrap();
-        let command = always_command("rl", &policy, &Key::new("k"), &[3, 0], Some(9));
+        let command = always_command("rl", &policy, &Key::new("k"), &[3, 0], Clock::at(9));
         let text: Vec<String> = command
             .args_iter()
             .map(|a| match a {

@@ -105,7 +105,7 @@ pub(crate) fn batch_command<'a>(
         while rest.next_if(|check| first.shares_run(check)).is_some() {
             length += 1;
         }
-        push_time_and_cost(&mut command, first.now_us, first.cost);
+        push_time_and_cost(&mut command, first.clock, first.cost);
         command.arg(length);
         first.push_limit_args(&mut command);
     }
@@ -226,6 +226,7 @@ fn malformed(what: &str) -> RedisError {
 
 #[cfg(test)]
 mod tests {
+    use super::super::clock::Clock;
     use super::*;
     use crate::key::Key;
     use crate::limit::Limit;
@@ -233,13 +234,13 @@ mod tests {
     use crate::store::redis::script::script_for;
     use std::time::Duration;
 
-    fn check(policy: &Policy, key: &str, cost: u64, now_us: Option<u64>) -> CheckArgs {
+    fn check(policy: &Policy, key: &str, cost: u64, clock: Clock) -> CheckArgs {
         CheckArgs {
             policy: policy.clone(),
             key: Key::new(key),
             cost,
             costs: None,
-            now_us,
+            clock,
             lease: None,
             always: false,
         }
@@ -265,9 +266,9 @@ mod tests {
             ],
         )
         .unwrap();
-        let a = check(&policy, "a", 1, None);
-        let b = check(&policy, "b", 1, None);
-        let again = check(&policy, "a", 3, Some(7));
+        let a = check(&policy, "a", 1, Clock::default());
+        let b = check(&policy, "b", 1, Clock::default());
+        let again = check(&policy, "a", 3, Clock::at(7));
         let script = script_for(policy.limits());
         let batch = batch_command("rl", script, [&a, &b, &again].into_iter());
         assert_eq!(
@@ -313,7 +314,7 @@ mod tests {
         .unwrap();
         let lease = |key: &str, id: &str| CheckArgs {
             lease: Some(id.to_owned()),
-            ..check(&policy, key, 1, None)
+            ..check(&policy, key, 1, Clock::default())
         };
         let (a, b) = (lease("a", "l1"), lease("a", "l2"));
         let script = script_for(policy.limits());

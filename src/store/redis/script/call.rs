@@ -2,11 +2,11 @@
 //! and the one reload a `NOSCRIPT` answer allows.
 
 use std::io::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ServerErrorKind};
 
+use super::clock::Clock;
 use super::penalty::box_key;
 use super::registry::{by_hash, script_for_check};
 use crate::key::Key;
@@ -117,14 +117,14 @@ fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &str {
     std::str::from_utf8(&buffer[at..]).unwrap_or_default()
 }
 
-/// The `EVALSHA` of one check, built once, arguments written straight into it. `now_us`
-/// replaces Redis `TIME` (tests only).
+/// The `EVALSHA` of one check, built once, arguments written straight into it, at `clock`'s
+/// time.
 pub(crate) fn script_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     (cost, costs): (u64, Option<&[u64]>),
-    now_us: Option<u64>,
+    clock: Clock,
 ) -> Cmd {
     let limits = policy.limits();
     // Sized for the whole call at once: growing it argument by argument reallocated it
@@ -136,8 +136,8 @@ pub(crate) fn script_command(
     let boxed = policy.penalty_us() > 0;
     command.arg(limits.len() + usize::from(boxed));
     push_keys(&mut command, prefix, policy, key, boxed);
-    push_time_and_cost(&mut command, now_us, cost);
-    push_limit_args(&mut command, policy, costs, now_us);
+    push_time_and_cost(&mut command, clock, cost);
+    push_limit_args(&mut command, policy, costs, clock);
     command
 }
 
@@ -160,27 +160,23 @@ pub(super) fn push_keys(command: &mut Cmd, prefix: &str, policy: &Policy, key: &
     }
 }
 
-/// Writes a check's time (`now_us` replaces Redis `TIME`, tests only) and cost.
-pub(super) fn push_time_and_cost(command: &mut Cmd, now_us: Option<u64>, cost: u64) {
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
+/// Writes a check's time (`clock`'s) and cost.
+pub(super) fn push_time_and_cost(command: &mut Cmd, clock: Clock, cost: u64) {
+    clock.push(command);
     command.arg(cost);
 }
 
 /// Writes the arguments of `policy`'s limits a check's script reads after its time and cost:
-/// each limit's count and period, the logs' TTL (with the test slack when `now_us` is
-/// given), the penalty, then each limit's cost when it has one of its own (`costs`). Two
+/// each limit's count and period, the logs' TTL (with `clock`'s slack), the penalty, then each limit's cost when it has one of its own (`costs`). Two
 /// checks whose policies write the same here, and whose costs are the same, share a batch's
 /// run ([`same_limit_args`]).
 pub(super) fn push_limit_args(
     command: &mut Cmd,
     policy: &Policy,
     costs: Option<&[u64]>,
-    now_us: Option<u64>,
+    clock: Clock,
 ) {
-    push_counts_and_logs(command, policy, now_us);
+    push_counts_and_logs(command, policy, clock);
     let penalty_us = policy.penalty_us();
     if penalty_us > 0 {
         command.arg(penalty_us);
@@ -191,12 +187,12 @@ pub(super) fn push_limit_args(
 }
 
 /// Writes each limit's count and period, then the logs' TTL if the policy has sliding logs
-/// (with the test slack when `now_us` is given): [`push_limit_args`] without the penalty and
-/// the costs, as a charge's script reads them (`charge.rs`).
-pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, now_us: Option<u64>) {
+/// (with `clock`'s slack): [`push_limit_args`] without the penalty and the costs, as a
+/// charge's script reads them (`charge.rs`).
+pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, clock: Clock) {
     let limits = policy.limits();
     for limit in limits {
-        push_count_and_period(command, limit, now_us);
+        push_count_and_period(command, limit, clock);
     }
     let log_span_us = limits
         .iter()
@@ -204,12 +200,7 @@ pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, now_us: O
         .map(Limit::period_us)
         .max();
     if let Some(span_us) = log_span_us {
-        let slack_ms = if now_us.is_some() {
-            TEST_TTL_SLACK_MS
-        } else {
-            0
-        };
-        command.arg(span_us.div_ceil(1000) + slack_ms);
+        command.arg(span_us.div_ceil(1000) + clock.ttl_slack_ms());
     }
 }
 
@@ -229,41 +220,37 @@ pub(super) fn same_limit_args(a: &Policy, b: &Policy) -> bool {
 }
 
 /// Writes what every script that evaluates a check reads first (`lua/prelude.lua`): the number
-/// of keys, each limit's state key (and the penalty box's, if `boxed`), the time (`now_us`
-/// replaces Redis `TIME`, tests only), the cost, and each limit's count and period.
+/// of keys, each limit's state key (and the penalty box's, if `boxed`), the time (`clock`'s),
+/// the cost, and each limit's count and period.
 pub(super) fn push_check_args(
     command: &mut Cmd,
     prefix: &str,
     policy: &Policy,
     key: &Key,
     boxed: bool,
-    now_us: Option<u64>,
+    clock: Clock,
     cost: u64,
 ) {
     let limits = policy.limits();
     command.arg(limits.len() + usize::from(boxed));
     push_keys(command, prefix, policy, key, boxed);
-    push_time_and_cost(command, now_us, cost);
+    push_time_and_cost(command, clock, cost);
     for limit in limits {
-        push_count_and_period(command, limit, now_us);
+        push_count_and_period(command, limit, clock);
     }
 }
 
 /// Writes a limit's count and period; for a calendar window, instead of the period, the
-/// boundaries of its windows around `now_us` (tests only), else around this machine's wall
-/// clock: the previous, current and next windows, of which the script takes the one that holds
-/// Redis's time (`lua/calendar_window.lua`).
-fn push_count_and_period(command: &mut Cmd, limit: &Limit, now_us: Option<u64>) {
+/// boundaries of its windows around the client's time ([`Clock::client_time_us`]): the
+/// previous, current and next windows, of which the script takes the one that holds Redis's
+/// time (`lua/calendar_window.lua`).
+fn push_count_and_period(command: &mut Cmd, limit: &Limit, clock: Clock) {
     command.arg(limit.count());
     let Some(calendar) = limit.aligned_to() else {
         command.arg(limit.period_us());
         return;
     };
-    let at = now_us.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-    });
+    let at = clock.client_time_us();
     let mut arg = command.writer_for_next_arg();
     // None only outside the years -9999 to 9999: then no boundary, which the script refuses.
     if let Some([a, b, c, d]) = calendar.bounds_around(at) {
@@ -271,10 +258,6 @@ fn push_count_and_period(command: &mut Cmd, limit: &Limit, now_us: Option<u64>) 
         let _ = write!(arg, "{a} {b} {c} {d}");
     }
 }
-
-/// TEST ONLY: the TTL slack of state written at an explicit time (`ttl_slack_ms` in
-/// `lua/prelude.lua`), so real time passing during a test does not expire simulated state.
-const TEST_TTL_SLACK_MS: u64 = 60_000;
 
 /// Sends the `EVALSHA`; on `NOSCRIPT` (the script never ran) loads the script it names and
 /// sends it once more, as `redis::Script::invoke_async` does, without copying the arguments
@@ -375,7 +358,7 @@ mod tests {
         ];
         for policy in &policies {
             for key in &keys {
-                let command = script_command("rl", policy, key, (1, None), None);
+                let command = script_command("rl", policy, key, (1, None), Clock::default());
                 let written: Vec<Vec<u8>> = command
                     .args_iter()
                     .skip(3)
@@ -406,7 +389,7 @@ mod tests {
     #[test]
     fn the_command_names_the_policy_s_script_then_keys_then_arguments() {
         let policy = policy();
-        let command = script_command("rl", &policy, &Key::new("k"), (3, None), Some(7));
+        let command = script_command("rl", &policy, &Key::new("k"), (3, None), Clock::at(7));
         let text: Vec<String> = command
             .args_iter()
             .map(|a| match a {

@@ -24,6 +24,7 @@ use std::fmt::Write as _;
 use redis::Cmd;
 
 use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
+use super::clock::Clock;
 use super::registry::script_for_policy;
 use super::signature::Signature;
 use super::source::head;
@@ -158,13 +159,13 @@ pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str, 
 
 /// The `EVALSHA` of a charge of `cost` for `key` under `policy` (its override applied by the
 /// caller): a check's keys (without the penalty box) and arguments (without the penalty and
-/// the lease). `now_us` replaces Redis `TIME` (tests only).
+/// the lease), at `clock`'s time.
 pub(crate) fn charge_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     cost: u64,
-    now_us: Option<u64>,
+    clock: Clock,
 ) -> Cmd {
     let limits = policy.limits();
     let mut command =
@@ -173,8 +174,8 @@ pub(crate) fn charge_command(
     command.arg(script_for_policy(policy).charge().get_hash());
     command.arg(limits.len());
     push_keys(&mut command, prefix, policy, key, false);
-    push_time_and_cost(&mut command, now_us, cost);
-    push_counts_and_logs(&mut command, policy, now_us);
+    push_time_and_cost(&mut command, clock, cost);
+    push_counts_and_logs(&mut command, policy, clock);
     command
 }
 
@@ -239,7 +240,7 @@ mod tests {
         .unwrap()
         .penalty(Duration::from_secs(60))
         .unwrap();
-        let command = charge_command("rl", &policy, &Key::new("k"), 7, Some(9));
+        let command = charge_command("rl", &policy, &Key::new("k"), 7, Clock::at(9));
         let text: Vec<String> = command
             .args_iter()
             .map(|a| match a {

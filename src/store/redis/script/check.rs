@@ -5,6 +5,7 @@ use redis::Cmd;
 
 use super::always::{always_command, push_always_args};
 use super::call::{push_keys, push_limit_args, same_limit_args, script_command};
+use super::clock::Clock;
 use crate::key::Key;
 use crate::policy::Policy;
 
@@ -16,8 +17,9 @@ pub(crate) struct CheckArgs {
     /// A cost per limit (`LimitCosts`), passed after the limits' other arguments; `cost` is
     /// then the largest of them.
     pub(crate) costs: Option<Box<[u64]>>,
-    /// Replaces Redis `TIME` (tests only).
-    pub(crate) now_us: Option<u64>,
+    /// The time the check is decided at (Redis `TIME` but in the crate's tests), read from
+    /// the store when the check was made.
+    pub(crate) clock: Clock,
     /// A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
     pub(crate) lease: Option<String>,
     /// Every cost lands (`Commit::Always`, with `costs`): the always script's keys and
@@ -30,14 +32,14 @@ impl CheckArgs {
     pub(crate) fn command(&self, prefix: &str) -> Cmd {
         if self.always {
             let costs = self.costs.as_deref().unwrap_or_default();
-            return always_command(prefix, &self.policy, &self.key, costs, self.now_us);
+            return always_command(prefix, &self.policy, &self.key, costs, self.clock);
         }
         let mut command = script_command(
             prefix,
             &self.policy,
             &self.key,
             (self.cost, self.costs.as_deref()),
-            self.now_us,
+            self.clock,
         );
         if let Some(lease) = &self.lease {
             command.arg(lease.as_str());
@@ -57,16 +59,16 @@ impl CheckArgs {
     pub(crate) fn push_limit_args(&self, command: &mut Cmd) {
         if self.always {
             let costs = self.costs.as_deref().unwrap_or_default();
-            push_always_args(command, &self.policy, costs, self.now_us);
+            push_always_args(command, &self.policy, costs, self.clock);
         } else {
-            push_limit_args(command, &self.policy, self.costs.as_deref(), self.now_us);
+            push_limit_args(command, &self.policy, self.costs.as_deref(), self.clock);
         }
     }
 
     /// Whether `other` writes the time, cost and limits' arguments `self` does (one run of a
     /// batch holds them once).
     pub(crate) fn shares_run(&self, other: &CheckArgs) -> bool {
-        self.now_us == other.now_us
+        self.clock == other.clock
             && self.cost == other.cost
             && self.costs == other.costs
             && self.always == other.always

@@ -4,16 +4,18 @@
 //! Redis what a hand-written script of the same algorithm does (`benches/redis_cost`).
 //!
 //! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
-//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `check`: a check's
-//! arguments until it is sent; `charge`: a charge's script (its tail) and call; `always`: each
-//! limit charged its own cost (`Commit::Always`), batched as a check is; `batch`: several
-//! decisions in one call; `reply`: decoding; `lease`: the leases of concurrency limits.
+//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `clock`: the time
+//! a script decides at; `check`: a check's arguments until it is sent; `charge`: a charge's
+//! script (its tail) and call; `always`: each limit charged its own cost (`Commit::Always`),
+//! batched as a check is; `batch`: several decisions in one call; `reply`: decoding; `lease`:
+//! the leases of concurrency limits.
 
 mod always;
 mod batch;
 mod call;
 mod charge;
 mod check;
+mod clock;
 mod lease;
 pub(super) mod peek;
 mod penalty;
@@ -38,6 +40,7 @@ pub(super) use self::call::script_command;
 pub(super) use self::call::state_key;
 pub(super) use self::charge::charge_command;
 pub(super) use self::check::CheckArgs;
+pub(super) use self::clock::Clock;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
 pub(super) use self::refund::{refund_command, refund_source};

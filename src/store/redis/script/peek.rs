@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use redis::Cmd;
 
 use super::call::{push_check_args, state_key};
+use super::clock::Clock;
 use super::signature::Signature;
 use super::source::head;
 use super::tail::open_log;
@@ -99,12 +100,12 @@ fn keys(prefix: &str, policy: &Policy, key: &Key) -> Vec<String> {
 }
 
 /// The `EVAL` of the peek script for a request of cost 1, with a check's keys and arguments;
-/// `now_us` replaces Redis `TIME` (tests only). Support tools call it rarely: the script is
+/// at `clock`'s time. Support tools call it rarely: the script is
 /// sent whole (Redis caches it by hash), never registered for the checks' `EVALSHA`.
-pub(crate) fn peek_command(prefix: &str, policy: &Policy, key: &Key, now_us: Option<u64>) -> Cmd {
+pub(crate) fn peek_command(prefix: &str, policy: &Policy, key: &Key, clock: Clock) -> Cmd {
     let mut command = redis::cmd("EVAL");
     command.arg(peek_source(Signature::of(policy.limits())));
-    push_check_args(&mut command, prefix, policy, key, false, now_us, 1);
+    push_check_args(&mut command, prefix, policy, key, false, clock, 1);
     command
 }
 

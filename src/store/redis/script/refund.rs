@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use redis::Cmd;
 
 use super::call::state_key;
+use super::clock::Clock;
 use super::penalty::beside;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -23,14 +24,13 @@ pub(crate) fn script() -> &'static redis::Script {
     &SCRIPT
 }
 
-/// The `EVALSHA` that gives `refund` back to `key` under `policy`; `now_us` replaces Redis
-/// `TIME` (tests only).
+/// The `EVALSHA` that gives `refund` back to `key` under `policy`, at `clock`'s time.
 pub(crate) fn refund_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     refund: &Refund,
-    now_us: Option<u64>,
+    clock: Clock,
 ) -> Cmd {
     let limits = policy.limits();
     let mut command = redis::cmd("EVALSHA");
@@ -44,10 +44,7 @@ pub(crate) fn refund_command(
         key,
         &format!("rf:{:016x}", refund.token()),
     ));
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
+    clock.push(&mut command);
     // Every state an admission touches is moot after twice the longest period.
     let longest_ms = 2 * policy.max_period().as_millis().max(1);
     command

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use redis::Cmd;
 
 use super::call::state_key;
+use super::clock::Clock;
 use crate::key::Key;
 use crate::policy::Policy;
 use crate::store::cost_at;
@@ -32,14 +33,14 @@ pub(crate) enum Mode {
 }
 
 /// The `EVALSHA` that books `costs` (one per limit, or one for all) for `key` under `policy`
-/// in `mode`; `now_us` replaces Redis `TIME` (tests only).
+/// in `mode`, at `clock`'s time.
 pub(crate) fn reserve_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
     costs: &[u64],
     mode: Mode,
-    now_us: Option<u64>,
+    clock: Clock,
 ) -> Cmd {
     let limits = policy.limits();
     let mut command = redis::cmd("EVALSHA");
@@ -47,10 +48,7 @@ pub(crate) fn reserve_command(
     for position in 0..limits.len() {
         command.arg(state_key(prefix, policy, key, position));
     }
-    match now_us {
-        Some(now) => command.arg(now),
-        None => command.arg(""),
-    };
+    clock.push(&mut command);
     match mode {
         Mode::Reserve(max) => command.arg(max),
         Mode::Charge => command.arg(-1),
