@@ -3,6 +3,7 @@
 
 mod builder;
 mod charge;
+mod contract;
 mod entry;
 mod limit_keys;
 mod mirror;
@@ -18,10 +19,8 @@ use entry::Entry;
 
 use super::clock::Clock;
 use super::override_table::OverrideTable;
-use super::overrides::Override;
 use super::shard::{Lookup, Shard, ShardedMap};
-use super::{Admin, KeyState, Overrides, Refunds, Reservations, StoreFuture};
-use super::{Check, Commit, LimitCosts, Refund, Store};
+use super::{Commit, KeyState};
 use crate::decision::Decision;
 use crate::error::StoreError;
 use crate::identity::LeaseIds;
@@ -68,7 +67,7 @@ struct Inner {
     overrides: OverrideTable,
     refunds: refund::Tokens,
     leases: LeaseIds,
-    /// The resets made through [`Admin::reset`], for the layers in front of this store.
+    /// The resets made through [`Admin::reset`](crate::store::Admin::reset), for the layers in front of this store.
     resets: super::reset_log::ResetLog,
 }
 
@@ -103,7 +102,7 @@ impl MemoryStore {
         MemoryStoreBuilder::new()
     }
 
-    /// Checks synchronously: what [`Store::check`] does, without a future.
+    /// Checks synchronously: what [`Store::check`](crate::store::Store::check) does, without a future.
     ///
     /// ```
     /// use std::time::Duration;
@@ -119,7 +118,7 @@ impl MemoryStore {
         self.decide(policy, key, std::slice::from_ref(&cost))
     }
 
-    /// Checks synchronously what [`LimitCosts::check_costs`] checks: `costs[i]` units against
+    /// Checks synchronously what [`LimitCosts::check_costs`](crate::store::LimitCosts::check_costs) checks: `costs[i]` units against
     /// limit `i` of `policy`, all committed or none; or why those costs cannot be checked.
     ///
     /// ```
@@ -206,7 +205,7 @@ impl MemoryStore {
         }
     }
 
-    /// Gives back synchronously what [`Store::release`] gives back: `lease`, held for `key`
+    /// Gives back synchronously what [`Store::release`](crate::store::Store::release) gives back: `lease`, held for `key`
     /// under `policy`'s concurrency limit. Answers whether it was held (not released before,
     /// not lapsed).
     ///
@@ -231,7 +230,7 @@ impl MemoryStore {
             .is_some_and(|entry| entry.release(lease.id()))
     }
 
-    /// Reads synchronously what [`Admin::inspect`] reads: `key`'s state under `policy` for a
+    /// Reads synchronously what [`Admin::inspect`](crate::store::Admin::inspect) reads: `key`'s state under `policy` for a
     /// request of cost 1, nothing consumed.
     ///
     /// ```
@@ -267,7 +266,7 @@ impl MemoryStore {
         KeyState::from_uncommitted(Decision::from_states(policy.name_arc(), now, states))
     }
 
-    /// Deletes synchronously what [`Admin::reset`] deletes: `key`'s state under `policy`.
+    /// Deletes synchronously what [`Admin::reset`](crate::store::Admin::reset) deletes: `key`'s state under `policy`.
     /// Returns whether there was any.
     ///
     /// ```
@@ -378,65 +377,6 @@ pub(crate) fn holds_leases(policy: &Policy) -> bool {
         .any(|l| l.algorithm() == Algorithm::Concurrency)
 }
 
-impl Default for MemoryStore {
-    fn default() -> Self {
-        MemoryStore::new()
-    }
-}
-
-impl std::fmt::Debug for MemoryStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStore")
-            .field("max_keys", &self.inner.entries.max_keys())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Store for MemoryStore {
-    fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        Check::Ready(Ok(self.check_now(policy, key, cost)))
-    }
-
-    fn charge(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        Check::Ready(Ok(self.charge_now(policy, key, cost)))
-    }
-
-    fn release(&self, policy: &Policy, key: &Key, lease: Lease) -> StoreFuture<()> {
-        self.release_now(policy, key, lease);
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn kind(&self) -> &'static str {
-        "memory"
-    }
-
-    fn admin(&self) -> Option<&dyn Admin> {
-        Some(self)
-    }
-
-    fn overrides(&self) -> Option<&dyn Overrides> {
-        Some(self)
-    }
-
-    fn refunds(&self) -> Option<&dyn Refunds> {
-        Some(self)
-    }
-
-    fn reservations(&self) -> Option<&dyn Reservations> {
-        Some(self)
-    }
-
-    fn limit_costs(&self) -> Option<&dyn LimitCosts> {
-        Some(self)
-    }
-}
-
-impl LimitCosts for MemoryStore {
-    fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
-        Check::Ready(self.check_costs_now(policy, key, costs, commit))
-    }
-}
-
 /// The cost of `policy`'s concurrency limit among `costs`: a lease is taken only when it is
 /// charged.
 fn lease_cost(policy: &Policy, costs: &[u64]) -> u64 {
@@ -445,59 +385,4 @@ fn lease_cost(policy: &Policy, costs: &[u64]) -> u64 {
         .iter()
         .position(|l| l.algorithm() == Algorithm::Concurrency)
         .map_or(0, |p| super::cost_at(costs, p))
-}
-
-impl Admin for MemoryStore {
-    fn inspect(&self, policy: &Policy, key: &Key) -> StoreFuture<KeyState> {
-        Box::pin(std::future::ready(Ok(self.inspect_now(policy, key))))
-    }
-
-    fn reset(&self, policy: &Policy, key: &Key) -> StoreFuture<()> {
-        self.reset_now(policy, key);
-        self.inner.resets.record(policy.name(), key);
-        Box::pin(std::future::ready(Ok(())))
-    }
-
-    fn resets_version(&self) -> u64 {
-        self.inner.resets.version()
-    }
-
-    fn reset_since(&self, policy: &Policy, key: &Key, since: u64) -> bool {
-        self.inner.resets.reset_since(since, policy.name(), key)
-    }
-}
-
-impl Overrides for MemoryStore {
-    fn set_override(&self, policy: &Policy, key: &Key, value: Override) -> StoreFuture<()> {
-        let outcome = value
-            .limits_for(policy)
-            .map(|_| self.inner.overrides.set(policy.name(), key, value))
-            .map_err(StoreError::from);
-        Box::pin(std::future::ready(outcome))
-    }
-
-    fn get_override(&self, policy: &Policy, key: &Key) -> StoreFuture<Option<Override>> {
-        let found = self.inner.overrides.get(policy.name(), key);
-        Box::pin(std::future::ready(Ok(found)))
-    }
-
-    fn remove_override(&self, policy: &Policy, key: &Key) -> StoreFuture<bool> {
-        let removed = self.inner.overrides.remove(policy.name(), key);
-        Box::pin(std::future::ready(Ok(removed)))
-    }
-
-    fn overrides_version(&self) -> u64 {
-        self.inner.overrides.version()
-    }
-
-    fn override_in_force(&self, policy: &str, key: &Key) -> Option<Override> {
-        self.inner.overrides.get(policy, key)
-    }
-}
-
-impl Refunds for MemoryStore {
-    fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
-        let given = self.refund_now(policy, key, refund);
-        Box::pin(std::future::ready(Ok(given)))
-    }
 }
