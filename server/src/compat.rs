@@ -6,35 +6,12 @@
 //! setting is silently ignored. The table in `docs/guide/migrating-from-envoy-ratelimit.md` is
 //! checked against this list by a test.
 
-/// What a variable of the Go service does in this server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Support {
-    /// Read and honoured, with the same meaning.
-    Honoured,
-    /// Read, with a meaning that differs; the text says how.
-    Differs(&'static str),
-    /// Accepted but without effect here; the text says why. Set, it is named in a warning.
-    NoEffect(&'static str),
-    /// Not supported; the text says what to use instead. Set, it is named in a warning.
-    Unsupported(&'static str),
-}
+mod go_variable;
+#[cfg(test)]
+mod guide;
 
-/// One variable of the Go service: its name, its default there, and what it does here.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GoVariable {
-    pub(crate) name: &'static str,
-    #[cfg_attr(not(test), allow(dead_code))] // read by the migration guide's table
-    pub(crate) default: &'static str,
-    pub(crate) support: Support,
-}
-
-const fn var(name: &'static str, default: &'static str, support: Support) -> GoVariable {
-    GoVariable {
-        name,
-        default,
-        support,
-    }
-}
+use go_variable::var;
+use go_variable::{GoVariable, Support};
 
 use Support::{Differs, Honoured, NoEffect, Unsupported};
 
@@ -434,68 +411,4 @@ pub(crate) fn warnings(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
             Honoured | Differs(_) => None,
         })
         .collect()
-}
-
-/// The migration guide's table of variables, rendered from [`GO_VARIABLES`].
-#[cfg(test)]
-fn markdown_table() -> String {
-    let mut out = String::from("| variable | default there | here |\n|---|---|---|\n");
-    for v in GO_VARIABLES {
-        let here = match v.support {
-            Honoured => "honoured".to_owned(),
-            Differs(how) => format!("differs: {how}"),
-            NoEffect(why) => format!("no effect (warned): {why}"),
-            Unsupported(why) => format!("**not supported** (warned): {why}"),
-        };
-        let default = if v.default.is_empty() { "" } else { v.default };
-        out.push_str(&format!("| `{}` | `{default}` | {here} |\n", v.name).replace("``", ""));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GUIDE: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/guide/migrating-from-envoy-ratelimit.md"
-    );
-    const BEGIN: &str = "<!-- variables: begin (generated from server/src/compat.rs) -->\n";
-    const END: &str = "<!-- variables: end -->";
-
-    /// The guide's table is this list: `REDLIMIT_WRITE_DOCS=1` rewrites it.
-    #[test]
-    fn the_migration_guide_lists_every_variable() {
-        let guide = std::fs::read_to_string(GUIDE).expect("the migration guide");
-        let start = guide.find(BEGIN).expect("the table's begin marker") + BEGIN.len();
-        let end = guide.find(END).expect("the table's end marker");
-        let table = markdown_table();
-        if guide[start..end] != table {
-            if std::env::var_os("REDLIMIT_WRITE_DOCS").is_some() {
-                let updated = format!("{}{table}{}", &guide[..start], &guide[end..]);
-                std::fs::write(GUIDE, updated).expect("the guide is writable");
-            } else {
-                panic!("the guide's table is stale: run with REDLIMIT_WRITE_DOCS=1");
-            }
-        }
-    }
-
-    #[test]
-    fn every_variable_is_listed_once() {
-        let mut names: Vec<_> = GO_VARIABLES.iter().map(|v| v.name).collect();
-        let all = names.len();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), all, "a variable is listed twice");
-    }
-
-    #[test]
-    fn set_variables_without_effect_are_named_and_honoured_ones_are_not() {
-        let set = ["REDIS_POOL_SIZE", "MEMCACHE_HOST_PORT", "REDIS_URL", "PORT"];
-        let warnings = warnings(|name| set.contains(&name).then(|| "x".to_owned()));
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[1].starts_with("MEMCACHE_HOST_PORT is set but not supported"));
-        assert!(warnings[0].starts_with("REDIS_POOL_SIZE is set but has no effect"));
-    }
 }
