@@ -9,16 +9,14 @@
 //! backlog of reservations is what the state now holds. `charge` (a settle above the estimate)
 //! commits at now whatever the backlog, never refused.
 
+use super::{Algorithm, State};
 use super::{debt_cap, emission_interval, gcra, token_bucket};
-use crate::algorithm::State;
-use crate::limit::{Algorithm, Limit};
 
-/// Whether every limit of `limits` can reserve natively (GCRA and token bucket only).
-pub(crate) fn reservable(limits: &[Limit]) -> bool {
-    !limits.is_empty()
-        && limits
-            .iter()
-            .all(|l| matches!(l.algorithm(), Algorithm::Gcra | Algorithm::TokenBucket))
+impl Algorithm {
+    /// Whether a limit of this algorithm can reserve natively (GCRA and token bucket only).
+    pub(crate) fn reserves(self) -> bool {
+        matches!(self, Algorithm::Gcra | Algorithm::TokenBucket)
+    }
 }
 
 /// When `cost` would conform to the limit (`count` per `period_us`) holding `state`, in µs,

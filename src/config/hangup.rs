@@ -22,8 +22,26 @@ pub struct Hangup {
     task: JoinHandle<()>,
 }
 
+impl Reloader {
+    /// Reloads the file at `path` each time the process receives `SIGHUP`, until the returned
+    /// [`Hangup`] is dropped: for operators who reload by signal, and for
+    /// mounts whose changes no file event announces. Must be called inside a Tokio runtime.
+    ///
+    /// ```no_run
+    /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
+    /// use redlimit::config::Reloader;
+    /// let reloader = Reloader::new(layer.handle());
+    /// let _watcher = reloader.watch("redlimit.toml")?;
+    /// let _hangup = reloader.reload_on_hangup("redlimit.toml")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn reload_on_hangup(&self, path: impl AsRef<Path>) -> Result<Hangup, ConfigError> {
+        Hangup::start(self.clone(), path.as_ref())
+    }
+}
+
 impl Hangup {
-    pub(super) fn start(reloader: Reloader, path: &Path) -> Result<Hangup, ConfigError> {
+    fn start(reloader: Reloader, path: &Path) -> Result<Hangup, ConfigError> {
         let mut hangups = signal(SignalKind::hangup()).map_err(|err| ConfigError::ReadFile {
             path: path.display().to_string(),
             reason: format!("listening for SIGHUP: {err}"),

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::file::ConfigFile;
-use super::watch::Watcher;
 use crate::error::ConfigError;
 use crate::layer::Handle;
 
@@ -113,37 +112,6 @@ impl Reloader {
                 Err(error)
             }
         }
-    }
-
-    /// Reloads the file at `path` whenever it changes (debounced), until the returned
-    /// [`Watcher`] is dropped. Must be called inside a Tokio runtime. Fails if the file's
-    /// directory cannot be watched.
-    ///
-    /// ```no_run
-    /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
-    /// use redlimit::config::Reloader;
-    /// let _watcher = Reloader::new(layer.handle()).watch("redlimit.toml")?;
-    /// # Ok(()) }
-    /// ```
-    pub fn watch(&self, path: impl AsRef<Path>) -> Result<Watcher, ConfigError> {
-        Watcher::start(self.clone(), path.as_ref())
-    }
-
-    /// Reloads the file at `path` each time the process receives `SIGHUP`, until the returned
-    /// [`Hangup`](super::Hangup) is dropped: for operators who reload by signal, and for
-    /// mounts whose changes no file event announces. Must be called inside a Tokio runtime.
-    ///
-    /// ```no_run
-    /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
-    /// use redlimit::config::Reloader;
-    /// let reloader = Reloader::new(layer.handle());
-    /// let _watcher = reloader.watch("redlimit.toml")?;
-    /// let _hangup = reloader.reload_on_hangup("redlimit.toml")?;
-    /// # Ok(()) }
-    /// ```
-    #[cfg(unix)]
-    pub fn reload_on_hangup(&self, path: impl AsRef<Path>) -> Result<super::Hangup, ConfigError> {
-        super::hangup::Hangup::start(self.clone(), path.as_ref())
     }
 
     /// How many configurations were put in force (by [`apply`](Self::apply) or a reload).

@@ -33,8 +33,24 @@ pub struct Watcher {
     task: JoinHandle<()>,
 }
 
+impl Reloader {
+    /// Reloads the file at `path` whenever it changes (debounced), until the returned
+    /// [`Watcher`] is dropped. Must be called inside a Tokio runtime. Fails if the file's
+    /// directory cannot be watched.
+    ///
+    /// ```no_run
+    /// # async fn run(layer: redlimit::RateLimitLayer) -> Result<(), redlimit::ConfigError> {
+    /// use redlimit::config::Reloader;
+    /// let _watcher = Reloader::new(layer.handle()).watch("redlimit.toml")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self, path: impl AsRef<Path>) -> Result<Watcher, ConfigError> {
+        Watcher::start(self.clone(), path.as_ref())
+    }
+}
+
 impl Watcher {
-    pub(super) fn start(reloader: Reloader, path: &Path) -> Result<Watcher, ConfigError> {
+    fn start(reloader: Reloader, path: &Path) -> Result<Watcher, ConfigError> {
         let error = |reason: String| ConfigError::ReadFile {
             path: path.display().to_string(),
             reason,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::MissingKey;
 use super::decide::Decider;
-use super::rate_limit_layer::LayerState;
+use super::layer_state::LayerState;
 use super::rule::Rule;
 use crate::error::{ConfigError, StoreError};
 use crate::key::{ClientName, Key, KeyExtractor, PeerIp};

@@ -96,6 +96,7 @@ mod future;
 mod handle;
 mod key_missing;
 mod layer_settings;
+mod layer_state;
 mod meters;
 mod rate_limit_layer;
 mod reconcile;

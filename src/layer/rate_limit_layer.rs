@@ -1,15 +1,14 @@
 //! The layer: the settings every service it wraps shares, and the cell a handle steers.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use tower_layer::Layer;
 
 use super::builder::RateLimitBuilder;
 use super::decide::Decider;
 use super::handle::Handle;
 use super::layer_settings::LayerSettings;
-use super::service::RateLimit;
+use super::layer_state::LayerState;
 use crate::policy::Policy;
 use crate::store::Store;
 
@@ -48,37 +47,6 @@ use crate::store::Store;
 #[derive(Clone)]
 pub struct RateLimitLayer {
     shared: Arc<LayerState>,
-}
-
-/// What a layer, its clones, its services and its handles share.
-pub(super) struct LayerState {
-    /// The settings as built.
-    base: Arc<LayerSettings>,
-    /// The decider in force, made from `base` at first use (the first service or handle, so a
-    /// metrics recorder installed after building is still the one its meters use) and swapped
-    /// by [`Handle::replace_rules`] for every service at once.
-    cell: OnceLock<Arc<ArcSwap<Decider>>>,
-}
-
-impl LayerState {
-    /// The cell of the decider in force, derived once.
-    pub(super) fn cell(&self) -> &Arc<ArcSwap<Decider>> {
-        self.cell
-            .get_or_init(|| Arc::new(ArcSwap::from_pointee(Decider::new(Arc::clone(&self.base)))))
-    }
-
-    /// The decider in force now.
-    pub(super) fn decider(&self) -> Arc<Decider> {
-        self.cell().load_full()
-    }
-
-    /// The settings in force now, without deriving a decider for them.
-    fn config(&self) -> Arc<LayerSettings> {
-        match self.cell.get() {
-            Some(cell) => Arc::clone(&cell.load().config),
-            None => Arc::clone(&self.base),
-        }
-    }
 }
 
 impl RateLimitLayer {
@@ -147,12 +115,14 @@ impl RateLimitLayer {
         self.shared.decider()
     }
 
+    /// The cell of the decider in force, which every service made from this layer reads.
+    pub(super) fn decider_cell(&self) -> Arc<ArcSwap<Decider>> {
+        Arc::clone(self.shared.cell())
+    }
+
     pub(super) fn from_settings(config: LayerSettings) -> Self {
         RateLimitLayer {
-            shared: Arc::new(LayerState {
-                base: Arc::new(config),
-                cell: OnceLock::new(),
-            }),
+            shared: Arc::new(LayerState::new(config)),
         }
     }
 
@@ -184,13 +154,5 @@ impl std::fmt::Debug for RateLimitLayer {
             .field("on_store_error", &config.on_store_error)
             .field("deadline", &config.engine.deadline())
             .finish_non_exhaustive()
-    }
-}
-
-impl<S> Layer<S> for RateLimitLayer {
-    type Service = RateLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::from_cell(inner, Arc::clone(self.shared.cell()))
     }
 }

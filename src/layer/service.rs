@@ -5,6 +5,7 @@ use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
 use http::{Request, Response};
+use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::ResponseBody;
@@ -143,5 +144,13 @@ where
                 ResponseFuture::start(&decider, waiting, request, inner)
             }
         }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::from_cell(inner, self.decider_cell())
     }
 }

@@ -127,6 +127,15 @@ pub fn refund_call(
 #[cfg(feature = "redis")]
 pub mod local_first {
     pub use crate::store::local_first::sim::{Batch, Fleet, Instance, Reply};
+
+    impl Batch {
+        /// The `EVAL` of the real sync script (`lua/local_first_sync.lua`) for this batch, keys
+        /// under `prefix`: to hold the script and its Rust twin ([`Fleet`]) to the same
+        /// answers.
+        pub fn command(&self, prefix: &str) -> super::ScriptCall {
+            super::ScriptCall::new(self.sync_command(prefix))
+        }
+    }
 }
 
 /// TEST ONLY: [`Reservations::reserve`](crate::store::Reservations::reserve) (with a

@@ -24,7 +24,8 @@ use crate::policy::Policy;
 /// # Ok::<(), redlimit::ConfigError>(())
 /// ```
 pub fn reservable(policy: &Policy) -> bool {
-    crate::algorithm::reserve::reservable(policy.limits())
+    let limits = policy.limits();
+    !limits.is_empty() && limits.iter().all(|l| l.algorithm().reserves())
 }
 
 /// A slot booked by [`Reservations::reserve`]: the units are committed in the store, the

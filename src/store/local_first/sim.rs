@@ -131,16 +131,10 @@ impl Instance {
 
 impl Batch {
     /// The `EVAL` of the real sync script (`lua/local_first_sync.lua`) for this batch, keys
-    /// under `prefix`: to hold the script and its Rust twin ([`Fleet`]) to the same answers.
+    /// under `prefix` (`redlimit::__private` wraps it as a `ScriptCall`).
     #[cfg(feature = "__test-hooks")]
-    pub fn command(&self, prefix: &str) -> crate::__private::ScriptCall {
-        crate::__private::ScriptCall::new(super::task::sync_command(
-            "EVAL",
-            super::task::sync_source(),
-            prefix,
-            &self.0,
-            2_000,
-        ))
+    pub(crate) fn sync_command(&self, prefix: &str) -> redis::Cmd {
+        super::task::sync_command("EVAL", super::task::sync_source(), prefix, &self.0, 2_000)
     }
 
     /// The script's reply to [`Batch::command`], decoded as the store decodes it.
