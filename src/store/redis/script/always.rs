@@ -40,18 +40,11 @@
 
 use std::fmt::Write as _;
 
-use redis::Cmd;
-
-use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
 use super::charge::{charge_logs, open_logs};
-use super::clock::Clock;
-use super::registry::script_for_always;
+use super::head::head;
 use super::signature::Signature;
-use super::source::head;
 use super::tail::Frame;
-use crate::key::Key;
 use crate::limit::Algorithm;
-use crate::policy::Policy;
 
 /// The always script for `signature`.
 pub(super) fn always_source(signature: Signature) -> String {
@@ -153,37 +146,6 @@ pub(super) fn always_tail_in(signature: Signature, frame: Frame) -> String {
     lua
 }
 
-/// The `EVALSHA` of an always check of `costs` (one per limit) for `key` under `policy` (its
-/// override applied by the caller): a charge's keys and arguments, then the costs, at
-/// `clock`'s time.
-pub(crate) fn always_command(
-    prefix: &str,
-    policy: &Policy,
-    key: &Key,
-    costs: &[u64],
-    clock: Clock,
-) -> Cmd {
-    let limits = policy.limits();
-    let mut command =
-        redis::Cmd::with_capacity(3 * limits.len() + 8, check_bytes(prefix, policy, key) + 128);
-    command.arg("EVALSHA");
-    command.arg(script_for_always(policy).script.get_hash());
-    command.arg(limits.len());
-    push_keys(&mut command, prefix, policy, key, false);
-    push_time_and_cost(&mut command, clock, crate::store::largest_cost(costs));
-    push_always_args(&mut command, policy, costs, clock);
-    command
-}
-
-/// Writes the arguments of an always check's limits after its time and cost: each limit's
-/// count and period, the logs' TTL, then each limit's cost (no penalty: a box plays no part).
-pub(super) fn push_always_args(command: &mut Cmd, policy: &Policy, costs: &[u64], clock: Clock) {
-    push_counts_and_logs(command, policy, clock);
-    for i in 0..policy.limits().len() {
-        command.arg(crate::store::cost_at(costs, i));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,42 +195,5 @@ mod tests {
         assert!(lua.contains("local log_units = math.min(c1, math.max(0,"));
         assert_eq!(lua.matches("'ZADD'").count(), 2);
         assert!(lua.contains("sliding_log(KEYS[3], n3, p3, 0,"));
-    }
-
-    #[test]
-    fn the_command_passes_each_cost_after_the_limits() {
-        let policy = Policy::new(
-            "p",
-            [
-                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
-                Limit::fixed_window(9, Duration::from_secs(60)).unwrap(),
-            ],
-        )
-        .unwrap();
-        let command = always_command("rl", &policy, &Key::new("k"), &[3, 0], Clock::at(9));
-        let text: Vec<String> = command
-            .args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                _ => String::new(),
-            })
-            .collect();
-        assert_eq!(text[1], script_for_always(&policy).script.get_hash());
-        assert_eq!(
-            text[2..],
-            [
-                "2",
-                "rl:p:{k}:gc0",
-                "rl:p:{k}:fw1",
-                "9",
-                "3",
-                "5",
-                "1000000",
-                "9",
-                "60000000",
-                "3",
-                "0"
-            ]
-        );
     }
 }

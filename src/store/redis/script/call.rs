@@ -1,121 +1,17 @@
 //! One call of a script: the state keys it reads, the `EVALSHA` that names the policy's script,
 //! and the one reload a `NOSCRIPT` answer allows.
 
-use std::io::Write as _;
-
 use redis::aio::ConnectionLike;
-use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind};
 
+use super::args::{
+    check_bytes, push_always_args, push_counts_and_logs, push_keys, push_limit_args,
+    push_time_and_cost,
+};
 use super::clock::Clock;
-use super::penalty::box_key;
-use super::registry::{by_hash, script_for_check};
+use super::registry::{by_hash, script_for_always, script_for_check, script_for_policy};
 use crate::key::Key;
-use crate::limit::{Algorithm, Limit};
 use crate::policy::Policy;
-
-/// The state key of the limit at `position`: `{prefix}:{policy}:{{key}}:{code}{position}`
-/// (`rl:login:{ip:1.2.3.4}:gc0`). The braces make the key the cluster hash tag; [`Key`] text
-/// never contains braces, so every key of one evaluation hashes to one slot. The key names
-/// the limit's position and algorithm, not its `N` and period: a changed limit (an override,
-/// a reloaded policy) reads the state the old one left, each algorithm's script saying how;
-/// a changed algorithm starts fresh. Sliding logs share one key.
-///
-/// A key with limit keys ([`Key::with_limit_key`]) names each limit's own key after the
-/// check's hash tag (the widest key, [`Key::hash_tag`]):
-/// `{prefix}:{policy}:{{tag}}:{limit key}:{code}{position}`
-/// (`rl:api:{tenant:acme}:#1a2b:gc0`, `rl:api:{tenant:acme}:tenant:acme:fw1`), so a tenant's
-/// limit is one key whichever of its clients counts against it. Sliding logs share the key of
-/// the first one.
-///
-/// A key whose limit keys name their states ([`Key::with_named_limit_keys`]) names neither
-/// the policy's limits' positions nor the widest key: `{prefix}:{policy}:{{key}}:{limit
-/// key}:{code}` (`rl:rls:{rls:envoy}:envoy%00path%00%2Fa:fw`), one state whichever check
-/// and position the limit comes in.
-pub(in crate::store::redis) fn state_key(
-    prefix: &str,
-    policy: &Policy,
-    key: &Key,
-    position: usize,
-) -> String {
-    let mut text =
-        String::with_capacity(prefix.len() + policy.name().len() + 2 * key.as_str().len() + 12);
-    state_key_pieces(prefix, policy, key, position, &mut |piece| {
-        text.push_str(piece)
-    });
-    text
-}
-
-/// [`state_key`] piece by piece, into `put` (a check writes its keys straight into its
-/// command: no `String` per key, no formatting machinery).
-fn state_key_pieces(
-    prefix: &str,
-    policy: &Policy,
-    key: &Key,
-    position: usize,
-    put: &mut impl FnMut(&str),
-) {
-    let mut digits = [0; 20];
-    let position_text = decimal(position, &mut digits);
-    let limits = policy.limits();
-    let name = policy.name();
-    let head = |put: &mut dyn FnMut(&str), tag: &str| {
-        for piece in [prefix, ":", name, ":{", tag, "}:"] {
-            put(piece);
-        }
-    };
-    let Some(limit) = limits.get(position) else {
-        head(&mut *put, key.as_str());
-        put("none");
-        put(position_text);
-        return;
-    };
-    let algorithm = limit.algorithm();
-    let row = algorithm.descriptor();
-    let code = row.code;
-    // A per-key algorithm's limits (sliding logs; a policy's one concurrency limit) share one
-    // state: its key names no position, and with limit keys it is the first such limit's.
-    if !key.has_limit_keys() {
-        head(&mut *put, key.as_str());
-        put(code);
-        if !row.per_key {
-            put(position_text);
-        }
-        return;
-    }
-    head(&mut *put, key.hash_tag());
-    let (own, numbered) = if key.names_limit_states() {
-        (position, false)
-    } else if row.per_key {
-        let first = limits
-            .iter()
-            .position(|l| l.algorithm() == algorithm)
-            .unwrap_or(position);
-        (first, false)
-    } else {
-        (position, true)
-    };
-    put(key.limit_key(own).as_str());
-    put(":");
-    put(code);
-    if numbered {
-        put(position_text);
-    }
-}
-
-/// `n` in decimal, written at the end of `buffer`.
-fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &str {
-    let mut at = buffer.len();
-    loop {
-        at -= 1;
-        buffer[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // ASCII digits only.
-    std::str::from_utf8(&buffer[at..]).unwrap_or_default()
-}
 
 /// The `EVALSHA` of one check, built once, arguments written straight into it, at `clock`'s
 /// time.
@@ -141,122 +37,48 @@ pub(crate) fn script_command(
     command
 }
 
-/// About the bytes a check's keys and arguments take in a command (what sizes it).
-pub(super) fn check_bytes(prefix: &str, policy: &Policy, key: &Key) -> usize {
-    policy.limits().len() * (prefix.len() + policy.name().len() + key.as_str().len() + 40)
-}
-
-/// Writes a check's state keys, one per limit, then the penalty box's if `boxed`.
-pub(super) fn push_keys(command: &mut Cmd, prefix: &str, policy: &Policy, key: &Key, boxed: bool) {
-    for position in 0..policy.limits().len() {
-        let mut arg = command.writer_for_next_arg();
-        state_key_pieces(prefix, policy, key, position, &mut |piece| {
-            // Writing into a `Vec` cannot fail.
-            let _ = arg.write_all(piece.as_bytes());
-        });
-    }
-    if boxed {
-        command.arg(box_key(prefix, policy, key));
-    }
-}
-
-/// Writes a check's time (`clock`'s) and cost.
-pub(super) fn push_time_and_cost(command: &mut Cmd, clock: Clock, cost: u64) {
-    clock.push(command);
-    command.arg(cost);
-}
-
-/// Writes the arguments of `policy`'s limits a check's script reads after its time and cost:
-/// each limit's count and period, the logs' TTL (with `clock`'s slack), the penalty, then each limit's cost when it has one of its own (`costs`). Two
-/// checks whose policies write the same here, and whose costs are the same, share a batch's
-/// run ([`same_limit_args`]).
-pub(super) fn push_limit_args(
-    command: &mut Cmd,
-    policy: &Policy,
-    costs: Option<&[u64]>,
-    clock: Clock,
-) {
-    push_counts_and_logs(command, policy, clock);
-    let penalty_us = policy.penalty_us();
-    if penalty_us > 0 {
-        command.arg(penalty_us);
-    }
-    for cost in costs.unwrap_or_default() {
-        command.arg(*cost);
-    }
-}
-
-/// Writes each limit's count and period, then the logs' TTL if the policy has sliding logs
-/// (with `clock`'s slack): [`push_limit_args`] without the penalty and the costs, as a
-/// charge's script reads them (`charge.rs`).
-pub(super) fn push_counts_and_logs(command: &mut Cmd, policy: &Policy, clock: Clock) {
-    let limits = policy.limits();
-    for limit in limits {
-        push_count_and_period(command, limit, clock);
-    }
-    let log_span_us = limits
-        .iter()
-        .filter(|l| l.algorithm() == Algorithm::SlidingLog)
-        .map(Limit::period_us)
-        .max();
-    if let Some(span_us) = log_span_us {
-        command.arg(span_us.div_ceil(1000) + clock.ttl_slack_ms());
-    }
-}
-
-/// Whether [`push_limit_args`] writes the same for `a` and `b` (at times both given or both
-/// Redis's).
-pub(super) fn same_limit_args(a: &Policy, b: &Policy) -> bool {
-    let (x, y) = (a.limits(), b.limits());
-    let same_limits = std::ptr::eq(x, y)
-        || (x.len() == y.len()
-            && x.iter().zip(y).all(|(x, y)| {
-                x.algorithm() == y.algorithm()
-                    && x.count() == y.count()
-                    && x.period_us() == y.period_us()
-                    && x.aligned_to() == y.aligned_to()
-            }));
-    same_limits && a.penalty_us() == b.penalty_us()
-}
-
-/// Writes what every script that evaluates a check reads first (`lua/prelude.lua`): the number
-/// of keys, each limit's state key (and the penalty box's, if `boxed`), the time (`clock`'s),
-/// the cost, and each limit's count and period.
-pub(super) fn push_check_args(
-    command: &mut Cmd,
+/// The `EVALSHA` of an always check of `costs` (one per limit) for `key` under `policy` (its
+/// override applied by the caller): a charge's keys and arguments, then the costs, at
+/// `clock`'s time.
+pub(crate) fn always_command(
     prefix: &str,
     policy: &Policy,
     key: &Key,
-    boxed: bool,
+    costs: &[u64],
     clock: Clock,
-    cost: u64,
-) {
+) -> Cmd {
     let limits = policy.limits();
-    command.arg(limits.len() + usize::from(boxed));
-    push_keys(command, prefix, policy, key, boxed);
-    push_time_and_cost(command, clock, cost);
-    for limit in limits {
-        push_count_and_period(command, limit, clock);
-    }
+    let mut command =
+        redis::Cmd::with_capacity(3 * limits.len() + 8, check_bytes(prefix, policy, key) + 128);
+    command.arg("EVALSHA");
+    command.arg(script_for_always(policy).script.get_hash());
+    command.arg(limits.len());
+    push_keys(&mut command, prefix, policy, key, false);
+    push_time_and_cost(&mut command, clock, crate::store::largest_cost(costs));
+    push_always_args(&mut command, policy, costs, clock);
+    command
 }
 
-/// Writes a limit's count and period; for a calendar window, instead of the period, the
-/// boundaries of its windows around the client's time ([`Clock::client_time_us`]): the
-/// previous, current and next windows, of which the script takes the one that holds Redis's
-/// time (`lua/calendar_window.lua`).
-fn push_count_and_period(command: &mut Cmd, limit: &Limit, clock: Clock) {
-    command.arg(limit.count());
-    let Some(calendar) = limit.aligned_to() else {
-        command.arg(limit.period_us());
-        return;
-    };
-    let at = clock.client_time_us();
-    let mut arg = command.writer_for_next_arg();
-    // None only outside the years -9999 to 9999: then no boundary, which the script refuses.
-    if let Some([a, b, c, d]) = calendar.bounds_around(at) {
-        // Writing into a `Vec` cannot fail.
-        let _ = write!(arg, "{a} {b} {c} {d}");
-    }
+/// The `EVALSHA` of a charge of `cost` for `key` under `policy` (its override applied by the
+/// caller): a check's keys (without the penalty box) and arguments (without the penalty and
+/// the lease), at `clock`'s time.
+pub(crate) fn charge_command(
+    prefix: &str,
+    policy: &Policy,
+    key: &Key,
+    cost: u64,
+    clock: Clock,
+) -> Cmd {
+    let limits = policy.limits();
+    let mut command =
+        redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
+    command.arg("EVALSHA");
+    command.arg(script_for_policy(policy).charge().get_hash());
+    command.arg(limits.len());
+    push_keys(&mut command, prefix, policy, key, false);
+    push_time_and_cost(&mut command, clock, cost);
+    push_counts_and_logs(&mut command, policy, clock);
+    command
 }
 
 /// Sends the `EVALSHA`; on `NOSCRIPT` (the script never ran) loads the script it names and
@@ -290,8 +112,9 @@ fn named_script(command: &Cmd) -> Option<&'static redis::Script> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::args::state_key;
     use super::*;
-    use crate::store::redis::script::script_for_policy;
+    use crate::limit::Limit;
     use std::time::Duration;
 
     fn policy() -> Policy {
@@ -303,43 +126,6 @@ mod tests {
             ],
         )
         .unwrap()
-    }
-
-    #[test]
-    fn keys_share_a_hash_tag() {
-        let l = Limit::gcra(5, Duration::from_secs(1)).unwrap();
-        let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
-        let login = Policy::new("login", [l, s]).unwrap();
-        let ip = Key::new("ip:1.2.3.4");
-        assert_eq!(state_key("rl", &login, &ip, 0), "rl:login:{ip:1.2.3.4}:gc0");
-        assert_eq!(state_key("rl", &login, &ip, 1), "rl:login:{ip:1.2.3.4}:sl");
-    }
-
-    #[test]
-    fn limit_keys_follow_the_widest_key_s_tag() {
-        let g = Limit::gcra(5, Duration::from_secs(1)).unwrap();
-        let s = Limit::sliding_log(5, Duration::from_secs(1)).unwrap();
-        let api = Policy::new("api", [g, g, s, s]).unwrap();
-        let key = Key::new("k1")
-            .with_limit_key(1, Key::new("tenant:t"))
-            .with_limit_key(3, Key::new("other"));
-        let keys: Vec<String> = (0..4).map(|p| state_key("rl", &api, &key, p)).collect();
-        assert_eq!(
-            keys,
-            [
-                "rl:api:{other}:k1:gc0",
-                "rl:api:{other}:tenant:t:gc1",
-                // Logs share one: the first log's key.
-                "rl:api:{other}:k1:sl",
-                "rl:api:{other}:k1:sl",
-            ]
-        );
-        // One slot for the whole check.
-        let slots: Vec<u16> = keys
-            .iter()
-            .map(|k| crate::store::redis::slot::slot(k.as_bytes()))
-            .collect();
-        assert!(slots.windows(2).all(|w| w[0] == w[1]));
     }
 
     #[test]
@@ -409,5 +195,79 @@ mod tests {
             named_script(&command).unwrap(),
             &script_for_policy(&policy).script
         ));
+    }
+
+    #[test]
+    fn the_command_passes_each_cost_after_the_limits() {
+        let policy = Policy::new(
+            "p",
+            [
+                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+                Limit::fixed_window(9, Duration::from_secs(60)).unwrap(),
+            ],
+        )
+        .unwrap();
+        let command = always_command("rl", &policy, &Key::new("k"), &[3, 0], Clock::at(9));
+        let text: Vec<String> = command
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(text[1], script_for_always(&policy).script.get_hash());
+        assert_eq!(
+            text[2..],
+            [
+                "2",
+                "rl:p:{k}:gc0",
+                "rl:p:{k}:fw1",
+                "9",
+                "3",
+                "5",
+                "1000000",
+                "9",
+                "60000000",
+                "3",
+                "0"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_command_names_the_charge_script_without_box_or_lease() {
+        let policy = Policy::new(
+            "p",
+            [
+                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
+                Limit::concurrency(2, Duration::from_secs(30)).unwrap(),
+            ],
+        )
+        .unwrap()
+        .penalty(Duration::from_secs(60))
+        .unwrap();
+        let command = charge_command("rl", &policy, &Key::new("k"), 7, Clock::at(9));
+        let text: Vec<String> = command
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(text[1], script_for_policy(&policy).charge().get_hash());
+        assert_eq!(
+            text[2..],
+            [
+                "2",
+                "rl:p:{k}:gc0",
+                "rl:p:{k}:cc",
+                "9",
+                "7",
+                "5",
+                "1000000",
+                "2",
+                "30000000"
+            ]
+        );
     }
 }

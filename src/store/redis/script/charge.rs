@@ -21,17 +21,10 @@
 
 use std::fmt::Write as _;
 
-use redis::Cmd;
-
-use super::call::{check_bytes, push_counts_and_logs, push_keys, push_time_and_cost};
-use super::clock::Clock;
-use super::registry::script_for_policy;
+use super::head::head;
 use super::signature::Signature;
-use super::source::head;
 use super::tail::{Frame, open_log};
-use crate::key::Key;
 use crate::limit::Algorithm;
-use crate::policy::Policy;
 
 /// The charge script for `signature` (its penalty box, if any, plays no part).
 pub(super) fn charge_source(signature: Signature) -> String {
@@ -157,28 +150,6 @@ pub(super) fn charge_logs(w: &mut String, logs: &[usize], k: usize, cost: &str, 
     );
 }
 
-/// The `EVALSHA` of a charge of `cost` for `key` under `policy` (its override applied by the
-/// caller): a check's keys (without the penalty box) and arguments (without the penalty and
-/// the lease), at `clock`'s time.
-pub(crate) fn charge_command(
-    prefix: &str,
-    policy: &Policy,
-    key: &Key,
-    cost: u64,
-    clock: Clock,
-) -> Cmd {
-    let limits = policy.limits();
-    let mut command =
-        redis::Cmd::with_capacity(2 * limits.len() + 8, check_bytes(prefix, policy, key) + 96);
-    command.arg("EVALSHA");
-    command.arg(script_for_policy(policy).charge().get_hash());
-    command.arg(limits.len());
-    push_keys(&mut command, prefix, policy, key, false);
-    push_time_and_cost(&mut command, clock, cost);
-    push_counts_and_logs(&mut command, policy, clock);
-    command
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,42 +197,5 @@ mod tests {
         assert!(lua.contains("redis.call('PEXPIRE', KEYS[1], ARGV[9])"));
         assert!(lua.contains("= concurrency(KEYS[2], ARGV[5] + 0, ARGV[6] + 0, 1, now)"));
         assert!(!lua.contains("'SET'"));
-    }
-
-    #[test]
-    fn the_command_names_the_charge_script_without_box_or_lease() {
-        let policy = Policy::new(
-            "p",
-            [
-                Limit::gcra(5, Duration::from_secs(1)).unwrap(),
-                Limit::concurrency(2, Duration::from_secs(30)).unwrap(),
-            ],
-        )
-        .unwrap()
-        .penalty(Duration::from_secs(60))
-        .unwrap();
-        let command = charge_command("rl", &policy, &Key::new("k"), 7, Clock::at(9));
-        let text: Vec<String> = command
-            .args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                _ => String::new(),
-            })
-            .collect();
-        assert_eq!(text[1], script_for_policy(&policy).charge().get_hash());
-        assert_eq!(
-            text[2..],
-            [
-                "2",
-                "rl:p:{k}:gc0",
-                "rl:p:{k}:cc",
-                "9",
-                "7",
-                "5",
-                "1000000",
-                "2",
-                "30000000"
-            ]
-        );
     }
 }

@@ -3,8 +3,8 @@
 
 use redis::Cmd;
 
-use super::always::{always_command, push_always_args};
-use super::call::{push_keys, push_limit_args, same_limit_args, script_command};
+use super::args::{push_always_args, push_keys, push_limit_args, same_limit_args};
+use super::call::{always_command, script_command};
 use super::clock::Clock;
 use crate::key::Key;
 use crate::policy::Policy;

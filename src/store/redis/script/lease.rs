@@ -3,7 +3,7 @@
 
 use redis::Cmd;
 
-use super::call::state_key;
+use super::args::state_key;
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::limit::Algorithm;

@@ -3,19 +3,24 @@
 //! algorithms its policy uses and ends in a tail written for its limits, so a decision costs
 //! Redis what a hand-written script of the same algorithm does (`benches/redis_cost`).
 //!
-//! `signature`: which script a policy runs; `source` and `tail`: its Lua text; `registry`: the
-//! scripts made so far; `call`: the `EVALSHA` and its reload on `NOSCRIPT`; `clock`: the time
-//! a script decides at; `check`: a check's arguments until it is sent; `charge`: a charge's
-//! script (its tail) and call; `always`: each limit charged its own cost (`Commit::Always`),
-//! batched as a check is; `batch`: several decisions in one call; `reply`: decoding; `lease`:
-//! the leases of concurrency limits.
+//! The Lua text: `head` (the prelude and each algorithm's file), `source` and `tail` (a check's
+//! script and its batch variant), `charge` (a charge's tail), `always` (each limit charged its
+//! own cost, `Commit::Always`, batched as a check is); `signature`: which script a policy runs,
+//! and its batch's shape; `registry`: the scripts made so far, from the Lua text. The calls:
+//! `args` (the state keys, the time and cost, the limits' arguments), `clock` (the time a
+//! script decides at), `call` (a check's, an always check's and a charge's `EVALSHA`, from the
+//! registry's hashes, and the reload on `NOSCRIPT`), `check` (a check's arguments until it is
+//! sent), `batch` (several decisions in one call); `reply`: decoding; `lease`: the leases of
+//! concurrency limits. The Lua text never asks for a call, so the registry sits between them.
 
 mod always;
+mod args;
 mod batch;
 mod call;
 mod charge;
 mod check;
 mod clock;
+mod head;
 mod lease;
 pub(super) mod peek;
 mod penalty;
@@ -32,13 +37,13 @@ use std::time::Duration;
 
 use crate::limit::{Algorithm, Limit};
 
+#[cfg(test)]
+pub(super) use self::args::state_key;
 pub(super) use self::batch::{batch_command, split};
+pub(super) use self::call::charge_command;
 pub(super) use self::call::evalsha;
 #[cfg(feature = "__test-hooks")]
 pub(super) use self::call::script_command;
-#[cfg(test)]
-pub(super) use self::call::state_key;
-pub(super) use self::charge::charge_command;
 pub(super) use self::check::CheckArgs;
 pub(super) use self::clock::Clock;
 pub(super) use self::lease::release_command;

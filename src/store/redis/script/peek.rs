@@ -11,10 +11,10 @@ use std::fmt::Write as _;
 
 use redis::Cmd;
 
-use super::call::{push_check_args, state_key};
+use super::args::{push_check_args, state_key};
 use super::clock::Clock;
+use super::head::head;
 use super::signature::Signature;
-use super::source::head;
 use super::tail::open_log;
 use crate::key::Key;
 use crate::limit::Algorithm;

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::Cmd;
 
-use super::call::state_key;
+use super::args::state_key;
 use super::clock::Clock;
 use super::penalty::beside;
 use crate::key::Key;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 
 use redis::Cmd;
 
-use super::call::state_key;
+use super::args::state_key;
 use super::clock::Clock;
 use crate::key::Key;
 use crate::policy::Policy;

@@ -111,6 +111,41 @@ pub(crate) fn position(algorithm: Algorithm) -> usize {
     algorithm as usize
 }
 
+/// How a batch script of one signature lays out its call.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BatchShape {
+    /// Keys per decision: one per limit, and the penalty box's.
+    pub(crate) keys: usize,
+    /// A decision's own arguments: its lease id, if any.
+    pub(crate) own: usize,
+    /// The limits' arguments: counts and periods, the logs' TTL, the penalty, the costs.
+    pub(crate) params: usize,
+    /// The counts and periods, the first of the limits' arguments.
+    pub(crate) numbers: usize,
+    /// Every key holds a string: the batch reads them all with one `MGET`.
+    pub(crate) mget: bool,
+}
+
+impl BatchShape {
+    /// The shape of `signature`'s batches.
+    pub(crate) fn of(signature: Signature) -> BatchShape {
+        let limits = signature.algorithms().count();
+        let logs = signature.uses(Algorithm::SlidingLog);
+        let leases = signature.uses(Algorithm::Concurrency);
+        let penalty = usize::from(signature.penalty());
+        let costs = if signature.costs() { limits } else { 0 };
+        BatchShape {
+            keys: limits + penalty,
+            own: usize::from(leases),
+            params: 2 * limits + usize::from(logs) + penalty + costs,
+            numbers: 2 * limits,
+            // A sliding log and a concurrency limit keep sorted sets, which they read with
+            // their own commands.
+            mget: !(logs || leases),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

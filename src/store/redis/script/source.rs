@@ -3,13 +3,11 @@
 //! the signature's limits.
 
 use super::always::always_tail_in;
-use super::batch::BatchShape;
-use super::signature::Signature;
+#[cfg(test)]
+use super::head::PRELUDE;
+use super::head::head;
+use super::signature::{BatchShape, Signature};
 use super::tail::{Frame, tail, tail_in};
-use crate::algorithm::TABLE;
-
-/// The head of every script: its contract, the time, the cost.
-pub(super) const PRELUDE: &str = include_str!("../../../../lua/prelude.lua");
 
 /// The whole script for `signature`.
 pub(super) fn source(signature: Signature) -> String {
@@ -139,20 +137,6 @@ if found < #KEYS then
   end
 end
 ";
-
-/// The prelude and the file of each algorithm `signature` uses: the head of a check, a batch
-/// and a peek script alike.
-pub(super) fn head(signature: Signature) -> String {
-    let mut lua = String::from(PRELUDE);
-    for row in &TABLE {
-        if signature.uses(row.algorithm) {
-            lua.push('\n');
-            lua.push_str(row.lua_file);
-        }
-    }
-    lua.push('\n');
-    lua
-}
 
 #[cfg(test)]
 mod tests {
