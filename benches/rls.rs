@@ -42,7 +42,8 @@
 //!    and Redis CPU per decision, their sum, decisions per CPU-second against Limitador's at
 //!    the same rate and users, Redis scripts per decision and Redis's own time per script and
 //!    per decision (`INFO commandstats`), the server's context switches per decision (all its
-//!    threads, `/proc/PID/task/*/status`: a voluntary one is a wake-up), p50/p99, errors; then,
+//!    threads, `/proc/PID/task/*/status`: a voluntary one is a wake-up) and Redis's voluntary
+//!    ones (its wake-ups), p50/p99, errors; then,
 //!    per rate, ours against Limitador and the floors, and the goals (≥ 2× Limitador's
 //!    decisions per CPU-second, Redis CPU ≤ Limitador's). Their p99 against 20 ms joins the
 //!    goals. (The picture keeps the closed loop only.)

@@ -19,7 +19,11 @@ from 1 000, every key written first) sends, per variant and round, alternating:
   `limitador/src/storage/redis/redis_async.rs`): an `MGET` of the counter, then an `EVALSHA`
   of its `SCRIPT_UPDATE_COUNTER` (`INCRBY`, and `EXPIRE`+`SADD` on a counter's first hit);
 - `EVALSHA INCRBY`: a script of one `INCRBY`, the floor of any one-script decision;
-- each `--lua` file, with the single or batch arguments (for trying a script by hand).
+- each `--lua` file, with the single or batch arguments (for trying a script by hand);
+- with `--accounting`, the pieces of a single call (`scripts/rls_script_cost/*.lua`: the
+  reply alone, the clock, the read, the text work; a bare counter's script) and ours without
+  its `SET`: where a decision's cost goes (best read with `--callgrind`, which counts
+  instructions and does not move with the machine's load).
 
 Reported per variant, medians over rounds: Redis's own time per decision (`INFO commandstats`:
 the `usec` of every top-level command, summed, ÷ decisions), Redis CPU per decision
@@ -253,8 +257,10 @@ def callgrind(pid, *args):
 def measure(port, variant, calls, valgrind=None):
     cli(port, "flushall")
     n = max(1, calls // variant.per_call)
-    for argv in variant.commands:  # every key written once, unmeasured
-        bench(port, argv, max(USERS * 3 // variant.per_call, 200))
+    # Every key written first, unmeasured: each of a batch's key positions draws its user at
+    # random, so 6 calls per user leave about 0.25 % of them unwritten.
+    for argv in variant.commands:
+        bench(port, argv, USERS * 6)
     if valgrind:
         # Instructions (callgrind, user space) per decision: what the load does not change.
         pid, outdir = valgrind
@@ -324,6 +330,9 @@ def main():
     p.add_argument("--callgrind", action="store_true",
                    help="Redis under valgrind: instructions per decision instead of times")
     p.add_argument("--lua", action="append", default=[], help="NAME=FILE:single|batch[B]")
+    p.add_argument("--accounting", action="store_true",
+                   help="also the pieces of a single call (scripts/rls_script_cost/*.lua, with "
+                        "the single call's keys and arguments) and ours without its SET")
     a = p.parse_args()
     global PIPELINE
     PIPELINE = a.pipeline
@@ -360,6 +369,18 @@ def main():
         variants.append(limitador)
         variants.append(Variant("EVALSHA of one INCRBY", [
             ["EVALSHA", load(INCRBY), "1", "floor:{bench}:u__rand_int__", "1"]], 1))
+        if a.accounting:
+            here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rls_script_cost")
+            for name in sorted(os.listdir(here)):
+                a.lua.append(f"{name[:-4]}={os.path.join(here, name)}:single")
+            write = "redis.call('SET', KEYS[1], state1, 'KEEPTTL')"
+            text = single.decode()
+            if write not in text:
+                sys.exit("the single script has no `SET ... KEEPTTL` to leave out")
+            path = os.path.join(workdir, "single_without_set.lua")
+            with open(path, "w") as f:
+                f.write(text.replace(write, "local _ = state1"))
+            a.lua.append(f"ours without its SET (same window)={path}:single")
         for spec in a.lua:
             name, rest = spec.split("=", 1)
             path, kind = rest.rsplit(":", 1)

@@ -39,6 +39,8 @@ pub(crate) struct Cell {
     /// The server's context switches in the measured windows (all its threads): voluntary
     /// (a thread went to sleep: a wake-up later) and not.
     switches: (u64, u64),
+    /// Redis's voluntary context switches in them (its wake-ups).
+    redis_switches: u64,
     /// Every command Redis ran in them, those inside scripts included.
     commands: u64,
     /// The exactness bursts.
@@ -72,6 +74,7 @@ impl Cell {
             scripts: 0,
             script_usec: 0,
             switches: (0, 0),
+            redis_switches: 0,
             commands: 0,
             bursts: Vec::new(),
             syscalls: None,
@@ -129,6 +132,7 @@ impl Cell {
             format!("{:.2}", self.script_usec as f64 / n),
             format!("{:.2}", self.switches.0 as f64 / n),
             format!("{:.2}", self.switches.1 as f64 / n),
+            format!("{:.2}", self.redis_switches as f64 / n),
             format!("{:.2}", self.p_ms(0.5)),
             format!("{:.2}", self.p_ms(0.99)),
             format!("{}", self.tally.errors),
@@ -227,6 +231,11 @@ pub(crate) fn measure(
         reset_redis_stats(con);
         let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
         let switches0 = server.context_switches();
+        let redis_pid: u32 = support::redis_info(con, "server")
+            .get("process_id")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let redis_switches0 = crate::servers::context_switches(redis_pid).0;
         let bench0 = threads::Split::now();
         // Counted apart from the CPU time, over the part of the window perf attached for
         // (blocking work off the client's thread, which keeps the load going).
@@ -251,6 +260,9 @@ pub(crate) fn measure(
         };
         let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
         let switches1 = server.context_switches();
+        cell.redis_switches += crate::servers::context_switches(redis_pid)
+            .0
+            .saturating_sub(redis_switches0);
         cell.switches.0 += switches1.0.saturating_sub(switches0.0);
         cell.switches.1 += switches1.1.saturating_sub(switches0.1);
         let bench_cpu = threads::Split::now().since(&bench0);

@@ -77,6 +77,7 @@ pub(crate) fn open_table(report: &mut Report, cells: &[Cell]) {
         "Redis script µs/dec",
         "voluntary switches/dec",
         "involuntary switches/dec",
+        "Redis wake-ups/dec",
         "p50 ms",
         "p99 ms",
         "errors",

@@ -84,29 +84,9 @@ impl Server {
         self.child.id()
     }
 
-    /// Context switches of all its threads so far (`voluntary_ctxt_switches` and
-    /// `nonvoluntary_ctxt_switches` of `/proc/PID/task/*/status`): a voluntary one is a
-    /// thread going to sleep, so each is a wake-up later; threads that ended are not counted.
+    /// Context switches of all its threads so far: [`context_switches`].
     pub(crate) fn context_switches(&self) -> (u64, u64) {
-        let mut total = (0, 0);
-        let Ok(tasks) = std::fs::read_dir(self.proc().join("task")) else {
-            return total;
-        };
-        for task in tasks.flatten() {
-            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-            for line in status.lines() {
-                let count = |prefix: &str| {
-                    line.strip_prefix(prefix)
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                };
-                if let Some(n) = count("voluntary_ctxt_switches:") {
-                    total.0 += n;
-                } else if let Some(n) = count("nonvoluntary_ctxt_switches:") {
-                    total.1 += n;
-                }
-            }
-        }
-        total
+        context_switches(self.child.id())
     }
 
     fn proc(&self) -> PathBuf {
@@ -259,6 +239,31 @@ pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
     Server::from_child(Kind::Ours, child, dir)
+}
+
+/// Context switches of all the threads of process `pid` so far (`voluntary_ctxt_switches` and
+/// `nonvoluntary_ctxt_switches` of `/proc/PID/task/*/status`): a voluntary one is a thread
+/// going to sleep, so each is a wake-up later; threads that ended are not counted.
+pub(crate) fn context_switches(pid: u32) -> (u64, u64) {
+    let mut total = (0, 0);
+    let Ok(tasks) = std::fs::read_dir(Path::new("/proc").join(pid.to_string()).join("task")) else {
+        return total;
+    };
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            let count = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = count("voluntary_ctxt_switches:") {
+                total.0 += n;
+            } else if let Some(n) = count("nonvoluntary_ctxt_switches:") {
+                total.1 += n;
+            }
+        }
+    }
+    total
 }
 
 /// A free loopback port (bound, then released for the server to take).
