@@ -46,7 +46,7 @@
 //!    ones (its wake-ups), p50/p99, errors; then,
 //!    per rate, ours against Limitador and the floors, and the goals (≥ 2× Limitador's
 //!    decisions per CPU-second, Redis CPU ≤ Limitador's). Their p99 against 20 ms joins the
-//!    goals. (The picture keeps the closed loop only.)
+//!    goals. Their picture: `docs/bench/rls_open.svg` (`rls/plot_open.rs`).
 //! 4. **Floors** (`rls/floor.rs`; `REDLIMIT_BENCH_FLOORS=0` leaves them out): beside the two
 //!    servers, in every closed and open loop, a tonic server answering `OK` without a store,
 //!    and one sending one `EVALSHA` per call (a minimal fixed window): the protocol's floor and
@@ -79,6 +79,8 @@ mod measure;
 mod open_loop;
 #[path = "rls/plot.rs"]
 mod plot;
+#[path = "rls/plot_open.rs"]
+mod plot_open;
 #[path = "rls/report.rs"]
 mod report;
 #[path = "rls/servers.rs"]
@@ -345,4 +347,5 @@ fn main() {
     );
     write_results(&redis, &report, &knobs);
     plot::draw(&cells);
+    plot_open::draw(&open);
 }

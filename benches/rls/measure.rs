@@ -98,6 +98,11 @@ impl Cell {
         }
     }
 
+    /// An open loop's offered calls a second.
+    pub(crate) fn rate(&self) -> Option<u64> {
+        self.rate
+    }
+
     /// Server and Redis CPU per decision, µs.
     pub(crate) fn cpu_per_decision(&self) -> (f64, f64) {
         let n = self.tally.decisions.max(1) as f64;
