@@ -3,15 +3,19 @@
 Limitador's commands, measured in the same run inside one `redis-server`.
 
     python3 scripts/rls_script_cost.py target/release/redlimit-server [--rounds 5] [--calls 100000]
-        [--batches 1,2,8] [--lua NAME=FILE:single|batch ...]
+        [--batches 1,2,8] [--pipeline 1] [--callgrind] [--accounting] [--lua NAME=FILE:single|batch ...]
+
+Results and the commands that made them: docs/bench/redis_cost.md, "The RLS decision against
+Limitador's".
 
 It starts its own `redis-server` (free loopback port) and the server binary on it, with
 envoyproxy/ratelimit's YAML for domain `bench` (10^9 an hour per `user`: every call a counted
 admission, the RLS default "every hit lands"); it makes one `ShouldRateLimit` call, then 64 at
 once (Python `grpcio` and `xds-protos`), and takes from `MONITOR` the two scripts the server
 loaded for that rule: the single call's (`EVALSHA` with one key) and the batch's. The server is
-then stopped, and `redis-benchmark` (16 connections, one call at a time each, users drawn
-from 1 000, every key written first) sends, per variant and round, alternating:
+then stopped, and `redis-benchmark` (16 connections, `--pipeline` calls at a time each, 1 by
+default; users drawn from 1 000, every key written first) sends to a Redis of its own, per
+variant and round, alternating:
 
 - `ours, batch of B`: B = 1 is the single call's script as the server sends it alone; B > 1
   the batch script with B decisions (its arguments as the store writes them);
@@ -26,9 +30,11 @@ from 1 000, every key written first) sends, per variant and round, alternating:
   instructions and does not move with the machine's load).
 
 Reported per variant, medians over rounds: Redis's own time per decision (`INFO commandstats`:
-the `usec` of every top-level command, summed, ÷ decisions), Redis CPU per decision
-(`used_cpu_user + used_cpu_sys` delta ÷ decisions: adds reading and writing the sockets, one
-read and one write per call here), and each against Limitador's in the same round.
+the `usec` of the commands sent, a script's holding what it ran, ÷ decisions), Redis CPU per
+decision (`used_cpu_user + used_cpu_sys` delta ÷ decisions: adds reading and writing the
+sockets), and each against Limitador's in the same round. With `--callgrind`, Redis runs under
+valgrind and each variant's instructions per decision (user space) are reported instead. The
+scripts taken from the server are left in the printed temporary directory.
 """
 
 import argparse
