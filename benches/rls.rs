@@ -2,7 +2,7 @@
 //! both real processes on one `redis-server`, driven by the same gRPC client in the same run.
 //!
 //! ```text
-//! cargo bench --features rls,redis --bench rls     # ~3 minutes once built; writes docs/bench/rls.md and .svg
+//! cargo bench --features rls,redis --bench rls     # ~12 minutes once built; writes docs/bench/rls.md and .svg
 //! REDLIMIT_BENCH_SECS=2 REDLIMIT_BENCH_ROUNDS=1 cargo bench --features rls,redis --bench rls
 //! ```
 //!
@@ -32,15 +32,26 @@
 //!    (`rls/threads.rs`: they share the two cores with the server, and in a closed loop at 256
 //!    in flight what they take sets the latency); p50/p99 latency (hdrhistogram) and the share
 //!    over Envoy's 20 ms default timeout; calls that failed.
-//!
-//! With `REDLIMIT_BENCH_RATES` (calls a second, e.g. `2000,5000`; none by default), each
-//! server also gets, per rate and after the closed loops of each round, an **open loop**
-//! (`rls/open_loop.rs`): calls started on a schedule whatever the answers, as Envoy's traffic
-//! arrives, timed from each call's start; its rows (`open 5000/s`) join the load table and its
-//! p99 against 20 ms joins the goals, beside the closed loop's (the picture keeps the closed
-//! loop only). A closed loop's latency at 256 in flight is 256 ÷ its throughput, which the
-//! bench's own CPU helps set on shared cores; an open loop's is the server's and Redis's at
-//! that offered rate.
+//! 3. **Open loops** (`rls/open_loop.rs`), after the closed loops of each round: calls started
+//!    on a schedule whatever the answers, as Envoy's traffic arrives, timed from each call's
+//!    start, at each rate of `REDLIMIT_BENCH_RATES` (calls a second; `500,1000,2000,5000` by
+//!    default) and each user count of `REDLIMIT_BENCH_OPEN_USERS` (`1,10000`: one hot key, or
+//!    keys mostly met once an hour). A gateway's rate limit pod serves a steady few hundred to a
+//!    few thousand calls a second with one or a few in flight, where a batcher has little to
+//!    merge: these rows, not the saturated closed loops, are its cost. Their own table: server
+//!    and Redis CPU per decision, their sum, decisions per CPU-second against Limitador's at
+//!    the same rate and users, Redis scripts per decision and Redis's own time per script and
+//!    per decision (`INFO commandstats`), the server's context switches per decision (all its
+//!    threads, `/proc/PID/task/*/status`: a voluntary one is a wake-up) and Redis's voluntary
+//!    ones (its wake-ups), p50/p99, errors; then,
+//!    per rate, ours against Limitador and the floors, and the goals (≥ 2× Limitador's
+//!    decisions per CPU-second, Redis CPU ≤ Limitador's). Their p99 against 20 ms joins the
+//!    goals. Their picture: `docs/bench/rls_open.svg` (`rls/plot_open.rs`).
+//! 4. **Floors** (`rls/floor.rs`; `REDLIMIT_BENCH_FLOORS=0` leaves them out): beside the two
+//!    servers, in every closed and open loop, a tonic server answering `OK` without a store,
+//!    and one sending one `EVALSHA` per call (a minimal fixed window): the protocol's floor and
+//!    a hand-written RLS's, so that what ours costs per call beyond them is read in the same
+//!    run. They have no rules: no exactness bursts.
 //!
 //! With `REDLIMIT_BENCH_SYSCALLS=1`, each server's syscalls by kind (`perf trace -s`) and
 //! context switches per decision in the measured windows, as counts hold on a busy machine
@@ -58,6 +69,8 @@
 
 mod support;
 
+#[path = "rls/floor.rs"]
+mod floor;
 #[path = "rls/load.rs"]
 mod load;
 #[path = "rls/measure.rs"]
@@ -66,6 +79,8 @@ mod measure;
 mod open_loop;
 #[path = "rls/plot.rs"]
 mod plot;
+#[path = "rls/plot_open.rs"]
+mod plot_open;
 #[path = "rls/report.rs"]
 mod report;
 #[path = "rls/servers.rs"]
@@ -77,12 +92,14 @@ use std::time::{Duration, Instant};
 
 use load::Clients;
 use measure::{Cell, clear_of_minute_edge, flushall, measure, ping_ms};
-use report::{goals, open_goals, write_results};
+use report::{goals, open_goals, open_table, write_results};
 use support::proxy::Proxy;
 use support::redis_server::RedisServer;
 use support::{Report, Table};
 
 fn main() {
+    // Run again by itself as a floor server (`rls/floor.rs`): serves, never returns.
+    floor::serve_if_asked();
     if !support::bench_mode(
         "rls benchmark: run with `cargo bench --features rls,redis --bench rls`",
     ) {
@@ -105,10 +122,17 @@ fn main() {
     );
     let rates = support::list_knob(
         "REDLIMIT_BENCH_RATES",
-        &[],
+        &[500, 1000, 2000, 5000],
         "open-loop calls a second (1 to 1 000 000)",
         |r: &u64| (1..=1_000_000).contains(r),
     );
+    let open_users = support::list_knob(
+        "REDLIMIT_BENCH_OPEN_USERS",
+        &[1, 10_000],
+        "users of the open loops (1 to 10 000 000)",
+        |u: &usize| (1..=10_000_000).contains(u),
+    );
+    let floors = support::knob_where("REDLIMIT_BENCH_FLOORS", 1u8, "0 or 1", |f| *f <= 1) == 1;
     let bursts = support::knob_where(
         "REDLIMIT_BENCH_BURSTS",
         5,
@@ -167,6 +191,10 @@ fn main() {
         if let Some(binary) = &limitador {
             running.push(servers::start_limitador(binary, port));
         }
+        if floors {
+            running.push(floor::start(servers::Kind::FloorOk, port));
+            running.push(floor::start(servers::Kind::FloorEvalsha, port));
+        }
         let clients: Vec<Clients> = running
             .iter()
             .map(|server| {
@@ -183,19 +211,24 @@ fn main() {
         let first = cells.len();
         for &concurrency in &concurrencies {
             for server in &running {
-                cells.push(Cell::new(server.kind, rtt_ms, concurrency, None));
+                cells.push(Cell::new(server.kind, rtt_ms, concurrency, None, users));
             }
         }
         let cell_of = |c: usize, s: usize| first + c * running.len() + s;
         let first_open = open.len();
         for &rate in &rates {
-            for server in &running {
-                open.push(Cell::new(server.kind, rtt_ms, 0, Some(rate)));
+            for &u in &open_users {
+                for server in &running {
+                    open.push(Cell::new(server.kind, rtt_ms, 0, Some(rate), u));
+                }
             }
         }
 
         // Each server's reading of the limit, one call at a time, before any burst.
         for (si, server) in running.iter().enumerate() {
+            if server.kind.is_floor() {
+                continue;
+            }
             clear_of_minute_edge();
             let user = format!("in-a-row-{}-{rtt_ms}", server.kind.name());
             let codes = runtime.block_on(load::in_a_row(&clients[si], &user));
@@ -208,6 +241,9 @@ fn main() {
 
         for (ci, &concurrency) in concurrencies.iter().enumerate() {
             for (si, server) in running.iter().enumerate() {
+                if server.kind.is_floor() {
+                    continue;
+                }
                 flushall(&mut con);
                 let cell = &mut cells[cell_of(ci, si)];
                 for b in 0..bursts {
@@ -222,7 +258,7 @@ fn main() {
             for (ci, _) in concurrencies.iter().enumerate() {
                 for (si, server) in running.iter().enumerate() {
                     let cell = &mut cells[cell_of(ci, si)];
-                    measure(&runtime, &mut con, server, &clients[si], cell, users, secs);
+                    measure(&runtime, &mut con, server, &clients[si], cell, secs);
                     eprintln!(
                         "  {} rtt {rtt_ms} ms, {} in flight: {} decisions so far",
                         server.kind.name(),
@@ -231,24 +267,26 @@ fn main() {
                     );
                 }
             }
-            for ri in 0..rates.len() {
+            for oi in 0..rates.len() * open_users.len() {
                 for (si, server) in running.iter().enumerate() {
-                    let cell = &mut open[first_open + ri * running.len() + si];
-                    measure(&runtime, &mut con, server, &clients[si], cell, users, secs);
+                    let cell = &mut open[first_open + oi * running.len() + si];
+                    measure(&runtime, &mut con, server, &clients[si], cell, secs);
                     eprintln!(
-                        "  {} rtt {rtt_ms} ms, {}: {} decisions so far",
+                        "  {} rtt {rtt_ms} ms, {}, {} users: {} decisions so far",
                         server.kind.name(),
                         cell.load_name(),
+                        cell.users,
                         cell.tally.decisions
                     );
                 }
             }
         }
         report.line(load_table.header());
-        for cell in cells[first..].iter().chain(&open[first_open..]) {
+        for cell in &cells[first..] {
             report.line(cell.row(&load_table));
         }
         report.line("");
+        open_table(&mut report, &open[first_open..]);
         for cell in &cells[first..] {
             if let Some(counts) = &cell.syscalls {
                 report.line(format!(
@@ -270,7 +308,7 @@ fn main() {
         ])
         .left(3);
         report.line(exact_table.header());
-        for cell in &cells[first..] {
+        for cell in cells[first..].iter().filter(|c| !c.kind.is_floor()) {
             let admitted: Vec<String> =
                 cell.bursts.iter().map(|b| b.admitted.to_string()).collect();
             // A failed follow-up call counts with the burst's failed calls.
@@ -300,6 +338,14 @@ fn main() {
         "\nwall time {:.0} s",
         started.elapsed().as_secs_f64()
     ));
-    write_results(&redis, &report, secs, rounds, users, bursts);
+    let list = |v: Vec<String>| v.join(",");
+    let knobs = format!(
+        "REDLIMIT_BENCH_SECS={secs} REDLIMIT_BENCH_ROUNDS={rounds} REDLIMIT_BENCH_USERS={users} \
+         REDLIMIT_BENCH_BURSTS={bursts} REDLIMIT_BENCH_RATES={} REDLIMIT_BENCH_OPEN_USERS={}",
+        list(rates.iter().map(u64::to_string).collect()),
+        list(open_users.iter().map(usize::to_string).collect()),
+    );
+    write_results(&redis, &report, &knobs);
     plot::draw(&cells);
+    plot_open::draw(&open);
 }

@@ -24,6 +24,8 @@ pub(crate) struct Cell {
     /// loop of `concurrency` calls in flight; kept apart from the closed loop's table, goals
     /// and picture.
     rate: Option<u64>,
+    /// Users the calls cycle over.
+    pub(crate) users: usize,
     pub(crate) tally: Tally,
     pub(crate) secs: f64,
     pub(crate) server_cpu_us: f64,
@@ -32,6 +34,13 @@ pub(crate) struct Cell {
     bench_cpu: threads::Split,
     /// Scripts (`EVALSHA`, `EVAL`, `FCALL`) Redis ran in the measured windows.
     scripts: u64,
+    /// Redis's time in them (`usec` of `INFO commandstats`).
+    script_usec: u64,
+    /// The server's context switches in the measured windows (all its threads): voluntary
+    /// (a thread went to sleep: a wake-up later) and not.
+    switches: (u64, u64),
+    /// Redis's voluntary context switches in them (its wake-ups).
+    redis_switches: u64,
     /// Every command Redis ran in them, those inside scripts included.
     commands: u64,
     /// The exactness bursts.
@@ -44,18 +53,28 @@ pub(crate) struct Cell {
 }
 
 impl Cell {
-    pub(crate) fn new(kind: Kind, rtt_ms: f64, concurrency: usize, rate: Option<u64>) -> Cell {
+    pub(crate) fn new(
+        kind: Kind,
+        rtt_ms: f64,
+        concurrency: usize,
+        rate: Option<u64>,
+        users: usize,
+    ) -> Cell {
         Cell {
             kind,
             rtt_ms,
             concurrency,
             rate,
+            users,
             tally: Tally::new(),
             secs: 0.0,
             server_cpu_us: 0.0,
             redis_cpu_us: 0.0,
             bench_cpu: threads::Split::default(),
             scripts: 0,
+            script_usec: 0,
+            switches: (0, 0),
+            redis_switches: 0,
             commands: 0,
             bursts: Vec::new(),
             syscalls: None,
@@ -77,6 +96,52 @@ impl Cell {
             Some(rate) => format!("open {rate}/s"),
             None => self.concurrency.to_string(),
         }
+    }
+
+    /// An open loop's offered calls a second.
+    pub(crate) fn rate(&self) -> Option<u64> {
+        self.rate
+    }
+
+    /// Server and Redis CPU per decision, µs.
+    pub(crate) fn cpu_per_decision(&self) -> (f64, f64) {
+        let n = self.tally.decisions.max(1) as f64;
+        (self.server_cpu_us / n, self.redis_cpu_us / n)
+    }
+
+    /// An open loop's row of the per-rate table, against `peer` (Limitador's cell at the same
+    /// round trip, rate and users) when there is one.
+    pub(crate) fn open_row(&self, table: &Table, peer: Option<&Cell>) -> String {
+        let n = self.tally.decisions.max(1) as f64;
+        let (server, redis) = self.cpu_per_decision();
+        let ratio = peer.map_or("–".into(), |p| {
+            format!("{:.2}×", self.per_cpu_sec() / p.per_cpu_sec())
+        });
+        let script_us = if self.scripts == 0 {
+            "–".into()
+        } else {
+            format!("{:.1}", self.script_usec as f64 / self.scripts as f64)
+        };
+        table.row([
+            self.kind.name().to_owned(),
+            format!("{}", self.rtt_ms),
+            self.load_name(),
+            format!("{}", self.users),
+            format!("{:.0}", self.tally.decisions as f64 / self.secs),
+            format!("{server:.1}"),
+            format!("{redis:.1}"),
+            format!("{:.1}", server + redis),
+            ratio,
+            format!("{:.2}", self.scripts as f64 / n),
+            script_us,
+            format!("{:.2}", self.script_usec as f64 / n),
+            format!("{:.2}", self.switches.0 as f64 / n),
+            format!("{:.2}", self.switches.1 as f64 / n),
+            format!("{:.2}", self.redis_switches as f64 / n),
+            format!("{:.2}", self.p_ms(0.5)),
+            format!("{:.2}", self.p_ms(0.99)),
+            format!("{}", self.tally.errors),
+        ])
     }
 
     pub(crate) fn row(&self, table: &Table) -> String {
@@ -144,9 +209,9 @@ pub(crate) fn measure(
     server: &Server,
     clients: &Clients,
     cell: &mut Cell,
-    users: usize,
     secs: f64,
 ) {
+    let users = cell.users;
     flushall(con);
     let measure_from = Instant::now() + WARM_UP;
     let end = measure_from + Duration::from_secs_f64(secs);
@@ -170,6 +235,12 @@ pub(crate) fn measure(
         tokio::time::sleep_until(measure_from.into()).await;
         reset_redis_stats(con);
         let (cpu0, redis0) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let switches0 = server.context_switches();
+        let redis_pid: u32 = support::redis_info(con, "server")
+            .get("process_id")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let redis_switches0 = crate::servers::context_switches(redis_pid).0;
         let bench0 = threads::Split::now();
         // Counted apart from the CPU time, over the part of the window perf attached for
         // (blocking work off the client's thread, which keeps the load going).
@@ -193,6 +264,12 @@ pub(crate) fn measure(
             None => None,
         };
         let (cpu1, redis1) = (server.cpu_split_us(), redis_cpu_secs(con));
+        let switches1 = server.context_switches();
+        cell.redis_switches += crate::servers::context_switches(redis_pid)
+            .0
+            .saturating_sub(redis_switches0);
+        cell.switches.0 += switches1.0.saturating_sub(switches0.0);
+        cell.switches.1 += switches1.1.saturating_sub(switches0.1);
         let bench_cpu = threads::Split::now().since(&bench0);
         let stats = command_stats(con);
         let tally = load.await.expect("the load");
@@ -247,6 +324,7 @@ pub(crate) fn measure(
         .contains(&name.as_str())
         {
             cell.scripts += stat.calls;
+            cell.script_usec += stat.usec;
         }
         cell.commands += stat.calls;
     }

@@ -42,6 +42,10 @@ const START_DEADLINE: Duration = Duration::from_secs(60);
 pub(crate) enum Kind {
     Ours,
     Limitador,
+    /// A tonic server answering `OK` without a store (`floor.rs`).
+    FloorOk,
+    /// A tonic server sending one `EVALSHA` per call (`floor.rs`).
+    FloorEvalsha,
 }
 
 impl Kind {
@@ -49,7 +53,14 @@ impl Kind {
         match self {
             Kind::Ours => "redlimit-server",
             Kind::Limitador => "Limitador",
+            Kind::FloorOk => "floor: tonic, OK",
+            Kind::FloorEvalsha => "floor: one EVALSHA",
         }
+    }
+
+    /// A floor server, which has no rules: no exactness bursts, no goals.
+    pub(crate) fn is_floor(self) -> bool {
+        matches!(self, Kind::FloorOk | Kind::FloorEvalsha)
     }
 }
 
@@ -73,8 +84,44 @@ impl Server {
         self.child.id()
     }
 
+    /// Context switches of all its threads so far: [`context_switches`].
+    pub(crate) fn context_switches(&self) -> (u64, u64) {
+        context_switches(self.child.id())
+    }
+
     fn proc(&self) -> PathBuf {
         Path::new("/proc").join(self.child.id().to_string())
+    }
+
+    /// A server that prints `grpc on ADDR` once it listens (ours and the floors): waits for
+    /// that line, then keeps draining its stdout (a closed pipe would fail its later prints).
+    pub(crate) fn from_child(kind: Kind, mut child: Child, dir: PathBuf) -> Server {
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let grpc = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(addr) = line.trim().strip_prefix("grpc on ") {
+                        break addr.to_owned();
+                    }
+                }
+                _ => {
+                    let _ = child.kill();
+                    panic!(
+                        "{} exited before printing `grpc on ADDR`: {:?}",
+                        kind.name(),
+                        child.wait()
+                    );
+                }
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Server {
+            kind,
+            child,
+            grpc,
+            dir,
+        }
     }
 }
 
@@ -138,7 +185,7 @@ pub(crate) fn limitador_binary() -> Result<PathBuf, String> {
 }
 
 /// A scratch directory of its own under the system temp dir.
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
@@ -170,7 +217,7 @@ pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
     std::fs::create_dir_all(&config).expect("create the runtime directory");
     std::fs::write(config.join("bench.yaml"), OURS_BENCH).expect("write bench.yaml");
     std::fs::write(config.join("small.yaml"), OURS_SMALL).expect("write small.yaml");
-    let mut child = Command::new(binary)
+    let child = Command::new(binary)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("REDIS_URL", format!("127.0.0.1:{redis_port}"))
@@ -191,32 +238,32 @@ pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let grpc = loop {
-        match lines.next() {
-            Some(Ok(line)) => {
-                if let Some(addr) = line.trim().strip_prefix("grpc on ") {
-                    break addr.to_owned();
-                }
-            }
-            _ => {
-                let _ = child.kill();
-                panic!(
-                    "redlimit-server exited before printing `grpc on ADDR`: {:?}",
-                    child.wait()
-                );
+    Server::from_child(Kind::Ours, child, dir)
+}
+
+/// Context switches of all the threads of process `pid` so far (`voluntary_ctxt_switches` and
+/// `nonvoluntary_ctxt_switches` of `/proc/PID/task/*/status`): a voluntary one is a thread
+/// going to sleep, so each is a wake-up later; threads that ended are not counted.
+pub(crate) fn context_switches(pid: u32) -> (u64, u64) {
+    let mut total = (0, 0);
+    let Ok(tasks) = std::fs::read_dir(Path::new("/proc").join(pid.to_string()).join("task")) else {
+        return total;
+    };
+    for task in tasks.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        for line in status.lines() {
+            let count = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            if let Some(n) = count("voluntary_ctxt_switches:") {
+                total.0 += n;
+            } else if let Some(n) = count("nonvoluntary_ctxt_switches:") {
+                total.1 += n;
             }
         }
-    };
-    // Keep reading its stdout: a closed pipe would fail its later prints.
-    std::thread::spawn(move || lines.for_each(drop));
-    Server {
-        kind: Kind::Ours,
-        child,
-        grpc,
-        dir,
     }
+    total
 }
 
 /// A free loopback port (bound, then released for the server to take).
