@@ -60,7 +60,7 @@ impl Engine {
         cost: u64,
         gate: Option<OwnedSemaphorePermit>,
     ) -> Begin {
-        let domain = self.store.failure_domain(policy, &key);
+        let domain = (*self.store).failure_domain(policy, &key);
         let admission = self.breakers.admit(domain, self.deadline);
         let mut ticket = Ticket {
             rule,
@@ -77,7 +77,7 @@ impl Engine {
             let settled = self.store_failed(&StoreError::CircuitOpen, &ticket);
             return Begin::Done(settled, ticket);
         }
-        match self.store.check(policy, &ticket.key, cost) {
+        match (*self.store).check(policy, &ticket.key, cost) {
             // An answer without I/O cannot hang: the breaker only watches calls that wait,
             // unless this one was its probe.
             Check::Ready(outcome) => {

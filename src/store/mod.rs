@@ -65,7 +65,6 @@ pub use costs::{Commit, LimitCosts};
 pub use future::StoreFuture;
 pub(crate) use future::unsupported;
 pub use key_state::KeyState;
-pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use overrides::{Override, Overrides};
 pub use refund::{Refund, Refunds};
@@ -324,17 +323,6 @@ pub trait Store: Send + Sync + 'static {
         let _ = domain;
         None
     }
-}
-
-/// The overrides version of `store` ([`Overrides::overrides_version`]); 0 for a store
-/// without overrides, whose version never changes.
-pub(crate) fn overrides_version(store: &dyn Store) -> u64 {
-    store.overrides().map_or(0, Overrides::overrides_version)
-}
-
-/// The resets version of `store` ([`Admin::resets_version`]); 0 for a store without admin.
-pub(crate) fn resets_version(store: &dyn Store) -> u64 {
-    store.admin().map_or(0, Admin::resets_version)
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
