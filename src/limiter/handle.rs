@@ -76,7 +76,7 @@ impl Limiter {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder(store: impl Store, policy: Policy) -> LimiterBuilder {
-        LimiterBuilder::new(Arc::new(store), policy)
+        LimiterBuilder::new(crate::store::shared(store), policy)
     }
 
     /// A permit for `cost` units of `key`, waiting at most the limiter's

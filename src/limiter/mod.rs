@@ -51,7 +51,6 @@
 
 mod booking;
 mod builder;
-mod detached;
 mod error;
 mod handle;
 mod layer;

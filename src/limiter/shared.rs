@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use super::AcquireError;
 use super::booking::{Booking, Place, Undo};
-use super::detached::detached;
 use super::rejoin::Outage;
 use crate::engine::{Engine, Failure, Late, OnFailure, Rule, Settings as EngineSettings};
 use crate::error::StoreError;
@@ -130,7 +129,7 @@ impl Shared {
                 let costs = self.costs(cost);
                 self.calls.fetch_add(1, Ordering::Relaxed);
                 let call = async move {
-                    let Some(reservations) = shared.store().reservations() else {
+                    let Some(reservations) = (**shared.store()).reservations() else {
                         return Err(StoreError::Unsupported("reservations"));
                     };
                     let until = tokio::time::Instant::now() + shared.deadline();
@@ -289,4 +288,29 @@ impl Shared {
             local => self.undo_local(key, local),
         }
     }
+}
+
+// A store call that runs apart from its caller, so that a caller that gives up (its future
+// dropped while the call is in flight) cannot leave a booking behind unrefunded.
+/// Runs `call` on a task of its own and waits for its answer; if the caller is dropped
+/// first, the answer goes to `orphan` instead (to be given back). Without a Tokio runtime,
+/// runs it in place.
+pub(super) async fn detached<T: Send + 'static>(
+    call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    orphan: impl FnOnce(Result<T, StoreError>) + Send + 'static,
+) -> Result<T, StoreError> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return call.await;
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    runtime.spawn(async move {
+        if let Err(answer) = tx.send(call.await) {
+            orphan(answer);
+        }
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(StoreError::UnexpectedReply(
+            "the store call was lost (runtime shut down)".into(),
+        ))
+    })
 }

@@ -325,6 +325,22 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+/// `store` as the fronts hold it: an `Arc<dyn Store>` (the server's, say) is taken as it is
+/// rather than wrapped in another, whose every call would go through the forwarding impl below.
+pub(crate) fn shared(store: impl Store) -> Arc<dyn Store> {
+    let mut slot = Some(store);
+    if let Some(shared) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Arc<dyn Store>>>()
+        && let Some(shared) = shared.take()
+    {
+        return shared;
+    }
+    match slot {
+        Some(store) => Arc::new(store),
+        None => unreachable!("taken only when it was an Arc<dyn Store>"),
+    }
+}
+
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
         (**self).check(policy, key, cost)
