@@ -23,8 +23,9 @@ that runs counts, the small accessors of values (`Policy::limits`, `Decision::is
 too. In (b), the functions of the server's background tasks that a slow (traced) call lets run
 (`BACKGROUND`) are left out.
 
-Binaries: `CARGO_TARGET_DIR` (or `target/`): the newest `it-*` test binary, built with
-`cargo test -p redlimit --all-features --test it --no-run`; and `debug/redlimit-server`.
+Binaries: the `it` test binary (`REDLIMIT_IT_BIN`, else cargo builds it: `cargo test -p
+redlimit --all-features --test it --no-run`); the server, `REDLIMIT_SERVER_BIN`, else
+`debug/redlimit-server` under `CARGO_TARGET_DIR` (or `target/`).
 """
 
 import os
@@ -129,13 +130,19 @@ def target_dir():
     return os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 
 
-def newest_it_binary():
-    deps = os.path.join(target_dir(), "debug", "deps")
-    found = [os.path.join(deps, n) for n in os.listdir(deps)
-             if re.fullmatch(r"it-[0-9a-f]+", n)]
-    if not found:
-        sys.exit("no it-* test binary: cargo test -p redlimit --all-features --test it --no-run")
-    return max(found, key=os.path.getmtime)
+def it_binary():
+    """The `it` test binary of this tree (`REDLIMIT_IT_BIN`, else built, or found, by cargo)."""
+    if os.environ.get("REDLIMIT_IT_BIN"):
+        return os.environ["REDLIMIT_IT_BIN"]
+    import json
+    built = subprocess.run(
+        ["cargo", "test", "-p", "redlimit", "--all-features", "--test", "it", "--no-run",
+         "--message-format=json"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for line in built.stdout.splitlines():
+        message = json.loads(line)
+        if message.get("executable") and message["target"]["name"] == "it":
+            return message["executable"]
+    sys.exit("cargo built no it test binary")
 
 
 def symbols(binary, path):
@@ -277,7 +284,7 @@ def preamble(work, binary, out):
 
 def run_test(test):
     """Runs `test` of the it binary under gdb; the functions of its journey."""
-    binary = newest_it_binary()
+    binary = it_binary()
     work = tempfile.mkdtemp(prefix="journeys-")
     out = os.path.join(work, "hits.json")
     nm = subprocess.run(["nm", "-C", "--defined-only", binary], capture_output=True,
@@ -290,7 +297,7 @@ def run_test(test):
     script = preamble(work, binary, out) + f"MARKERS = {markers!r}\n" + GDB_TEST
     proc = gdb(script, ["--args", binary, "--exact", test, "--test-threads=1"])
     log, _ = proc.communicate()
-    if not os.path.exists(out) or "test result: ok" not in log:
+    if not os.path.exists(out) or not re.search(r"\b1 passed; 0 failed", log):
         sys.exit(f"journey {test} did not run:\n{log[-4000:]}")
     import json
     with open(out) as f:

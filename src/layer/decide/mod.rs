@@ -132,9 +132,9 @@ impl Decider {
         if config.allow.iter().any(|allowed| allowed(parts)) {
             return Start::Unlimited;
         }
-        // The first rule matching the request, and its id.
-        let Some((rule_id, rule)) = (config.rules().enumerate()).find(|(_, r)| r.matches(parts))
-        else {
+        // The first rule matching the request (the routes, then the default), and its id.
+        let rules = config.routes.iter().chain(config.default.as_ref());
+        let Some((rule_id, rule)) = rules.enumerate().find(|(_, r)| r.matches(parts)) else {
             return Start::Unlimited;
         };
         let key = match (*rule.key).extract(parts) {
