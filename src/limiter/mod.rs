@@ -49,7 +49,6 @@
 //! # });
 //! ```
 
-mod booking;
 mod builder;
 mod error;
 mod handle;

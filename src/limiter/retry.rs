@@ -12,8 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::booking::Place;
-use super::booking::{Booking, Undo};
+use super::permit::{Booking, Place, Undo};
 use super::shared::Shared;
 use super::shared::detached;
 use crate::decision::Decision;

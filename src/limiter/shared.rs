@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::booking::{Booking, Place, Undo};
+use super::permit::{Booking, Place, Undo};
 use super::rejoin::Outage;
 use crate::engine::{Engine, Failure, Late, OnFailure, Rule, Settings as EngineSettings};
 use crate::error::StoreError;
