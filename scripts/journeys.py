@@ -198,19 +198,24 @@ def strip_generics(path):
     return "".join(out)
 
 
+def qualified_end(name):
+    """Where the `<Type as Trait>` that `name` starts with ends (its `>`), if it does."""
+    depth = 0
+    for i, c in enumerate(name):
+        depth += c == "<"
+        depth -= c == ">"
+        if depth == 0:
+            return i
+    return None
+
+
 def owner(name):
     """The module path (crate first) of the code `name` is, if it is one of the crates'."""
     if name.startswith("<"):
-        depth = 0
-        for i, c in enumerate(name):
-            depth += c == "<"
-            depth -= c == ">"
-            if depth == 0:
-                inner = name[1:i]
-                break
-        else:
+        end = qualified_end(name)
+        if end is None:
             return None
-        qualified = split_top(inner, " as ")
+        qualified = split_top(name[1:end], " as ")
         for path in qualified:
             segments = split_top(strip_generics(path).strip("&*").replace("mut ", "").strip())
             if segments[0] in CRATES:
@@ -251,14 +256,10 @@ def file_of(module):
 def short(name):
     """A function's name as a reader looks for it: `Type::method`, closures folded."""
     name = re.sub(r"::\{\{closure\}\}", "", name)
-    if name.startswith("<"):
-        depth = 0
-        for i, c in enumerate(name):
-            depth += c == "<"
-            depth -= c == ">"
-            if depth == 0:
-                typ = split_top(strip_generics(split_top(name[1:i], " as ")[0]))[-1]
-                return typ + "::" + "::".join(split_top(name[i + 3:]))
+    end = qualified_end(name) if name.startswith("<") else None
+    if end is not None:
+        typ = split_top(strip_generics(split_top(name[1:end], " as ")[0]))[-1]
+        return typ + "::" + "::".join(split_top(name[end + 3:]))
     raw = split_top(name)
     segments = [strip_generics(s) for s in raw]
     for i, s in enumerate(raw):
