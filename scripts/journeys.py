@@ -34,7 +34,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -331,7 +330,6 @@ def run_server():
         proc = gdb(preamble(work, binary, out) + GDB_ATTACH, ["-p", str(server.process.pid)])
         harness.wait_for("gdb to arm", lambda: os.path.exists(ready) or proc.poll() is not None,
                          deadline=600)
-        time.sleep(0.5)  # gdb's `continue` after the file: the call must find it running
         code = server.call("journey", [("user", "b")], timeout=600).overall_code
         os.kill(server.process.pid, signal.SIGINT)
         log, _ = proc.communicate(timeout=600)
