@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::permit::Booking;
+use super::shared::Booking;
 use super::shared::Shared;
 use super::{AcquireError, LimiterBuilder, Permit};
 use crate::key::Key;

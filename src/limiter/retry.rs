@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::permit::{Booking, Place, Undo};
 use super::shared::Shared;
 use super::shared::detached;
+use super::shared::{Booking, Place, Undo};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::store::Refund;
