@@ -207,6 +207,11 @@ impl Policy {
         })
     }
 
+    /// Whether a check of this policy takes a lease: it has a concurrency limit.
+    pub(crate) fn holds_leases(&self) -> bool {
+        (self.limits().iter()).any(|l| l.algorithm() == crate::limit::Algorithm::Concurrency)
+    }
+
     /// The limits, shared (the memory store keeps them beside each key's state).
     pub(crate) fn limits_arc(&self) -> Arc<[Limit]> {
         Arc::clone(&self.limits)

@@ -42,7 +42,7 @@ impl Engine {
     /// [`StoreError::Overloaded`]). Make the call, [`wait`](Self::wait) for it, then
     /// [`record`](Self::record_call) its outcome.
     pub(crate) fn enter(&self, policy: &Policy, key: &Key) -> Result<Pass, StoreError> {
-        let domain = self.store.failure_domain(policy, key);
+        let domain = (*self.store).failure_domain(policy, key);
         let admission = self.breakers.admit(domain, self.deadline);
         if admission == Admission::Skip {
             return Err(StoreError::CircuitOpen);
@@ -114,7 +114,7 @@ impl Engine {
         let limits = match costs {
             [_] if commit == Commit::AllOrNone => None,
             _ => Some(
-                self.store
+                (*self.store)
                     .limit_costs()
                     .ok_or(StoreError::Unsupported("costs per limit"))?,
             ),

@@ -86,8 +86,9 @@ impl Stamp {
     /// `store`'s versions now.
     pub(crate) fn now(store: &dyn crate::store::Store) -> Self {
         Stamp {
-            overrides: crate::store::overrides_version(store),
-            resets: crate::store::resets_version(store),
+            // 0 for a store without overrides or admin: its version never changes.
+            overrides: (store.overrides()).map_or(0, crate::store::Overrides::overrides_version),
+            resets: (store.admin()).map_or(0, crate::store::Admin::resets_version),
         }
     }
 }

@@ -66,7 +66,7 @@ impl LocalFallback {
                 let instances = mode.instances();
                 let scaled = policy.map(|policy| {
                     let scaled = policy.scaled(instances);
-                    let mirrored = (!crate::store::holds_leases(&scaled))
+                    let mirrored = (!scaled.holds_leases())
                         .then(|| Policy::part(scaled.name_arc(), scaled.limits_arc()));
                     (scaled, mirrored)
                 });

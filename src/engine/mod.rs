@@ -16,8 +16,8 @@
 //! The front door is this module: [`Shared`], [`Settings`], [`Rule`], [`Engine`] and its
 //! outcomes. What is inside stays inside. Calls that wait are futures the front polls with its
 //! deadline (no boxing: the layer's response future holds them), then hands back:
-//! [`Engine::settle`] or [`Engine::missed_deadline`]. `begin.rs` starts a decision,
-//! `settle.rs` ends one, `fallback.rs` is the one failure path (the failure mode, lateness,
+//! [`Engine::settle`] or [`Engine::missed_deadline`]. `begin.rs` starts a decision and
+//! settles it, `fallback.rs` is the one failure path (the failure mode, lateness,
 //! the local fallback), `call.rs` is the awaiting path of fronts that make several checks per
 //! request (the RLS) or other calls (the limiter's reservations): the same breaker, deadline,
 //! call budget and failure path.
@@ -33,7 +33,6 @@ mod held_lease;
 mod in_flight;
 mod local;
 mod on_failure;
-mod settle;
 mod shared;
 mod store_meter;
 #[cfg(test)]

@@ -104,11 +104,4 @@ impl LayerSettings {
     pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.routes.iter().chain(self.default.as_ref())
     }
-
-    /// The first rule matching the request, and its id.
-    pub(crate) fn rule_for(&self, parts: &Parts) -> Option<(usize, &Rule)> {
-        self.rules()
-            .enumerate()
-            .find(|(_, rule)| rule.matches(parts))
-    }
 }

@@ -67,7 +67,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder(store: impl Store, policy: Policy) -> RateLimitBuilder {
-        RateLimitBuilder::new(LayerSettings::new(Arc::new(store)).with_default(policy))
+        RateLimitBuilder::new(LayerSettings::new(crate::store::shared(store)).with_default(policy))
     }
 
     /// A builder of a layer with no policy of its own: only requests matching one of its
@@ -91,7 +91,7 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder_per_route(store: impl Store) -> RateLimitBuilder {
-        RateLimitBuilder::new(LayerSettings::new(Arc::new(store)))
+        RateLimitBuilder::new(LayerSettings::new(crate::store::shared(store)))
     }
 
     /// A layer enforcing `policy` in `store` with every default: a shortcut for
@@ -106,7 +106,9 @@ impl RateLimitLayer {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn new(store: impl Store, policy: Policy) -> Self {
-        RateLimitLayer::from_settings(LayerSettings::new(Arc::new(store)).with_default(policy))
+        RateLimitLayer::from_settings(
+            LayerSettings::new(crate::store::shared(store)).with_default(policy),
+        )
     }
 
     /// The decider in force (for the decider's unit tests).

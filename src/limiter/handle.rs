@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::booking::Booking;
+use super::shared::Booking;
 use super::shared::Shared;
 use super::{AcquireError, LimiterBuilder, Permit};
 use crate::key::Key;
@@ -76,7 +76,7 @@ impl Limiter {
     /// # Ok::<(), redlimit::ConfigError>(())
     /// ```
     pub fn builder(store: impl Store, policy: Policy) -> LimiterBuilder {
-        LimiterBuilder::new(Arc::new(store), policy)
+        LimiterBuilder::new(crate::store::shared(store), policy)
     }
 
     /// A permit for `cost` units of `key`, waiting at most the limiter's

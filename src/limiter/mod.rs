@@ -49,9 +49,7 @@
 //! # });
 //! ```
 
-mod booking;
 mod builder;
-mod detached;
 mod error;
 mod handle;
 mod layer;

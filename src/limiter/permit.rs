@@ -6,9 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::AcquireError;
-use super::booking::Booking;
-use super::booking::Place;
-use super::shared::Shared;
+use super::shared::{Booking, Place, Shared};
 use crate::key::Key;
 use crate::store::{Refund, Settlement};
 

@@ -12,10 +12,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::booking::Place;
-use super::booking::{Booking, Undo};
-use super::detached::detached;
 use super::shared::Shared;
+use super::shared::detached;
+use super::shared::{Booking, Place, Undo};
 use crate::decision::Decision;
 use crate::key::Key;
 use crate::store::Refund;
@@ -66,7 +65,7 @@ impl Shared {
                 let k = key.clone();
                 let call = async move {
                     let until = tokio::time::Instant::now() + shared.deadline();
-                    let check = shared.store().check(&shared.policy, &k, cost);
+                    let check = (**shared.store()).check(&shared.policy, &k, cost);
                     let answer = shared.engine.wait(check, until).await;
                     shared.engine.record_call(pass, &answer);
                     answer

@@ -1,22 +1,22 @@
 //! What every clone of a limiter shares: its engine (one rule: the policy and its failure
 //! mode; the store, the breaker, the deadline, the local fallback), and the one store call
-//! each booking makes ([`Shared::book`]). What memory booked while the store was gone is told
-//! to it when it answers again (`rejoin.rs`).
+//! each booking makes ([`Shared::book`]), detached from a caller that may give up. What memory
+//! booked while the store was gone is told to it when it answers again (`rejoin.rs`). What one
+//! permit holds in a limit (a [`Booking`]: a reserved slot, in the store or in memory, or an
+//! admission by a check for policies that do not reserve), and how to give it back.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::AcquireError;
-use super::booking::{Booking, Place, Undo};
-use super::detached::detached;
 use super::rejoin::Outage;
 use crate::engine::{Engine, Failure, Late, OnFailure, Rule, Settings as EngineSettings};
 use crate::error::StoreError;
 use crate::failure::CircuitBreaker;
 use crate::key::Key;
 use crate::policy::Policy;
-use crate::store::{MemoryStore, Reserved, Store, reservable};
+use crate::store::{MemoryStore, Refund, Reservation, Reserved, Store, reservable};
 
 /// The limiter's one rule in its engine.
 const RULE: usize = 0;
@@ -130,7 +130,7 @@ impl Shared {
                 let costs = self.costs(cost);
                 self.calls.fetch_add(1, Ordering::Relaxed);
                 let call = async move {
-                    let Some(reservations) = shared.store().reservations() else {
+                    let Some(reservations) = (**shared.store()).reservations() else {
                         return Err(StoreError::Unsupported("reservations"));
                     };
                     let until = tokio::time::Instant::now() + shared.deadline();
@@ -287,6 +287,106 @@ impl Shared {
                 Ok(())
             }
             local => self.undo_local(key, local),
+        }
+    }
+}
+
+// A store call that runs apart from its caller, so that a caller that gives up (its future
+// dropped while the call is in flight) cannot leave a booking behind unrefunded.
+/// Runs `call` on a task of its own and waits for its answer; if the caller is dropped
+/// first, the answer goes to `orphan` instead (to be given back). Without a Tokio runtime,
+/// runs it in place.
+pub(super) async fn detached<T: Send + 'static>(
+    call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    orphan: impl FnOnce(Result<T, StoreError>) + Send + 'static,
+) -> Result<T, StoreError> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return call.await;
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    runtime.spawn(async move {
+        if let Err(answer) = tx.send(call.await) {
+            orphan(answer);
+        }
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(StoreError::UnexpectedReply(
+            "the store call was lost (runtime shut down)".into(),
+        ))
+    })
+}
+
+/// Where a booking was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    Store,
+    Local,
+}
+
+#[derive(Debug)]
+pub(super) enum Booking {
+    /// A slot reserved in the store or in memory, of the permit's cost.
+    Reserved(Place, u64, Reservation),
+    /// Admitted by a check: its cost, and the store's time and token of the decision (for a
+    /// refund), if it can be refunded.
+    Checked(Place, u64, Option<(u64, u64)>),
+    /// Nothing (a cost of 0).
+    Nothing,
+}
+
+/// How to give back part of a booking.
+pub(super) enum Undo {
+    /// A reservation's give back, of these costs (one per limit, or one for all).
+    Reserved(Place, Box<[u64]>),
+    /// A refund of a check's admission.
+    Refund(Place, Refund),
+}
+
+impl Booking {
+    /// How long to wait, from the answer, before the slot.
+    pub(super) fn wait(&self) -> Duration {
+        match self {
+            Booking::Reserved(_, _, r) => r.wait(),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The permit's cost.
+    pub(super) fn cost(&self) -> u64 {
+        match self {
+            Booking::Reserved(_, cost, _) | Booking::Checked(_, cost, _) => *cost,
+            Booking::Nothing => 0,
+        }
+    }
+
+    /// Where it was decided.
+    pub(super) fn place(&self) -> Option<Place> {
+        match self {
+            Booking::Reserved(place, ..) | Booking::Checked(place, ..) => Some(*place),
+            Booking::Nothing => None,
+        }
+    }
+
+    /// How to give back `cost` of the permit's units (all of them for `None`; part of a
+    /// reservation as `unit_costs` spreads units over the limits); `None` if there is nothing
+    /// to give back.
+    pub(super) fn undo(
+        &self,
+        unit_costs: impl FnOnce(u64) -> Box<[u64]>,
+        cost: Option<u64>,
+    ) -> Option<Undo> {
+        let all = self.cost();
+        let cost = cost.unwrap_or(all).min(all);
+        match self {
+            _ if cost == 0 => None,
+            Booking::Reserved(place, _, r) if cost == all => {
+                Some(Undo::Reserved(*place, r.costs().into()))
+            }
+            Booking::Reserved(place, ..) => Some(Undo::Reserved(*place, unit_costs(cost))),
+            Booking::Checked(place, _, Some((at_us, token))) => {
+                Some(Undo::Refund(*place, Refund::new(cost, *at_us, *token)))
+            }
+            _ => None,
         }
     }
 }

@@ -54,7 +54,7 @@ pub fn check_at(
     cost: u64,
     now_us: u64,
 ) -> crate::store::Check {
-    store.at(now_us).check_one(policy, key, cost)
+    crate::store::Store::check(&store.at(now_us), policy, key, cost)
 }
 
 /// TEST ONLY: a Redis charge ([`Store::charge`](crate::store::Store::charge)) whose script
@@ -82,7 +82,7 @@ pub fn check_costs_at(
     commit: crate::store::Commit,
     now_us: u64,
 ) -> crate::store::Check {
-    store.at(now_us).check_each(policy, key, costs, commit)
+    crate::store::LimitCosts::check_costs(&store.at(now_us), policy, key, costs, commit)
 }
 
 /// TEST ONLY: a Redis inspection whose script uses `now_us` (Unix µs) instead of Redis `TIME`,

@@ -378,7 +378,7 @@ impl RateLimitServiceBuilder {
     ///     .build();
     /// ```
     pub fn per_second_store(mut self, store: impl Store) -> Self {
-        self.per_second = Some(Arc::new(store));
+        self.per_second = Some(crate::store::shared(store));
         self
     }
 

@@ -127,7 +127,6 @@ pub mod config;
 mod failure_mode;
 mod fallback;
 mod hash_tag;
-mod headers;
 mod limit_headers;
 mod live_overrides;
 mod metadata;

@@ -239,7 +239,7 @@ impl Runner<'_> {
             } => [Some(engine), per_second]
                 .into_iter()
                 .flatten()
-                .all(|e| e.store().limit_costs().is_some()),
+                .all(|e| (**e.store()).limit_costs().is_some()),
             Via::Local(..) => true,
         }
     }

@@ -172,7 +172,7 @@ impl RateLimitService {
     /// let service = RateLimitService::builder(redlimit::store::MemoryStore::new()).build();
     /// ```
     pub fn builder(store: impl Store) -> RateLimitServiceBuilder {
-        RateLimitServiceBuilder::new(Arc::new(store))
+        RateLimitServiceBuilder::new(crate::store::shared(store))
     }
 
     pub(super) fn from_inner(inner: Inner) -> Self {

@@ -65,7 +65,6 @@ pub use costs::{Commit, LimitCosts};
 pub use future::StoreFuture;
 pub(crate) use future::unsupported;
 pub use key_state::KeyState;
-pub(crate) use memory::holds_leases;
 pub use memory::{MemoryStore, MemoryStoreBuilder};
 pub use overrides::{Override, Overrides};
 pub use refund::{Refund, Refunds};
@@ -326,15 +325,20 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-/// The overrides version of `store` ([`Overrides::overrides_version`]); 0 for a store
-/// without overrides, whose version never changes.
-pub(crate) fn overrides_version(store: &dyn Store) -> u64 {
-    store.overrides().map_or(0, Overrides::overrides_version)
-}
-
-/// The resets version of `store` ([`Admin::resets_version`]); 0 for a store without admin.
-pub(crate) fn resets_version(store: &dyn Store) -> u64 {
-    store.admin().map_or(0, Admin::resets_version)
+/// `store` as the fronts hold it: an `Arc<dyn Store>` (the server's, say) is taken as it is
+/// rather than wrapped in another, whose every call would go through the forwarding impl below.
+pub(crate) fn shared(store: impl Store) -> Arc<dyn Store> {
+    let mut slot = Some(store);
+    if let Some(shared) =
+        (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<Arc<dyn Store>>>()
+        && let Some(shared) = shared.take()
+    {
+        return shared;
+    }
+    match slot {
+        Some(store) => Arc::new(store),
+        None => unreachable!("taken only when it was an Arc<dyn Store>"),
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {

@@ -9,6 +9,8 @@ mod support;
 mod e2e;
 mod faults;
 mod fleet;
+#[cfg(feature = "redis")]
+mod journeys;
 mod layer;
 mod limiter;
 mod props;

@@ -1,12 +1,13 @@
 //! The layer's front of the [`Engine`](crate::engine::Engine): which rule applies to an HTTP
 //! request, its key and cost ([`Decider::start`]); the engine decides; `settle.rs` turns its
-//! outcome into a verdict (counted, traced, shadowed, enforced), `missing.rs` answers a request
-//! without a key, `respond.rs` the layer's own responses.
+//! outcome into a verdict (counted, traced, shadowed, enforced) and writes the layer's own
+//! responses, `missing.rs` answers a request without a key.
 
 #[cfg(test)]
 mod failure_modes;
 mod missing;
-mod respond;
+#[cfg(test)]
+mod responds;
 mod settle;
 #[cfg(test)]
 mod settles;
@@ -24,7 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::decision::Decision;
 use crate::engine::HeldLease;
 use crate::engine::{self, Begin, Engine, Rule, Throttle, Ticket};
-use crate::key::{Key, KeyExtractor};
+use crate::key::Key;
 use crate::layer::layer_settings::LayerSettings;
 use crate::layer::meters::Meters;
 use crate::layer::reconcile::After;
@@ -131,10 +132,12 @@ impl Decider {
         if config.allow.iter().any(|allowed| allowed(parts)) {
             return Start::Unlimited;
         }
-        let Some((rule_id, rule)) = config.rule_for(parts) else {
+        // The first rule matching the request (the routes, then the default), and its id.
+        let rules = config.routes.iter().chain(config.default.as_ref());
+        let Some((rule_id, rule)) = rules.enumerate().find(|(_, r)| r.matches(parts)) else {
             return Start::Unlimited;
         };
-        let key = match rule.key.extract(parts) {
+        let key = match (*rule.key).extract(parts) {
             Some(key) => key,
             None => match self.keyless(rule_id, rule, parts) {
                 Ok(key) => key,

@@ -1,10 +1,14 @@
 //! The engine's outcome as the layer's verdict: counted, traced, then enforced (or only
-//! recorded, in shadow mode), with the refund and the concurrency lease the response carries.
+//! recorded, in shadow mode), with the refund and the concurrency lease the response carries;
+//! and the layer's own responses: a denial (429 or a gRPC status, with the rate-limit headers)
+//! and fail closed (503 or gRPC `UNAVAILABLE`, never 429).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::HeaderMap;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use http::{Response, StatusCode};
 
 use super::{Decider, Pending, Verdict};
 use crate::decision::{Decision, DecisionSource};
@@ -15,10 +19,11 @@ use crate::key::Key;
 use crate::layer::meters::Undecided;
 use crate::layer::reconcile::{Admission, After, PendingSettle};
 use crate::layer::refund::PendingRefund;
-use crate::layer::settings::Shadow;
+use crate::layer::settings::{RejectBody, Shadow};
 use crate::lease::Lease;
-use crate::response::grpc::Framing;
+use crate::response::grpc::{self, Framing};
 use crate::response::headers::RateHeaders;
+use crate::response::problem;
 use crate::store::CheckFuture;
 
 impl Decider {
@@ -216,6 +221,63 @@ impl Decider {
 #[inline(never)]
 fn traced(key: &Key, decision: &Decision, shadowed: bool, latency: Option<Duration>) {
     crate::telemetry::trace(key, decision, shadowed, latency);
+}
+
+impl Decider {
+    /// The denial: a gRPC status for gRPC calls (the custom rejection applies to the others),
+    /// 429 otherwise, as text or a problem; the rate-limit headers (gRPC metadata) on both,
+    /// and the decision in the response's extensions for the layers outside.
+    pub(super) fn reject(&self, decision: Decision, grpc: Option<Framing>) -> Response<Bytes> {
+        let config = &*self.config;
+        let mut response = match (grpc, &config.rejection, config.reject_body) {
+            (Some(framing), _, _) => grpc::status(
+                framing,
+                config.grpc_status.code(),
+                &grpc::denial_message(&decision),
+                Some((&decision, &config.grpc_domain)),
+            ),
+            (None, Some(custom), _) => custom(&decision),
+            (None, None, RejectBody::ProblemJson) => problem::quota_exceeded(&decision),
+            (None, None, _) if decision.exceeds_capacity() => text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "request cost exceeds the rate limit\n",
+            ),
+            (None, None, _) => text(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n"),
+        };
+        RateHeaders::of(&decision, config.headers).write_missing(response.headers_mut());
+        response.extensions_mut().insert(decision);
+        response
+    }
+
+    /// Fail closed: 503, or gRPC `UNAVAILABLE`; never 429, the client did nothing wrong.
+    pub(super) fn unavailable(&self, grpc: Option<Framing>) -> Response<Bytes> {
+        match grpc {
+            Some(framing) => {
+                grpc::status(framing, grpc::UNAVAILABLE, "rate limiter unavailable", None)
+            }
+            None => self.error(StatusCode::SERVICE_UNAVAILABLE, "rate limiter unavailable"),
+        }
+    }
+
+    /// Any other answer of the layer's own, `status` with a short `detail` (no full stop), in
+    /// the layer's body style.
+    pub(super) fn error(&self, status: StatusCode, detail: &'static str) -> Response<Bytes> {
+        match self.config.reject_body {
+            RejectBody::ProblemJson => problem::about_blank(status, detail),
+            _ => text(status, format!("{detail}\n")),
+        }
+    }
+}
+
+/// A plain-text response.
+pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Bytes> {
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 
 use smallvec::SmallVec;
 
+use super::MemoryStore;
 use super::entry::{Entry, with_entry};
 use super::penalty;
-use super::{MemoryStore, holds_leases};
 use crate::decision::{LimitState, LimitStates};
 use crate::key::Key;
 use crate::lease::Lease;
@@ -132,7 +132,7 @@ impl MemoryStore {
     /// of the part holding the concurrency limit.
     pub(super) fn release_parts(&self, policy: &Policy, key: &Key, lease: u128) -> bool {
         let parts = self.parts(policy, key);
-        let Some(part) = parts.iter().find(|p| holds_leases(p.policy)) else {
+        let Some(part) = parts.iter().find(|p| p.policy.holds_leases()) else {
             return false;
         };
         let mut shards = self.inner.entries.lock(std::iter::once(part.at.hash));
@@ -289,7 +289,7 @@ impl MemoryStore {
                     }
                     Step::Commit(lease) => {
                         let states = entry.check(policy, cost, now);
-                        if let Some(lease) = lease.filter(|_| holds_leases(policy)) {
+                        if let Some(lease) = lease.filter(|_| policy.holds_leases()) {
                             entry.hold(lease, now);
                         }
                         states

@@ -1,6 +1,6 @@
 //! Charging without deciding: the local fallback's mirror of what the shared store admitted.
 
-use super::{MemoryStore, entry, holds_leases, penalty};
+use super::{MemoryStore, entry, penalty};
 use crate::decision::LimitStates;
 use crate::key::Key;
 use crate::policy::Policy;
@@ -17,7 +17,7 @@ impl MemoryStore {
         let overridden = inner.overrides.effective(policy, key);
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
-        let lease = (cost > 0 && holds_leases(policy)).then(|| inner.leases.next());
+        let lease = (cost > 0 && policy.holds_leases()).then(|| inner.leases.next());
         let mut states = LimitStates::new();
         let (at, mut shard) = self.shard(policy, key);
         let (_, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {

@@ -175,7 +175,7 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let lease =
-            (holds_leases(policy) && lease_cost(policy, costs) > 0).then(|| inner.leases.next());
+            (policy.holds_leases() && lease_cost(policy, costs) > 0).then(|| inner.leases.next());
         let (mut decision, penalized) = if key.has_limit_keys() {
             self.check_keyed(policy, key, costs, now, lease)
         } else {
@@ -367,14 +367,6 @@ impl MemoryStore {
     pub fn evictions(&self) -> u64 {
         self.inner.evictions.load(Ordering::Relaxed)
     }
-}
-
-/// Whether a check of `policy` takes a lease: it has a concurrency limit.
-pub(crate) fn holds_leases(policy: &Policy) -> bool {
-    policy
-        .limits()
-        .iter()
-        .any(|l| l.algorithm() == Algorithm::Concurrency)
 }
 
 /// The cost of `policy`'s concurrency limit among `costs`: a lease is taken only when it is

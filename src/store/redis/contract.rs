@@ -1,11 +1,13 @@
 //! How a [`RedisStore`] keeps the [`Store`] contract, and its optional powers: reading and
 //! resetting keys ([`Admin`]), overrides kept in Redis ([`Overrides`]), refunds
-//! ([`Refunds`]).
+//! ([`Refunds`]); and the one call every check makes: `invoke`, queued for the batcher as its own
+//! `EVALSHA`, its reply decoded.
 
 use std::sync::Arc;
 
-use super::script::release_command;
-use super::{RedisStore, backend, error::store_error, script, slot};
+use super::batcher::Queued;
+use super::script::{CheckArgs, decode, release_command, script_for_always, script_for_check};
+use super::{RedisStore, abandoned, backend, error::store_error, poll, script, slot};
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;
@@ -16,7 +18,7 @@ use crate::store::{
 
 impl Store for RedisStore {
     fn check(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        self.check_one(policy, key, cost)
+        self.invoke(policy, key, Costs::One(cost))
     }
 
     /// One call of the policy's charge script (`script/charge.rs`).
@@ -60,8 +62,7 @@ impl Store for RedisStore {
         let one = script::script_for_policy(policy);
         let each = script::script_for_check(policy, true);
         // A concurrency limit is never charged whatever its state: no always variant.
-        let always = (!crate::store::memory::holds_leases(policy))
-            .then(|| script::script_for_always(policy));
+        let always = (!policy.holds_leases()).then(|| script::script_for_always(policy));
         let fresh: Vec<&'static script::LuaScript> = [Some(one), Some(each), always]
             .into_iter()
             .flatten()
@@ -124,7 +125,14 @@ impl LimitCosts for RedisStore {
     /// passed after its other arguments; with [`Commit::Always`], a call of the always script
     /// (`script/always.rs`), batched alike with the always checks of its signature.
     fn check_costs(&self, policy: &Policy, key: &Key, costs: &[u64], commit: Commit) -> Check {
-        self.check_each(policy, key, costs, commit)
+        if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
+            return Check::Ready(Err(error));
+        }
+        let costs = match commit {
+            Commit::Always => Costs::Always(costs.into()),
+            _ => Costs::Each(costs.into()),
+        };
+        self.invoke(policy, key, costs)
     }
 }
 
@@ -185,4 +193,79 @@ impl Refunds for RedisStore {
     fn refund(&self, policy: &Policy, key: &Key, refund: Refund) -> StoreFuture<bool> {
         self.give_back(policy, key, &refund)
     }
+}
+
+// A check, the one call every decision on Redis makes.
+impl RedisStore {
+    /// A check of `costs`: queued for the batcher as its own `EVALSHA`, its reply decoded.
+    fn invoke(&self, policy: &Policy, key: &Key, costs: Costs) -> Check {
+        if !self.inner.poll.loaded() {
+            // Decided under the overrides in Redis, which are read first (`poll.rs`).
+            let store = self.clone();
+            let (policy, key) = (policy.clone(), key.clone());
+            return Check::pending(async move {
+                poll::first_read(&store.inner).await?;
+                store.invoke(&policy, &key, costs).await
+            });
+        }
+        let overridden = self.inner.overrides.effective(policy, key);
+        let policy = overridden.as_ref().unwrap_or(policy);
+        // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
+        let lease = policy.holds_leases().then(|| self.inner.leases.next());
+        let (script, always) = match &costs {
+            Costs::One(_) => (script_for_check(policy, false), false),
+            Costs::Each(_) => (script_for_check(policy, true), false),
+            Costs::Always(_) => (script_for_always(policy), true),
+        };
+        let (cost, costs) = match costs {
+            Costs::One(cost) => (cost, None),
+            Costs::Each(each) | Costs::Always(each) => {
+                (crate::store::largest_cost(&each), Some(each))
+            }
+        };
+        let check = CheckArgs {
+            policy: policy.clone(),
+            key: key.clone(),
+            cost,
+            costs,
+            clock: self.clock,
+            lease: lease.map(|lease| lease.member()),
+            always,
+        };
+        let queued = Queued {
+            check,
+            script,
+            slot: match self.inner.backend {
+                backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
+                _ => 0,
+            },
+        };
+        let inner = Arc::clone(&self.inner);
+        let decided = policy.clone();
+        let call = Box::pin(async move {
+            let reply = inner.batcher.run(queued).await.map_err(store_error)?;
+            let decision = decode(&decided, &reply)?;
+            Ok(match lease {
+                Some(lease) if decision.is_allowed() && cost > 0 => decision.with_lease(lease),
+                _ => decision,
+            })
+        });
+        match lease {
+            None => Check::Pending(call),
+            Some(_) => Check::pending(abandoned::Leased::new(
+                call,
+                Arc::clone(&self.inner),
+                policy.clone(),
+                key.clone(),
+            )),
+        }
+    }
+}
+
+/// What a check charges: one cost for every limit, or one for each (`LimitCosts`), committed
+/// all or none, or every one landing (`Commit::Always`, the always script).
+enum Costs {
+    One(u64),
+    Each(Box<[u64]>),
+    Always(Box<[u64]>),
 }

@@ -35,14 +35,9 @@ mod tls;
 
 use std::sync::Arc;
 
-use self::batcher::Queued;
 use self::builder::{Deployment, Topology};
 use self::error::store_error;
-use self::script::{
-    CheckArgs, Clock, decode, every_algorithm_source, script_for_always, script_for_check,
-    script_for_policy,
-};
-use super::{Check, Commit};
+use self::script::{Clock, every_algorithm_source, script_for_policy};
 use crate::error::{ConfigError, StoreError};
 use crate::key::Key;
 
@@ -289,100 +284,6 @@ impl RedisStore {
             clock: Clock::at(unix_us),
         }
     }
-
-    /// [`Store::check`](crate::store::Store::check): `cost` for every limit.
-    pub(crate) fn check_one(&self, policy: &Policy, key: &Key, cost: u64) -> Check {
-        self.invoke(policy, key, Costs::One(cost))
-    }
-
-    /// [`LimitCosts::check_costs`].
-    pub(crate) fn check_each(
-        &self,
-        policy: &Policy,
-        key: &Key,
-        costs: &[u64],
-        commit: Commit,
-    ) -> Check {
-        if let Err(error) = crate::store::validate_costs(policy, costs, commit) {
-            return Check::Ready(Err(error));
-        }
-        let costs = match commit {
-            Commit::Always => Costs::Always(costs.into()),
-            _ => Costs::Each(costs.into()),
-        };
-        self.invoke(policy, key, costs)
-    }
-
-    fn invoke(&self, policy: &Policy, key: &Key, costs: Costs) -> Check {
-        if !self.inner.poll.loaded() {
-            // Decided under the overrides in Redis, which are read first (`poll.rs`).
-            let store = self.clone();
-            let (policy, key) = (policy.clone(), key.clone());
-            return Check::pending(async move {
-                poll::first_read(&store.inner).await?;
-                store.invoke(&policy, &key, costs).await
-            });
-        }
-        let overridden = self.inner.overrides.effective(policy, key);
-        let policy = overridden.as_ref().unwrap_or(policy);
-        // A concurrency limit's lease id: the script's last argument (`lua/concurrency.lua`).
-        let lease = crate::store::memory::holds_leases(policy).then(|| self.inner.leases.next());
-        let (script, always) = match &costs {
-            Costs::One(_) => (script_for_check(policy, false), false),
-            Costs::Each(_) => (script_for_check(policy, true), false),
-            Costs::Always(_) => (script_for_always(policy), true),
-        };
-        let (cost, costs) = match costs {
-            Costs::One(cost) => (cost, None),
-            Costs::Each(each) | Costs::Always(each) => {
-                (crate::store::largest_cost(&each), Some(each))
-            }
-        };
-        let check = CheckArgs {
-            policy: policy.clone(),
-            key: key.clone(),
-            cost,
-            costs,
-            clock: self.clock,
-            lease: lease.map(|lease| lease.member()),
-            always,
-        };
-        let queued = Queued {
-            check,
-            script,
-            slot: match self.inner.backend {
-                backend::Backend::Cluster(_) => slot::slot(key.hash_tag().as_bytes()),
-                _ => 0,
-            },
-        };
-        let inner = Arc::clone(&self.inner);
-        let decided = policy.clone();
-        let call = Box::pin(async move {
-            let reply = inner.batcher.run(queued).await.map_err(store_error)?;
-            let decision = decode(&decided, &reply)?;
-            Ok(match lease {
-                Some(lease) if decision.is_allowed() && cost > 0 => decision.with_lease(lease),
-                _ => decision,
-            })
-        });
-        match lease {
-            None => Check::Pending(call),
-            Some(_) => Check::pending(abandoned::Leased::new(
-                call,
-                Arc::clone(&self.inner),
-                policy.clone(),
-                key.clone(),
-            )),
-        }
-    }
-}
-
-/// What a check charges: one cost for every limit, or one for each (`LimitCosts`), committed
-/// all or none, or every one landing (`Commit::Always`, the always script).
-enum Costs {
-    One(u64),
-    Each(Box<[u64]>),
-    Always(Box<[u64]>),
 }
 
 // For the local-first store (`src/store/local_first/`), which syncs through this connection.
@@ -439,7 +340,7 @@ pub(crate) fn refund_call(
 /// Decodes a script reply as the store does.
 #[cfg(feature = "__test-hooks")]
 pub(crate) fn decode_reply(policy: &Policy, reply: &[i64]) -> Result<crate::Decision, StoreError> {
-    decode(policy, reply)
+    script::decode(policy, reply)
 }
 
 // The builder's last steps live here: they make a `RedisStore`.
