@@ -248,8 +248,8 @@ impl RedisStoreBuilder {
     /// decision where calls are few in flight or Redis is far, which the
     /// [`batch_linger`](Self::batch_linger) (used only without a window) does not hold for.
     /// Sub-millisecond windows are kept to within about 50 µs (a thread of the store sleeps
-    /// to each hold's end; Tokio's timer would round up to its next millisecond). No effect
-    /// with `.batch(1)`.
+    /// to each hold's end, which costs two more thread wake-ups a hold); longer ones are
+    /// Tokio's timer's, which rounds up to its next millisecond. No effect with `.batch(1)`.
     ///
     /// ```
     /// use std::time::Duration;

@@ -104,9 +104,14 @@ pub(super) struct Window {
     alarm: Arc<Alarm>,
 }
 
-/// Rings at a hold's end. Tokio's timer rounds a wait up to its next millisecond, which
-/// would turn the Go service's usual 150 µs into 1 ms or more: a thread of the store's own
-/// sleeps to the instant instead (its timer's slack, about 50 µs, aside).
+/// Tokio's timer's tick: it rounds a wait up to its next one.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// Rings at the end of a hold shorter than Tokio's tick. Tokio's timer would turn the Go
+/// service's usual 150 µs into 1 ms or more: a thread of the store's own sleeps to the instant
+/// instead (its timer's slack, about 50 µs, aside), at the price of two more wake-ups a hold
+/// (its own, and the runtime's thread's). Windows of 1 ms and more are Tokio's timer's, up to
+/// a tick longer.
 struct Alarm {
     /// The end of the hold under way, if one is.
     deadline: Mutex<Option<Instant>>,
@@ -143,11 +148,13 @@ impl Window {
         let mut rang = pin!(self.alarm.rang.notified());
         rang.as_mut().enable();
         self.holding.store(true, Ordering::SeqCst);
-        if !full() {
+        let held = !full();
+        if held && self.length >= TIMER_TICK {
+            let _ = tokio::time::timeout(self.length, rang).await;
+        } else if held {
             self.alarm.set(Some(Instant::now() + self.length));
             // Tokio's timer as well, a little later: should the alarm's thread not start.
-            let backstop = self.length + Duration::from_millis(1);
-            let _ = tokio::time::timeout(backstop, rang).await;
+            let _ = tokio::time::timeout(self.length + TIMER_TICK, rang).await;
             self.alarm.set(None);
         }
         self.holding.store(false, Ordering::SeqCst);
@@ -256,6 +263,14 @@ mod tests {
         let ended = tokio::time::timeout(Duration::from_secs(60), window.hold(|| false)).await;
         assert!(ended.is_ok(), "the hold outlived its window");
         assert!(started.elapsed() >= Duration::from_millis(5));
+        // Shorter than Tokio's tick: the alarm's thread.
+        let short = Window::new(Duration::from_micros(200), 8).unwrap();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let ended = tokio::time::timeout(Duration::from_secs(60), short.hold(|| false)).await;
+            assert!(ended.is_ok(), "the hold outlived its window");
+            assert!(started.elapsed() >= Duration::from_micros(200));
+        }
         let long = Window::new(Duration::from_secs(3_600), 8).unwrap();
         long.hold(|| true).await;
         let mut hold = pin!(long.hold(|| false));
