@@ -8,7 +8,14 @@
 //! REDLIMIT_BENCH_CONNECTIONS=64 cargo bench --bench http               # one connection count
 //! REDLIMIT_BENCH_SYSCALLS=1 cargo bench --bench http    # + the server thread's syscalls per request
 //! REDLIMIT_BENCH_LINGER_MS=0 cargo bench --bench http    # the Redis store's batch linger off
+//! REDLIMIT_BENCH_CLOSED=0 REDLIMIT_BENCH_RATES=1000,5000 cargo bench --bench http  # paced rows only
 //! ```
+//!
+//! After the closed loops, paced (open-loop) rows (`http/paced.rs`): at each rate of
+//! `REDLIMIT_BENCH_RATES` (requests a second; 1 000 and 5 000 by default), requests started on a
+//! schedule whatever the answers, over 16 keep-alive connections, for the layer on Redis beside
+//! the minimal middleware and the memory store beside tower_governor, alternated in each round;
+//! reported as ratios of server CPU per request (the goals: ≤ 1.10× each).
 //!
 //! Variants: bare axum (the ceiling); redlimit with the memory store and with a Redis store
 //! (GCRA and sliding log), each with one hot key and with 100k keys; tower_governor (in memory,
@@ -32,6 +39,8 @@ mod support;
 
 #[path = "http/measure.rs"]
 mod measure;
+#[path = "http/paced.rs"]
+mod paced;
 #[path = "http/plot.rs"]
 mod plot;
 #[path = "http/variants.rs"]
@@ -71,8 +80,18 @@ fn main() {
     );
     let partial = only.is_some() || connections_knob != CONNECTIONS;
     let connection_counts = connections_knob;
+    // REDLIMIT_BENCH_RATES=1000,5000: the paced rows' rates; REDLIMIT_BENCH_CLOSED=0 leaves
+    // the closed loops out (the picture is then left alone).
+    let rates = support::list_knob(
+        "REDLIMIT_BENCH_RATES",
+        &[1000, 5000],
+        "paced requests a second (1 to 1 000 000)",
+        |r: &u64| (1..=1_000_000).contains(r),
+    );
+    let closed = support::knob_where("REDLIMIT_BENCH_CLOSED", 1u8, "0 or 1", |c| *c <= 1) == 1;
+    let partial = partial || !closed;
     let mut samples = vec![vec![Vec::new(); connection_counts.len()]; variants.len()];
-    for round in 0..rounds {
+    for round in (0..rounds).filter(|_| closed) {
         for (ci, &connections) in connection_counts.iter().enumerate() {
             for (vi, variant) in variants.iter().enumerate() {
                 let sample = measure(variant, connections, &redis, secs);
@@ -104,6 +123,11 @@ fn main() {
         }
     }
 
+    println!("{}", support::machine_line());
+    paced::run(&variants, &redis, &rates, rounds, secs);
+    if !closed {
+        return;
+    }
     let summary: Vec<Vec<Sample>> = samples
         .iter()
         .map(|per_c| {

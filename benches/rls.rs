@@ -60,6 +60,9 @@
 //!
 //! Our server's environment is cleared but for the bench's settings and
 //! `REDLIMIT_BENCH_OURS_ENV` (`NAME=VALUE ...`), e.g. `TOKIO_WORKER_THREADS=1`.
+//! `REDLIMIT_BENCH_OURS_VARIANTS` (`label:NAME=VALUE,...;label:...`) runs more of ours beside
+//! it, each with its variables (e.g. `window 1ms:REDIS_PIPELINE_WINDOW=1ms`), in every loop;
+//! `REDLIMIT_BENCH_OURS_BIN` runs that binary instead of building one.
 //!
 //! The client is ours: bare gRPC unary calls on `h2` with our generated messages
 //! (`redlimit::rls::proto`, each user's request encoded once per load), four HTTP/2
@@ -144,6 +147,7 @@ fn main() {
         .map_err(|reason| println!("skipping Limitador: {reason}"))
         .ok();
     let ours = servers::build_ours();
+    let variants = servers::ours_variants();
     let redis = RedisServer::start();
     let mut con = redis.connection();
     let proxies = tokio::runtime::Builder::new_multi_thread()
@@ -188,6 +192,9 @@ fn main() {
         let port = proxy.as_ref().map_or(redis.port(), Proxy::port);
         let measured_rtt = ping_ms(port);
         let mut running = vec![servers::start_ours(&ours, port)];
+        for (kind, vars) in &variants {
+            running.push(servers::start_ours_as(*kind, vars, &ours, port));
+        }
         if let Some(binary) = &limitador {
             running.push(servers::start_limitador(binary, port));
         }

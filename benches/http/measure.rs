@@ -179,11 +179,48 @@ fn redis_calls(redis: &RedisServer) -> (u64, u64) {
     (scripts, stats.values().map(|stat| stat.calls).sum())
 }
 
+/// CPU time the server's thread has used so far, µs: the scheduler's own count
+/// (`/proc/.../schedstat`, ns), else `utime + stime` (in clock ticks, 10 ms: too coarse for the
+/// few thousand requests of a paced row).
+fn thread_cpu_us(task: &std::path::Path) -> f64 {
+    std::fs::read_to_string(task.join("schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or_else(|| cpu_us(task), |ns| ns / 1e3)
+}
+
+/// A closed loop of `connections` for `secs` (after 500 ms of warm-up).
 pub(crate) fn measure(
     variant: &Variant,
     connections: usize,
     redis: &RedisServer,
     secs: f64,
+) -> Sample {
+    measure_with(
+        variant,
+        redis,
+        &format!("c={connections}"),
+        |addr, on_measure| {
+            load(
+                addr,
+                variant.keys,
+                connections,
+                Duration::from_millis(500),
+                Duration::from_secs_f64(secs),
+                on_measure,
+            )
+        },
+    )
+}
+
+/// Serves `variant` and drives it with `load` (given the address and what to call when the
+/// measured part starts; returning requests, latencies, failures and the measured time):
+/// what the server's thread and Redis spent per request. `label` names the load.
+pub(crate) fn measure_with(
+    variant: &Variant,
+    redis: &RedisServer,
+    label: &str,
+    load: impl FnOnce(SocketAddr, &dyn Fn()) -> (u64, Histogram<u64>, u64, Duration),
 ) -> Sample {
     let (addr, task, handle, stop) = serve(&variant.make, &redis.url());
     let cpu_before = std::cell::Cell::new(0.0);
@@ -196,21 +233,14 @@ pub(crate) fn measure(
             let tid = task.file_name().and_then(|t| t.to_str()?.parse().ok());
             window.set(Some(syscalls::Window::start(std::process::id(), tid)));
         }
-        cpu_before.set(cpu_us(&task));
+        cpu_before.set(thread_cpu_us(&task));
         redis_cpu_before.set(redis_cpu_secs(&mut redis.connection()));
     };
-    let (requests, histogram, errors, took) = load(
-        addr,
-        variant.keys,
-        connections,
-        Duration::from_millis(500),
-        Duration::from_secs_f64(secs),
-        reset,
-    );
-    let server_cpu = cpu_us(&task) - cpu_before.get();
+    let (requests, histogram, errors, took) = load(addr, &reset);
+    let server_cpu = thread_cpu_us(&task) - cpu_before.get();
     if let Some(window) = window.take() {
         eprintln!(
-            "  {} c={connections}, the server's thread per request: {}",
+            "  {} {label}, the server's thread per request: {}",
             variant.name,
             window.stop().per(requests)
         );

@@ -87,12 +87,13 @@ pub(crate) fn open_table(report: &mut Report, cells: &[Cell]) {
         report.line(cell.open_row(&table, peer(cells, cell, Kind::Limitador)));
     }
     report.line("");
-    for cell in cells.iter().filter(|c| c.kind == Kind::Ours) {
+    for cell in cells.iter().filter(|c| c.kind.is_ours()) {
         let (server, redis) = cell.cpu_per_decision();
         let mut line = format!(
-            "- {}, {} users: ours {server:.1} + {redis:.1} µs/dec",
+            "- {}, {} users: {} {server:.1} + {redis:.1} µs/dec",
             cell.load_name(),
-            cell.users
+            cell.users,
+            cell.kind.name()
         );
         for kind in [Kind::Limitador, Kind::FloorOk, Kind::FloorEvalsha] {
             if let Some(other) = peer(cells, cell, kind) {

@@ -41,6 +41,8 @@ const START_DEADLINE: Duration = Duration::from_secs(60);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Ours,
+    /// Ours with more variables (`REDLIMIT_BENCH_OURS_VARIANTS`), named by its label.
+    OursWith(&'static str),
     Limitador,
     /// A tonic server answering `OK` without a store (`floor.rs`).
     FloorOk,
@@ -52,10 +54,16 @@ impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Ours => "redlimit-server",
+            Kind::OursWith(label) => label,
             Kind::Limitador => "Limitador",
             Kind::FloorOk => "floor: tonic, OK",
             Kind::FloorEvalsha => "floor: one EVALSHA",
         }
+    }
+
+    /// Ours, with or without more variables.
+    pub(crate) fn is_ours(self) -> bool {
+        matches!(self, Kind::Ours | Kind::OursWith(_))
     }
 
     /// A floor server, which has no rules: no exactness bursts, no goals.
@@ -135,7 +143,12 @@ impl Drop for Server {
 
 /// Builds `redlimit-server` in release mode (`cargo build --release -p redlimit-server`, the
 /// bench's own target directory) and returns its path.
+/// `REDLIMIT_BENCH_OURS_BIN` instead, when set: a build of another tree, or a copy kept apart
+/// from a target directory other builds share.
 pub(crate) fn build_ours() -> PathBuf {
+    if let Some(path) = std::env::var_os("REDLIMIT_BENCH_OURS_BIN") {
+        return PathBuf::from(path);
+    }
     let mut command = crate::support::cargo::command();
     eprintln!("building redlimit-server (release) ...");
     let out = command
@@ -209,9 +222,43 @@ fn ours_env() -> Vec<(String, String)> {
         .collect()
 }
 
+/// `REDLIMIT_BENCH_OURS_VARIANTS`: more of our servers beside the plain one, each a label and
+/// its variables, `label:NAME=VALUE,NAME=VALUE;label:...` (e.g.
+/// `window 150us:REDIS_PIPELINE_WINDOW=150us`); none by default.
+pub(crate) fn ours_variants() -> Vec<(Kind, Vec<(String, String)>)> {
+    let text = std::env::var("REDLIMIT_BENCH_OURS_VARIANTS").unwrap_or_default();
+    text.split(';')
+        .filter(|v| !v.trim().is_empty())
+        .map(|variant| {
+            let (label, vars) = variant.split_once(':').unwrap_or_else(|| {
+                panic!("REDLIMIT_BENCH_OURS_VARIANTS: `{variant}` is not label:NAME=VALUE,...")
+            });
+            let vars = vars
+                .split(',')
+                .map(|pair| match pair.trim().split_once('=') {
+                    Some((name, value)) => (name.to_owned(), value.to_owned()),
+                    None => panic!("REDLIMIT_BENCH_OURS_VARIANTS: `{pair}` is not NAME=VALUE"),
+                })
+                .collect();
+            let label: &'static str = Box::leak(format!("ours, {}", label.trim()).into());
+            (Kind::OursWith(label), vars)
+        })
+        .collect()
+}
+
 /// Starts our server on `redis_port` (Redis, or a proxy to it), with its config files written
 /// into a runtime directory of its own; returns once it has printed its gRPC address.
 pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
+    start_ours_as(Kind::Ours, &[], binary, redis_port)
+}
+
+/// [`start_ours`] as `kind`, with `vars` on top of `REDLIMIT_BENCH_OURS_ENV`.
+pub(crate) fn start_ours_as(
+    kind: Kind,
+    vars: &[(String, String)],
+    binary: &Path,
+    redis_port: u16,
+) -> Server {
     let dir = scratch("ours");
     let config = dir.join("runtime/ratelimit/config");
     std::fs::create_dir_all(&config).expect("create the runtime directory");
@@ -234,11 +281,12 @@ pub(crate) fn start_ours(binary: &Path, redis_port: u16) -> Server {
             ("LOG_LEVEL", "warn"),
         ])
         .envs(ours_env())
+        .envs(vars.iter().cloned())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
-    Server::from_child(Kind::Ours, child, dir)
+    Server::from_child(kind, child, dir)
 }
 
 /// Context switches of all the threads of process `pid` so far (`voluntary_ctxt_switches` and

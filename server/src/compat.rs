@@ -251,14 +251,16 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_PIPELINE_WINDOW",
         "0",
-        NoEffect(
-            "calls are pipelined as they come, and what queues while one is written goes in one batch: no window to wait",
+        Differs(
+            "as the Go service (radix v3, its releases): each call waits up to the window for those made meanwhile, and they go to Redis together (here: in one script call per 32 decisions): fewer calls, less Redis CPU per decision, each decision up to the window later; 0: none, each batch goes as soon as it can. Kept to within about 50 µs; shorter than REDLIMIT_STORE_DEADLINE (15 ms) or the server stops at start. Not required in Cluster mode, where the Go service refuses to start without it or REDIS_PIPELINE_LIMIT",
         ),
     ),
     var(
         "REDIS_PIPELINE_LIMIT",
         "0",
-        NoEffect("calls are pipelined as they come"),
+        Differs(
+            "as the Go service (radix v3): a window ends early once this many decisions wait (0: once 32 wait, a full script call, where the Go service has no limit); no effect without REDIS_PIPELINE_WINDOW",
+        ),
     ),
     var(
         "REDIS_CLUSTER_PIPELINE_PARALLELISM",
@@ -289,12 +291,12 @@ pub(crate) const GO_VARIABLES: &[GoVariable] = &[
     var(
         "REDIS_PERSECOND_PIPELINE_WINDOW",
         "0",
-        NoEffect("calls are pipelined as they come: no window to wait"),
+        Differs("as REDIS_PIPELINE_WINDOW, for the per-second Redis"),
     ),
     var(
         "REDIS_PERSECOND_PIPELINE_LIMIT",
         "0",
-        NoEffect("calls are pipelined as they come"),
+        Differs("as REDIS_PIPELINE_LIMIT, for the per-second Redis"),
     ),
     var(
         "REDIS_PERSECOND_CLUSTER_PIPELINE_PARALLELISM",

@@ -63,6 +63,8 @@ pub(crate) struct Target<'a> {
     socket_type: SocketType,
     tls: bool,
     timeout: Duration,
+    /// `_PIPELINE_WINDOW` and `_PIPELINE_LIMIT`.
+    pipeline: (Duration, usize),
     auth: Option<&'a str>,
     sentinel_auth: Option<&'a str>,
 }
@@ -77,6 +79,10 @@ impl<'a> Target<'a> {
             socket_type: settings.redis_socket_type,
             tls: settings.redis_tls,
             timeout: settings.redis_timeout,
+            pipeline: (
+                settings.redis_pipeline_window,
+                settings.redis_pipeline_limit,
+            ),
             auth: secrets.auth.as_deref(),
             sentinel_auth: secrets.sentinel_auth.as_deref(),
         }
@@ -92,6 +98,10 @@ impl<'a> Target<'a> {
             socket_type: p.redis_persecond_socket_type,
             tls: p.redis_persecond_tls,
             timeout: p.redis_persecond_timeout,
+            pipeline: (
+                p.redis_persecond_pipeline_window,
+                p.redis_persecond_pipeline_limit,
+            ),
             auth: secrets.per_second_auth.as_deref(),
             sentinel_auth: secrets.per_second_sentinel_auth.as_deref(),
         })
@@ -132,7 +142,19 @@ pub(crate) fn per_second_store(
 }
 
 fn redis_store(settings: &Settings, target: &Target<'_>) -> Result<Arc<dyn Store>, String> {
-    let mut builder = builder(target)?.connect_timeout(target.timeout);
+    let (window, limit) = target.pipeline;
+    if !window.is_zero() && window >= settings.store_deadline {
+        return Err(format!(
+            "{var}_PIPELINE_WINDOW ({window:?}) must be shorter than REDLIMIT_STORE_DEADLINE \
+             ({:?}): every decision would wait out its deadline",
+            settings.store_deadline,
+            var = target.var,
+        ));
+    }
+    let mut builder = builder(target)?
+        .connect_timeout(target.timeout)
+        .pipeline_window(window)
+        .pipeline_limit(limit);
     // Empty, as the Go service's default: redlimit's own prefix.
     if !settings.cache_key_prefix.is_empty() {
         builder = builder.prefix(settings.cache_key_prefix.clone());

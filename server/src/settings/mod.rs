@@ -167,6 +167,14 @@ pub(crate) struct Settings {
     /// `REDIS_TLS_CACERT`, else the public roots), not the name in it. Warned at start.
     #[arg(long, env = "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", default_value = "false", value_parser = go_bool)]
     pub(crate) redis_tls_skip_hostname_verification: bool,
+    /// Hold each batch of Redis calls this long for the decisions made meanwhile (0: none), as
+    /// the Go service's implicit pipelining: fewer, larger calls, each decision up to this
+    /// much later.
+    #[arg(long, env = "REDIS_PIPELINE_WINDOW", default_value = "0", value_parser = go_duration)]
+    pub(crate) redis_pipeline_window: Duration,
+    /// End a REDIS_PIPELINE_WINDOW's hold once this many decisions wait (0: a full batch, 32).
+    #[arg(long, env = "REDIS_PIPELINE_LIMIT", default_value = "0")]
+    pub(crate) redis_pipeline_limit: usize,
     /// How long to wait for a connection to Redis.
     #[arg(long, env = "REDIS_TIMEOUT", default_value = "10s", value_parser = go_duration)]
     pub(crate) redis_timeout: Duration,

@@ -50,6 +50,12 @@ pub(crate) struct PerSecondSettings {
     /// How long to wait for a connection to the per-second Redis.
     #[arg(long, env = "REDIS_PERSECOND_TIMEOUT", default_value = "10s", value_parser = go_duration)]
     pub(crate) redis_persecond_timeout: Duration,
+    /// REDIS_PIPELINE_WINDOW for the per-second Redis.
+    #[arg(long, env = "REDIS_PERSECOND_PIPELINE_WINDOW", default_value = "0", value_parser = go_duration)]
+    pub(crate) redis_persecond_pipeline_window: Duration,
+    /// REDIS_PIPELINE_LIMIT for the per-second Redis.
+    #[arg(long, env = "REDIS_PERSECOND_PIPELINE_LIMIT", default_value = "0")]
+    pub(crate) redis_persecond_pipeline_limit: usize,
 }
 
 #[cfg(test)]
@@ -67,6 +73,8 @@ mod tests {
             "REDIS_PERSECOND_URL",
             "REDIS_PERSECOND_TLS",
             "REDIS_PERSECOND_TIMEOUT",
+            "REDIS_PERSECOND_PIPELINE_WINDOW",
+            "REDIS_PERSECOND_PIPELINE_LIMIT",
         ];
         if let Some(set) = names.iter().find(|v| std::env::var_os(v).is_some()) {
             eprintln!("{set} is set: the defaults cannot be seen");
@@ -83,6 +91,8 @@ mod tests {
         );
         assert!(!p.redis_persecond_tls);
         assert_eq!(p.redis_persecond_timeout, Duration::from_secs(10));
+        assert_eq!(p.redis_persecond_pipeline_window, Duration::ZERO);
+        assert_eq!(p.redis_persecond_pipeline_limit, 0);
         let on = Settings::try_parse_from([
             "redlimit-server",
             "--redis-persecond",
@@ -90,6 +100,10 @@ mod tests {
             "CLUSTER",
             "--redis-persecond-timeout",
             "250ms",
+            "--redis-persecond-pipeline-window",
+            "150us",
+            "--redis-persecond-pipeline-limit",
+            "8",
         ])
         .unwrap();
         assert!(on.per_second.redis_persecond);
@@ -98,5 +112,10 @@ mod tests {
             on.per_second.redis_persecond_timeout,
             Duration::from_millis(250)
         );
+        assert_eq!(
+            on.per_second.redis_persecond_pipeline_window,
+            Duration::from_micros(150)
+        );
+        assert_eq!(on.per_second.redis_persecond_pipeline_limit, 8);
     }
 }

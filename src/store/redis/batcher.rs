@@ -18,6 +18,11 @@
 //! others; a group of one is that decision's own `EVALSHA`. A decision keeps its arguments
 //! until it is sent: the command written is the one sent, its own or its batch's.
 //!
+//! With a pipeline window (`pipeline_window`: the Go service's `REDIS_PIPELINE_WINDOW`),
+//! every decision joins the queue, in flight or not, and the task that takes it holds it for
+//! the window or until the window's limit of decisions waits, whatever the distance: the
+//! linger is then not used.
+//!
 //! A failed call fails each of its decisions with its error, and is never sent again but on
 //! `NOSCRIPT` (`evalsha`), as a single call. A call whose callers all gave up (the layer's
 //! deadline) is dropped, which the connection's health counts as one missed call (`heal`).
@@ -34,7 +39,7 @@ use redis::{RedisError, RedisResult, Value};
 use tokio::sync::oneshot;
 
 use super::backend::Backend;
-use super::linger::Linger;
+use super::linger::{Linger, Window};
 use super::script::{CheckArgs, LuaScript, batch_command, split};
 
 /// The decisions per call unless the builder says otherwise.
@@ -61,6 +66,8 @@ pub(super) struct Batcher {
     in_flight: AtomicUsize,
     /// How long a batch may wait for more while a call is in flight.
     linger: Linger,
+    /// How long every batch waits for more, whatever is in flight; none unless set.
+    window: Option<Window>,
     /// The last batch taken held more than one decision: decisions come several at a time.
     busy: AtomicBool,
     queue: Mutex<Queue>,
@@ -74,10 +81,10 @@ struct Queue {
 }
 
 impl Queue {
-    /// Queues `item`; whether `max` decisions now wait (a batch held for more must go).
-    fn push(&mut self, item: (Queued, Reply), max: usize) -> bool {
+    /// Queues `item`; how many decisions now wait.
+    fn push(&mut self, item: (Queued, Reply)) -> usize {
         self.waiting.push(item);
-        self.waiting.len() >= max
+        self.waiting.len()
     }
 
     /// Whether a task must be spawned to take `waiting` now (and if so, notes that one is).
@@ -89,13 +96,20 @@ impl Queue {
 }
 
 impl Batcher {
-    pub(super) fn new(backend: Backend, prefix: String, max: usize, linger: Duration) -> Self {
+    pub(super) fn new(
+        backend: Backend,
+        prefix: String,
+        max: usize,
+        linger: Duration,
+        window: Option<Window>,
+    ) -> Self {
         Batcher {
             backend,
             prefix,
             max: max.max(1),
             in_flight: AtomicUsize::new(0),
             linger: Linger::new(linger),
+            window,
             busy: AtomicBool::new(false),
             queue: Mutex::default(),
         }
@@ -124,8 +138,14 @@ impl Batcher {
         let (reply, answer) = oneshot::channel();
         {
             let mut queue = self.lock_queue();
-            if queue.push((queued, reply), self.max) {
+            let waiting = queue.push((queued, reply));
+            if waiting >= self.max {
                 self.linger.release();
+            }
+            if let Some(window) = &self.window
+                && waiting >= window.limit()
+            {
+                window.release();
             }
             if queue.take_now() {
                 runtime.spawn(Arc::clone(self).take());
@@ -137,22 +157,30 @@ impl Batcher {
     /// Whether a decision made now may wait for others: batching is on, and calls are in
     /// flight, or the last batch held several decisions and Redis answers within the linger
     /// (alone, it goes out at once: a turn's wait is worth it only when calls are short).
+    /// A pipeline window queues every decision.
     fn contended(&self) -> bool {
         self.max > 1
-            && (self.in_flight.load(Ordering::Relaxed) > 0
+            && (self.window.is_some()
+                || self.in_flight.load(Ordering::Relaxed) > 0
                 || (self.busy.load(Ordering::Relaxed) && self.linger.worth_it()))
     }
 
     /// Takes the queue once the tasks ready now have queued their decisions and the batch's
-    /// hold is over (`linger`), and sends it.
+    /// hold is over (the window's, else the linger's), and sends it.
     async fn take(self: Arc<Self>) {
         tokio::task::yield_now().await;
-        self.linger
-            .hold(|| {
-                self.in_flight.load(Ordering::SeqCst) == 0
-                    || self.lock_queue().waiting.len() >= self.max
-            })
-            .await;
+        if let Some(window) = &self.window {
+            window
+                .hold(|| self.lock_queue().waiting.len() >= window.limit())
+                .await;
+        } else {
+            self.linger
+                .hold(|| {
+                    self.in_flight.load(Ordering::SeqCst) == 0
+                        || self.lock_queue().waiting.len() >= self.max
+                })
+                .await;
+        }
         let mut batches = {
             let mut queue = self.lock_queue();
             queue.taken_soon = false;
@@ -342,15 +370,12 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_of_max_decisions_is_full() {
+    fn a_queue_counts_its_decisions() {
         let gcra = script_for(&[Limit::gcra(1, Duration::from_secs(1)).unwrap()]);
         let mut queue = Queue::default();
-        assert!(!queue.push(queued(gcra, 0, 1), 3));
-        assert!(!queue.push(queued(gcra, 0, 2), 3));
-        assert!(
-            queue.push(queued(gcra, 0, 3), 3),
-            "a held batch must go now"
-        );
+        assert_eq!(queue.push(queued(gcra, 0, 1)), 1);
+        assert_eq!(queue.push(queued(gcra, 0, 2)), 2);
+        assert_eq!(queue.push(queued(gcra, 0, 3)), 3);
     }
 
     #[test]

@@ -9,10 +9,17 @@
 //! nothing is held (a decision ready goes out at once, pipelined, as without a hold). Every
 //! script call is timed, a decision sent alone as well as a batch: a store that starts quiet
 //! knows how far Redis is before its first burst, whose batches would otherwise be held.
+//!
+//! A pipeline window ([`Window`], envoyproxy/ratelimit's `REDIS_PIPELINE_WINDOW` and
+//! `_LIMIT`) holds every batch instead, whatever the distance and whether or not a call is in
+//! flight: for the window, or until `limit` decisions wait. It trades latency (up to the
+//! window per decision) for fewer calls, so less Redis CPU per decision, where Redis is far
+//! and the linger holds nothing.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, Once, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -87,6 +94,124 @@ impl Linger {
     }
 }
 
+/// The pipeline window of one store: every batch is held for `length`, or until `limit`
+/// decisions wait.
+pub(super) struct Window {
+    length: Duration,
+    /// The decisions waiting that end a hold.
+    limit: usize,
+    holding: AtomicBool,
+    alarm: Arc<Alarm>,
+}
+
+/// Tokio's timer's tick: it rounds a wait up to its next one.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// Rings at the end of a hold shorter than Tokio's tick. Tokio's timer would turn the Go
+/// service's usual 150 µs into 1 ms or more: a thread of the store's own sleeps to the instant
+/// instead (its timer's slack, about 50 µs, aside), at the price of two more wake-ups a hold
+/// (its own, and the runtime's thread's). Windows of 1 ms and more are Tokio's timer's, up to
+/// a tick longer.
+struct Alarm {
+    /// The end of the hold under way, if one is.
+    deadline: Mutex<Option<Instant>>,
+    armed: Condvar,
+    rang: tokio::sync::Notify,
+    started: Once,
+}
+
+impl Window {
+    /// A window of `length` ended early by `limit` decisions waiting; `None` for a zero length
+    /// (no window, as the Go service's `0`).
+    pub(super) fn new(length: Duration, limit: usize) -> Option<Self> {
+        (!length.is_zero()).then(|| Window {
+            length,
+            limit: limit.max(1),
+            holding: AtomicBool::new(false),
+            alarm: Arc::new(Alarm {
+                deadline: Mutex::new(None),
+                armed: Condvar::new(),
+                rang: tokio::sync::Notify::new(),
+                started: Once::new(),
+            }),
+        })
+    }
+
+    /// The decisions waiting that end a hold.
+    pub(super) fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Holds a batch for the window: returns once `full` (asked once the hold is armed),
+    /// once [`release`](Self::release) is called, or when the window has passed.
+    pub(super) async fn hold(&self, full: impl FnOnce() -> bool) {
+        let mut rang = pin!(self.alarm.rang.notified());
+        rang.as_mut().enable();
+        self.holding.store(true, Ordering::SeqCst);
+        let held = !full();
+        if held && self.length >= TIMER_TICK {
+            let _ = tokio::time::timeout(self.length, rang).await;
+        } else if held {
+            self.alarm.set(Some(Instant::now() + self.length));
+            // Tokio's timer as well, a little later: should the alarm's thread not start.
+            let _ = tokio::time::timeout(self.length + TIMER_TICK, rang).await;
+            self.alarm.set(None);
+        }
+        self.holding.store(false, Ordering::SeqCst);
+    }
+
+    /// Ends a hold, if a batch is held (`limit` decisions wait).
+    pub(super) fn release(&self) {
+        if self.holding.load(Ordering::SeqCst) {
+            self.alarm.rang.notify_waiters();
+        }
+    }
+}
+
+impl Alarm {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Arms (or, with `None`, disarms) the alarm, starting its thread on first use.
+    fn set(self: &Arc<Self>, deadline: Option<Instant>) {
+        if deadline.is_some() {
+            self.started.call_once(|| {
+                let alarm = Arc::downgrade(self);
+                // Without its thread, a hold ends on Tokio's timer instead.
+                let _ = std::thread::Builder::new()
+                    .name("redlimit-pipeline-window".to_owned())
+                    .spawn(move || ring(&alarm));
+            });
+        }
+        *self.lock() = deadline;
+        self.armed.notify_one();
+    }
+}
+
+/// The alarm's thread: sleeps to each deadline and rings; ends within a second of its store.
+/// A ring may end the hold after the one it was armed for, early: that batch then goes out
+/// sooner, nothing worse.
+fn ring(alarm: &Weak<Alarm>) {
+    while let Some(alarm) = alarm.upgrade() {
+        let mut deadline = alarm.lock();
+        let now = Instant::now();
+        match *deadline {
+            None => drop(alarm.armed.wait_timeout(deadline, Duration::from_secs(1))),
+            Some(at) if at <= now => {
+                *deadline = None;
+                drop(deadline);
+                alarm.rang.notify_waiters();
+            }
+            Some(at) => {
+                drop(deadline);
+                drop(alarm);
+                std::thread::sleep(at - now);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +253,32 @@ mod tests {
         let ended = tokio::time::timeout(Duration::from_secs(60), linger.hold(|| false)).await;
         assert!(ended.is_ok(), "the hold outlived its bound");
         assert!(started.elapsed() >= Duration::from_millis(5));
+    }
+
+    #[tokio::test]
+    async fn a_window_ends_on_its_own_or_once_released() {
+        assert!(Window::new(Duration::ZERO, 8).is_none(), "no window");
+        let window = Window::new(Duration::from_millis(5), 8).unwrap();
+        let started = std::time::Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(60), window.hold(|| false)).await;
+        assert!(ended.is_ok(), "the hold outlived its window");
+        assert!(started.elapsed() >= Duration::from_millis(5));
+        // Shorter than Tokio's tick: the alarm's thread.
+        let short = Window::new(Duration::from_micros(200), 8).unwrap();
+        for _ in 0..3 {
+            let started = std::time::Instant::now();
+            let ended = tokio::time::timeout(Duration::from_secs(60), short.hold(|| false)).await;
+            assert!(ended.is_ok(), "the hold outlived its window");
+            assert!(started.elapsed() >= Duration::from_micros(200));
+        }
+        let long = Window::new(Duration::from_secs(3_600), 8).unwrap();
+        long.hold(|| true).await;
+        let mut hold = pin!(long.hold(|| false));
+        for _ in 0..3 {
+            assert!(futures_util::poll!(hold.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        long.release();
+        assert_eq!(futures_util::poll!(hold.as_mut()), Poll::Ready(()));
     }
 }

@@ -16,6 +16,8 @@ mod distance;
 mod exact_under_load;
 #[cfg(feature = "redis")]
 mod linger;
+#[cfg(feature = "redis")]
+mod pipeline_window;
 mod proxy_link;
 #[cfg(all(feature = "axum", feature = "redis"))]
 mod resets;
