@@ -1,0 +1,218 @@
+//! The state every stream of one server instance shares: the streams and what each watches,
+//! and per bucket the fleet's view and this instance's share of it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+
+use super::bucket_id::Bucket;
+use super::fleet::{Fleet, Peer};
+use super::metrics;
+use super::quota::Quota;
+use super::watch::Watch;
+use super::Settings;
+use crate::rls::config::RlsConfig;
+use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
+    RateLimitQuotaResponse, RateLimitQuotaUsageReports,
+};
+
+/// What a stream's responses go through.
+pub(crate) type Outbox = mpsc::UnboundedSender<Result<RateLimitQuotaResponse, Status>>;
+
+/// One instance's RLQS state.
+#[derive(Debug)]
+pub(crate) struct Hub {
+    pub(crate) settings: Settings,
+    pub(crate) config: ArcSwap<RlsConfig>,
+    pub(crate) fleet: Fleet,
+    /// This instance's name in the fleet's store.
+    pub(crate) instance: String,
+    pub(crate) state: Mutex<State>,
+    next_stream: AtomicU64,
+    ticking: AtomicBool,
+    /// Set once the service is shutting down: every stream task stops reading then.
+    pub(crate) closing: watch::Sender<bool>,
+}
+
+/// The streams and buckets, under one lock never held across an await.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) streams: HashMap<u64, StreamState>,
+    pub(crate) buckets: HashMap<Arc<str>, HubBucket>,
+    /// The most instances a sync saw live on any bucket lately: a bucket this instance has no
+    /// fleet view of while Redis is down is given its limit divided by this.
+    pub(crate) fleet_size: usize,
+    pub(crate) closed: bool,
+}
+
+/// One stream.
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    pub(crate) outbox: Outbox,
+    pub(crate) domain: Option<String>,
+    pub(crate) watches: HashMap<Arc<str>, Watch>,
+}
+
+/// One bucket of this instance: who watches it here, and the fleet's view of it.
+#[derive(Debug)]
+pub(crate) struct HubBucket {
+    pub(crate) bucket: Bucket,
+    pub(crate) domain: String,
+    pub(crate) quota: Quota,
+    pub(crate) watchers: BTreeSet<u64>,
+    /// Requests admitted here since the last sync (reported to the fleet).
+    pub(crate) admitted: u64,
+    /// Every live instance's demand, as the last sync that answered read it.
+    pub(crate) peers: Vec<Peer>,
+    /// This instance's tokens per fill, as last computed (`None` before a first).
+    pub(crate) share: Option<u64>,
+}
+
+impl Hub {
+    pub(crate) fn new(settings: Settings, config: RlsConfig, fleet: Fleet, instance: String) -> Hub {
+        Hub {
+            settings,
+            config: ArcSwap::from_pointee(config),
+            fleet,
+            instance,
+            state: Mutex::new(State {
+                fleet_size: 1,
+                ..State::default()
+            }),
+            next_stream: AtomicU64::new(1),
+            ticking: AtomicBool::new(false),
+            closing: watch::Sender::new(false),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a new stream; `None` once the service is shutting down.
+    pub(crate) fn join(self: &Arc<Self>, outbox: Outbox) -> Option<u64> {
+        if !self.ticking.swap(true, Ordering::AcqRel) {
+            tokio::spawn(super::tick::run(Arc::downgrade(self)));
+        }
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        state.streams.insert(
+            id,
+            StreamState {
+                outbox,
+                domain: None,
+                watches: HashMap::new(),
+            },
+        );
+        metrics::streams(state.streams.len());
+        Some(id)
+    }
+
+    /// Forgets a stream that ended (its buckets' shares go to the others at the next sync).
+    pub(crate) fn leave(&self, id: u64) {
+        let mut state = self.lock();
+        if let Some(stream) = state.streams.remove(&id) {
+            for key in stream.watches.keys() {
+                if let Some(bucket) = state.buckets.get_mut(key) {
+                    bucket.watchers.remove(&id);
+                }
+            }
+        }
+        metrics::streams(state.streams.len());
+    }
+
+    /// One report of stream `id`: its domain (from the first), a watch for each bucket new to
+    /// it, usage for the others. Answers the buckets that need a first sync before their first
+    /// assignment; the others' first assignments are sent at once. An error ends the stream.
+    pub(crate) fn report(
+        &self,
+        id: u64,
+        report: RateLimitQuotaUsageReports,
+        now: Instant,
+    ) -> Result<Vec<Arc<str>>, Status> {
+        let config = self.config.load();
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Some(stream) = state.streams.get_mut(&id) else {
+            return Ok(Vec::new());
+        };
+        let domain = match &stream.domain {
+            Some(domain) => domain.clone(),
+            None if report.domain.is_empty() => {
+                return Err(Status::invalid_argument(
+                    "the first RateLimitQuotaUsageReports of a stream names no domain",
+                ));
+            }
+            None => {
+                stream.domain = Some(report.domain.clone());
+                report.domain
+            }
+        };
+        let mut new = Vec::new();
+        for usage in report.bucket_quota_usages {
+            let bucket = Bucket::new(&domain, usage.bucket_id, self.settings.max_bucket_id_bytes)?;
+            let requests = usage.num_requests_allowed.saturating_add(usage.num_requests_denied);
+            metrics::report(usage.num_requests_allowed, usage.num_requests_denied);
+            let key = Arc::clone(&bucket.digest);
+            match stream.watches.get_mut(&key) {
+                Some(watch) => watch.report(requests, now),
+                None => {
+                    if stream.watches.len() >= self.settings.max_buckets_per_stream {
+                        return Err(Status::resource_exhausted(format!(
+                            "more than {} buckets on one stream (this server's limit)",
+                            self.settings.max_buckets_per_stream
+                        )));
+                    }
+                    stream.watches.insert(Arc::clone(&key), Watch::new(requests, now));
+                    new.push(Arc::clone(&key));
+                }
+            }
+            let hub_bucket = state.buckets.entry(Arc::clone(&key)).or_insert_with(|| HubBucket {
+                quota: Quota::of(&config, &domain, &bucket.pairs()),
+                bucket,
+                domain: domain.clone(),
+                watchers: BTreeSet::new(),
+                admitted: 0,
+                peers: Vec::new(),
+                share: None,
+            });
+            hub_bucket.watchers.insert(id);
+            hub_bucket.admitted = hub_bucket.admitted.saturating_add(usage.num_requests_allowed);
+        }
+        metrics::buckets(state.buckets.len());
+        // First assignments: at once where the share is known (or needs no fleet).
+        let mut first_sync = Vec::new();
+        for key in new {
+            let Some(bucket) = state.buckets.get(&key) else {
+                continue;
+            };
+            if matches!(bucket.quota, Quota::Rate { .. }) && bucket.share.is_none() {
+                first_sync.push(key);
+            } else {
+                super::assign::assign(self, state, &key, now);
+            }
+        }
+        first_sync.dedup();
+        Ok(first_sync)
+    }
+
+    /// The TTL of every assignment, in whole seconds (Envoy reads `.seconds` alone), at least 1.
+    pub(crate) fn ttl_seconds(&self) -> i64 {
+        i64::try_from(self.settings.assignment_ttl.as_secs().max(1)).unwrap_or(i64::MAX)
+    }
+
+    /// How long an instance's entry for a bucket lives in the fleet's store: two sync
+    /// intervals, so one late sync does not drop it, and an instance gone leaves the split
+    /// within about two.
+    pub(crate) fn entry_ttl(&self) -> Duration {
+        self.settings.sync_interval * 2
+    }
+}

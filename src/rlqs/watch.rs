@@ -1,0 +1,157 @@
+//! One stream's watch of one bucket: its demand measured on this server's clock, when it was
+//! last active, and what was last pushed to it (and the rule deciding whether to push again).
+
+use std::time::{Duration, Instant};
+
+use crate::rls::proto::envoy::r#type::v3::RateLimitStrategy;
+
+use super::quota::tokens_per_fill;
+
+/// The shortest span a demand is measured over: reports closer together (Envoy reports a
+/// bucket at once when it is new, then every 5 s) add up until this much time has passed.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(500);
+
+/// A share that moved by less than this fraction of what was pushed (or by less than
+/// [`MIN_STEP`] tokens) is not pushed again: Envoy replaces a bucket's limiter on every change
+/// (losing a fractional token, carrying its fill ratio), so changes are kept to material ones.
+pub(crate) const MATERIAL: f64 = 0.03;
+
+/// The fewest tokens per fill a pushed share must move by to be pushed again.
+pub(crate) const MIN_STEP: u64 = 2;
+
+/// A stream's watch of a bucket.
+#[derive(Debug, Clone)]
+pub(crate) struct Watch {
+    window_start: Instant,
+    window_usage: u64,
+    /// Requests per second (admitted and denied), over the last full window; `None` until one
+    /// window has passed since the watch.
+    pub(crate) demand: Option<f64>,
+    /// The last report with any usage (the watch's own, at first).
+    pub(crate) last_active: Instant,
+    /// The strategy last pushed, and when (pushed again unchanged to extend its TTL).
+    pub(crate) pushed: Option<(RateLimitStrategy, Instant)>,
+}
+
+/// What to send a watch now.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Push {
+    /// Nothing.
+    Nothing,
+    /// The new strategy (a material change, or the first).
+    Change(RateLimitStrategy),
+    /// The strategy pushed last, again: the same parameters only extend its TTL in Envoy.
+    Refresh(RateLimitStrategy),
+}
+
+impl Watch {
+    /// A watch started by a report of `usage` requests at `now`.
+    pub(crate) fn new(usage: u64, now: Instant) -> Watch {
+        Watch {
+            window_start: now,
+            window_usage: usage,
+            demand: None,
+            last_active: now,
+            pushed: None,
+        }
+    }
+
+    /// A later report of `usage` requests (admitted and denied) at `now`.
+    pub(crate) fn report(&mut self, usage: u64, now: Instant) {
+        if usage > 0 {
+            self.last_active = now;
+        }
+        self.window_usage = self.window_usage.saturating_add(usage);
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= MIN_WINDOW {
+            self.demand = Some(self.window_usage as f64 / elapsed.as_secs_f64());
+            self.window_start = now;
+            self.window_usage = 0;
+        }
+    }
+
+    /// Whether no usage was reported for `idle` (and so the bucket is to be abandoned).
+    pub(crate) fn idle(&self, idle: Duration, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_active) >= idle
+    }
+
+    /// What to push for the strategy `new` at `now`, under assignments living `ttl`: a first
+    /// or different kind of strategy at once, a token bucket when its rate moved materially,
+    /// else the last pushed again once half its TTL has run.
+    pub(crate) fn decide(&self, new: &RateLimitStrategy, ttl: Duration, now: Instant) -> Push {
+        let Some((old, at)) = &self.pushed else {
+            return Push::Change(*new);
+        };
+        if changed(old, new) {
+            return Push::Change(*new);
+        }
+        if now.saturating_duration_since(*at) >= ttl / 2 {
+            return Push::Refresh(*old);
+        }
+        Push::Nothing
+    }
+}
+
+/// Whether `new` differs materially from `old`.
+fn changed(old: &RateLimitStrategy, new: &RateLimitStrategy) -> bool {
+    use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::Strategy;
+    match (&old.strategy, &new.strategy) {
+        (Some(Strategy::TokenBucket(a)), Some(Strategy::TokenBucket(b))) => {
+            if a.fill_interval != b.fill_interval {
+                return true;
+            }
+            let (Some(a), Some(b)) = (tokens_per_fill(old), tokens_per_fill(new)) else {
+                return true;
+            };
+            let step = a.abs_diff(b);
+            step >= MIN_STEP && step as f64 > MATERIAL * a as f64
+        }
+        (a, b) => a != b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::quota::{blanket, token_bucket};
+    use super::*;
+    use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
+
+    #[test]
+    fn demand_is_measured_on_our_clock_over_half_a_second_at_least() {
+        let t0 = Instant::now();
+        let mut watch = Watch::new(1, t0);
+        watch.report(50, t0 + Duration::from_millis(100));
+        assert_eq!(watch.demand, None, "too soon to measure");
+        watch.report(49, t0 + Duration::from_secs(5));
+        assert_eq!(watch.demand, Some(20.0), "100 requests over 5 s");
+        watch.report(0, t0 + Duration::from_secs(10));
+        assert_eq!(watch.demand, Some(0.0));
+        assert!(!watch.idle(Duration::from_secs(6), t0 + Duration::from_secs(10)));
+        assert!(watch.idle(Duration::from_secs(5), t0 + Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn pushes_only_material_changes_and_refreshes_at_half_the_ttl() {
+        let t0 = Instant::now();
+        let ttl = Duration::from_secs(10);
+        let mut watch = Watch::new(1, t0);
+        let first = token_bucket(100, 1, 1.0);
+        assert_eq!(watch.decide(&first, ttl, t0), Push::Change(first));
+        watch.pushed = Some((first, t0));
+        let near = token_bucket(102, 1, 1.0);
+        assert_eq!(watch.decide(&near, ttl, t0), Push::Nothing, "2 % is not material");
+        let far = token_bucket(110, 1, 1.0);
+        assert_eq!(watch.decide(&far, ttl, t0), Push::Change(far));
+        assert_eq!(
+            watch.decide(&near, ttl, t0 + Duration::from_secs(5)),
+            Push::Refresh(first),
+            "the pushed one again: no reset in Envoy"
+        );
+        let deny = blanket(BlanketRule::DenyAll);
+        assert_eq!(watch.decide(&deny, ttl, t0), Push::Change(deny));
+        // A small share moves by whole tokens: one token is not material.
+        watch.pushed = Some((token_bucket(5, 1, 1.0), t0));
+        assert_eq!(watch.decide(&token_bucket(6, 1, 1.0), ttl, t0), Push::Nothing);
+        assert!(matches!(watch.decide(&token_bucket(7, 1, 1.0), ttl, t0), Push::Change(_)));
+    }
+}
