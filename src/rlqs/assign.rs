@@ -14,12 +14,12 @@ use super::metrics;
 use super::quota::{Quota, blanket, token_bucket};
 use super::share::split_tokens;
 use super::watch::Push;
-use crate::rls::proto::envoy::r#type::v3::RateLimitStrategy;
-use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::{
     BucketAction, bucket_action,
 };
+use crate::rls::proto::envoy::r#type::v3::RateLimitStrategy;
+use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
 
 /// Actions waiting to be sent, by stream: one response per stream per round.
 pub(crate) type Pending = HashMap<u64, Vec<BucketAction>>;
@@ -27,7 +27,11 @@ pub(crate) type Pending = HashMap<u64, Vec<BucketAction>>;
 /// Each watcher's demand (requests per second) in stream order; a watcher not measured yet
 /// counts as the mean of those measured, or with none an equal part of this instance's
 /// equal part of the rate.
-pub(crate) fn watcher_demands(state: &State, bucket: &HubBucket, key: &Arc<str>) -> Vec<(u64, f64)> {
+pub(crate) fn watcher_demands(
+    state: &State,
+    bucket: &HubBucket,
+    key: &Arc<str>,
+) -> Vec<(u64, f64)> {
     let measured: Vec<(u64, Option<f64>)> = bucket
         .watchers
         .iter()
@@ -43,7 +47,10 @@ pub(crate) fn watcher_demands(state: &State, bucket: &HubBucket, key: &Arc<str>)
     let known: Vec<f64> = measured.iter().filter_map(|(_, d)| *d).collect();
     let estimate = if known.is_empty() {
         let rate = match bucket.quota {
-            Quota::Rate { tokens, fill_seconds } => tokens as f64 / fill_seconds as f64,
+            Quota::Rate {
+                tokens,
+                fill_seconds,
+            } => tokens as f64 / fill_seconds as f64,
             _ => 0.0,
         };
         let instances = bucket.peers.len().max(state.fleet_size).max(1);
@@ -51,7 +58,10 @@ pub(crate) fn watcher_demands(state: &State, bucket: &HubBucket, key: &Arc<str>)
     } else {
         known.iter().sum::<f64>() / known.len() as f64
     };
-    measured.into_iter().map(|(id, d)| (id, d.unwrap_or(estimate))).collect()
+    measured
+        .into_iter()
+        .map(|(id, d)| (id, d.unwrap_or(estimate)))
+        .collect()
 }
 
 /// This instance's tokens of the bucket's `tokens`, from `peers` (every live instance's
@@ -105,13 +115,27 @@ pub(crate) fn take_sync(
 }
 
 /// Decides each watcher's assignment of bucket `key` and queues what is to be pushed.
-pub(crate) fn assign_into(hub: &Hub, state: &mut State, key: &Arc<str>, now: Instant, pending: &mut Pending) {
+pub(crate) fn assign_into(
+    hub: &Hub,
+    state: &mut State,
+    key: &Arc<str>,
+    now: Instant,
+    pending: &mut Pending,
+) {
     let Some(bucket) = state.buckets.get(key) else {
         return;
     };
     let strategies: Vec<(u64, RateLimitStrategy)> = match bucket.quota {
-        Quota::AllowAll => bucket.watchers.iter().map(|id| (*id, blanket(BlanketRule::AllowAll))).collect(),
-        Quota::DenyAll => bucket.watchers.iter().map(|id| (*id, blanket(BlanketRule::DenyAll))).collect(),
+        Quota::AllowAll => bucket
+            .watchers
+            .iter()
+            .map(|id| (*id, blanket(BlanketRule::AllowAll)))
+            .collect(),
+        Quota::DenyAll => bucket
+            .watchers
+            .iter()
+            .map(|id| (*id, blanket(BlanketRule::DenyAll)))
+            .collect(),
         Quota::Rate { fill_seconds, .. } => {
             let Some(share) = bucket.share else {
                 return;
@@ -129,7 +153,11 @@ pub(crate) fn assign_into(hub: &Hub, state: &mut State, key: &Arc<str>, now: Ins
     let bucket_id = bucket.bucket.id.clone();
     let ttl = hub.settings.assignment_ttl;
     for (id, strategy) in strategies {
-        let Some(watch) = state.streams.get_mut(&id).and_then(|s| s.watches.get_mut(key)) else {
+        let Some(watch) = state
+            .streams
+            .get_mut(&id)
+            .and_then(|s| s.watches.get_mut(key))
+        else {
             continue;
         };
         let send = match watch.decide(&strategy, ttl, now) {

@@ -21,9 +21,15 @@ pub(crate) struct Bucket {
 impl Bucket {
     /// The bucket `id` of `domain`, or the stream's error: `INVALID_ARGUMENT` for a missing or
     /// empty id, an empty key or value, or an id whose encoding is over `max_bytes`.
-    pub(crate) fn new(domain: &str, id: Option<BucketId>, max_bytes: usize) -> Result<Bucket, Status> {
+    pub(crate) fn new(
+        domain: &str,
+        id: Option<BucketId>,
+        max_bytes: usize,
+    ) -> Result<Bucket, Status> {
         let Some(id) = id else {
-            return Err(Status::invalid_argument("a bucket_quota_usage without bucket_id"));
+            return Err(Status::invalid_argument(
+                "a bucket_quota_usage without bucket_id",
+            ));
         };
         let size = id.encoded_len();
         if size > max_bytes {
@@ -35,17 +41,27 @@ impl Bucket {
             return Err(Status::invalid_argument("an empty BucketId"));
         }
         if id.bucket.iter().any(|(k, v)| k.is_empty() || v.is_empty()) {
-            return Err(Status::invalid_argument("a BucketId with an empty key or value"));
+            return Err(Status::invalid_argument(
+                "a BucketId with an empty key or value",
+            ));
         }
-        let mut entries: Vec<(String, String)> =
-            id.bucket.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut entries: Vec<(String, String)> = id
+            .bucket
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         entries.sort();
         let mut hash = Sha256::new();
-        for part in std::iter::once(domain).chain(entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()])) {
+        for part in std::iter::once(domain)
+            .chain(entries.iter().flat_map(|(k, v)| [k.as_str(), v.as_str()]))
+        {
             hash.update((part.len() as u64).to_be_bytes());
             hash.update(part.as_bytes());
         }
-        let digest: String = hash.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let digest: String = hash.finalize()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         Ok(Bucket {
             id,
             entries,
@@ -55,7 +71,10 @@ impl Bucket {
 
     /// The entries as the rule lookup takes them.
     pub(crate) fn pairs(&self) -> Vec<(&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+        self.entries
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
     }
 }
 
@@ -65,7 +84,10 @@ mod tests {
 
     fn id(pairs: &[(&str, &str)]) -> BucketId {
         BucketId {
-            bucket: pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
+            bucket: pairs
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
         }
     }
 
@@ -85,12 +107,25 @@ mod tests {
     #[test]
     fn bad_ids_are_invalid_arguments() {
         let code = |r: Result<Bucket, Status>| r.unwrap_err().code();
-        assert_eq!(code(Bucket::new("d", None, 4096)), tonic::Code::InvalidArgument);
-        assert_eq!(code(Bucket::new("d", Some(id(&[])), 4096)), tonic::Code::InvalidArgument);
-        assert_eq!(code(Bucket::new("d", Some(id(&[("k", "")])), 4096)), tonic::Code::InvalidArgument);
+        assert_eq!(
+            code(Bucket::new("d", None, 4096)),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            code(Bucket::new("d", Some(id(&[])), 4096)),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            code(Bucket::new("d", Some(id(&[("k", "")])), 4096)),
+            tonic::Code::InvalidArgument
+        );
         let long = "x".repeat(100);
         let err = Bucket::new("d", Some(id(&[("k", &long)])), 64).unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
-        assert!(err.message().contains("over this server's limit of 64"), "{}", err.message());
+        assert!(
+            err.message().contains("over this server's limit of 64"),
+            "{}",
+            err.message()
+        );
     }
 }

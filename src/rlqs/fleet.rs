@@ -53,7 +53,14 @@ impl Fleet {
             #[cfg(feature = "redis")]
             Fleet::Redis(redis) => {
                 let key = format!("{}:rlqs:{bucket}", redis.prefix());
-                let demand = format!("{:.6}", if demand.is_finite() { demand.max(0.0) } else { 0.0 });
+                let demand = format!(
+                    "{:.6}",
+                    if demand.is_finite() {
+                        demand.max(0.0)
+                    } else {
+                        0.0
+                    }
+                );
                 let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
                 let build = |first: &str, script: &str| {
                     let mut cmd = redis::cmd(first);
@@ -68,7 +75,8 @@ impl Fleet {
                 };
                 let value =
                     crate::store::local_first::run_script(redis, &SYNC, SYNC_SOURCE, build).await?;
-                let flat: Vec<String> = redis::from_redis_value(value).map_err(|e| e.to_string())?;
+                let flat: Vec<String> =
+                    redis::from_redis_value(value).map_err(|e| e.to_string())?;
                 decode(&flat).ok_or_else(|| format!("an unexpected RLQS sync reply: {flat:?}"))
             }
         }
@@ -86,7 +94,11 @@ fn decode(flat: &[String]) -> Option<Vec<Peer>> {
         .map(|entry| {
             Some(Peer {
                 instance: entry[0].clone(),
-                demand: entry[1].parse::<f64>().ok().filter(|d| d.is_finite())?.max(0.0),
+                demand: entry[1]
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|d| d.is_finite())?
+                    .max(0.0),
             })
         })
         .collect()
@@ -102,8 +114,14 @@ mod tests {
         assert_eq!(
             decode(&s(&["1", "a", "2.5", "3", "b", "0.000000", "0"])),
             Some(vec![
-                Peer { instance: "a".into(), demand: 2.5 },
-                Peer { instance: "b".into(), demand: 0.0 },
+                Peer {
+                    instance: "a".into(),
+                    demand: 2.5
+                },
+                Peer {
+                    instance: "b".into(),
+                    demand: 0.0
+                },
             ])
         );
         assert_eq!(decode(&s(&["1", "a", "2.5"])), None);

@@ -10,12 +10,12 @@ use arc_swap::ArcSwap;
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
+use super::Settings;
 use super::bucket_id::Bucket;
 use super::fleet::{Fleet, Peer};
 use super::metrics;
 use super::quota::Quota;
 use super::watch::Watch;
-use super::Settings;
 use crate::rls::config::RlsConfig;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
     RateLimitQuotaResponse, RateLimitQuotaUsageReports,
@@ -74,7 +74,12 @@ pub(crate) struct HubBucket {
 }
 
 impl Hub {
-    pub(crate) fn new(settings: Settings, config: RlsConfig, fleet: Fleet, instance: String) -> Hub {
+    pub(crate) fn new(
+        settings: Settings,
+        config: RlsConfig,
+        fleet: Fleet,
+        instance: String,
+    ) -> Hub {
         Hub {
             settings,
             config: ArcSwap::from_pointee(config),
@@ -91,7 +96,9 @@ impl Hub {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Registers a new stream; `None` once the service is shutting down.
@@ -159,7 +166,9 @@ impl Hub {
         let mut new = Vec::new();
         for usage in report.bucket_quota_usages {
             let bucket = Bucket::new(&domain, usage.bucket_id, self.settings.max_bucket_id_bytes)?;
-            let requests = usage.num_requests_allowed.saturating_add(usage.num_requests_denied);
+            let requests = usage
+                .num_requests_allowed
+                .saturating_add(usage.num_requests_denied);
             metrics::report(usage.num_requests_allowed, usage.num_requests_denied);
             let key = Arc::clone(&bucket.digest);
             match stream.watches.get_mut(&key) {
@@ -171,21 +180,28 @@ impl Hub {
                             self.settings.max_buckets_per_stream
                         )));
                     }
-                    stream.watches.insert(Arc::clone(&key), Watch::new(requests, now));
+                    stream
+                        .watches
+                        .insert(Arc::clone(&key), Watch::new(requests, now));
                     new.push(Arc::clone(&key));
                 }
             }
-            let hub_bucket = state.buckets.entry(Arc::clone(&key)).or_insert_with(|| HubBucket {
-                quota: Quota::of(&config, &domain, &bucket.pairs()),
-                bucket,
-                domain: domain.clone(),
-                watchers: BTreeSet::new(),
-                admitted: 0,
-                peers: Vec::new(),
-                share: None,
-            });
+            let hub_bucket = state
+                .buckets
+                .entry(Arc::clone(&key))
+                .or_insert_with(|| HubBucket {
+                    quota: Quota::of(&config, &domain, &bucket.pairs()),
+                    bucket,
+                    domain: domain.clone(),
+                    watchers: BTreeSet::new(),
+                    admitted: 0,
+                    peers: Vec::new(),
+                    share: None,
+                });
             hub_bucket.watchers.insert(id);
-            hub_bucket.admitted = hub_bucket.admitted.saturating_add(usage.num_requests_allowed);
+            hub_bucket.admitted = hub_bucket
+                .admitted
+                .saturating_add(usage.num_requests_allowed);
         }
         metrics::buckets(state.buckets.len());
         // First assignments: at once where the share is known (or needs no fleet).

@@ -79,9 +79,9 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::rls::config::RlsConfig;
-use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::RateLimitQuotaResponse;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaServiceServer;
+use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
 
 pub use stream::ResponseStream;
 
@@ -289,10 +289,18 @@ impl RlqsServiceBuilder {
         }
         if s.assignment_ttl < Duration::from_secs(1) {
             let value = format!("{:?}", s.assignment_ttl);
-            return bad("RLQS assignment TTL", value, "1s or more (Envoy reads whole seconds)");
+            return bad(
+                "RLQS assignment TTL",
+                value,
+                "1s or more (Envoy reads whole seconds)",
+            );
         }
         if s.bucket_idle_timeout.is_zero() {
-            return bad("RLQS bucket idle timeout", "0s".into(), "a positive duration");
+            return bad(
+                "RLQS bucket idle timeout",
+                "0s".into(),
+                "a positive duration",
+            );
         }
         if s.max_buckets_per_stream == 0 {
             return bad("RLQS max buckets per stream", "0".into(), "1 or more");

@@ -32,7 +32,10 @@ impl Quota {
     /// [`RlsDomain::find_unordered`](crate::rls::config::RlsDomain::find_unordered) finds, and
     /// of several limits (`rate_limits`) the lowest rate.
     pub(crate) fn of(config: &RlsConfig, domain: &str, entries: &[(&str, &str)]) -> Quota {
-        match config.domain(domain).and_then(|d| d.find_unordered(entries)) {
+        match config
+            .domain(domain)
+            .and_then(|d| d.find_unordered(entries))
+        {
             Some(rule) => Quota::of_rule(rule),
             None => Quota::AllowAll,
         }
@@ -88,10 +91,15 @@ pub(crate) fn blanket(rule: BlanketRule) -> RateLimitStrategy {
 /// The token bucket of a share of `tokens` per `fill_seconds`: `max_tokens` (the burst) is
 /// about `burst_seconds` of the share's rate, at least [`MIN_MAX_TOKENS`];
 /// `tokens_per_fill` at least 1 (Envoy reads 0 as no refill).
-pub(crate) fn token_bucket(tokens: u64, fill_seconds: u64, burst_seconds: f64) -> RateLimitStrategy {
+pub(crate) fn token_bucket(
+    tokens: u64,
+    fill_seconds: u64,
+    burst_seconds: f64,
+) -> RateLimitStrategy {
     let per_fill = tokens.clamp(1, u64::from(u32::MAX));
     let rate = per_fill as f64 / fill_seconds.max(1) as f64;
-    let max_tokens = ((rate * burst_seconds).ceil() as u64).clamp(MIN_MAX_TOKENS, u64::from(u32::MAX));
+    let max_tokens =
+        ((rate * burst_seconds).ceil() as u64).clamp(MIN_MAX_TOKENS, u64::from(u32::MAX));
     RateLimitStrategy {
         strategy: Some(Strategy::TokenBucket(TokenBucket {
             max_tokens: max_tokens as u32,
@@ -139,7 +147,10 @@ descriptors:
         // 100/s in 1000 tokens per 10 s.
         assert_eq!(
             quota(yaml, &[("a", "x")]),
-            Quota::Rate { tokens: 1000, fill_seconds: 10 }
+            Quota::Rate {
+                tokens: 1000,
+                fill_seconds: 10
+            }
         );
         assert_eq!(quota(yaml, &[("b", "x")]), Quota::DenyAll);
         assert_eq!(quota(yaml, &[("c", "x")]), Quota::AllowAll);
@@ -147,12 +158,18 @@ descriptors:
         assert_eq!(quota(yaml, &[("nothing", "x")]), Quota::AllowAll);
         assert_eq!(
             quota(yaml, &[("big", "x")]),
-            Quota::Rate { tokens: 5000, fill_seconds: 1 }
+            Quota::Rate {
+                tokens: 5000,
+                fill_seconds: 1
+            }
         );
         // The lower rate: 60 a minute (1/s) under 10/s; 1020 tokens per 1020 s.
         assert_eq!(
             quota(yaml, &[("two", "x")]),
-            Quota::Rate { tokens: 1020, fill_seconds: 1020 }
+            Quota::Rate {
+                tokens: 1020,
+                fill_seconds: 1020
+            }
         );
         assert_eq!(quota("domain: other\n", &[("a", "x")]), Quota::AllowAll);
     }

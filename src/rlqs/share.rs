@@ -22,7 +22,11 @@ pub(crate) fn water_fill(capacity: f64, demands: &[f64]) -> Vec<f64> {
     if n == 0 {
         return Vec::new();
     }
-    let capacity = if capacity.is_finite() { capacity.max(0.0) } else { 0.0 };
+    let capacity = if capacity.is_finite() {
+        capacity.max(0.0)
+    } else {
+        0.0
+    };
     let floor = (capacity * MIN_SHARE).min(capacity / (2.0 * n as f64));
     let wants: Vec<f64> = demands
         .iter()
@@ -102,7 +106,10 @@ mod tests {
     #[test]
     fn wants_over_the_capacity_fill_to_one_level() {
         // 160 + 30 + 10 wanted of 100: the small ones get theirs, the big one the rest.
-        assert!(close(&water_fill(100.0, &[160.0, 30.0, 10.0]), &[60.0, 30.0, 10.0]));
+        assert!(close(
+            &water_fill(100.0, &[160.0, 30.0, 10.0]),
+            &[60.0, 30.0, 10.0]
+        ));
         assert!(close(&water_fill(100.0, &[80.0, 80.0]), &[50.0, 50.0]));
         // An idle claimant keeps its floor (0.5 % of the capacity) so it can start.
         let shares = water_fill(1000.0, &[5000.0, 0.0]);

@@ -41,9 +41,16 @@ impl RateLimitQuotaService for RlqsService {
     ) -> Result<Response<ResponseStream>, Status> {
         let (outbox, receiver) = mpsc::unbounded_channel();
         let Some(id) = self.hub.join(outbox.clone()) else {
-            return Err(Status::unavailable("the rate limit quota service is shutting down"));
+            return Err(Status::unavailable(
+                "the rate limit quota service is shutting down",
+            ));
         };
-        tokio::spawn(serve(Arc::clone(&self.hub), id, request.into_inner(), outbox));
+        tokio::spawn(serve(
+            Arc::clone(&self.hub),
+            id,
+            request.into_inner(),
+            outbox,
+        ));
         Ok(Response::new(ResponseStream { receiver }))
     }
 }

@@ -62,7 +62,10 @@ pub(crate) async fn first_sync(hub: &Arc<Hub>, keys: Vec<Arc<str>>) {
         keys.iter()
             .filter_map(|key| {
                 let bucket = state.buckets.get(key)?;
-                let demand = watcher_demands(&state, bucket, key).iter().map(|(_, d)| d).sum();
+                let demand = watcher_demands(&state, bucket, key)
+                    .iter()
+                    .map(|(_, d)| d)
+                    .sum();
                 Some((Arc::clone(key), demand, 0))
             })
             .collect()
@@ -110,7 +113,9 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
             });
         }
     }
-    state.buckets.retain(|_, bucket| !bucket.watchers.is_empty());
+    state
+        .buckets
+        .retain(|_, bucket| !bucket.watchers.is_empty());
     metrics::buckets(state.buckets.len());
     let mut jobs = Vec::new();
     let keys: Vec<Arc<str>> = state.buckets.keys().cloned().collect();
@@ -131,7 +136,10 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
         let Some(bucket) = state.buckets.get(&key) else {
             continue;
         };
-        let demand = watcher_demands(state, bucket, &key).iter().map(|(_, d)| d).sum();
+        let demand = watcher_demands(state, bucket, &key)
+            .iter()
+            .map(|(_, d)| d)
+            .sum();
         jobs.push((key, demand, admitted));
     }
     jobs
@@ -139,14 +147,19 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
 
 /// Runs `jobs` against the fleet's store, [`SYNCS_AT_ONCE`] at a time, each within one sync
 /// interval (a store that does not answer is an unreachable one).
-async fn sync_all(hub: &Hub, jobs: Vec<Job>) -> Vec<(Arc<str>, f64, Result<Vec<super::fleet::Peer>, String>)> {
+async fn sync_all(
+    hub: &Hub,
+    jobs: Vec<Job>,
+) -> Vec<(Arc<str>, f64, Result<Vec<super::fleet::Peer>, String>)> {
     let ttl = hub.entry_ttl();
     let deadline = hub.settings.sync_interval;
     let mut outcomes = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(SYNCS_AT_ONCE) {
         let calls = chunk.iter().map(|(key, demand, admitted)| async move {
             let digest = key.to_string();
-            let call = hub.fleet.sync(&digest, &hub.instance, *demand, *admitted, ttl);
+            let call = hub
+                .fleet
+                .sync(&digest, &hub.instance, *demand, *admitted, ttl);
             let outcome = match tokio::time::timeout(deadline, call).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err(format!("no answer within {deadline:?}")),

@@ -139,7 +139,11 @@ mod tests {
         assert_eq!(watch.decide(&first, ttl, t0), Push::Change(first));
         watch.pushed = Some((first, t0));
         let near = token_bucket(102, 1, 1.0);
-        assert_eq!(watch.decide(&near, ttl, t0), Push::Nothing, "2 % is not material");
+        assert_eq!(
+            watch.decide(&near, ttl, t0),
+            Push::Nothing,
+            "2 % is not material"
+        );
         let far = token_bucket(110, 1, 1.0);
         assert_eq!(watch.decide(&far, ttl, t0), Push::Change(far));
         assert_eq!(
@@ -151,7 +155,13 @@ mod tests {
         assert_eq!(watch.decide(&deny, ttl, t0), Push::Change(deny));
         // A small share moves by whole tokens: one token is not material.
         watch.pushed = Some((token_bucket(5, 1, 1.0), t0));
-        assert_eq!(watch.decide(&token_bucket(6, 1, 1.0), ttl, t0), Push::Nothing);
-        assert!(matches!(watch.decide(&token_bucket(7, 1, 1.0), ttl, t0), Push::Change(_)));
+        assert_eq!(
+            watch.decide(&token_bucket(6, 1, 1.0), ttl, t0),
+            Push::Nothing
+        );
+        assert!(matches!(
+            watch.decide(&token_bucket(7, 1, 1.0), ttl, t0),
+            Push::Change(_)
+        ));
     }
 }

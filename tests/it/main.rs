@@ -12,6 +12,8 @@ mod fleet;
 mod layer;
 mod limiter;
 mod props;
+#[cfg(all(feature = "rlqs", feature = "redis"))]
+mod rlqs;
 #[cfg(feature = "rls")]
 mod rls;
 mod store;
