@@ -1,0 +1,111 @@
+"""RLQS smoke test on the real binary, with the full data-plane-api stubs (xds-protos): two
+servers on one Redis answer a bucket's first report with a token bucket each, the shares of
+one fleet-wide limit; SIGTERM sends every stream its bucket with TTL 0, then ends it."""
+
+import queue
+import threading
+import unittest
+
+from envoy.service.rate_limit_quota.v3 import rlqs_pb2, rlqs_pb2_grpc
+
+from harness import CONDITION_DEADLINE, Redis, Server, wait_for
+
+CONFIG = {"quota.yaml": """
+domain: smoke
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000}
+"""}
+
+ENV = {"RLQS_SYNC_INTERVAL": "100ms"}
+
+
+def bulk_strings(reply):
+    """The bulk strings of a RESP array reply (KEYS, HKEYS)."""
+    lines = reply.split(b"\r\n")
+    return [line.decode() for line in lines[2::2] if line]
+
+
+class Stream:
+    """One StreamRateLimitQuotas call: reports put in, responses read by a thread."""
+
+    def __init__(self, server):
+        self.reports = queue.Queue()
+        self.responses = queue.Queue()
+        stub = rlqs_pb2_grpc.RateLimitQuotaServiceStub(server.channel)
+        self.call = stub.StreamRateLimitQuotas(iter(self.reports.get, None))
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        try:
+            for response in self.call:
+                self.responses.put(response)
+        except Exception as e:  # the call's end, whatever it was
+            self.responses.put(e)
+        self.responses.put(None)
+
+    def report(self, tenant, allowed):
+        usage = rlqs_pb2.RateLimitQuotaUsageReports.BucketQuotaUsage(
+            num_requests_allowed=allowed)
+        usage.bucket_id.bucket["tenant"] = tenant
+        usage.time_elapsed.seconds = 0
+        self.reports.put(rlqs_pb2.RateLimitQuotaUsageReports(
+            domain="smoke", bucket_quota_usages=[usage]))
+
+    def next(self):
+        return self.responses.get(timeout=CONDITION_DEADLINE)
+
+    def close(self):
+        self.reports.put(None)
+        self.call.cancel()
+
+
+class RlqsSmoke(unittest.TestCase):
+    def setUp(self):
+        self.redis = Redis()
+        self.servers = [Server(CONFIG, self.redis, env=ENV) for _ in range(2)]
+
+    def tearDown(self):
+        for server in self.servers:
+            server.stop()
+        self.redis.stop()
+
+    def test_two_servers_share_a_bucket_and_sigterm_expires_it(self):
+        streams = [Stream(server) for server in self.servers]
+        firsts = []
+        for stream in streams:
+            stream.report("a", 1)
+            response = stream.next()
+            action = response.bucket_action[0]
+            self.assertEqual(dict(action.bucket_id.bucket), {"tenant": "a"})
+            assignment = action.quota_assignment_action
+            self.assertEqual(assignment.assignment_time_to_live.seconds, 15)
+            bucket = assignment.rate_limit_strategy.token_bucket
+            self.assertEqual(bucket.fill_interval.seconds, 1)
+            self.assertGreaterEqual(bucket.max_tokens, 3)
+            firsts.append(bucket.tokens_per_fill.value)
+        # The first server, alone then, took the whole limit; the second shared it at once.
+        self.assertEqual(firsts[0], 1000)
+        self.assertLess(firsts[1], 1000)
+        # Both in Redis: one key, one entry per server.
+        keys = bulk_strings(self.redis.command("KEYS", "*rlqs:*"))
+        self.assertEqual(len(keys), 1, keys)
+        wait_for("two entries", lambda: len(bulk_strings(self.redis.command("HKEYS", keys[0]))) == 2)
+
+        self.servers[0].terminate()
+        while True:  # a share change may come first
+            response = streams[0].next()
+            self.assertIsInstance(response, rlqs_pb2.RateLimitQuotaResponse)
+            assignment = response.bucket_action[0].quota_assignment_action
+            if assignment.assignment_time_to_live.seconds == 0:
+                break
+        self.assertTrue(assignment.rate_limit_strategy.HasField("token_bucket"))
+        self.assertIsNone(streams[0].next(), "the stream ends")
+        self.assertEqual(self.servers[0].process.wait(timeout=CONDITION_DEADLINE), 0)
+        for stream in streams:
+            stream.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
