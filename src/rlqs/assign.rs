@@ -28,10 +28,13 @@ pub(crate) type Pending = HashMap<u64, Vec<BucketAction>>;
 /// counts as the mean of those measured, or with none an equal part of this instance's
 /// equal part of the rate.
 pub(crate) fn watcher_demands(
+    hub: &Hub,
     state: &State,
     bucket: &HubBucket,
     key: &Arc<str>,
+    now: Instant,
 ) -> Vec<(u64, f64)> {
+    let least = hub.settings.sync_interval;
     let measured: Vec<(u64, Option<f64>)> = bucket
         .watchers
         .iter()
@@ -40,7 +43,7 @@ pub(crate) fn watcher_demands(
                 .streams
                 .get(id)
                 .and_then(|s| s.watches.get(key))
-                .and_then(|w| w.demand);
+                .and_then(|w| w.demand_at(now, least));
             (*id, demand)
         })
         .collect();
@@ -140,9 +143,9 @@ pub(crate) fn assign_into(
             let Some(share) = bucket.share else {
                 return;
             };
-            let demands = watcher_demands(state, bucket, key);
+            let demands = watcher_demands(hub, state, bucket, key, now);
             let parts = split_tokens(share, &demands.iter().map(|(_, d)| *d).collect::<Vec<_>>());
-            let burst = hub.settings.sync_interval.as_secs_f64().max(1.0);
+            let burst = hub.settings.burst.as_secs_f64();
             demands
                 .iter()
                 .zip(parts)

@@ -24,8 +24,8 @@
 //!   same way, in whole tokens that sum to the limit;
 //! - assigns each stream a **`token_bucket`** (never `requests_per_time_unit`, which Envoy does
 //!   not enforce): `tokens_per_fill` over a whole-second `fill_interval` (lengthened for a small
-//!   limit so that it splits into at least 1000 tokens), `max_tokens` about one sync interval
-//!   of the share (at least 3); pushed again only when it moves materially (3 %, and 2 tokens),
+//!   limit so that it splits into at least 1000 tokens), `max_tokens` half a second of the
+//!   share ([`burst`](RlqsServiceBuilder::burst), at least 3); pushed again only when it moves materially (3 %, and 2 tokens),
 //!   since Envoy replaces the limiter on every change, and re-sent unchanged at half its TTL
 //!   to extend it (`assignment_time_to_live`, whole seconds);
 //! - sends `abandon_action` for a bucket a stream reported no usage of for the idle timeout;
@@ -96,6 +96,8 @@ pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_BUCKET_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The default most buckets one stream may watch.
 pub const DEFAULT_MAX_BUCKETS_PER_STREAM: usize = 10_000;
+/// The default burst of an assignment: `max_tokens` holds this much of its share's rate.
+pub const DEFAULT_BURST: Duration = Duration::from_millis(500);
 /// The default largest `BucketId` (its protobuf encoding), in bytes.
 pub const DEFAULT_MAX_BUCKET_ID_BYTES: usize = 4096;
 
@@ -107,6 +109,7 @@ pub(crate) struct Settings {
     pub(crate) bucket_idle_timeout: Duration,
     pub(crate) max_buckets_per_stream: usize,
     pub(crate) max_bucket_id_bytes: usize,
+    pub(crate) burst: Duration,
 }
 
 /// The RLQS service; cloning is cheap and every clone is the same service (one state).
@@ -208,6 +211,7 @@ impl Default for RlqsServiceBuilder {
                 bucket_idle_timeout: DEFAULT_BUCKET_IDLE_TIMEOUT,
                 max_buckets_per_stream: DEFAULT_MAX_BUCKETS_PER_STREAM,
                 max_bucket_id_bytes: DEFAULT_MAX_BUCKET_ID_BYTES,
+                burst: DEFAULT_BURST,
             },
             instance: None,
         }
@@ -263,6 +267,17 @@ impl RlqsServiceBuilder {
     /// ([`DEFAULT_MAX_BUCKET_ID_BYTES`]); a larger one ends the stream with `INVALID_ARGUMENT`.
     pub fn max_bucket_id_bytes(mut self, max: usize) -> Self {
         self.settings.max_bucket_id_bytes = max;
+        self
+    }
+
+    /// How much of its share's rate an assignment's bucket holds (`max_tokens`, at least 3):
+    /// what a client may admit at once after a quiet spell, and, where Envoy starts a changed
+    /// assignment's bucket full, the most one change lets through over the rate.
+    /// [`DEFAULT_BURST`] (half a second) by default: the fleet's admissions in any second stay
+    /// within half a second of its limit over it, while Poisson arrivals at a client's share
+    /// rarely find its bucket empty.
+    pub fn burst(mut self, burst: Duration) -> Self {
+        self.settings.burst = burst;
         self
     }
 

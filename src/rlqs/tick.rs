@@ -62,7 +62,7 @@ pub(crate) async fn first_sync(hub: &Arc<Hub>, keys: Vec<Arc<str>>) {
         keys.iter()
             .filter_map(|key| {
                 let bucket = state.buckets.get(key)?;
-                let demand = watcher_demands(&state, bucket, key)
+                let demand = watcher_demands(hub, &state, bucket, key, Instant::now())
                     .iter()
                     .map(|(_, d)| d)
                     .sum();
@@ -136,7 +136,7 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
         let Some(bucket) = state.buckets.get(&key) else {
             continue;
         };
-        let demand = watcher_demands(state, bucket, &key)
+        let demand = watcher_demands(hub, state, bucket, &key, now)
             .iter()
             .map(|(_, d)| d)
             .sum();

@@ -19,11 +19,22 @@ pub(crate) const MATERIAL: f64 = 0.03;
 /// The fewest tokens per fill a pushed share must move by to be pushed again.
 pub(crate) const MIN_STEP: u64 = 2;
 
+/// A client reports every bucket it holds each interval, idle ones too (Envoy: every 5 s):
+/// one that has sent nothing for this many of its own intervals is gone (a host that died
+/// without closing its connection), and its demand counts as none.
+pub(crate) const SILENT_INTERVALS: u32 = 3;
+
+/// How often Envoy reports (hard-coded in its filter, whatever its `reporting_interval`).
+pub(crate) const ENVOY_REPORT_INTERVAL: Duration = Duration::from_secs(5);
+
 /// A stream's watch of a bucket.
 #[derive(Debug, Clone)]
 pub(crate) struct Watch {
     window_start: Instant,
     window_usage: u64,
+    last_report: Instant,
+    /// The time between its last two reports.
+    gap: Option<Duration>,
     /// Requests per second (admitted and denied), over the last full window; `None` until one
     /// window has passed since the watch.
     pub(crate) demand: Option<f64>,
@@ -50,6 +61,8 @@ impl Watch {
         Watch {
             window_start: now,
             window_usage: usage,
+            last_report: now,
+            gap: None,
             demand: None,
             last_active: now,
             pushed: None,
@@ -61,6 +74,8 @@ impl Watch {
         if usage > 0 {
             self.last_active = now;
         }
+        self.gap = Some(now.saturating_duration_since(self.last_report));
+        self.last_report = now;
         self.window_usage = self.window_usage.saturating_add(usage);
         let elapsed = now.saturating_duration_since(self.window_start);
         if elapsed >= MIN_WINDOW {
@@ -68,6 +83,16 @@ impl Watch {
             self.window_start = now;
             self.window_usage = 0;
         }
+    }
+
+    /// The demand at `now`: none from a client silent for [`SILENT_INTERVALS`] of its report
+    /// intervals (each at least `least`; Envoy's 5 s before a second report shows it).
+    pub(crate) fn demand_at(&self, now: Instant, least: Duration) -> Option<f64> {
+        let gap = self.gap.map_or(ENVOY_REPORT_INTERVAL, |gap| gap.max(least));
+        if now.saturating_duration_since(self.last_report) > gap * SILENT_INTERVALS {
+            return Some(0.0);
+        }
+        self.demand
     }
 
     /// Whether no usage was reported for `idle` (and so the bucket is to be abandoned).
@@ -128,6 +153,17 @@ mod tests {
         assert_eq!(watch.demand, Some(0.0));
         assert!(!watch.idle(Duration::from_secs(6), t0 + Duration::from_secs(10)));
         assert!(watch.idle(Duration::from_secs(5), t0 + Duration::from_secs(10)));
+        // Reporting every 5 s: silent for over 15 s, it is gone.
+        watch.report(10, t0 + Duration::from_secs(15));
+        let least = Duration::from_secs(1);
+        assert_eq!(
+            watch.demand_at(t0 + Duration::from_secs(29), least),
+            Some(2.0)
+        );
+        assert_eq!(
+            watch.demand_at(t0 + Duration::from_secs(31), least),
+            Some(0.0)
+        );
     }
 
     #[test]
