@@ -20,7 +20,7 @@
 //! - every **sync interval**, makes one call per bucket to the fleet's store (Redis:
 //!   `lua/rlqs_sync.lua`, one key per bucket) with this instance's demand, and reads back every
 //!   live instance's: the bucket's rate is split among the instances by demand (max-min
-//!   fairness with a minimum share, [`share`]), then this instance's part among its streams the
+//!   fairness with a minimum share), then this instance's part among its streams the
 //!   same way, in whole tokens that sum to the limit;
 //! - assigns each stream a **`token_bucket`** (never `requests_per_time_unit`, which Envoy does
 //!   not enforce): `tokens_per_fill` over a whole-second `fill_interval` (lengthened for a small
@@ -69,7 +69,7 @@ mod fleet;
 mod hub;
 pub mod metrics;
 mod quota;
-pub mod share;
+mod share;
 mod stream;
 mod tick;
 mod watch;

@@ -175,6 +175,49 @@ descriptors:
     }
 
     #[test]
+    fn the_guides_example_matches_as_it_says() {
+        // docs/guide/rlqs.md
+        let yaml = "
+domain: d
+descriptors:
+  - key: route
+    value: /admin
+    descriptors:
+      - key: tenant
+        rate_limit: {unit: second, requests_per_unit: 10}
+  - key: tenant
+    value: free-*
+    rate_limit: {unit: minute, requests_per_unit: 600}
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 1000}
+  - key: banned
+    rate_limit: {unit: second, requests_per_unit: 0}
+";
+        assert_eq!(
+            quota(yaml, &[("tenant", "x"), ("route", "/admin")]),
+            Quota::Rate {
+                tokens: 1000,
+                fill_seconds: 100
+            }
+        );
+        assert_eq!(
+            quota(yaml, &[("tenant", "free-1")]),
+            Quota::Rate {
+                tokens: 1200,
+                fill_seconds: 120
+            }
+        );
+        assert_eq!(
+            quota(yaml, &[("tenant", "x")]),
+            Quota::Rate {
+                tokens: 1000,
+                fill_seconds: 1
+            }
+        );
+        assert_eq!(quota(yaml, &[("banned", "x")]), Quota::DenyAll);
+    }
+
+    #[test]
     fn token_buckets_keep_envoy_safe_values() {
         let Some(Strategy::TokenBucket(b)) = token_bucket(0, 10, 1.0).strategy else {
             panic!("a token bucket")

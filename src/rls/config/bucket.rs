@@ -117,6 +117,8 @@ descriptors:
         assert_eq!(rpu(&[("path", "/y"), ("tenant", "zed")]), None);
         assert_eq!(rpu(&[("vip", "1")]), Some(100));
         assert_eq!(rpu(&[("vip", "1"), ("other", "2")]), None);
+        // `vip` comes first in the file: taken first, it leaves `tenant` no level to match.
+        assert_eq!(rpu(&[("tenant", "zed"), ("vip", "1")]), None);
         assert_eq!(rpu(&[]), None);
     }
 }
