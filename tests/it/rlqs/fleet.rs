@@ -230,3 +230,39 @@ async fn a_redis_outage_keeps_each_instance_within_its_share_then_merges() {
         b.latest
     );
 }
+
+#[tokio::test]
+async fn on_a_redis_cluster_every_bucket_is_one_key_on_its_own_slot() {
+    let cluster = crate::support::cluster::RedisCluster::start();
+    let prefix = unique_prefix("rlqs-cluster");
+    let store = |instance: &str| {
+        let store = RedisStore::cluster(cluster.urls())
+            .prefix(&prefix)
+            .connect_lazy()
+            .expect("a cluster store");
+        builder().redis(store).instance(instance).build().unwrap()
+    };
+    let one = serve(store("one")).await;
+    let two = serve(store("two")).await;
+    let mut a = Stream::open(&one).await;
+    let mut b = Stream::open(&two).await;
+    // Buckets on many slots, each synced in one call of one key.
+    let names: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+    let mut reporters = Vec::new();
+    for name in &names {
+        let id = bucket("tenant", name);
+        a.send("edge", vec![usage(&id, 1, 0)]);
+        b.send("edge", vec![usage(&id, 1, 0)]);
+        reporters.push(a.demand("edge", &id, 300.0));
+        reporters.push(b.demand("edge", &id, 100.0));
+    }
+    for name in &names {
+        let split = |x: Option<u32>, y: Option<u32>| near(x, 750, 40) && near(y, 250, 40);
+        assert!(
+            until_both(&mut a, &mut b, name, split).await,
+            "{name}: {:?} / {:?}",
+            a.latest,
+            b.latest
+        );
+    }
+}
