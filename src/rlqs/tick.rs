@@ -6,6 +6,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use super::assign::{Pending, assign_into, send, take_sync, watcher_demands};
+use super::fleet::Peer;
 use super::hub::Hub;
 use super::metrics;
 use super::quota::Quota;
@@ -145,14 +146,13 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
     jobs
 }
 
-/// Runs `jobs` against the fleet's store, [`SYNCS_AT_ONCE`] at a time, each within one sync
-/// interval (a store that does not answer is an unreachable one).
-async fn sync_all(
-    hub: &Hub,
-    jobs: Vec<Job>,
-) -> Vec<(Arc<str>, f64, Result<Vec<super::fleet::Peer>, String>)> {
+/// Runs `jobs` against the fleet's store, [`SYNCS_AT_ONCE`] at a time, all within one sync
+/// interval (a store that does not answer by then is an unreachable one: the calls left fail
+/// at once, so a frozen Redis never holds a round up for longer than an interval).
+async fn sync_all(hub: &Hub, jobs: Vec<Job>) -> Vec<(Arc<str>, f64, Result<Vec<Peer>, String>)> {
     let ttl = hub.entry_ttl();
-    let deadline = hub.settings.sync_interval;
+    let interval = hub.settings.sync_interval;
+    let deadline = tokio::time::Instant::now() + interval;
     let mut outcomes = Vec::with_capacity(jobs.len());
     for chunk in jobs.chunks(SYNCS_AT_ONCE) {
         let calls = chunk.iter().map(|(key, demand, admitted)| async move {
@@ -160,9 +160,9 @@ async fn sync_all(
             let call = hub
                 .fleet
                 .sync(&digest, &hub.instance, *demand, *admitted, ttl);
-            let outcome = match tokio::time::timeout(deadline, call).await {
+            let outcome = match tokio::time::timeout_at(deadline, call).await {
                 Ok(outcome) => outcome,
-                Err(_) => Err(format!("no answer within {deadline:?}")),
+                Err(_) => Err(format!("no answer within the sync interval ({interval:?})")),
             };
             (Arc::clone(key), *demand, outcome)
         });

@@ -266,3 +266,40 @@ async fn on_a_redis_cluster_every_bucket_is_one_key_on_its_own_slot() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_frozen_redis_holds_no_round_up() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("rlqs-frozen");
+    let service = builder()
+        .redis(store(&redis, &prefix))
+        .assignment_ttl(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let channel = serve(service).await;
+    let mut a = Stream::open(&channel).await;
+    let id = bucket("tenant", "f");
+    a.send("edge", vec![usage(&id, 1, 0)]);
+    assert!(
+        a.until(WAIT, |l| tokens_in(l, "f") == Some(1000)).await,
+        "{:?}",
+        a.latest
+    );
+    redis.freeze();
+    // Calls to Redis go unanswered: each round gives up at its interval's end, so the bucket's
+    // assignment is still refreshed (TTL 1 s: every half second), and a new bucket is answered.
+    let mut refreshes = 0;
+    while refreshes < 3 {
+        let response = a.next(WAIT).await.expect("no error").expect("a refresh");
+        refreshes += response.bucket_action.len();
+        assert_eq!(a.tokens("f"), Some(1000));
+    }
+    let fresh = bucket("tenant", "g");
+    a.send("edge", vec![usage(&fresh, 1, 0)]);
+    assert!(
+        a.until(WAIT, |l| tokens_in(l, "g") == Some(1000)).await,
+        "{:?}",
+        a.latest
+    );
+    redis.thaw();
+}
