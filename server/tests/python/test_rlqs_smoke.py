@@ -1,6 +1,7 @@
 """RLQS smoke test on the real binary, with the full data-plane-api stubs (xds-protos): two
 servers on one Redis answer a bucket's first report with a token bucket each, the shares of
-one fleet-wide limit; SIGTERM sends every stream its bucket with TTL 0, then ends it."""
+one fleet-wide limit; SIGTERM sends every stream its bucket with TTL 0, then ends it; a config
+reloaded from the runtime directory reaches the open streams."""
 
 import queue
 import threading
@@ -54,7 +55,11 @@ class Stream:
             domain="smoke", bucket_quota_usages=[usage]))
 
     def next(self):
-        return self.responses.get(timeout=CONDITION_DEADLINE)
+        """The next response; None when the call ended cleanly (an error fails the test)."""
+        response = self.responses.get(timeout=CONDITION_DEADLINE)
+        if isinstance(response, Exception):
+            raise AssertionError(f"the stream failed: {response!r}")
+        return response
 
     def close(self):
         self.reports.put(None)
@@ -96,7 +101,7 @@ class RlqsSmoke(unittest.TestCase):
         self.servers[0].terminate()
         while True:  # a share change may come first
             response = streams[0].next()
-            self.assertIsInstance(response, rlqs_pb2.RateLimitQuotaResponse)
+            self.assertIsNotNone(response, "the stream ended before its TTL 0")
             assignment = response.bucket_action[0].quota_assignment_action
             if assignment.assignment_time_to_live.seconds == 0:
                 break
@@ -105,6 +110,28 @@ class RlqsSmoke(unittest.TestCase):
         self.assertEqual(self.servers[0].process.wait(timeout=CONDITION_DEADLINE), 0)
         for stream in streams:
             stream.close()
+
+
+class RlqsReload(unittest.TestCase):
+    def test_a_reloaded_config_reaches_the_streams(self):
+        server = Server(CONFIG, env=ENV)
+        try:
+            stream = Stream(server)
+            stream.report("b", 1)
+            first = stream.next().bucket_action[0].quota_assignment_action.rate_limit_strategy
+            self.assertTrue(first.HasField("token_bucket"))
+            server.write_config({"quota.yaml": CONFIG["quota.yaml"].replace(
+                "requests_per_unit: 1000", "requests_per_unit: 0")})
+            while True:
+                response = stream.next()
+                self.assertIsNotNone(response, "the stream ended")
+                strategy = response.bucket_action[0].quota_assignment_action.rate_limit_strategy
+                if strategy.HasField("blanket_rule"):
+                    break
+            self.assertEqual(strategy.blanket_rule, strategy.DENY_ALL)
+            stream.close()
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":
