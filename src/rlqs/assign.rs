@@ -182,13 +182,6 @@ pub(crate) fn assign_into(
     }
 }
 
-/// [`assign_into`] one bucket, sent at once.
-pub(crate) fn assign(hub: &Hub, state: &mut State, key: &Arc<str>, now: Instant) {
-    let mut pending = Pending::new();
-    assign_into(hub, state, key, now, &mut pending);
-    send(state, pending);
-}
-
 /// A quota assignment action.
 pub(crate) fn assignment(
     bucket_id: crate::rls::proto::envoy::service::rate_limit_quota::v3::BucketId,

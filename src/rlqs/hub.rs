@@ -24,6 +24,15 @@ use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
 /// What a stream's responses go through.
 pub(crate) type Outbox = mpsc::UnboundedSender<Result<RateLimitQuotaResponse, Status>>;
 
+/// The buckets a report started watching.
+#[derive(Debug, Default)]
+pub(crate) struct Watched {
+    /// Their first assignment can be made now.
+    pub(crate) now: Vec<Arc<str>>,
+    /// They are new to this instance: a sync with the fleet first.
+    pub(crate) first_sync: Vec<Arc<str>>,
+}
+
 /// One instance's RLQS state.
 #[derive(Debug)]
 pub(crate) struct Hub {
@@ -101,11 +110,13 @@ impl Hub {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether the rounds are to be started now (true once: at the first stream).
+    pub(crate) fn start_ticking(&self) -> bool {
+        !self.ticking.swap(true, Ordering::AcqRel)
+    }
+
     /// Registers a new stream; `None` once the service is shutting down.
-    pub(crate) fn join(self: &Arc<Self>, outbox: Outbox) -> Option<u64> {
-        if !self.ticking.swap(true, Ordering::AcqRel) {
-            tokio::spawn(super::tick::run(Arc::downgrade(self)));
-        }
+    pub(crate) fn join(&self, outbox: Outbox) -> Option<u64> {
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
         if state.closed {
@@ -137,19 +148,20 @@ impl Hub {
     }
 
     /// One report of stream `id`: its domain (from the first), a watch for each bucket new to
-    /// it, usage for the others. Answers the buckets that need a first sync before their first
-    /// assignment; the others' first assignments are sent at once. An error ends the stream.
+    /// it, usage for the others. Answers the buckets newly watched: those whose first
+    /// assignment can be made at once, and those that need a first sync. An error ends the
+    /// stream.
     pub(crate) fn report(
         &self,
         id: u64,
         report: RateLimitQuotaUsageReports,
         now: Instant,
-    ) -> Result<Vec<Arc<str>>, Status> {
+    ) -> Result<Watched, Status> {
         let config = self.config.load();
         let mut state = self.lock();
         let state = &mut *state;
         let Some(stream) = state.streams.get_mut(&id) else {
-            return Ok(Vec::new());
+            return Ok(Watched::default());
         };
         let domain = match &stream.domain {
             Some(domain) => domain.clone(),
@@ -205,19 +217,18 @@ impl Hub {
         }
         metrics::buckets(state.buckets.len());
         // First assignments: at once where the share is known (or needs no fleet).
-        let mut first_sync = Vec::new();
+        let mut watched = Watched::default();
         for key in new {
             let Some(bucket) = state.buckets.get(&key) else {
                 continue;
             };
             if matches!(bucket.quota, Quota::Rate { .. }) && bucket.share.is_none() {
-                first_sync.push(key);
+                watched.first_sync.push(key);
             } else {
-                super::assign::assign(self, state, &key, now);
+                watched.now.push(key);
             }
         }
-        first_sync.dedup();
-        Ok(first_sync)
+        Ok(watched)
     }
 
     /// The TTL of every assignment, in whole seconds (Envoy reads `.seconds` alone), at least 1.

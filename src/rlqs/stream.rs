@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::RlqsService;
+use super::assign::{Pending, assign_into, send};
 use super::hub::Hub;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaService;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
@@ -40,6 +41,9 @@ impl RateLimitQuotaService for RlqsService {
         request: Request<Streaming<RateLimitQuotaUsageReports>>,
     ) -> Result<Response<ResponseStream>, Status> {
         let (outbox, receiver) = mpsc::unbounded_channel();
+        if self.hub.start_ticking() {
+            tokio::spawn(super::tick::run(Arc::downgrade(&self.hub)));
+        }
         let Some(id) = self.hub.join(outbox.clone()) else {
             return Err(Status::unavailable(
                 "the rate limit quota service is shutting down",
@@ -70,8 +74,19 @@ async fn serve(
         };
         match report {
             Ok(Some(report)) => match hub.report(id, report, Instant::now()) {
-                Ok(first) if first.is_empty() => {}
-                Ok(first) => super::tick::first_sync(&hub, first).await,
+                Ok(watched) => {
+                    if !watched.now.is_empty() {
+                        let mut state = hub.lock();
+                        let mut pending = Pending::new();
+                        for key in &watched.now {
+                            assign_into(&hub, &mut state, key, Instant::now(), &mut pending);
+                        }
+                        send(&state, pending);
+                    }
+                    if !watched.first_sync.is_empty() {
+                        super::tick::first_sync(&hub, watched.first_sync).await;
+                    }
+                }
                 Err(status) => {
                     tracing::debug!(%status, "an RLQS stream ended on bad input");
                     let _ = outbox.send(Err(status));
