@@ -7,11 +7,12 @@ use super::rule::RlsRule;
 
 impl RlsDomain {
     /// The rule for a set of entries in no particular order (an RLQS `BucketId`): at each
-    /// level of the tree, the entry that matches a descriptor of that level first in file
-    /// order is taken (each entry matched as [`find`](Self::find) matches it: the exact
-    /// `key_value` first, then the wildcard values in file order, then the key alone), and the
-    /// walk goes down; the rule is the descriptor reached when every entry is taken. `None`:
-    /// no rule (an entry matched nowhere, or the descriptor reached has no limit).
+    /// level of the tree, the descriptors in file order each look for an entry with their
+    /// `key`, and the first entry found whose value matches at that level (as
+    /// [`find`](Self::find) matches it: the exact `key_value` first, then the wildcard values
+    /// in file order, then the key alone) is taken; the walk goes down, and the rule is the
+    /// descriptor reached when every entry is taken. `None`: no rule (an entry matched nowhere,
+    /// or the descriptor reached has no limit).
     ///
     /// ```
     /// use redlimit::rls::config::RlsConfig;
@@ -48,36 +49,43 @@ impl RlsDomain {
     }
 }
 
-/// The entry not taken yet whose descriptor at `level` comes first in file order.
+/// The entry to take at `level`: the descriptors of the level in file order, each asking the
+/// entries for its key; the first entry whose key a descriptor names (`key` or `key_value`,
+/// as the Go service stores them) and whose value matches at this level.
 fn first_match<'a>(
     level: &'a Children,
     entries: &[(&str, &str)],
     taken: &[bool],
 ) -> Option<(usize, &'a DescriptorNode)> {
-    let mut best: Option<(usize, usize, &DescriptorNode)> = None;
-    for (i, (key, value)) in entries.iter().enumerate() {
-        if taken[i] {
-            continue;
-        }
+    let mut by_key: Vec<(usize, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !taken[*i])
+        .filter_map(|(i, (key, _))| {
+            let first = level.nodes.keys().position(|name| {
+                name.strip_prefix(key)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+            })?;
+            Some((first, i))
+        })
+        .collect();
+    by_key.sort_unstable();
+    by_key.into_iter().find_map(|(_, i)| {
+        let (key, value) = entries[i];
         let composite = format!("{key}_{value}");
-        let found = level
+        level
             .nodes
-            .get_full(composite.as_str())
+            .get(composite.as_str())
             .or_else(|| {
                 level
                     .wildcards
                     .iter()
                     .find(|(_, parts)| wildcard_match(parts, &composite))
-                    .and_then(|(pattern, _)| level.nodes.get_full(pattern.as_str()))
+                    .and_then(|(pattern, _)| level.nodes.get(pattern.as_str()))
             })
-            .or_else(|| level.nodes.get_full(*key));
-        if let Some((position, _, node)) = found
-            && best.is_none_or(|(p, _, _)| position < p)
-        {
-            best = Some((position, i, node));
-        }
-    }
-    best.map(|(_, i, node)| (i, node))
+            .or_else(|| level.nodes.get(key))
+            .map(|node| (i, node))
+    })
 }
 
 #[cfg(test)]
@@ -119,6 +127,33 @@ descriptors:
         assert_eq!(rpu(&[("vip", "1"), ("other", "2")]), None);
         // `vip` comes first in the file: taken first, it leaves `tenant` no level to match.
         assert_eq!(rpu(&[("tenant", "zed"), ("vip", "1")]), None);
+        // The first descriptor naming a key decides when its entry is taken, even when the
+        // entry then matches a later descriptor of that key.
+        let config = RlsConfig::parse(
+            [(
+                "t.yaml",
+                "
+domain: d
+descriptors:
+  - {key: k, value: v, descriptors: [{key: j, rate_limit: {unit: second, requests_per_unit: 1}}]}
+  - {key: j, descriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 2}}]}
+  - {key: k, descriptors: [{key: j, rate_limit: {unit: second, requests_per_unit: 3}}]}
+",
+            )],
+            false,
+        )
+        .unwrap();
+        let d = config.domain("d").unwrap();
+        let rpu = |e: &[(&str, &str)]| {
+            d.find_unordered(e)
+                .map(|r| r.limits()[0].requests_per_unit())
+        };
+        assert_eq!(rpu(&[("j", "x"), ("k", "v")]), Some(1));
+        assert_eq!(
+            rpu(&[("j", "x"), ("k", "z")]),
+            Some(3),
+            "k's first descriptor is first"
+        );
         assert_eq!(rpu(&[]), None);
     }
 }
