@@ -114,7 +114,8 @@ class RlqsSmoke(unittest.TestCase):
 
 class RlqsReload(unittest.TestCase):
     def test_a_reloaded_config_reaches_the_streams(self):
-        server = Server(CONFIG, env=ENV)
+        server = Server(CONFIG, env={**ENV, "USE_PROMETHEUS": "true",
+                                     "PROMETHEUS_ADDR": "127.0.0.1:0"})
         try:
             stream = Stream(server)
             stream.report("b", 1)
@@ -129,6 +130,12 @@ class RlqsReload(unittest.TestCase):
                 if strategy.HasField("blanket_rule"):
                     break
             self.assertEqual(strategy.blanket_rule, strategy.DENY_ALL)
+            metrics = server.get("metrics", "/metrics")[1]
+            for line in ("redlimit_rlqs_streams 1", "redlimit_rlqs_buckets 1",
+                         'redlimit_rlqs_assignments_total{action="token_bucket"} 1',
+                         'redlimit_rlqs_assignments_total{action="deny_all"} 1',
+                         'redlimit_rlqs_requests_total{outcome="allowed"} 1'):
+                self.assertIn(line, metrics)
             stream.close()
         finally:
             server.stop()
