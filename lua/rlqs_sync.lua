@@ -4,7 +4,8 @@
 -- KEYS[1]  the bucket's hash: a field per server instance, "EXPIRES_MS DEMAND ADMITTED"
 -- ARGV[1]  this instance's id (its field)
 -- ARGV[2]  its demand, requests per second (a decimal)
--- ARGV[3]  the requests its clients admitted since its last call (an integer, for operators)
+-- ARGV[3]  the requests per second its clients admit (a decimal): the fleet's sum against
+--          the limit corrects the shares (src/rlqs/expect.rs)
 -- ARGV[4]  how long its entry lives (ms): an instance that stops calling leaves the split then
 -- Reply:   {now_ms, then per live instance: ID, DEMAND, ADMITTED} (strings: Lua would
 --          truncate a demand to an integer), expired entries deleted on the way.
@@ -16,7 +17,7 @@ redis.call('HSET', KEYS[1], ARGV[1],
 local out = {tostring(now)}
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local expires, demand, admitted = string.match(all[i + 1], '^(%d+) (%S+) (%d+)$')
+  local expires, demand, admitted = string.match(all[i + 1], '^(%d+) (%S+) (%S+)$')
   if expires == nil or tonumber(expires) < now then
     redis.call('HDEL', KEYS[1], all[i])
   else

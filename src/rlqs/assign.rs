@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use prost_types::Duration as ProtoDuration;
 
+use super::expect::{Claim, SETTLE, UNSATURATED_MAX_TOKENS, allot, correct};
 use super::fleet::Peer;
 use super::hub::{Hub, HubBucket, State};
 use super::metrics;
@@ -24,81 +25,176 @@ use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::BlanketRule;
 /// Actions waiting to be sent, by stream: one response per stream per round.
 pub(crate) type Pending = HashMap<u64, Vec<BucketAction>>;
 
-/// Each watcher's demand (requests per second) in stream order; a watcher not measured yet
-/// counts as the mean of those measured, or with none an equal part of this instance's
-/// equal part of the rate.
-pub(crate) fn watcher_demands(
+/// Each watcher's claim (its demand, requests per second, and the window it was measured
+/// over) in stream order; a watcher not measured yet counts as the mean of those measured, or
+/// with none an equal part of this instance's equal part of the rate (an estimate: window 0).
+pub(crate) fn watcher_claims(
     hub: &Hub,
     state: &State,
     bucket: &HubBucket,
     key: &Arc<str>,
     now: Instant,
-) -> Vec<(u64, f64)> {
+) -> Vec<(u64, Claim)> {
     let least = hub.settings.sync_interval;
-    let measured: Vec<(u64, Option<f64>)> = bucket
+    let measured: Vec<(u64, Option<Claim>)> = bucket
         .watchers
         .iter()
         .map(|id| {
-            let demand = state
+            let claim = state
                 .streams
                 .get(id)
                 .and_then(|s| s.watches.get(key))
-                .and_then(|w| w.demand_at(now, least));
-            (*id, demand)
+                .and_then(|w| {
+                    Some(Claim {
+                        demand: w.demand_at(now, least)?,
+                        window: w.window.as_secs_f64(),
+                    })
+                });
+            (*id, claim)
         })
         .collect();
-    let known: Vec<f64> = measured.iter().filter_map(|(_, d)| *d).collect();
+    let known: Vec<f64> = measured
+        .iter()
+        .filter_map(|(_, c)| c.map(|c| c.demand))
+        .collect();
     let estimate = if known.is_empty() {
-        let rate = match bucket.quota {
-            Quota::Rate {
-                tokens,
-                fill_seconds,
-            } => tokens as f64 / fill_seconds as f64,
-            _ => 0.0,
-        };
         let instances = bucket.peers.len().max(state.fleet_size).max(1);
-        rate / instances as f64 / measured.len().max(1) as f64
+        rate_of(bucket.quota) / instances as f64 / measured.len().max(1) as f64
     } else {
         known.iter().sum::<f64>() / known.len() as f64
     };
     measured
         .into_iter()
-        .map(|(id, d)| (id, d.unwrap_or(estimate)))
+        .map(|(id, c)| {
+            let claim = c.unwrap_or(Claim {
+                demand: estimate,
+                window: 0.0,
+            });
+            (id, claim)
+        })
         .collect()
+}
+
+/// This instance's demand for a bucket: its watchers' claims summed.
+pub(crate) fn instance_demand(claims: &[(u64, Claim)]) -> f64 {
+    claims.iter().map(|(_, c)| c.demand).sum()
+}
+
+/// What this instance's watchers of a bucket admit, requests per second: measured where a
+/// window has passed, else what is expected of them (their demand, up to the rate last
+/// assigned), so that a stream just come (whose first report may count a fallback's
+/// admissions) moves no correction.
+pub(crate) fn instance_admitted(
+    hub: &Hub,
+    state: &State,
+    key: &Arc<str>,
+    claims: &[(u64, Claim)],
+    now: Instant,
+) -> f64 {
+    let least = hub.settings.sync_interval;
+    claims
+        .iter()
+        .map(|(id, claim)| {
+            let Some(watch) = state.streams.get(id).and_then(|s| s.watches.get(key)) else {
+                return 0.0;
+            };
+            watch.admitted_at(now, least).unwrap_or_else(|| {
+                let assigned = watch.pushed.as_ref().and_then(|(s, _)| rate_of_strategy(s));
+                assigned.map_or(claim.demand, |rate| claim.demand.min(rate))
+            })
+        })
+        .sum()
+}
+
+/// The fleet-wide rate of a quota, requests per second (0 for a blanket).
+fn rate_of(quota: Quota) -> f64 {
+    match quota {
+        Quota::Rate {
+            tokens,
+            fill_seconds,
+        } => tokens as f64 / fill_seconds.max(1) as f64,
+        _ => 0.0,
+    }
+}
+
+/// The rate of a token-bucket strategy, requests per second.
+fn rate_of_strategy(strategy: &RateLimitStrategy) -> Option<f64> {
+    use crate::rls::proto::envoy::r#type::v3::rate_limit_strategy::Strategy;
+    match &strategy.strategy {
+        Some(Strategy::TokenBucket(b)) => {
+            let seconds = b.fill_interval.map_or(1, |d| d.seconds.max(1));
+            Some(f64::from(b.tokens_per_fill.unwrap_or(0)) / seconds as f64)
+        }
+        _ => None,
+    }
 }
 
 /// This instance's tokens of the bucket's `tokens`, from `peers` (every live instance's
 /// demand, sorted by name so that every instance computes the same split).
-fn my_part(hub: &Hub, tokens: u64, peers: &[Peer]) -> Option<u64> {
+fn my_part(hub: &Hub, tokens: u64, fill_seconds: u64, peers: &[Peer]) -> Option<u64> {
     let mut peers: Vec<&Peer> = peers.iter().collect();
     peers.sort_by(|a, b| a.instance.cmp(&b.instance));
     let me = peers.iter().position(|p| p.instance == hub.instance)?;
-    let demands: Vec<f64> = peers.iter().map(|p| p.demand).collect();
+    // Demands in tokens per fill, the capacity's unit (a long fill interval: many tokens).
+    let fill = fill_seconds.max(1) as f64;
+    let demands: Vec<f64> = peers.iter().map(|p| p.demand * fill).collect();
     split_tokens(tokens, &demands).get(me).copied()
 }
 
-/// Takes a sync's outcome for `key` (this instance's `demand` reported): the fleet's view
-/// and this instance's share from it; on failure the last view with this instance's demand
-/// now, never above the share it had (the fleet may have grown meanwhile), or with no view
-/// the limit divided among the most instances seen.
+/// Takes a sync's outcome for `key` (this instance's `demand` reported) at `now`: the
+/// fleet's view, this instance's share from it, and the fleet's correction moved (once the
+/// view is settled: [`settled`]); on failure the last view with this instance's demand now,
+/// never above the share it had (the fleet may have grown meanwhile), or with no view the
+/// limit divided among the most instances seen.
 pub(crate) fn take_sync(
     hub: &Hub,
     state: &mut State,
     key: &Arc<str>,
     demand: f64,
     outcome: Result<Vec<Peer>, String>,
+    now: Instant,
 ) {
     let fleet_size = state.fleet_size;
+    let measured = state.buckets.get(key).is_some_and(|bucket| {
+        bucket.watchers.iter().all(|id| {
+            state
+                .streams
+                .get(id)
+                .and_then(|s| s.watches.get(key))
+                .is_some_and(|w| w.admitted_at(now, hub.settings.sync_interval).is_some())
+        })
+    });
     let Some(bucket) = state.buckets.get_mut(key) else {
         return;
     };
-    let Quota::Rate { tokens, .. } = bucket.quota else {
+    let Quota::Rate {
+        tokens,
+        fill_seconds,
+    } = bucket.quota
+    else {
         return;
     };
     let share = match outcome {
         Ok(peers) => {
             state.fleet_size = fleet_size.max(peers.len());
-            let share = my_part(hub, tokens, &peers);
+            let share = my_part(hub, tokens, fill_seconds, &peers);
+            if !same_instances(&bucket.peers, &peers) {
+                bucket.settled = now;
+            }
+            if measured && now.saturating_duration_since(bucket.settled) >= SETTLE {
+                let interval = hub.settings.sync_interval.as_secs_f64();
+                bucket.correction =
+                    correct(bucket.correction, tokens, fill_seconds, &peers, interval);
+            }
+            tracing::debug!(
+                bucket = %key,
+                share,
+                correction = bucket.correction,
+                demand = peers.iter().map(|p| p.demand).sum::<f64>(),
+                admitted = peers.iter().map(|p| p.admitted).sum::<f64>(),
+                measured,
+                "RLQS sync"
+            );
             bucket.peers = peers;
             share.unwrap_or(0)
         }
@@ -107,7 +203,7 @@ pub(crate) fn take_sync(
             tracing::debug!(%error, "RLQS sync failed: assigning from the last fleet view");
             if let Some(mine) = bucket.peers.iter_mut().find(|p| p.instance == hub.instance) {
                 mine.demand = demand;
-                let now = my_part(hub, tokens, &bucket.peers).unwrap_or(0);
+                let now = my_part(hub, tokens, fill_seconds, &bucket.peers).unwrap_or(0);
                 bucket.share.map_or(now, |before| now.min(before))
             } else {
                 tokens / fleet_size.max(1) as u64
@@ -115,6 +211,11 @@ pub(crate) fn take_sync(
         }
     };
     bucket.share = Some(share);
+}
+
+/// Whether two fleet views name the same instances.
+fn same_instances(a: &[Peer], b: &[Peer]) -> bool {
+    a.len() == b.len() && a.iter().all(|p| b.iter().any(|q| q.instance == p.instance))
 }
 
 /// Decides each watcher's assignment of bucket `key` and queues what is to be pushed.
@@ -139,17 +240,34 @@ pub(crate) fn assign_into(
             .iter()
             .map(|id| (*id, blanket(BlanketRule::DenyAll)))
             .collect(),
-        Quota::Rate { fill_seconds, .. } => {
+        Quota::Rate {
+            tokens,
+            fill_seconds,
+        } => {
             let Some(share) = bucket.share else {
                 return;
             };
-            let demands = watcher_demands(hub, state, bucket, key, now);
-            let parts = split_tokens(share, &demands.iter().map(|(_, d)| *d).collect::<Vec<_>>());
+            let claims = watcher_claims(hub, state, bucket, key, now);
+            // This instance's part of the fleet's correction: as its part of the limit.
+            let correction = bucket.correction * share as f64 / tokens.max(1) as f64;
+            let parts = allot(
+                share,
+                fill_seconds,
+                &claims.iter().map(|(_, c)| *c).collect::<Vec<_>>(),
+                correction,
+            );
             let burst = hub.settings.burst.as_secs_f64();
-            demands
+            claims
                 .iter()
                 .zip(parts)
-                .map(|((id, _), tokens)| (*id, token_bucket(tokens, fill_seconds, burst)))
+                .map(|((id, _), part)| {
+                    let least = if part.unsaturated {
+                        UNSATURATED_MAX_TOKENS
+                    } else {
+                        0
+                    };
+                    (*id, token_bucket(part.tokens, fill_seconds, burst, least))
+                })
                 .collect()
         }
     };

@@ -12,6 +12,8 @@ pub(crate) struct Peer {
     pub(crate) instance: String,
     /// Requests per second its clients asked for (admitted or not).
     pub(crate) demand: f64,
+    /// Requests per second its clients admitted (measured, or as expected where not yet).
+    pub(crate) admitted: f64,
 }
 
 /// The fleet's store.
@@ -31,36 +33,31 @@ static SYNC: std::sync::LazyLock<redis::Script> =
 const SYNC_SOURCE: &str = include_str!("../../lua/rlqs_sync.lua");
 
 impl Fleet {
-    /// Reports `demand` (and `admitted`) of this `instance` for the bucket `bucket` (its
-    /// digest), to live `ttl`, and answers every live instance's demand, this one's included.
-    /// Alone, this instance is the fleet.
+    /// Reports `demand` and `admitted` (requests per second) of this `instance` for the
+    /// bucket `bucket` (its digest), to live `ttl`, and answers every live instance's, this
+    /// one's included. Alone, this instance is the fleet.
     pub(crate) async fn sync(
         &self,
         bucket: &str,
         instance: &str,
         demand: f64,
-        admitted: u64,
+        admitted: f64,
         ttl: Duration,
     ) -> Result<Vec<Peer>, String> {
         match self {
             Fleet::Alone => {
-                let _ = (bucket, admitted, ttl);
+                let _ = (bucket, ttl);
                 Ok(vec![Peer {
                     instance: instance.to_owned(),
                     demand,
+                    admitted,
                 }])
             }
             #[cfg(feature = "redis")]
             Fleet::Redis(redis) => {
                 let key = format!("{}:rlqs:{bucket}", redis.prefix());
-                let demand = format!(
-                    "{:.6}",
-                    if demand.is_finite() {
-                        demand.max(0.0)
-                    } else {
-                        0.0
-                    }
-                );
+                let rate = |r: f64| format!("{:.6}", if r.is_finite() { r.max(0.0) } else { 0.0 });
+                let (demand, admitted) = (rate(demand), rate(admitted));
                 let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
                 let build = |first: &str, script: &str| {
                     let mut cmd = redis::cmd(first);
@@ -69,7 +66,7 @@ impl Fleet {
                         .arg(&key)
                         .arg(instance)
                         .arg(&demand)
-                        .arg(admitted)
+                        .arg(&admitted)
                         .arg(ttl_ms);
                     cmd
                 };
@@ -92,13 +89,12 @@ fn decode(flat: &[String]) -> Option<Vec<Peer>> {
     }
     rest.chunks(3)
         .map(|entry| {
+            let rate =
+                |text: &str| Some(text.parse::<f64>().ok().filter(|d| d.is_finite())?.max(0.0));
             Some(Peer {
                 instance: entry[0].clone(),
-                demand: entry[1]
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|d| d.is_finite())?
-                    .max(0.0),
+                demand: rate(&entry[1])?,
+                admitted: rate(&entry[2])?,
             })
         })
         .collect()
@@ -112,20 +108,23 @@ mod tests {
     fn replies_decode_or_are_refused() {
         let s = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(
-            decode(&s(&["1", "a", "2.5", "3", "b", "0.000000", "0"])),
+            decode(&s(&["1", "a", "2.5", "3", "b", "0.000000", "0.5"])),
             Some(vec![
                 Peer {
                     instance: "a".into(),
-                    demand: 2.5
+                    demand: 2.5,
+                    admitted: 3.0,
                 },
                 Peer {
                     instance: "b".into(),
-                    demand: 0.0
+                    demand: 0.0,
+                    admitted: 0.5,
                 },
             ])
         );
         assert_eq!(decode(&s(&["1", "a", "2.5"])), None);
         assert_eq!(decode(&s(&["1", "a", "nan", "0"])), None);
+        assert_eq!(decode(&s(&["1", "a", "1", "x"])), None);
         assert_eq!(decode(&[]), None);
     }
 }

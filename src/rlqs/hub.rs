@@ -74,12 +74,15 @@ pub(crate) struct HubBucket {
     pub(crate) domain: String,
     pub(crate) quota: Quota,
     pub(crate) watchers: BTreeSet<u64>,
-    /// Requests admitted here since the last sync (reported to the fleet).
-    pub(crate) admitted: u64,
     /// Every live instance's demand, as the last sync that answered read it.
     pub(crate) peers: Vec<Peer>,
     /// This instance's tokens per fill, as last computed (`None` before a first).
     pub(crate) share: Option<u64>,
+    /// The fleet's correction, tokens per fill: what the saturated streams are given over
+    /// their shares so that what the fleet admits meets the limit ([`super::expect`]).
+    pub(crate) correction: f64,
+    /// Since when the fleet view has named the same instances.
+    pub(crate) settled: Instant,
 }
 
 impl Hub {
@@ -178,13 +181,11 @@ impl Hub {
         let mut new = Vec::new();
         for usage in report.bucket_quota_usages {
             let bucket = Bucket::new(&domain, usage.bucket_id, self.settings.max_bucket_id_bytes)?;
-            let requests = usage
-                .num_requests_allowed
-                .saturating_add(usage.num_requests_denied);
-            metrics::report(usage.num_requests_allowed, usage.num_requests_denied);
+            let (allowed, denied) = (usage.num_requests_allowed, usage.num_requests_denied);
+            metrics::report(allowed, denied);
             let key = Arc::clone(&bucket.digest);
             match stream.watches.get_mut(&key) {
-                Some(watch) => watch.report(requests, now),
+                Some(watch) => watch.report(allowed, denied, now),
                 None => {
                     if stream.watches.len() >= self.settings.max_buckets_per_stream {
                         return Err(Status::resource_exhausted(format!(
@@ -192,9 +193,12 @@ impl Hub {
                             self.settings.max_buckets_per_stream
                         )));
                     }
-                    stream
-                        .watches
-                        .insert(Arc::clone(&key), Watch::new(requests, now));
+                    // Whole seconds (Envoy's): a negative or absent one is a first report's 0.
+                    let elapsed = usage
+                        .time_elapsed
+                        .map_or(0, |d| u64::try_from(d.seconds).unwrap_or(0));
+                    let watch = Watch::new(allowed, denied, Duration::from_secs(elapsed), now);
+                    stream.watches.insert(Arc::clone(&key), watch);
                     new.push(Arc::clone(&key));
                 }
             }
@@ -206,14 +210,12 @@ impl Hub {
                     bucket,
                     domain: domain.clone(),
                     watchers: BTreeSet::new(),
-                    admitted: 0,
                     peers: Vec::new(),
                     share: None,
+                    correction: 0.0,
+                    settled: now,
                 });
             hub_bucket.watchers.insert(id);
-            hub_bucket.admitted = hub_bucket
-                .admitted
-                .saturating_add(usage.num_requests_allowed);
         }
         metrics::buckets(state.buckets.len());
         // First assignments: at once where the share is known (or needs no fleet).

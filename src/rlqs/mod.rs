@@ -65,6 +65,7 @@
 
 mod assign;
 mod bucket_id;
+mod expect;
 mod fleet;
 mod hub;
 pub mod metrics;

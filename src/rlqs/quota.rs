@@ -89,17 +89,19 @@ pub(crate) fn blanket(rule: BlanketRule) -> RateLimitStrategy {
 }
 
 /// The token bucket of a share of `tokens` per `fill_seconds`: `max_tokens` (the burst) is
-/// about `burst_seconds` of the share's rate, at least [`MIN_MAX_TOKENS`];
+/// about `burst_seconds` of the share's rate, at least `least` and [`MIN_MAX_TOKENS`];
 /// `tokens_per_fill` at least 1 (Envoy reads 0 as no refill).
 pub(crate) fn token_bucket(
     tokens: u64,
     fill_seconds: u64,
     burst_seconds: f64,
+    least: u64,
 ) -> RateLimitStrategy {
     let per_fill = tokens.clamp(1, u64::from(u32::MAX));
     let rate = per_fill as f64 / fill_seconds.max(1) as f64;
-    let max_tokens =
-        ((rate * burst_seconds).ceil() as u64).clamp(MIN_MAX_TOKENS, u64::from(u32::MAX));
+    let max_tokens = ((rate * burst_seconds).ceil() as u64)
+        .max(least)
+        .clamp(MIN_MAX_TOKENS, u64::from(u32::MAX));
     RateLimitStrategy {
         strategy: Some(Strategy::TokenBucket(TokenBucket {
             max_tokens: max_tokens as u32,
@@ -219,15 +221,19 @@ descriptors:
 
     #[test]
     fn token_buckets_keep_envoy_safe_values() {
-        let Some(Strategy::TokenBucket(b)) = token_bucket(0, 10, 1.0).strategy else {
+        let Some(Strategy::TokenBucket(b)) = token_bucket(0, 10, 1.0, 0).strategy else {
             panic!("a token bucket")
         };
         assert_eq!(b.tokens_per_fill, Some(1));
         assert_eq!(b.max_tokens, 3);
         assert_eq!(b.fill_interval.unwrap().seconds, 10);
-        let Some(Strategy::TokenBucket(b)) = token_bucket(800, 10, 1.0).strategy else {
+        let Some(Strategy::TokenBucket(b)) = token_bucket(800, 10, 1.0, 0).strategy else {
             panic!("a token bucket")
         };
         assert_eq!((b.max_tokens, b.tokens_per_fill), (80, Some(800)));
+        let Some(Strategy::TokenBucket(b)) = token_bucket(6, 1, 0.5, 10).strategy else {
+            panic!("a token bucket")
+        };
+        assert_eq!(b.max_tokens, 10, "a deeper bucket where asked");
     }
 }

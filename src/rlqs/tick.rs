@@ -5,7 +5,9 @@
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use super::assign::{Pending, assign_into, send, take_sync, watcher_demands};
+use super::assign::{
+    Pending, assign_into, instance_admitted, instance_demand, send, take_sync, watcher_claims,
+};
 use super::fleet::Peer;
 use super::hub::Hub;
 use super::metrics;
@@ -36,8 +38,9 @@ pub(crate) async fn run(hub: Weak<Hub>) {
     }
 }
 
-/// A sync to make: the bucket, this instance's demand for it and what it admitted since.
-type Job = (Arc<str>, f64, u64);
+/// A sync to make: the bucket, this instance's demand for it and what it admits (requests
+/// per second).
+type Job = (Arc<str>, f64, f64);
 
 /// One round.
 pub(crate) async fn round(hub: &Arc<Hub>) {
@@ -47,7 +50,7 @@ pub(crate) async fn round(hub: &Arc<Hub>) {
     let outcomes = sync_all(hub, jobs).await;
     let mut state = hub.lock();
     for (key, demand, outcome) in outcomes {
-        take_sync(hub, &mut state, &key, demand, outcome);
+        take_sync(hub, &mut state, &key, demand, outcome, now);
     }
     let keys: Vec<Arc<str>> = state.buckets.keys().cloned().collect();
     for key in &keys {
@@ -63,11 +66,10 @@ pub(crate) async fn first_sync(hub: &Arc<Hub>, keys: Vec<Arc<str>>) {
         keys.iter()
             .filter_map(|key| {
                 let bucket = state.buckets.get(key)?;
-                let demand = watcher_demands(hub, &state, bucket, key, Instant::now())
-                    .iter()
-                    .map(|(_, d)| d)
-                    .sum();
-                Some((Arc::clone(key), demand, 0))
+                let now = Instant::now();
+                let claims = watcher_claims(hub, &state, bucket, key, now);
+                let admitted = instance_admitted(hub, &state, key, &claims, now);
+                Some((Arc::clone(key), instance_demand(&claims), admitted))
             })
             .collect()
     };
@@ -78,7 +80,7 @@ pub(crate) async fn first_sync(hub: &Arc<Hub>, keys: Vec<Arc<str>>) {
     for (key, demand, outcome) in outcomes {
         // A round may have synced it meanwhile: the later view wins.
         if state.buckets.get(&key).is_some_and(|b| b.share.is_none()) {
-            take_sync(hub, &mut state, &key, demand, outcome);
+            take_sync(hub, &mut state, &key, demand, outcome, now);
         }
         assign_into(hub, &mut state, &key, now, &mut pending);
     }
@@ -128,20 +130,18 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
         if quota != bucket.quota {
             bucket.quota = quota;
             bucket.share = None;
+            bucket.correction = 0.0;
             bucket.peers.clear();
         }
         if !matches!(quota, Quota::Rate { .. }) {
             continue;
         }
-        let admitted = std::mem::take(&mut bucket.admitted);
         let Some(bucket) = state.buckets.get(&key) else {
             continue;
         };
-        let demand = watcher_demands(hub, state, bucket, &key, now)
-            .iter()
-            .map(|(_, d)| d)
-            .sum();
-        jobs.push((key, demand, admitted));
+        let claims = watcher_claims(hub, state, bucket, &key, now);
+        let admitted = instance_admitted(hub, state, &key, &claims, now);
+        jobs.push((key, instance_demand(&claims), admitted));
     }
     jobs
 }

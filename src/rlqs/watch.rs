@@ -32,12 +32,20 @@ pub(crate) const ENVOY_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 pub(crate) struct Watch {
     window_start: Instant,
     window_usage: u64,
+    window_allowed: u64,
     last_report: Instant,
     /// The time between its last two reports.
     gap: Option<Duration>,
     /// Requests per second (admitted and denied), over the last full window; `None` until one
-    /// window has passed since the watch.
+    /// window has passed since the watch, unless its first report said over how long.
     pub(crate) demand: Option<f64>,
+    /// How long [`demand`](Self::demand) was measured over (its precision: a count of Poisson
+    /// arrivals over a short window is a rough rate).
+    pub(crate) window: Duration,
+    /// Requests per second admitted, over the last full window on this server's clock that
+    /// began with the demand known (so under a share made from it); `None` until then (a
+    /// first report's admissions may be a fallback's, a first window's a guess's).
+    pub(crate) admitted: Option<f64>,
     /// The last report with any usage (the watch's own, at first).
     pub(crate) last_active: Instant,
     /// The strategy last pushed, and when (pushed again unchanged to extend its TTL).
@@ -56,43 +64,76 @@ pub(crate) enum Push {
 }
 
 impl Watch {
-    /// A watch started by a report of `usage` requests at `now`.
-    pub(crate) fn new(usage: u64, now: Instant) -> Watch {
+    /// A watch started by a report of `allowed` and `denied` requests at `now`, over the
+    /// `elapsed` whole seconds the client says the report covers. A bucket's very first report
+    /// (Envoy: usage 1, `time_elapsed` 0) says nothing of its rate, and its demand is measured
+    /// from the next; but a client that reconnects (to this instance, after another stopped)
+    /// reports every bucket it holds with the usage since its last report and `time_elapsed` of
+    /// 1 s or more: that is its demand at once, rather than one report interval later.
+    pub(crate) fn new(allowed: u64, denied: u64, elapsed: Duration, now: Instant) -> Watch {
+        let usage = allowed.saturating_add(denied);
+        let known = elapsed >= Duration::from_secs(1);
+        // Whole seconds, rounded down: the span was up to a second longer; its middle.
+        let elapsed = elapsed + Duration::from_millis(500);
         Watch {
             window_start: now,
-            window_usage: usage,
+            window_usage: if known { 0 } else { usage },
+            window_allowed: if known { 0 } else { allowed },
             last_report: now,
             gap: None,
-            demand: None,
+            demand: known.then(|| usage as f64 / elapsed.as_secs_f64()),
+            window: if known { elapsed } else { Duration::ZERO },
+            admitted: None,
             last_active: now,
             pushed: None,
         }
     }
 
-    /// A later report of `usage` requests (admitted and denied) at `now`.
-    pub(crate) fn report(&mut self, usage: u64, now: Instant) {
+    /// A later report of `allowed` and `denied` requests at `now`.
+    pub(crate) fn report(&mut self, allowed: u64, denied: u64, now: Instant) {
+        let usage = allowed.saturating_add(denied);
         if usage > 0 {
             self.last_active = now;
         }
         self.gap = Some(now.saturating_duration_since(self.last_report));
         self.last_report = now;
         self.window_usage = self.window_usage.saturating_add(usage);
+        self.window_allowed = self.window_allowed.saturating_add(allowed);
         let elapsed = now.saturating_duration_since(self.window_start);
         if elapsed >= MIN_WINDOW {
+            if self.demand.is_some() {
+                self.admitted = Some(self.window_allowed as f64 / elapsed.as_secs_f64());
+            }
             self.demand = Some(self.window_usage as f64 / elapsed.as_secs_f64());
+            self.window = elapsed;
             self.window_start = now;
             self.window_usage = 0;
+            self.window_allowed = 0;
         }
+    }
+
+    /// Whether the client is silent for [`SILENT_INTERVALS`] of its report intervals (each
+    /// at least `least`; Envoy's 5 s before a second report shows it): gone.
+    fn silent(&self, now: Instant, least: Duration) -> bool {
+        let gap = self.gap.map_or(ENVOY_REPORT_INTERVAL, |gap| gap.max(least));
+        now.saturating_duration_since(self.last_report) > gap * SILENT_INTERVALS
     }
 
     /// The demand at `now`: none from a client silent for [`SILENT_INTERVALS`] of its report
     /// intervals (each at least `least`; Envoy's 5 s before a second report shows it).
     pub(crate) fn demand_at(&self, now: Instant, least: Duration) -> Option<f64> {
-        let gap = self.gap.map_or(ENVOY_REPORT_INTERVAL, |gap| gap.max(least));
-        if now.saturating_duration_since(self.last_report) > gap * SILENT_INTERVALS {
+        if self.silent(now, least) {
             return Some(0.0);
         }
         self.demand
+    }
+
+    /// The admitted rate at `now`, as [`demand_at`](Self::demand_at) the demand.
+    pub(crate) fn admitted_at(&self, now: Instant, least: Duration) -> Option<f64> {
+        if self.silent(now, least) {
+            return Some(0.0);
+        }
+        self.admitted
     }
 
     /// Whether no usage was reported for `idle` (and so the bucket is to be abandoned).
@@ -144,17 +185,19 @@ mod tests {
     #[test]
     fn demand_is_measured_on_our_clock_over_half_a_second_at_least() {
         let t0 = Instant::now();
-        let mut watch = Watch::new(1, t0);
-        watch.report(50, t0 + Duration::from_millis(100));
+        let mut watch = Watch::new(1, 0, Duration::ZERO, t0);
+        watch.report(50, 0, t0 + Duration::from_millis(100));
         assert_eq!(watch.demand, None, "too soon to measure");
-        watch.report(49, t0 + Duration::from_secs(5));
+        watch.report(29, 20, t0 + Duration::from_secs(5));
         assert_eq!(watch.demand, Some(20.0), "100 requests over 5 s");
-        watch.report(0, t0 + Duration::from_secs(10));
+        assert_eq!(watch.admitted, None, "admitted before its demand was known");
+        watch.report(0, 0, t0 + Duration::from_secs(10));
         assert_eq!(watch.demand, Some(0.0));
+        assert_eq!(watch.admitted, Some(0.0), "measured under a known demand");
         assert!(!watch.idle(Duration::from_secs(6), t0 + Duration::from_secs(10)));
         assert!(watch.idle(Duration::from_secs(5), t0 + Duration::from_secs(10)));
         // Reporting every 5 s: silent for over 15 s, it is gone.
-        watch.report(10, t0 + Duration::from_secs(15));
+        watch.report(10, 0, t0 + Duration::from_secs(15));
         let least = Duration::from_secs(1);
         assert_eq!(
             watch.demand_at(t0 + Duration::from_secs(29), least),
@@ -164,23 +207,48 @@ mod tests {
             watch.demand_at(t0 + Duration::from_secs(31), least),
             Some(0.0)
         );
+        assert_eq!(
+            watch.admitted_at(t0 + Duration::from_secs(31), least),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn a_reconnecting_clients_first_report_is_its_demand_at_once() {
+        let t0 = Instant::now();
+        // Usage since its last report (to another instance), 4 whole seconds ago (4.5 s).
+        let mut watch = Watch::new(40, 50, Duration::from_secs(4), t0);
+        assert_eq!(watch.demand, Some(20.0));
+        assert_eq!(watch.window, Duration::from_millis(4500));
+        assert_eq!(watch.admitted, None, "what it admitted may be a fallback's");
+        watch.report(50, 50, t0 + Duration::from_secs(5));
+        assert_eq!(
+            watch.admitted,
+            Some(10.0),
+            "under a share made from its demand"
+        );
+        // A bucket's very first report says nothing of its rate.
+        let mut first = Watch::new(1, 0, Duration::ZERO, t0);
+        assert_eq!(first.demand, None);
+        first.report(9, 0, t0 + Duration::from_secs(2));
+        assert_eq!(first.demand, Some(5.0));
     }
 
     #[test]
     fn pushes_only_material_changes_and_refreshes_at_half_the_ttl() {
         let t0 = Instant::now();
         let ttl = Duration::from_secs(10);
-        let mut watch = Watch::new(1, t0);
-        let first = token_bucket(100, 1, 1.0);
+        let mut watch = Watch::new(1, 0, Duration::ZERO, t0);
+        let first = token_bucket(100, 1, 1.0, 0);
         assert_eq!(watch.decide(&first, ttl, t0), Push::Change(first));
         watch.pushed = Some((first, t0));
-        let near = token_bucket(102, 1, 1.0);
+        let near = token_bucket(102, 1, 1.0, 0);
         assert_eq!(
             watch.decide(&near, ttl, t0),
             Push::Nothing,
             "2 % is not material"
         );
-        let far = token_bucket(110, 1, 1.0);
+        let far = token_bucket(110, 1, 1.0, 0);
         assert_eq!(watch.decide(&far, ttl, t0), Push::Change(far));
         assert_eq!(
             watch.decide(&near, ttl, t0 + Duration::from_secs(5)),
@@ -190,13 +258,13 @@ mod tests {
         let deny = blanket(BlanketRule::DenyAll);
         assert_eq!(watch.decide(&deny, ttl, t0), Push::Change(deny));
         // A small share moves by whole tokens: one token is not material.
-        watch.pushed = Some((token_bucket(5, 1, 1.0), t0));
+        watch.pushed = Some((token_bucket(5, 1, 1.0, 0), t0));
         assert_eq!(
-            watch.decide(&token_bucket(6, 1, 1.0), ttl, t0),
+            watch.decide(&token_bucket(6, 1, 1.0, 0), ttl, t0),
             Push::Nothing
         );
         assert!(matches!(
-            watch.decide(&token_bucket(7, 1, 1.0), ttl, t0),
+            watch.decide(&token_bucket(7, 1, 1.0, 0), ttl, t0),
             Push::Change(_)
         ));
     }

@@ -98,6 +98,50 @@ async fn two_streams_share_by_demand_and_sum_to_the_limit() {
 }
 
 #[tokio::test]
+async fn a_reconnecting_envoys_first_report_is_its_demand_at_once() {
+    let channel = serve(builder().build().unwrap()).await;
+    let id = bucket("tenant", "back");
+    let quiet = Stream::open(&channel).await;
+    let mut busy = Stream::open(&channel).await;
+    quiet.send("edge", vec![usage(&id, 1, 0)]);
+    busy.send("edge", vec![usage(&id, 1, 0)]);
+    let _q = quiet.demand("edge", &id, 200.0);
+    let _b = busy.demand("edge", &id, 2000.0);
+    // Once both are measured: the quiet one under the fair level gets its 200 (and
+    // headroom), the busy one the rest, 800.
+    assert!(
+        busy.until(WAIT, |l| near(tokens_in(l, "back"), 800, 30))
+            .await,
+        "{:?}",
+        busy.latest
+    );
+    // An Envoy reconnecting (its instance stopped) reports what it saw since its last report:
+    // 1350 requests over 4 whole seconds (4.5 s: 300/s). Its very first assignment is its
+    // demand and headroom (300 * 1.1 + 2 * sqrt(300 / 4.5) = 346), the busy one's falling to
+    // 500; a guess (the mean of the measured ones, 1100/s) would have given it 400.
+    let mut back = Stream::open(&channel).await;
+    let mut first = usage(&id, 1000, 350);
+    first.time_elapsed = Some(prost_types::Duration {
+        seconds: 4,
+        nanos: 0,
+    });
+    back.send("edge", vec![first]);
+    back.next(WAIT).await.expect("no error").expect("an answer");
+    assert!(near(back.tokens("back"), 346, 10), "{:?}", back.latest);
+}
+
+fn tokens_in(latest: &std::collections::HashMap<String, Assigned>, name: &str) -> Option<u32> {
+    match latest.get(name) {
+        Some(Assigned::Tokens { per_fill, .. }) => Some(*per_fill),
+        _ => None,
+    }
+}
+
+fn near(tokens: Option<u32>, want: u32, within: u32) -> bool {
+    tokens.is_some_and(|t| t.abs_diff(want) <= within)
+}
+
+#[tokio::test]
 async fn an_idle_bucket_is_abandoned() {
     let service = builder()
         .bucket_idle_timeout(Duration::from_millis(600))
