@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use prost_types::Duration as ProtoDuration;
 
-use super::expect::{Claim, SETTLE, UNSATURATED_MAX_TOKENS, allot, correct};
+use super::expect::{Claim, SETTLE, SHIFT, UNSATURATED_MAX_TOKENS, allot, correct};
 use super::fleet::Peer;
 use super::hub::{Hub, HubBucket, State};
 use super::metrics;
@@ -178,8 +178,13 @@ pub(crate) fn take_sync(
         Ok(peers) => {
             state.fleet_size = fleet_size.max(peers.len());
             let share = my_part(hub, tokens, fill_seconds, &peers);
-            if !same_instances(&bucket.peers, &peers) {
+            // A changed fleet (an instance, a stream, a demand come or gone) restarts the hold.
+            let fleet_demand: f64 = peers.iter().map(|p| p.demand).sum();
+            let shifted = (fleet_demand - bucket.settled_demand).abs()
+                > SHIFT * fleet_demand.max(bucket.settled_demand);
+            if shifted || !same_instances(&bucket.peers, &peers) {
                 bucket.settled = now;
+                bucket.settled_demand = fleet_demand;
             }
             if measured && now.saturating_duration_since(bucket.settled) >= SETTLE {
                 let interval = hub.settings.sync_interval.as_secs_f64();
@@ -190,7 +195,7 @@ pub(crate) fn take_sync(
                 bucket = %key,
                 share,
                 correction = bucket.correction,
-                demand = peers.iter().map(|p| p.demand).sum::<f64>(),
+                demand = fleet_demand,
                 admitted = peers.iter().map(|p| p.admitted).sum::<f64>(),
                 measured,
                 "RLQS sync"

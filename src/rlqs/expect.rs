@@ -46,12 +46,16 @@ pub(crate) const GAIN_PER_SECOND: f64 = 0.03;
 /// per cent), and a view misread in a transient can cost no more than this.
 pub(crate) const CORRECTION_BOUNDS: (f64, f64) = (-0.03, 0.03);
 
-/// How long a bucket's fleet view must have named the same instances, and this instance's
-/// streams all been measured under a known demand, before the correction moves: in a
-/// transient (a start, an instance gone or come, a stream reconnected) what was admitted
-/// follows the shares a report interval late, and integrating that gap would wind the
-/// correction up.
+/// How long a bucket's fleet view must have named the same instances with about the same
+/// demand ([`SHIFT`]), and this instance's streams all been measured under a known demand,
+/// before the correction moves: in a transient (a start, an instance or an Envoy gone or
+/// come, a stream reconnected) what was admitted follows the shares a report interval late,
+/// and integrating that gap would wind the correction up.
 pub(crate) const SETTLE: Duration = Duration::from_secs(10);
+
+/// A fleet demand that moved by more than this fraction since the hold began restarts it
+/// (the noise of a demand measured over 5 s is about 1 %; an Envoy of ten gone, 5 %).
+pub(crate) const SHIFT: f64 = 0.03;
 
 /// A fleet asking for more than this times its limit is saturated: it should admit the limit,
 /// and the correction works; below it, the correction fades (halves every sync).

@@ -81,8 +81,10 @@ pub(crate) struct HubBucket {
     /// The fleet's correction, tokens per fill: what the saturated streams are given over
     /// their shares so that what the fleet admits meets the limit ([`super::expect`]).
     pub(crate) correction: f64,
-    /// Since when the fleet view has named the same instances.
+    /// Since when the fleet view has named the same instances, with a demand within
+    /// [`SHIFT`](super::expect::SHIFT) of `settled_demand` (requests per second).
     pub(crate) settled: Instant,
+    pub(crate) settled_demand: f64,
 }
 
 impl Hub {
@@ -214,6 +216,7 @@ impl Hub {
                     share: None,
                     correction: 0.0,
                     settled: now,
+                    settled_demand: 0.0,
                 });
             hub_bucket.watchers.insert(id);
         }

@@ -16,16 +16,23 @@
 //!   quota; of several `rate_limits` the lowest rate); `requests_per_unit: 0` is
 //!   `blanket_rule: DENY_ALL`; `unlimited`, `shadow_mode` and no rule are `ALLOW_ALL`;
 //! - measures each stream's **demand** per bucket (admitted and denied requests per second)
-//!   on its own clock (Envoy's `time_elapsed` is whole seconds, and 0 at first);
+//!   on its own clock (Envoy's `time_elapsed` is whole seconds, and 0 at first), but takes a
+//!   reconnecting client's first report (usage since its last report, `time_elapsed` ≥ 1 s)
+//!   as its demand at once;
 //! - every **sync interval**, makes one call per bucket to the fleet's store (Redis:
 //!   `lua/rlqs_sync.lua`, one key per bucket) with this instance's demand, and reads back every
-//!   live instance's: the bucket's rate is split among the instances by demand (max-min
-//!   fairness with a minimum share), then this instance's part among its streams the
-//!   same way, in whole tokens that sum to the limit;
+//!   live instance's (and what their clients admit): the bucket's rate is split among the
+//!   instances by demand (max-min fairness with a minimum share), then this instance's part
+//!   among its streams the same way, in whole tokens that sum to the limit; then a stream
+//!   below its fair part gets headroom over its demand (Poisson arrivals through a bucket
+//!   refilled at their mean rate lose 10–20 % of it), and the others a slow correction closed
+//!   on what the fleet admitted, so that the fleet's *expected* admission is the limit: the
+//!   shares sum to at most 1.25 times it;
 //! - assigns each stream a **`token_bucket`** (never `requests_per_time_unit`, which Envoy does
 //!   not enforce): `tokens_per_fill` over a whole-second `fill_interval` (lengthened for a small
 //!   limit so that it splits into at least 1000 tokens), `max_tokens` half a second of the
-//!   share ([`burst`](RlqsServiceBuilder::burst), at least 3); pushed again only when it moves materially (3 %, and 2 tokens),
+//!   share ([`burst`](RlqsServiceBuilder::burst), at least 3, and 10 below the fair part);
+//!   pushed again only when it moves materially (3 %, and 2 tokens),
 //!   since Envoy replaces the limiter on every change, and re-sent unchanged at half its TTL
 //!   to extend it (`assignment_time_to_live`, whole seconds);
 //! - sends `abandon_action` for a bucket a stream reported no usage of for the idle timeout;

@@ -107,10 +107,11 @@ fn candidates<'a>(
             let names_key = pattern
                 .strip_prefix(key)
                 .is_some_and(|rest| rest.starts_with('_'));
-            if names_key && wildcard_match(parts, &composite) {
-                if let Some((at, _, _)) = level.nodes.get_full(pattern.as_str()) {
-                    found.push((1, at, i));
-                }
+            if names_key
+                && wildcard_match(parts, &composite)
+                && let Some((at, _, _)) = level.nodes.get_full(pattern.as_str())
+            {
+                found.push((1, at, i));
             }
         }
         if let Some((at, _, _)) = level.nodes.get_full(*key) {
