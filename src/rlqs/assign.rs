@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use prost_types::Duration as ProtoDuration;
 
@@ -177,7 +177,16 @@ pub(crate) fn take_sync(
     let share = match outcome {
         Ok(peers) => {
             state.fleet_size = fleet_size.max(peers.len());
-            let share = my_part(hub, tokens, fill_seconds, &peers);
+            haunt(
+                &mut bucket.ghosts,
+                &bucket.peers,
+                &peers,
+                &hub.instance,
+                now,
+            );
+            let mut split = peers.clone();
+            split.extend(bucket.ghosts.iter().map(|(ghost, _)| ghost.clone()));
+            let share = my_part(hub, tokens, fill_seconds, &split);
             // A changed fleet (an instance, a stream, a demand come or gone) restarts the hold.
             let fleet_demand: f64 = peers.iter().map(|p| p.demand).sum();
             let shifted = (fleet_demand - bucket.settled_demand).abs()
@@ -216,6 +225,39 @@ pub(crate) fn take_sync(
         }
     };
     bucket.share = Some(share);
+}
+
+/// How long an instance gone from the fleet view (its entry expired: it stopped, or
+/// crashed) is still counted with its last demand: its Envoys keep the shares it gave them
+/// (after a crash, until their TTL) or their fallback (after TTL 0) until they reconnect, to
+/// another instance, at their next report, one report interval at most (Envoy: 5 s). Giving
+/// its part to the others at once made the fleet admit 1.5 times the limit for two seconds
+/// after a crash; what reconnects here comes off it.
+pub(crate) const GHOST: Duration = Duration::from_secs(5);
+
+/// A ghost whose demand has come back here but for this fraction of the fleet's is gone.
+pub(crate) const GHOST_REMNANT: f64 = 0.05;
+
+/// The ghosts of `before`'s instances missing from `after` (not this `instance`), kept
+/// until [`GHOST`] has passed or they are back.
+fn haunt(
+    ghosts: &mut Vec<(Peer, Instant)>,
+    before: &[Peer],
+    after: &[Peer],
+    instance: &str,
+    now: Instant,
+) {
+    ghosts.retain(|(ghost, until)| {
+        *until > now && ghost.demand > 0.0 && !after.iter().any(|p| p.instance == ghost.instance)
+    });
+    for gone in before {
+        let missing = gone.instance != instance
+            && !after.iter().any(|p| p.instance == gone.instance)
+            && !ghosts.iter().any(|(g, _)| g.instance == gone.instance);
+        if missing && gone.demand > 0.0 {
+            ghosts.push((gone.clone(), now + GHOST));
+        }
+    }
 }
 
 /// Whether two fleet views name the same instances.
@@ -336,5 +378,50 @@ pub(crate) fn send(state: &State, pending: Pending) {
                 bucket_action: actions,
             }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(instance: &str, demand: f64) -> Peer {
+        Peer {
+            instance: instance.into(),
+            demand,
+            admitted: 0.0,
+        }
+    }
+
+    #[test]
+    fn an_instance_gone_is_counted_for_one_report_interval_unless_back() {
+        let t0 = Instant::now();
+        let mut ghosts = Vec::new();
+        let before = [peer("me", 100.0), peer("b", 300.0), peer("c", 0.0)];
+        // b and c expire: b is held (with its demand), c asked nothing; never this instance.
+        haunt(&mut ghosts, &before, &[peer("me", 100.0)], "me", t0);
+        assert_eq!(ghosts.len(), 1);
+        assert_eq!(ghosts[0].0, peer("b", 300.0));
+        // Counted once, not again at the next sync.
+        haunt(
+            &mut ghosts,
+            &[peer("me", 100.0)],
+            &[peer("me", 100.0)],
+            "me",
+            t0,
+        );
+        assert_eq!(ghosts.len(), 1);
+        // Gone after GHOST.
+        haunt(&mut ghosts, &[], &[peer("me", 1.0)], "me", t0 + GHOST);
+        assert!(ghosts.is_empty());
+        // Or as soon as it is back.
+        haunt(&mut ghosts, &before, &[peer("me", 100.0)], "me", t0);
+        haunt(&mut ghosts, &[], &[peer("b", 1.0)], "me", t0);
+        assert!(ghosts.is_empty());
+        // Or once all its demand reconnected elsewhere (HubBucket::reconnected lowers it).
+        haunt(&mut ghosts, &before, &[peer("me", 100.0)], "me", t0);
+        ghosts[0].0.demand = 0.0;
+        haunt(&mut ghosts, &[], &[peer("me", 1.0)], "me", t0);
+        assert!(ghosts.is_empty());
     }
 }

@@ -85,6 +85,25 @@ pub(crate) struct HubBucket {
     /// [`SHIFT`](super::expect::SHIFT) of `settled_demand` (requests per second).
     pub(crate) settled: Instant,
     pub(crate) settled_demand: f64,
+    /// Instances gone from the fleet view lately (their entry expired), with their last
+    /// demand less what reconnected here since, until when they are counted.
+    pub(crate) ghosts: Vec<(Peer, Instant)>,
+}
+
+impl HubBucket {
+    /// A stream came here with a known demand (an Envoy reconnecting): that much of the
+    /// instances gone lately has come back, and is no longer held for them.
+    fn reconnected(&mut self, mut demand: f64) {
+        for (ghost, _) in &mut self.ghosts {
+            let back = ghost.demand.min(demand);
+            ghost.demand -= back;
+            demand -= back;
+        }
+        // What is left of one is noise (demands measured over different spans): let it go.
+        let settled = self.settled_demand.max(1.0);
+        self.ghosts
+            .retain(|(ghost, _)| ghost.demand > super::assign::GHOST_REMNANT * settled);
+    }
 }
 
 impl Hub {
@@ -186,6 +205,7 @@ impl Hub {
             let (allowed, denied) = (usage.num_requests_allowed, usage.num_requests_denied);
             metrics::report(allowed, denied);
             let key = Arc::clone(&bucket.digest);
+            let mut reconnected = None;
             match stream.watches.get_mut(&key) {
                 Some(watch) => watch.report(allowed, denied, now),
                 None => {
@@ -200,6 +220,7 @@ impl Hub {
                         .time_elapsed
                         .map_or(0, |d| u64::try_from(d.seconds).unwrap_or(0));
                     let watch = Watch::new(allowed, denied, Duration::from_secs(elapsed), now);
+                    reconnected = watch.demand;
                     stream.watches.insert(Arc::clone(&key), watch);
                     new.push(Arc::clone(&key));
                 }
@@ -217,8 +238,12 @@ impl Hub {
                     correction: 0.0,
                     settled: now,
                     settled_demand: 0.0,
+                    ghosts: Vec::new(),
                 });
             hub_bucket.watchers.insert(id);
+            if let Some(demand) = reconnected {
+                hub_bucket.reconnected(demand);
+            }
         }
         metrics::buckets(state.buckets.len());
         // First assignments: at once where the share is known (or needs no fleet).

@@ -72,9 +72,9 @@ impl Watch {
     /// 1 s or more: that is its demand at once, rather than one report interval later.
     pub(crate) fn new(allowed: u64, denied: u64, elapsed: Duration, now: Instant) -> Watch {
         let usage = allowed.saturating_add(denied);
+        // Whole seconds, rounded down; Envoy reports on a fixed tick, so a reconnecting
+        // Envoy's span is its tick (5 s) to within milliseconds.
         let known = elapsed >= Duration::from_secs(1);
-        // Whole seconds, rounded down: the span was up to a second longer; its middle.
-        let elapsed = elapsed + Duration::from_millis(500);
         Watch {
             window_start: now,
             window_usage: if known { 0 } else { usage },
@@ -216,10 +216,10 @@ mod tests {
     #[test]
     fn a_reconnecting_clients_first_report_is_its_demand_at_once() {
         let t0 = Instant::now();
-        // Usage since its last report (to another instance), 4 whole seconds ago (4.5 s).
-        let mut watch = Watch::new(40, 50, Duration::from_secs(4), t0);
+        // Usage since its last report (to another instance), 5 whole seconds ago.
+        let mut watch = Watch::new(40, 60, Duration::from_secs(5), t0);
         assert_eq!(watch.demand, Some(20.0));
-        assert_eq!(watch.window, Duration::from_millis(4500));
+        assert_eq!(watch.window, Duration::from_secs(5));
         assert_eq!(watch.admitted, None, "what it admitted may be a fallback's");
         watch.report(50, 50, t0 + Duration::from_secs(5));
         assert_eq!(

@@ -1,5 +1,6 @@
 //! A domain's rule for an RLQS `BucketId`: a map of keys to values, with no order of its own,
-//! walked down the descriptor tree in the tree's order (used by `redlimit::rlqs`).
+//! found by a depth-first search of the descriptor tree with backtracking (used by
+//! `redlimit::rlqs`).
 
 use super::domain::RlsDomain;
 use super::matching::{Children, DescriptorNode, wildcard_match};

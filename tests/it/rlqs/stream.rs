@@ -116,18 +116,18 @@ async fn a_reconnecting_envoys_first_report_is_its_demand_at_once() {
         busy.latest
     );
     // An Envoy reconnecting (its instance stopped) reports what it saw since its last report:
-    // 1350 requests over 4 whole seconds (4.5 s: 300/s). Its very first assignment is its
-    // demand and headroom (300 * 1.1 + 2 * sqrt(300 / 4.5) = 346), the busy one's falling to
-    // 500; a guess (the mean of the measured ones, 1100/s) would have given it 400.
+    // 1500 requests over 5 seconds (300/s). Its very first assignment is its demand and
+    // headroom (300 * 1.1 + 2 * sqrt(300 / 5) = 345), the busy one's falling to 500; a guess
+    // (the mean of the measured ones, 1100/s) would have given it 400.
     let mut back = Stream::open(&channel).await;
-    let mut first = usage(&id, 1000, 350);
+    let mut first = usage(&id, 1000, 500);
     first.time_elapsed = Some(prost_types::Duration {
-        seconds: 4,
+        seconds: 5,
         nanos: 0,
     });
     back.send("edge", vec![first]);
     back.next(WAIT).await.expect("no error").expect("an answer");
-    assert!(near(back.tokens("back"), 346, 10), "{:?}", back.latest);
+    assert!(near(back.tokens("back"), 345, 10), "{:?}", back.latest);
 }
 
 fn tokens_in(latest: &std::collections::HashMap<String, Assigned>, name: &str) -> Option<u32> {
