@@ -260,6 +260,37 @@ fn haunt(
     }
 }
 
+/// While the fleet counts instances gone lately, this instance's part again at once when a
+/// stream comes (an Envoy reconnecting: its demand took some of a ghost's), from the last
+/// view with this instance's demand now: the Envoys coming back get their shares of it now,
+/// not of what this instance held before them.
+pub(crate) fn reshare(hub: &Hub, state: &mut State, key: &Arc<str>, now: Instant) {
+    let Some(bucket) = state.buckets.get(key) else {
+        return;
+    };
+    let Quota::Rate {
+        tokens,
+        fill_seconds,
+    } = bucket.quota
+    else {
+        return;
+    };
+    if bucket.ghosts.is_empty() || bucket.share.is_none() {
+        return;
+    }
+    let demand = instance_demand(&watcher_claims(hub, state, bucket, key, now));
+    let mut split = bucket.peers.clone();
+    let Some(mine) = split.iter_mut().find(|p| p.instance == hub.instance) else {
+        return;
+    };
+    mine.demand = demand;
+    split.extend(bucket.ghosts.iter().map(|(ghost, _)| ghost.clone()));
+    let share = my_part(hub, tokens, fill_seconds, &split);
+    if let (Some(share), Some(bucket)) = (share, state.buckets.get_mut(key)) {
+        bucket.share = Some(share);
+    }
+}
+
 /// Whether two fleet views name the same instances.
 fn same_instances(a: &[Peer], b: &[Peer]) -> bool {
     a.len() == b.len() && a.iter().all(|p| b.iter().any(|q| q.instance == p.instance))

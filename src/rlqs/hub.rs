@@ -88,6 +88,8 @@ pub(crate) struct HubBucket {
     /// Instances gone from the fleet view lately (their entry expired), with their last
     /// demand less what reconnected here since, until when they are counted.
     pub(crate) ghosts: Vec<(Peer, Instant)>,
+    /// No stream watches it: its last sync (no demand) is due, then it is dropped.
+    pub(crate) leaving: bool,
 }
 
 impl HubBucket {
@@ -239,6 +241,7 @@ impl Hub {
                     settled: now,
                     settled_demand: 0.0,
                     ghosts: Vec::new(),
+                    leaving: false,
                 });
             hub_bucket.watchers.insert(id);
             if let Some(demand) = reconnected {

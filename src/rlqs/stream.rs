@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::RlqsService;
-use super::assign::{Pending, assign_into, send};
+use super::assign::{Pending, assign_into, reshare, send};
 use super::hub::Hub;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaService;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
@@ -79,6 +79,7 @@ async fn serve(
                         let mut state = hub.lock();
                         let mut pending = Pending::new();
                         for key in &watched.now {
+                            reshare(&hub, &mut state, key, Instant::now());
                             assign_into(&hub, &mut state, key, Instant::now(), &mut pending);
                         }
                         send(&state, pending);

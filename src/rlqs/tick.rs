@@ -116,9 +116,14 @@ fn prepare(hub: &Hub, now: Instant, pending: &mut Pending) -> Vec<Job> {
             });
         }
     }
-    state
-        .buckets
-        .retain(|_, bucket| !bucket.watchers.is_empty());
+    // A bucket no stream watches any more is synced once more, with no demand, then dropped:
+    // the others see it leave (its Envoys gone), not vanish (a crash, whose Envoys still hold
+    // their shares: counted a while longer).
+    state.buckets.retain(|_, bucket| {
+        let keep = !bucket.watchers.is_empty() || !bucket.leaving;
+        bucket.leaving = bucket.watchers.is_empty();
+        keep
+    });
     metrics::buckets(state.buckets.len());
     let mut jobs = Vec::new();
     let keys: Vec<Arc<str>> = state.buckets.keys().cloned().collect();
