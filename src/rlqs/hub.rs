@@ -104,7 +104,7 @@ impl HubBucket {
         // What is left of one is noise (demands measured over different spans): let it go.
         let settled = self.settled_demand.max(1.0);
         self.ghosts
-            .retain(|(ghost, _)| ghost.demand > super::assign::GHOST_REMNANT * settled);
+            .retain(|(ghost, _)| ghost.demand > super::ghost::GHOST_REMNANT * settled);
     }
 }
 

@@ -74,6 +74,7 @@ mod assign;
 mod bucket_id;
 mod expect;
 mod fleet;
+mod ghost;
 mod hub;
 pub mod metrics;
 mod quota;

@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::RlqsService;
-use super::assign::{Pending, assign_into, reshare, send};
+use super::assign::{Pending, assign_into, send};
+use super::ghost::reshare;
 use super::hub::Hub;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::RateLimitQuotaService;
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::{
