@@ -3,7 +3,8 @@
 //! `redlimit::rlqs`).
 
 use super::domain::RlsDomain;
-use super::matching::{Children, DescriptorNode, wildcard_match};
+use super::matching::{Children, DescriptorNode};
+use super::wildcard::wildcard_match;
 use super::rule::RlsRule;
 
 /// The most descriptors one search visits: a guard against a tree and a bucket built to make
