@@ -11,8 +11,9 @@ instance A is restarted (SIGTERM, then a new process on the same port) at two th
 Knobs: REDLIMIT_BENCH_FLEETS (2,10,50), REDLIMIT_BENCH_SECS (90 per fleet),
 REDLIMIT_BENCH_LIMIT (1000 a second), REDLIMIT_BENCH_INTERVAL (5, Envoy's),
 REDLIMIT_BENCH_RESTART (`term`: SIGTERM, a graceful stop; `kill`: SIGKILL, a crash),
-REDLIMIT_BENCH_OUT (docs/bench: writes rlqs_fleet.csv and rlqs_fleet.svg there and prints the
-Markdown table for docs/bench/rlqs.md). Needs xds-protos and grpcio (pip), redis-server.
+REDLIMIT_BENCH_OUT (docs/bench: writes rlqs_fleet.csv and rlqs_fleet.svg there, or
+rlqs_fleet_crash.* with `kill`, and prints the Markdown table for docs/bench/rlqs.md).
+Needs xds-protos and grpcio (pip), redis-server.
 """
 
 import math
@@ -137,7 +138,7 @@ def write_csv(path, runs, limit):
                 f.write(f"{count},{s},{a},{d},{limit},{marks.get(s, '')}\n")
 
 
-def write_svg(path, runs, limit, interval):
+def write_svg(path, runs, limit, interval, crash=False):
     """One panel per fleet: admitted per second (line), the limit and its +-5 % band, the
     kill and the restart (dashed)."""
     width, panel_h, left, top = 900, 220, 60, 30
@@ -177,7 +178,8 @@ def write_svg(path, runs, limit, interval):
             t = events[name]
             out.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{y0}" y2="{y0 + panel_h}" '
                        f'stroke="#c33" stroke-dasharray="4 3"/>')
-            label = "Envoy killed" if name == "kill" else "server A restarted"
+            label = ("Envoy killed" if name == "kill" else
+                     "server A crashed, restarted" if crash else "server A stopped, restarted")
             out.append(f'<text x="{x(t) + 4:.1f}" y="{y0 + 12}" fill="#c33">{label}</text>')
         points = " ".join(f"{x(s + 0.5):.1f},{y(a):.1f}" for s, a, _ in rows)
         out.append(f'<polyline points="{points}" fill="none" stroke="#236" stroke-width="1.5"/>')
@@ -197,6 +199,7 @@ def main():
     if "REDLIMIT_SERVER_BIN" not in os.environ:
         os.environ["REDLIMIT_SERVER_BIN"] = os.path.join(ROOT, "target", "release",
                                                          "redlimit-server")
+    crash = os.environ.get("REDLIMIT_BENCH_RESTART", "term") == "kill"
     runs, table = [], []
     for count in fleets:
         started = time.monotonic()
@@ -205,8 +208,9 @@ def main():
         summary = summarize(count, rows, events, limit, interval)
         table.append(summary)
         print(f"{count} Envoys: {time.monotonic() - started:.0f} s, {summary}", file=sys.stderr)
-    write_csv(os.path.join(out_dir, "rlqs_fleet.csv"), runs, limit)
-    write_svg(os.path.join(out_dir, "rlqs_fleet.svg"), runs, limit, interval)
+    name = "rlqs_fleet_crash" if crash else "rlqs_fleet"
+    write_csv(os.path.join(out_dir, f"{name}.csv"), runs, limit)
+    write_svg(os.path.join(out_dir, f"{name}.svg"), runs, limit, interval, crash)
     print("| Envoys | steady seconds | mean admitted/s | min | max | worst deviation | steady "
           "seconds outside ±5 % | seconds outside ±5 % after the kill | worst second | seconds "
           "outside ±5 % in 6 intervals after the restart | worst second |")
