@@ -4,8 +4,8 @@
 
 use super::domain::RlsDomain;
 use super::matching::{Children, DescriptorNode};
-use super::wildcard::wildcard_match;
 use super::rule::RlsRule;
+use super::wildcard::wildcard_match;
 
 /// The most descriptors one search visits: a guard against a tree and a bucket built to make
 /// the backtracking search exponential (a real one visits a few); past it, no rule.
