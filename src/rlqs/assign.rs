@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use prost_types::Duration as ProtoDuration;
 
-use super::expect::{Claim, SETTLE, SHIFT, UNSATURATED_MAX_TOKENS, allot, correct};
+use super::expect::{
+    Claim, SETTLE, SHIFT, UNMEASURED_BURST, UNSATURATED_MAX_TOKENS, allot, correct,
+};
 use super::fleet::Peer;
 use super::ghost::{haunt, same_instances};
 use super::hub::{Hub, HubBucket, State};
@@ -270,11 +272,16 @@ pub(crate) fn assign_into(
             claims
                 .iter()
                 .zip(parts)
-                .map(|((id, _), part)| {
+                .map(|((id, claim), part)| {
                     let least = if part.unsaturated {
                         UNSATURATED_MAX_TOKENS
                     } else {
                         0
+                    };
+                    let burst = if claim.window > 0.0 {
+                        burst
+                    } else {
+                        burst * UNMEASURED_BURST
                     };
                     (*id, token_bucket(part.tokens, fill_seconds, burst, least))
                 })

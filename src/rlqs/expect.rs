@@ -35,6 +35,13 @@ pub(crate) const POISSON_Z: f64 = 2.0;
 /// deep loses well under 1 % of Poisson arrivals, where the least of all (3) loses 10 %.
 pub(crate) const UNSATURATED_MAX_TOKENS: u64 = 10;
 
+/// The part of the burst given to a stream whose demand is not measured yet (its first
+/// assignment): Envoy fills a new bucket at once, and a stream asking a little more than its
+/// share spends those tokens only at its excess (a fifth over: half a second's burst lasts
+/// 2.5 s), over the limit after its first report interval. A measured stream's deeper bucket
+/// starts at the fill ratio of this one, which a saturated stream keeps near empty.
+pub(crate) const UNMEASURED_BURST: f64 = 0.2;
+
 /// How much of the fleet's shortfall (limit less admitted) the correction takes up per second:
 /// the admissions are known from reports 5 s apart, measured over 5 s, so they lag a change
 /// of shares by up to 10 s; a loop as fast as that winds up on every transient (measured: a

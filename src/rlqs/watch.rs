@@ -166,6 +166,15 @@ fn changed(old: &RateLimitStrategy, new: &RateLimitStrategy) -> bool {
             if a.fill_interval != b.fill_interval {
                 return true;
             }
+            // A bucket twice as deep or half as deep (a first, shallow one deepened once the
+            // stream's demand is measured).
+            let (low, high) = (
+                a.max_tokens.min(b.max_tokens),
+                a.max_tokens.max(b.max_tokens),
+            );
+            if u64::from(low) * 2 <= u64::from(high) {
+                return true;
+            }
             let (Some(a), Some(b)) = (tokens_per_fill(old), tokens_per_fill(new)) else {
                 return true;
             };
@@ -267,5 +276,13 @@ mod tests {
             watch.decide(&token_bucket(7, 1, 1.0, 0), ttl, t0),
             Push::Change(_)
         ));
+        // The same rate in a bucket twice as deep (a first, shallow one once measured).
+        watch.pushed = Some((token_bucket(100, 1, 0.1, 0), t0));
+        let deeper = token_bucket(100, 1, 0.5, 0);
+        assert_eq!(watch.decide(&deeper, ttl, t0), Push::Change(deeper));
+        assert_eq!(
+            watch.decide(&token_bucket(100, 1, 0.15, 0), ttl, t0),
+            Push::Nothing
+        );
     }
 }
