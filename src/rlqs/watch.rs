@@ -24,6 +24,16 @@ pub(crate) const MIN_STEP: u64 = 2;
 /// without closing its connection), and its demand counts as none.
 pub(crate) const SILENT_INTERVALS: u32 = 3;
 
+/// A demand is the count of a client's requests over its last windows, each earlier one
+/// weighed this much less (about four windows' memory): a Poisson count over one window is
+/// rough (60/s over 1 s: ±13 %), and a share cut to the rest of a stream's lull is overshot when
+/// it ends, at once, since that stream is given all it asks.
+pub(crate) const DEMAND_MEMORY: f64 = 0.75;
+
+/// A window whose count is this many standard deviations (of a Poisson count at the demand)
+/// from the demand is a shift, not noise: the demand is that window's alone, at once.
+pub(crate) const SHIFT_SIGMAS: f64 = 3.0;
+
 /// How often Envoy reports (hard-coded in its filter, whatever its `reporting_interval`).
 pub(crate) const ENVOY_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -40,8 +50,10 @@ pub(crate) struct Watch {
     /// window has passed since the watch, unless its first report said over how long.
     pub(crate) demand: Option<f64>,
     /// How long [`demand`](Self::demand) was measured over (its precision: a count of Poisson
-    /// arrivals over a short window is a rough rate).
+    /// arrivals over a short window is a rough rate), its earlier windows weighed less.
     pub(crate) window: Duration,
+    /// The requests counted in [`window`](Self::window) (weighed as it is).
+    counted: f64,
     /// Requests per second admitted, over the last full window on this server's clock that
     /// began with the demand known (so under a share made from it); `None` until then (a
     /// first report's admissions may be a fallback's, a first window's a guess's).
@@ -83,6 +95,7 @@ impl Watch {
             gap: None,
             demand: known.then(|| usage as f64 / elapsed.as_secs_f64()),
             window: if known { elapsed } else { Duration::ZERO },
+            counted: if known { usage as f64 } else { 0.0 },
             admitted: None,
             last_active: now,
             pushed: None,
@@ -104,12 +117,33 @@ impl Watch {
             if self.demand.is_some() {
                 self.admitted = Some(self.window_allowed as f64 / elapsed.as_secs_f64());
             }
-            self.demand = Some(self.window_usage as f64 / elapsed.as_secs_f64());
-            self.window = elapsed;
+            self.measure(self.window_usage as f64, elapsed.as_secs_f64());
             self.window_start = now;
             self.window_usage = 0;
             self.window_allowed = 0;
         }
+    }
+
+    /// Takes `count` requests over the window of `seconds` just ended into the demand: with
+    /// the earlier windows (weighed by [`DEMAND_MEMORY`]) while it is within
+    /// [`SHIFT_SIGMAS`] of it, alone otherwise (or first).
+    fn measure(&mut self, count: f64, seconds: f64) {
+        let span = self.window.as_secs_f64();
+        let noise = self.demand.filter(|_| span > 0.0).is_some_and(|demand| {
+            let expected = demand * seconds;
+            (count - expected).abs() <= SHIFT_SIGMAS * expected.max(1.0).sqrt()
+        });
+        let (counted, span) = if noise {
+            (
+                self.counted * DEMAND_MEMORY + count,
+                span * DEMAND_MEMORY + seconds,
+            )
+        } else {
+            (count, seconds)
+        };
+        self.counted = counted;
+        self.window = Duration::from_secs_f64(span);
+        self.demand = Some(counted / span);
     }
 
     /// Whether the client is silent for [`SILENT_INTERVALS`] of its report intervals (each
@@ -241,6 +275,24 @@ mod tests {
         assert_eq!(first.demand, None);
         first.report(9, 0, t0 + Duration::from_secs(2));
         assert_eq!(first.demand, Some(5.0));
+    }
+
+    #[test]
+    fn demand_keeps_earlier_windows_through_noise_and_follows_a_shift_at_once() {
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut watch = Watch::new(1, 0, Duration::ZERO, t0);
+        watch.report(59, 0, t0 + second);
+        assert_eq!(watch.demand, Some(60.0), "the first window alone");
+        // 50 against 60 expected: noise (3 sigma is 23); 60 * 0.75 + 50 over 1.75 s.
+        watch.report(50, 0, t0 + 2 * second);
+        let demand = watch.demand.unwrap();
+        assert!((demand - 95.0 / 1.75).abs() < 1e-9, "{demand}");
+        assert_eq!(watch.window, Duration::from_secs_f64(1.75));
+        // 200: a shift, taken alone.
+        watch.report(200, 0, t0 + 3 * second);
+        assert_eq!(watch.demand, Some(200.0));
+        assert_eq!(watch.window, second);
     }
 
     #[test]
