@@ -215,9 +215,10 @@ class Fleet:
         self.envoys = [SimulatedEnvoy(self, i, r, list(buckets), default)
                        for i, r in enumerate(rates)]
         self.t0 = None
-        # second -> [admitted, denied]; (envoy, second) -> admitted
+        # second -> [admitted, denied]; (envoy, second) -> admitted, and denied
         self.seconds = collections.defaultdict(lambda: [0, 0])
         self.per_envoy = collections.defaultdict(int)
+        self.per_envoy_denied = collections.defaultdict(int)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.stopping = False
@@ -228,6 +229,8 @@ class Fleet:
         self.seconds[second][0 if allowed else 1] += 1
         if allowed:
             self.per_envoy[(envoy, second)] += 1
+        else:
+            self.per_envoy_denied[(envoy, second)] += 1
 
     def start(self):
         """Starts the clock and the traffic (each Envoy's stream opens with its first
@@ -306,3 +309,7 @@ class Fleet:
     def envoy_admitted(self, envoy, first, last):
         """Envoy `envoy`'s admitted requests per second from `first` to `last` (exclusive)."""
         return [self.per_envoy.get((envoy, s), 0) for s in range(first, last)]
+
+    def envoy_denied(self, envoy, first, last):
+        """Envoy `envoy`'s denied requests per second from `first` to `last` (exclusive)."""
+        return [self.per_envoy_denied.get((envoy, s), 0) for s in range(first, last)]

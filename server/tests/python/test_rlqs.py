@@ -36,8 +36,27 @@ descriptors:
 ENV = {"RLQS_SYNC_INTERVAL": "200ms", "RLQS_BUCKET_IDLE_TIMEOUT": f"{IDLE:.0f}s"}
 
 
-def within(admitted):
-    return abs(admitted - LIMIT) <= LIMIT * TOLERANCE
+def within(admitted, lull=0.0, surge=0.0):
+    """Within the tolerance of the limit, widened by what the Envoys given all they asked
+    offered under (`lull`) and over (`surge`) their mean rate."""
+    return LIMIT * (1 - TOLERANCE) - lull <= admitted <= LIMIT * (1 + TOLERANCE) + surge
+
+
+def poisson(fleet, second, envoys):
+    """(lull, surge): how much the Envoys of `envoys` denied nothing in `second` (under their
+    share, given all they asked) offered in it under and over their mean rate. Their arrivals
+    are Poisson, and no server can admit what was not offered, nor hold to its mean an Envoy
+    it gives what it asks (the issue's shares sized to demand): 5 Envoys at 80/15/5 % of 6
+    times the limit have two at 60/s, whose sum is off its mean by 15 (4 % of the limit) one
+    second in twenty. The Envoys held to their share (denied some) are the server's to
+    keep to the limit, and over-admission still fails: an Envoy given all it asks adds only
+    its own noise."""
+    lull = surge = 0.0
+    for e in envoys:
+        if fleet.envoy_denied(e, second, second + 1)[0] == 0:
+            off = fleet.envoy_admitted(e, second, second + 1)[0] - fleet.envoys[e].rate
+            lull, surge = lull + max(0.0, -off), surge + max(0.0, off)
+    return lull, surge
 
 
 def report(name, rows):
@@ -69,9 +88,11 @@ class Rlqs(unittest.TestCase):
         wait_for(f"{seconds} s of traffic", lambda: fleet.elapsed() >= seconds,
                  deadline=seconds + 30, every=0.1)
 
-    def assert_within(self, name, rows):
+    def assert_within(self, name, rows, fleet, envoys):
+        """Every second of `rows` within the tolerance, widened by the Poisson noise of the
+        Envoys of `envoys` (the live ones) under their share (`poisson`)."""
         report(name, rows)
-        off = [(s, a) for s, a, _ in rows if not within(a)]
+        off = [(s, a) for s, a, _ in rows if not within(a, *poisson(fleet, s, envoys))]
         self.assertFalse(off, f"{name}: seconds outside {LIMIT} +-{TOLERANCE:.0%}: {off}")
 
     def test_two_envoys_admit_the_limit_each_second(self):
@@ -79,7 +100,7 @@ class Rlqs(unittest.TestCase):
         fleet = self.fleet(skewed(3 * LIMIT, 2), "two")
         self.run_for(fleet, 8)
         rows = fleet.admitted_per_second(first=math.ceil(2 * INTERVAL), last=8)
-        self.assert_within("2 Envoys", rows)
+        self.assert_within("2 Envoys", rows, fleet, range(2))
         # Each Envoy was assigned a token bucket by the instance its stream went to.
         for envoy in fleet.envoys:
             kinds = fleet.call(lambda f, now, e=envoy: [
@@ -92,14 +113,16 @@ class Rlqs(unittest.TestCase):
         # others still want more than the limit (1.2 times).
         fleet = self.fleet(skewed(6 * LIMIT, 5), "five")
         self.run_for(fleet, 6)
-        self.assert_within("5 Envoys", fleet.admitted_per_second(first=2, last=6))
+        self.assert_within("5 Envoys", fleet.admitted_per_second(first=2, last=6), fleet,
+                           range(5))
         survivors_before = sum(sum(fleet.envoy_admitted(e, 2, 6)) for e in range(1, 5)) / 4
         victim_before = sum(fleet.envoy_admitted(0, 2, 6)) / 4
         killed = fleet.call(lambda f, now: (f.envoys[0].kill(), now - f.t0)[1])
         settled = math.ceil(killed + 2 * INTERVAL)
         self.run_for(fleet, settled + 4)
         self.assert_within(f"5 Envoys, one killed at {killed:.1f} s",
-                           fleet.admitted_per_second(first=settled, last=settled + 4))
+                           fleet.admitted_per_second(first=settled, last=settled + 4),
+                           fleet, range(1, 5))
         survivors_after = sum(sum(fleet.envoy_admitted(e, settled, settled + 4))
                               for e in range(1, 5)) / 4
         # Per second: the survivors admit (most of) what the dead Envoy did.
