@@ -18,7 +18,8 @@
 //! - measures each stream's **demand** per bucket (admitted and denied requests per second)
 //!   on its own clock (Envoy's `time_elapsed` is whole seconds, and 0 at first), but takes a
 //!   reconnecting client's first report (usage since its last report, `time_elapsed` ≥ 1 s)
-//!   as its demand at once;
+//!   as its demand at once; its earlier report intervals are kept, weighed less, through
+//!   Poisson noise, and dropped on a shift (3 standard deviations);
 //! - every **sync interval**, makes one call per bucket to the fleet's store (Redis:
 //!   `lua/rlqs_sync.lua`, one key per bucket) with this instance's demand, and reads back every
 //!   live instance's (and what their clients admit): the bucket's rate is split among the
@@ -31,8 +32,9 @@
 //! - assigns each stream a **`token_bucket`** (never `requests_per_time_unit`, which Envoy does
 //!   not enforce): `tokens_per_fill` over a whole-second `fill_interval` (lengthened for a small
 //!   limit so that it splits into at least 1000 tokens), `max_tokens` half a second of the
-//!   share ([`burst`](RlqsServiceBuilder::burst), at least 3, and 10 below the fair part);
-//!   pushed again only when it moves materially (3 %, and 2 tokens),
+//!   share ([`burst`](RlqsServiceBuilder::burst), at least 3, and 10 below the fair part; a
+//!   fifth of it before the stream's demand is measured, since Envoy starts a bucket full);
+//!   pushed again only when it moves materially (3 %, and 2 tokens, or twice or half as deep),
 //!   since Envoy replaces the limiter on every change, and re-sent unchanged at half its TTL
 //!   to extend it (`assignment_time_to_live`, whole seconds);
 //! - sends `abandon_action` for a bucket a stream reported no usage of for the idle timeout;
