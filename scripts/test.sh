@@ -86,10 +86,10 @@ else
 fi
 
 # The RLS server's black-box tests drive it with the gRPC project's generated Envoy stubs
-# (PyPI's xds-protos) over grpcio, and its health with grpcio-health-checking's stubs: clients
+# (PyPI's xds-protos, RLS and RLQS) over grpcio, and its health with grpcio-health-checking's stubs: clients
 # we did not write. Its spans go to OTLP collectors built on the OpenTelemetry project's
 # generated messages (opentelemetry-proto).
-if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc; from grpc_health.v1 import health_pb2_grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc" 2>/dev/null; then
+if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grpc; from envoy.service.rate_limit_quota.v3 import rlqs_pb2_grpc; from grpc_health.v1 import health_pb2_grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc" 2>/dev/null; then
   echo "installing xds-protos, grpcio, grpcio-health-checking and opentelemetry-proto with pip" >&2
   python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio grpcio-health-checking opentelemetry-proto
 fi

@@ -144,6 +144,7 @@
 //! | `config` | no | `config`: policies and routes from a TOML file, reloaded when it changes or on SIGHUP |
 //! | `admin` | no | `admin::router`: an axum router to inspect and reset keys and set overrides, behind a bearer token; with `rls`, `rls::admin::router` does the same for the rate limit service's descriptors, and sets shadow mode |
 //! | `rls` | no | `rls`: Envoy's rate limit service (RLS v3 `ShouldRateLimit`) over any store, with envoyproxy/ratelimit's YAML config |
+//! | `rlqs` | no | `rlqs`: Envoy's Rate Limit Quota Service (RLQS v3 `StreamRateLimitQuotas`): token-bucket shares of one fleet-wide quota per bucket, from the same YAML, aggregated in Redis with `redis` |
 //!
 //! Without default features the crate is the layer, the key extractors and the memory store.
 //!
@@ -181,6 +182,9 @@ mod limit;
 pub mod limiter;
 mod policy;
 pub mod response;
+#[cfg(feature = "rlqs")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rlqs")))]
+pub mod rlqs;
 #[cfg(feature = "rls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "rls")))]
 pub mod rls;

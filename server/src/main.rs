@@ -8,7 +8,9 @@
 //! ```
 //!
 //! - gRPC (`GRPC_PORT`, 8081, or the Unix socket `GRPC_UDS`; TLS and mTLS with
-//!   `GRPC_SERVER_USE_TLS`): `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
+//!   `GRPC_SERVER_USE_TLS`): `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`,
+//!   `envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas` (RLQS,
+//!   `RLQS_*`: each bucket's quota shared by the fleet through Redis) and
 //!   `grpc.health.v1.Health`;
 //! - HTTP (`PORT`, 8080): `GET /healthcheck`, `POST /json`;
 //! - debug (`DEBUG_PORT`, 6070): `GET /rlconfig`;
@@ -24,8 +26,9 @@
 //!   DogStatsD (`USE_DOG_STATSD=true`, over UDP, with the Go service's mogrifiers).
 //!
 //! Each listener prints `<name> on ADDR` on stdout once bound (port 0 picks a free one). On
-//! SIGTERM (or ctrl-c) health turns unhealthy at once, then the listeners drain and the
-//! process exits (the last statistics and spans sent first).
+//! SIGTERM (or ctrl-c) health turns unhealthy at once, then every RLQS stream is sent its
+//! buckets with TTL 0 and ended, the listeners drain and the process exits (the last
+//! statistics and spans sent first).
 //!
 //! Where each part lives (a module uses only those after it, and `settings`):
 //!
@@ -51,6 +54,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use redlimit::rlqs::RlqsService;
 use redlimit::rls::LimitHeaders;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
@@ -147,8 +151,9 @@ async fn run(settings: Settings) -> Result<(), String> {
     let admin_token = listen::admin::token(&settings, |name| std::env::var(name).ok())?;
 
     let secrets = redis::Secrets::from_env();
-    let store = redis::store(&settings, &secrets)?;
+    let (store, redis) = redis::stores(&settings, &secrets)?;
     let per_second = redis::per_second_store(&settings, &secrets)?;
+    let rlqs = rlqs(&settings, redis, config.clone())?;
     let service = service(&settings, &store, per_second.as_ref(), config)?;
 
     let (reporter, grpc_health) = tonic_health::server::health_reporter();
@@ -164,7 +169,8 @@ async fn run(settings: Settings) -> Result<(), String> {
     let in_force = match awaiting_config {
         true => config::InForce::awaiting_config(service.clone(), health.clone()),
         false => config::InForce::open(service.clone(), health.clone()),
-    };
+    }
+    .with_rlqs(rlqs.clone());
     let _source = source.start(in_force.clone());
 
     let listeners = listen::Listeners::bind(&settings, admin_token, prometheus).await?;
@@ -172,18 +178,26 @@ async fn run(settings: Settings) -> Result<(), String> {
     let signal = {
         let health = health.clone();
         let drain_delay = settings.drain_delay;
+        let rlqs = rlqs.clone();
         tokio::spawn(async move {
             shutdown_signal().await;
             // Unhealthy first, so balancers stop sending before the listeners drain.
             health.terminating();
             tracing::warn!("terminating: health fails; the listeners drain in {drain_delay:?}");
             tokio::time::sleep(drain_delay).await;
+            // RLQS streams never end by themselves: each is sent TTL 0 (its gateway falls
+            // back to its expired-assignment behaviour) and ended, so the listener drains.
+            let told = rlqs.shutdown();
+            if told > 0 {
+                tracing::warn!("terminating: {told} RLQS streams sent TTL 0 and ended");
+            }
             let _ = stop.send(true);
         })
     };
     let services = listen::Services {
         in_force,
         service,
+        rlqs,
         health,
         grpc_health,
         call_tracer,
@@ -238,6 +252,27 @@ fn service(
         service
     };
     Ok(service.build())
+}
+
+/// The Rate Limit Quota Service: the config in force at start (replaced with the RLS's), each
+/// bucket shared through the main Redis (alone with `BACKEND_TYPE=memory`), `RLQS_*`.
+fn rlqs(
+    settings: &Settings,
+    redis: Option<redlimit::store::RedisStore>,
+    config: RlsConfig,
+) -> Result<RlqsService, String> {
+    let s = &settings.rlqs;
+    let mut builder = RlqsService::builder()
+        .config(config)
+        .assignment_ttl(s.rlqs_assignment_ttl)
+        .sync_interval(s.rlqs_sync_interval)
+        .bucket_idle_timeout(s.rlqs_bucket_idle_timeout)
+        .max_buckets_per_stream(s.rlqs_max_buckets_per_stream)
+        .max_bucket_id_bytes(s.rlqs_max_bucket_id_bytes);
+    if let Some(redis) = redis {
+        builder = builder.redis(redis);
+    }
+    builder.build().map_err(|e| format!("RLQS_*: {e}"))
 }
 
 /// Logs to stderr at `LOG_LEVEL`, in `LOG_FORMAT`; `RUST_LOG` overrides the level.

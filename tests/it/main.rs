@@ -14,6 +14,8 @@ mod journeys;
 mod layer;
 mod limiter;
 mod props;
+#[cfg(all(feature = "rlqs", feature = "redis"))]
+mod rlqs;
 #[cfg(feature = "rls")]
 mod rls;
 mod store;

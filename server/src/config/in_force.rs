@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use redlimit::rlqs::RlqsService;
 use redlimit::rls::RateLimitService;
 use redlimit::rls::config::RlsConfig;
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
@@ -29,6 +30,8 @@ pub(crate) const NO_CONFIG: &str = "no rate limit configuration loaded";
 #[derive(Clone)]
 pub(crate) struct InForce {
     service: RateLimitService,
+    /// The Rate Limit Quota Service, which reads its quotas from the same config.
+    rlqs: Option<RlqsService>,
     health: Health,
     configured: Arc<AtomicBool>,
 }
@@ -47,15 +50,25 @@ impl InForce {
     fn new(service: RateLimitService, health: Health, configured: bool) -> Self {
         InForce {
             service,
+            rlqs: None,
             health,
             configured: Arc::new(AtomicBool::new(configured)),
         }
+    }
+
+    /// Puts every config from now on in force in `rlqs` too.
+    pub(crate) fn with_rlqs(mut self, rlqs: RlqsService) -> Self {
+        self.rlqs = Some(rlqs);
+        self
     }
 
     /// Puts `config` in force (a file reload's and an xDS update's path alike), tells health,
     /// then serves decisions: a call that sees them served sees the config.
     pub(crate) fn put_in_force(&self, config: RlsConfig) {
         let has_domain = config.domains().next().is_some();
+        if let Some(rlqs) = &self.rlqs {
+            rlqs.reload(config.clone());
+        }
         self.service.reload(config);
         self.health.config_applied(has_domain);
         if !self.configured.swap(true, Ordering::AcqRel) {

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use redlimit::admin::AdminToken;
+use redlimit::rlqs::RlqsService;
 use redlimit::rls::RateLimitService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -56,6 +57,8 @@ pub(crate) struct Services<H> {
     pub(crate) in_force: InForce,
     /// The config for `/rlconfig`, and the admin API's service.
     pub(crate) service: RateLimitService,
+    /// The Rate Limit Quota Service, on the gRPC listener.
+    pub(crate) rlqs: RlqsService,
     pub(crate) health: Health,
     /// The gRPC health service, which `health` reports to.
     pub(crate) grpc_health: HealthServer<H>,
@@ -116,6 +119,7 @@ impl Listeners {
         let Services {
             in_force,
             service,
+            rlqs,
             health,
             grpc_health,
             call_tracer,
@@ -128,6 +132,7 @@ impl Listeners {
         let grpc_router = tonic::transport::Server::builder()
             .layer(rls_fast_path::RlsFirst::new(rls.clone()))
             .add_service(Metered::new(grpc_health))
+            .add_service(rlqs.into_server())
             .add_service(rls);
         let grpc_server = grpc::serve(
             grpc_router,

@@ -116,14 +116,25 @@ impl<'a> Target<'a> {
 /// The store: Redis connected lazily (the server starts while Redis is down, and answers
 /// by its failure mode until Redis does), in local-first mode with `REDLIMIT_LOCAL_FIRST`;
 /// or memory.
+#[cfg(test)]
 pub(crate) fn store(settings: &Settings, secrets: &Secrets) -> Result<Arc<dyn Store>, String> {
+    stores(settings, secrets).map(|(store, _)| store)
+}
+
+/// [`store`], and the Redis it is on (none with `BACKEND_TYPE=memory`): the RLQS service syncs
+/// its buckets through that same connection.
+pub(crate) fn stores(
+    settings: &Settings,
+    secrets: &Secrets,
+) -> Result<(Arc<dyn Store>, Option<RedisStore>), String> {
     if settings.backend_type == Backend::Memory {
         if settings.local_first {
             return Err("REDLIMIT_LOCAL_FIRST needs BACKEND_TYPE=redis".to_owned());
         }
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok((Arc::new(MemoryStore::new()), None));
     }
-    redis_store(settings, &Target::main(settings, secrets))
+    let (store, redis) = redis_store(settings, &Target::main(settings, secrets))?;
+    Ok((store, Some(redis)))
 }
 
 /// The per-second store (`REDIS_PERSECOND=true`): the counters of the limits whose unit is
@@ -138,10 +149,14 @@ pub(crate) fn per_second_store(
     if settings.backend_type == Backend::Memory {
         return Err("REDIS_PERSECOND needs BACKEND_TYPE=redis".to_owned());
     }
-    redis_store(settings, &target).map(Some)
+    redis_store(settings, &target).map(|(store, _)| Some(store))
 }
 
-fn redis_store(settings: &Settings, target: &Target<'_>) -> Result<Arc<dyn Store>, String> {
+/// The store on `target`, and its Redis store under any local-first wrapping.
+fn redis_store(
+    settings: &Settings,
+    target: &Target<'_>,
+) -> Result<(Arc<dyn Store>, RedisStore), String> {
     let (window, limit) = target.pipeline;
     if !window.is_zero() && window >= settings.store_deadline {
         return Err(format!(
@@ -165,13 +180,13 @@ fn redis_store(settings: &Settings, target: &Target<'_>) -> Result<Arc<dyn Store
         .connect_lazy()
         .map_err(|e| format!("{var}_URL, CACHE_KEY_PREFIX or REDIS_TLS_*: {e}"))?;
     if settings.local_first {
-        let store = LocalFirstStore::builder(store)
+        let local_first = LocalFirstStore::builder(store.clone())
             .interval(settings.local_first_sync)
             .build()
             .map_err(|e| format!("REDLIMIT_LOCAL_FIRST_SYNC: {e}"))?;
-        return Ok(Arc::new(store));
+        return Ok((Arc::new(local_first), store));
     }
-    Ok(Arc::new(store))
+    Ok((Arc::new(store.clone()), store))
 }
 
 /// `REDIS_TLS_CACERT`, `REDIS_TLS_CLIENT_CERT` and `_KEY` (both, as the Go service reads them)

@@ -10,6 +10,7 @@
 mod grpc;
 mod parse;
 mod per_second;
+mod rlqs;
 mod stats;
 mod trace;
 mod xds;
@@ -231,6 +232,9 @@ pub(crate) struct Settings {
     /// Tracing: OTLP spans, off unless TRACING_ENABLED.
     #[command(flatten)]
     pub(crate) tracing: TracingSettings,
+    /// The Rate Limit Quota Service (RLQS), on the gRPC port.
+    #[command(flatten)]
+    pub(crate) rlqs: rlqs::RlqsSettings,
 
     /// redlimit: how long a decision may wait for Redis before the failure mode answers
     /// (Envoy's own timeout is 20 ms by default).

@@ -33,6 +33,7 @@
 //! # Ok::<(), redlimit::rls::config::RlsConfigError>(())
 //! ```
 
+mod bucket;
 mod build;
 mod calendar;
 mod domain;

@@ -35,3 +35,66 @@ impl RateLimitUnit {
         }
     }
 }
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TokenBucket {
+    #[prost(uint32, tag = "1")]
+    pub max_tokens: u32,
+    #[prost(message, optional, tag = "2")]
+    pub tokens_per_fill: ::core::option::Option<u32>,
+    #[prost(message, optional, tag = "3")]
+    pub fill_interval: ::core::option::Option<::prost_types::Duration>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RateLimitStrategy {
+    #[prost(oneof = "rate_limit_strategy::Strategy", tags = "1, 2, 3")]
+    pub strategy: ::core::option::Option<rate_limit_strategy::Strategy>,
+}
+pub mod rate_limit_strategy {
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+    pub struct RequestsPerTimeUnit {
+        #[prost(uint64, tag = "1")]
+        pub requests_per_time_unit: u64,
+        #[prost(enumeration = "super::RateLimitUnit", tag = "2")]
+        pub time_unit: i32,
+    }
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        PartialEq,
+        Eq,
+        Hash,
+        PartialOrd,
+        Ord,
+        ::prost::Enumeration
+    )]
+    #[repr(i32)]
+    pub enum BlanketRule {
+        AllowAll = 0,
+        DenyAll = 1,
+    }
+    impl BlanketRule {
+        pub fn as_str_name(&self) -> &'static str {
+            match self {
+                Self::AllowAll => "ALLOW_ALL",
+                Self::DenyAll => "DENY_ALL",
+            }
+        }
+        pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+            match value {
+                "ALLOW_ALL" => Some(Self::AllowAll),
+                "DENY_ALL" => Some(Self::DenyAll),
+                _ => None,
+            }
+        }
+    }
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Strategy {
+        #[prost(enumeration = "BlanketRule", tag = "1")]
+        BlanketRule(i32),
+        #[prost(message, tag = "2")]
+        RequestsPerTimeUnit(RequestsPerTimeUnit),
+        #[prost(message, tag = "3")]
+        TokenBucket(super::TokenBucket),
+    }
+}

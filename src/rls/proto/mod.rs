@@ -1,4 +1,4 @@
-//! The Envoy RLS v3 messages and service, generated from the `.proto` files vendored in
+//! The Envoy RLS v3 and RLQS v3 messages and services, generated from the `.proto` files vendored in
 //! `proto/` (Envoy's data-plane-api, Apache-2.0; see `proto/README.md`) by `protox` and
 //! `tonic-prost-build`, and checked in: building redlimit needs neither `protoc` nor a build
 //! script. `tests/it/rls/proto_current.rs` fails when this code is stale, and regenerates it
@@ -51,10 +51,18 @@ pub mod envoy {
                 include!("envoy.service.ratelimit.v3.rs");
             }
         }
+        /// `envoy.service.rate_limit_quota.*`
+        pub mod rate_limit_quota {
+            /// `envoy.service.rate_limit_quota.v3`: `RateLimitQuotaService/StreamRateLimitQuotas`
+            /// (RLQS), served by `redlimit::rlqs` (feature `rlqs`).
+            pub mod v3 {
+                include!("envoy.service.rate_limit_quota.v3.rs");
+            }
+        }
     }
     /// `envoy.type.*`
     pub mod r#type {
-        /// `envoy.type.v3`: `RateLimitUnit`.
+        /// `envoy.type.v3`: `RateLimitUnit`, and RLQS's `RateLimitStrategy` and `TokenBucket`.
         pub mod v3 {
             include!("envoy.r#type.v3.rs");
         }

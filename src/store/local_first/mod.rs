@@ -27,6 +27,8 @@ mod settings;
 #[cfg(any(test, feature = "__test-hooks"))]
 pub(crate) mod sim;
 mod task;
+#[cfg(feature = "rlqs")]
+pub(crate) use task::run_script;
 #[cfg(test)]
 mod tests;
 mod view;

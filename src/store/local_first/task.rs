@@ -208,8 +208,8 @@ pub(crate) fn sync_command(
 }
 
 /// Runs a script by hash, and by text when the server does not have it (`NOSCRIPT` proves the
-/// call did not run, so sending it again cannot count twice).
-async fn run_script(
+/// call did not run, so sending it again cannot count twice). RLQS's sync runs its script so.
+pub(crate) async fn run_script(
     redis: &RedisStore,
     script: &redis::Script,
     source: &str,

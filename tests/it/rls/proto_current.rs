@@ -17,7 +17,10 @@ use crate::support::generated_proto::Generated;
 fn checked_in_code_is_current() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     Generated {
-        roots: &["envoy/service/ratelimit/v3/rls.proto"],
+        roots: &[
+            "envoy/service/ratelimit/v3/rls.proto",
+            "envoy/service/rate_limit_quota/v3/rlqs.proto",
+        ],
         includes: &[root.join("proto")],
         extern_paths: &[],
         servers: true,
@@ -25,6 +28,7 @@ fn checked_in_code_is_current() {
             "envoy.config.core.v3.rs",
             "envoy.extensions.common.ratelimit.v3.rs",
             "envoy.service.ratelimit.v3.rs",
+            "envoy.service.rate_limit_quota.v3.rs",
             "envoy.r#type.v3.rs",
         ],
         elsewhere: &[],
