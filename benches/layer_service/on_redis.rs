@@ -1,4 +1,5 @@
-//! The layer on Redis and the minimal middleware, 64 requests in flight.
+//! The layer on Redis and the minimal middleware, 64 requests in flight (or
+//! `REDLIMIT_BENCH_IN_FLIGHT`, each task pausing `REDLIMIT_BENCH_GAP_US` between requests).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -27,8 +28,25 @@ pub(super) const NAMES: [&str; 5] = [
 const KEYS: u64 = 100_000;
 const STRIDE: u64 = 7_919;
 
-/// Requests in flight, as `benches/http.rs`'s 64 connections.
-const IN_FLIGHT: u64 = 64;
+/// Requests in flight, as `benches/http.rs`'s 64 connections; `REDLIMIT_BENCH_IN_FLIGHT=1`
+/// sends one at a time, as a paced load at a modest rate does (no batching).
+fn in_flight() -> u64 {
+    std::env::var("REDLIMIT_BENCH_IN_FLIGHT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(64)
+}
+
+/// `REDLIMIT_BENCH_GAP_US=N`: each request task sleeps N µs after each request, so that the
+/// runtime parks between requests as under a paced load (0, the default: no pause).
+fn gap() -> Option<Duration> {
+    std::env::var("REDLIMIT_BENCH_GAP_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .map(Duration::from_micros)
+}
 /// 10^6 per second, as `benches/http.rs`: every request admitted.
 const RATE: u64 = 1_000_000;
 
@@ -84,19 +102,24 @@ fn request(many: bool, i: u64) -> Request<Body> {
     request.body(Body::empty()).expect("a request")
 }
 
-/// `n` requests, `IN_FLIGHT` at a time, each through a clone of `app` as a connection's
+/// `n` requests, `in_flight()` at a time, each through a clone of `app` as a connection's
 /// request would be; over the 100k keys when `many`, from the `first`-th on.
 async fn requests(app: &Router, n: u64, many: bool, first: u64) {
-    let tasks: Vec<_> = (0..IN_FLIGHT)
+    let in_flight = in_flight();
+    let gap = gap();
+    let tasks: Vec<_> = (0..in_flight)
         .map(|i| {
             let app = app.clone();
-            let share = n / IN_FLIGHT + u64::from(i < n % IN_FLIGHT);
+            let share = n / in_flight + u64::from(i < n % in_flight);
             tokio::spawn(async move {
                 for j in 0..share {
-                    let request = request(many, first + j * IN_FLIGHT + i);
+                    let request = request(many, first + j * in_flight + i);
                     let response = app.clone().oneshot(request).await.expect("infallible");
                     assert!(response.status().is_success(), "{}", response.status());
                     black_box(response.into_body().collect().await.expect("a body"));
+                    if let Some(gap) = gap {
+                        tokio::time::sleep(gap).await;
+                    }
                 }
             })
         })
@@ -113,7 +136,7 @@ pub(super) fn run(runtime: &tokio::runtime::Runtime, name: &str, n: u64) {
     let app = runtime.block_on(make(name, &redis.url()));
     let many = name.ends_with("-100k");
     // With 100k keys, every key seen once first, as in a long run.
-    let warm = if many { KEYS } else { IN_FLIGHT * 10 };
+    let warm = if many { KEYS } else { in_flight() * 10 };
     runtime.block_on(requests(&app, warm, many, 0));
     support::reset_redis_stats(&mut redis.connection());
     let thread = support::current_thread_proc();
