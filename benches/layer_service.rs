@@ -16,7 +16,8 @@
 //!   requests in flight on one current-thread runtime (so the store batches as it does under
 //!   `benches/http.rs` at 64 connections). No HTTP socket; Redis's socket stays, it is part of
 //!   both. `REDLIMIT_BENCH_IN_FLIGHT=1 REDLIMIT_BENCH_GAP_US=1000` sends them one at a time with
-//!   a millisecond's pause, as a paced load at ~1 000 a second does (no batching, parked between). `redis-server` is started here, as a child process: callgrind counts only ours.
+//!   a millisecond's pause, as a paced load at ~1 000 a second does (no batching, parked
+//!   between). `redis-server` is started here, as a child process: callgrind counts only ours.
 //!
 //! - **100k keys through the app** (loop only): as above, each request carrying an `x-key`
 //!   header, one of 100 000 values in `benches/http.rs`'s order, keyed on by redlimit (the
