@@ -12,7 +12,7 @@ use super::expect::{
     Claim, SETTLE, SHIFT, UNMEASURED_BURST, UNSATURATED_MAX_TOKENS, allot, correct,
 };
 use super::fleet::Peer;
-use super::ghost::{haunt, same_instances};
+use super::ghost::{haunt, same_instances, with_ghosts};
 use super::hub::{Hub, HubBucket, State};
 use super::metrics;
 use super::quota::{Quota, blanket, token_bucket};
@@ -187,8 +187,7 @@ pub(crate) fn take_sync(
                 &hub.instance,
                 now,
             );
-            let mut split = peers.clone();
-            split.extend(bucket.ghosts.iter().map(|(ghost, _)| ghost.clone()));
+            let split = with_ghosts(peers.clone(), &bucket.ghosts);
             let share = my_part(hub, tokens, fill_seconds, &split);
             // A changed fleet (an instance, a stream, a demand come or gone) restarts the hold.
             let fleet_demand: f64 = peers.iter().map(|p| p.demand).sum();

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use tonic::Status;
 
 use crate::rls::proto::envoy::service::rate_limit_quota::v3::BucketId;
+use crate::rls::settle::hex;
 
 /// A bucket of one domain: its id as the client sent it, its entries sorted, and a digest of
 /// both (its name in Redis and this server's maps).
@@ -58,10 +59,7 @@ impl Bucket {
             hash.update((part.len() as u64).to_be_bytes());
             hash.update(part.as_bytes());
         }
-        let digest: String = hash.finalize()[..16]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = hex(&hash.finalize()[..16]);
         Ok(Bucket {
             id,
             entries,

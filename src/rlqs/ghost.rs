@@ -67,8 +67,12 @@ pub(crate) fn reshare(hub: &Hub, state: &mut State, key: &Arc<str>, now: Instant
         return;
     };
     mine.demand = demand;
-    split.extend(bucket.ghosts.iter().map(|(ghost, _)| ghost.clone()));
-    let share = my_part(hub, tokens, fill_seconds, &split);
+    let share = my_part(
+        hub,
+        tokens,
+        fill_seconds,
+        &with_ghosts(split, &bucket.ghosts),
+    );
     if let (Some(share), Some(bucket)) = (share, state.buckets.get_mut(key)) {
         bucket.share = Some(share);
     }
@@ -77,6 +81,12 @@ pub(crate) fn reshare(hub: &Hub, state: &mut State, key: &Arc<str>, now: Instant
 /// Whether two fleet views name the same instances.
 pub(crate) fn same_instances(a: &[Peer], b: &[Peer]) -> bool {
     a.len() == b.len() && a.iter().all(|p| b.iter().any(|q| q.instance == p.instance))
+}
+
+/// `peers` and the instances gone whose part is still held: the split the shares come from.
+pub(crate) fn with_ghosts(mut peers: Vec<Peer>, ghosts: &[(Peer, Instant)]) -> Vec<Peer> {
+    peers.extend(ghosts.iter().map(|(ghost, _)| ghost.clone()));
+    peers
 }
 
 #[cfg(test)]

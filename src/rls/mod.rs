@@ -135,7 +135,7 @@ pub mod proto;
 mod respond;
 mod run;
 mod service;
-mod settle;
+pub(crate) mod settle;
 mod stats;
 #[cfg(test)]
 mod testing;

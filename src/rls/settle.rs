@@ -129,7 +129,8 @@ fn hmac_sha256(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
         .into()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` in lower-case hexadecimal.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
