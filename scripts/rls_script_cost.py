@@ -25,7 +25,8 @@ variant and round, alternating:
 - `EVALSHA INCRBY`: a script of one `INCRBY`, the floor of any one-script decision;
 - each `--lua` file, with the single or batch arguments (for trying a script by hand);
 - with `--accounting`, the pieces of a single call (`scripts/rls_script_cost/*.lua`: the
-  reply alone, the clock, the read, the text work; a bare counter's script) and ours without
+  reply alone, the clock, the read, the text work; a bare counter's script; `c_*` and `h_*`,
+  prototypes of other states: the window in the key or in a hash field) and ours without
   its `SET`: where a decision's cost goes (best read with `--callgrind`, which counts
   instructions and does not move with the machine's load).
 
