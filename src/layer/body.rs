@@ -109,6 +109,10 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         match this.kind.project() {
+            // Nothing waits for the end of this body: its frames pass as they are.
+            KindProj::Inner { body } if this.lease.is_none() && this.settle.is_none() => {
+                body.poll_frame(cx)
+            }
             KindProj::Inner { mut body } => {
                 let frame = ready!(body.as_mut().poll_frame(cx));
                 let ended = match &frame {

@@ -104,12 +104,31 @@ impl Entry {
         now: u64,
         states: &mut LimitStates,
     ) {
-        let max_log = policy.max_log_period_us();
         let mut steps = Steps::new();
-        self.evaluate(max_log, costs, now, &mut steps);
+        let allowed = self.commit_steps(policy, costs, now, &mut steps);
+        self.report(&steps, allowed, states);
+    }
+
+    /// [`Entry::check_into`] without the report: the states committed as a check commits
+    /// them, for a charge nobody reads (the local fallback's mirror). Whether it fit.
+    pub(super) fn commit(&mut self, policy: &Policy, costs: &[u64], now: u64) -> bool {
+        let mut steps = Steps::new();
+        self.commit_steps(policy, costs, now, &mut steps)
+    }
+
+    /// Evaluates every limit onto `steps` and commits all or none: whether all fit.
+    fn commit_steps(
+        &mut self,
+        policy: &Policy,
+        costs: &[u64],
+        now: u64,
+        steps: &mut Steps,
+    ) -> bool {
+        let max_log = policy.max_log_period_us();
+        self.evaluate(max_log, costs, now, steps);
         let allowed = steps.iter().all(|s| s.eval.allowed);
         if allowed {
-            for (state, step) in self.states.iter_mut().zip(&steps) {
+            for (state, step) in self.states.iter_mut().zip(steps.iter()) {
                 *state = step.next;
                 self.expires_at = self.expires_at.max(now.saturating_add(step.ttl));
             }
@@ -122,7 +141,7 @@ impl Entry {
                 self.per_key_mut().commit(max_log, cost, now);
             }
         }
-        self.report(&steps, allowed, states);
+        allowed
     }
 
     /// Charges `cost` units to every limit whatever their state (a charge: it always lands,

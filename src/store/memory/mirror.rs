@@ -18,14 +18,22 @@ impl MemoryStore {
         let policy = overridden.as_ref().unwrap_or(policy);
         let now = inner.clock.now_us();
         let lease = (cost > 0 && policy.holds_leases()).then(|| inner.leases.next());
-        let mut states = LimitStates::new();
         let (at, mut shard) = self.shard(policy, key);
-        let (_, evicted) = entry::with_entry(&mut shard, at, policy, key, now, |entry| {
-            penalty::check(entry, policy, std::slice::from_ref(&cost), now, &mut states);
-            if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
-                entry.hold(lease.id(), now);
-            }
-        });
+        let (_, evicted) = if policy.penalty_us() == 0 && !policy.holds_leases() {
+            // The mirror's own policy (no penalty box, no concurrency limit): the limits'
+            // states committed as a check commits them, no limit state reported.
+            entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+                entry.commit(policy, std::slice::from_ref(&cost), now);
+            })
+        } else {
+            let mut states = LimitStates::new();
+            entry::with_entry(&mut shard, at, policy, key, now, |entry| {
+                penalty::check(entry, policy, std::slice::from_ref(&cost), now, &mut states);
+                if let (Some(lease), true) = (lease, states.iter().all(|s| s.is_allowed())) {
+                    entry.hold(lease.id(), now);
+                }
+            })
+        };
         drop(shard);
         self.count_evictions(u64::from(evicted));
     }
