@@ -5,6 +5,12 @@ machine, where CPU time is not.
     cargo build --release -p redlimit-server
     python3 benches/rls/instructions.py $CARGO_TARGET_DIR/release/redlimit-server [CALLS] [IN_FLIGHT]
 
+    # beside the floor ("floor: one EVALSHA", `benches/rls/floor.rs`: the bench binary run with
+    # REDLIMIT_BENCH_FLOOR=evalsha), with the split of both (`split.py`):
+    cargo bench --features rls,redis --bench rls --no-run   # prints the binary's path
+    python3 benches/rls/instructions.py $CARGO_TARGET_DIR/release/redlimit-server [CALLS] \
+        [IN_FLIGHT] --floor $CARGO_TARGET_DIR/release/deps/rls-HASH
+
 Runs the server twice under `valgrind --tool=callgrind`, each time on a fresh `redis-server`
 on a free port with the bench's config (domain `bench`, one counter per `user`, never
 reached): once for 200 calls, once for 200 + CALLS (default 2000; IN_FLIGHT at once on one
@@ -14,7 +20,14 @@ its idle loops; start-up and shutdown cancel out). Needs `grpcio` and `xds-proto
 server's Python tests do). Valgrind runs threads one at a time and slower: Redis's batching
 differs from a real run, the same for every build compared. `REDLIMIT_WORKER_THREADS` set
 around the script reaches the server (its runtime's threads).
+
+With `--floor BENCH_BINARY` the floor server is measured the same way (the same calls, a fresh
+Redis of its own) and both are split per decision side by side (`split.py`: each function's
+own instructions, the longer run's less the shorter's, by where they go, and the inclusive
+count of the functions that say where a call's time goes).
 """
+
+import argparse
 
 import asyncio
 import os
@@ -90,8 +103,9 @@ async def drive(addr, start, calls, in_flight):
         await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
-def run(binary, calls, in_flight):
-    """Total instructions of one server process that served `calls` calls, and its dump."""
+def run(binary, calls, in_flight, floor=False):
+    """Total instructions of one server process that served `calls` calls, and its dump
+    (`floor`: `binary` is the bench binary, run as the `evalsha` floor server)."""
     work = tempfile.mkdtemp(prefix="rls-instructions-")
     redis_port = free_port()
     redis = subprocess.Popen(
@@ -121,6 +135,12 @@ def run(binary, calls, in_flight):
         # Generous: valgrind runs the server some 50 times slower.
         "REDLIMIT_STORE_DEADLINE": "10s",
     }
+    if floor:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "REDLIMIT_BENCH_FLOOR": "evalsha",
+            "REDLIMIT_BENCH_FLOOR_REDIS": str(redis_port),
+        }
     # The runtime's threads as asked around the script (`REDLIMIT_WORKER_THREADS=0`: one per
     # core, the former default), else the server's default (one).
     if "REDLIMIT_WORKER_THREADS" in os.environ:
@@ -151,16 +171,39 @@ def run(binary, calls, in_flight):
     return total, out
 
 
-def main():
-    binary = sys.argv[1]
-    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
-    in_flight = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+def measure(binary, calls, in_flight, floor=False):
+    """Instructions per decision of `binary`, and the dumps of its two runs."""
+    FAILED[0] = 0
     # The difference of two whole runs: start-up, warm-up and shutdown cancel out.
-    base, _ = run(binary, WARM_UP, in_flight)
-    total, dump = run(binary, WARM_UP + calls, in_flight)
-    print(f"{calls} calls, {in_flight} in flight: {total - base} instructions, "
+    base, base_dump = run(binary, WARM_UP, in_flight, floor)
+    total, dump = run(binary, WARM_UP + calls, in_flight, floor)
+    name = "floor: one EVALSHA" if floor else "redlimit-server"
+    print(f"{name}: {calls} calls, {in_flight} in flight: {total - base} instructions, "
           f"{(total - base) / calls:.0f} per decision; {FAILED[0]} failed calls made again")
-    print(f"dump of the longer run: callgrind_annotate --inclusive=yes {dump}")
+    print(f"dumps: {base_dump} {dump}")
+    return base_dump, dump
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("server", help="the release redlimit-server")
+    parser.add_argument("calls", nargs="?", type=int, default=2000)
+    parser.add_argument("in_flight", nargs="?", type=int, default=16)
+    parser.add_argument("--floor", metavar="BENCH_BINARY",
+                        help="the rls bench binary, measured as the `evalsha` floor beside")
+    args = parser.parse_args()
+    ours = measure(args.server, args.calls, args.in_flight)
+    if args.floor is None:
+        print(f"split: python3 {os.path.dirname(__file__)}/split.py {args.calls} "
+              f"{ours[0]} {ours[1]}")
+        return
+    floor = measure(args.floor, args.calls, args.in_flight, floor=True)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import split
+
+    split.side_by_side(args.calls, {"redlimit-server": ours, "floor: one EVALSHA": floor})
+    print(f"again: python3 {os.path.dirname(__file__)}/split.py {args.calls} "
+          f"{ours[0]} {ours[1]} {floor[0]} {floor[1]}")
 
 
 if __name__ == "__main__":
