@@ -47,21 +47,26 @@ PLAIN = {"core", "alloc", "std", "_", "impl", "dyn", "as", "mut", "const"}
 
 # Inclusive anchors: (row, pattern of the symbols; the largest count of those matching).
 ANCHORS = [
-    ("h2 connection task (`serve_connection`)", r"hyper::server::conn::http2::.*Connection.* as core::future::future::Future>::poll$|h2::proto::connection::Connection<.*>::poll$"),
-    ("hyper's per-call stream (`H2Stream::poll`)", r"H2Stream<.*as core::future::future::Future>::poll$"),
-    ("tonic's `Grpc::unary`", r"tonic::server::grpc::Grpc<.*>::unary::\{\{closure\}\}$"),
-    ("`should_rate_limit` (the handler)", r"should_rate_limit::\{\{closure\}\}$"),
-    ("— `Runner::run` (the checks, the store call inside)", r"redlimit::rls::run::Runner>::run::\{\{closure\}\}$|Runner<'_>>::run::\{\{closure\}\}$|rls::run::Runner.*::run::"),
-    ("— — `Engine::call`", r"redlimit::engine::.*Engine.*::call::\{\{closure\}\}$"),
-    ("— the plan (`plan`)", r"redlimit::rls::plan::plan$"),
-    ("— — `Key::new`", r"redlimit::key::Key>?::new$"),
-    ("— the response (`respond`)", r"redlimit::rls::respond::respond$"),
-    ("— the floor's `EVALSHA` (`query_async`)", r"redis::cmd::Cmd>::query_async::\{\{closure\}\}$"),
-    ("Redis batcher's task (`Batcher::take`)", r"Batcher.*take"),
-    ("redis-rs's connection task", r"redis::aio::multiplexed_connection::.*PipelineSink.*|redis::aio::multiplexed_connection::Pipeline.*new.*\{\{closure\}\}$"),
-    ("statsd", r"statsd"),
+    ("the connections' task (`serve_connection`: h2's framing; the calls are tasks of their own)",
+     r"^tonic::transport::server::serve_connection::\{\{closure\}\}$"),
+    ("hyper's per-call stream (`H2Stream::poll`, the call below)",
+     r"H2Stream<.*as core::future::future::Future>::poll$"),
+    ("the call (tonic's `Grpc::unary`: decode, the handler, encode)",
+     r"RlsServer as tower_service::Service<.*>::call::\{\{closure\}\}$"
+     r"|RateLimitServiceServer<T> as tower_service::Service<http::request::Request<B>>>"
+     r"::call::\{\{closure\}\}$"),
+    ("— the handler (`should_rate_limit`)",
+     r"Traced::call::\{\{closure\}\}$|Floor as .*should_rate_limit::\{\{closure\}\}$"),
+    ("— — the checks (`Runner::run`, the store call inside)", r"rls::run::Runner::run::\{\{closure\}\}$"),
+    ("— — — the store call (`CheckFuture`)", r"redlimit::store::check::CheckFuture as"),
+    ("— — the plan (`plan`)", r"^redlimit::rls::plan::plan$"),
+    ("— — — `Key::new`", r"^redlimit::key::encoding::Key::new$"),
+    ("— — the response (`respond`)", r"^redlimit::rls::respond::respond$"),
+    ("Redis batcher's task (`Batcher::take`)", r"Batcher::take::\{\{closure\}\}$"),
+    ("redis-rs's connection task (`Pipeline`)",
+     r"redis::aio::multiplexed_connection::.*PipelineSink.*|redis::aio::multiplexed_connection::Pipeline.*new.*\{\{closure\}\}$"),
+    ("statsd's flusher", r"statsd::Flusher::run"),
     ("`memcpy` (all callers)", r"^__memcpy\w*$|^memcpy\w*$|^__memmove\w*$"),
-    ("allocator (malloc, free, realloc)", r"^(malloc|free|realloc|_int_malloc|_int_free|cfree)$"),
 ]
 
 
