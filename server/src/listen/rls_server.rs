@@ -73,7 +73,10 @@ impl Service<http::Request<Body>> for RlsServer {
 fn unimplemented() -> http::Response<Body> {
     let mut response = http::Response::new(Body::default());
     let headers = response.headers_mut();
-    headers.insert(Status::GRPC_STATUS, (tonic::Code::Unimplemented as i32).into());
+    headers.insert(
+        Status::GRPC_STATUS,
+        (tonic::Code::Unimplemented as i32).into(),
+    );
     headers.insert(
         http::header::CONTENT_TYPE,
         tonic::metadata::GRPC_CONTENT_TYPE,
@@ -100,6 +103,9 @@ mod tests {
 
     #[test]
     fn the_path_is_the_generated_servers() {
-        assert_eq!(SHOULD_RATE_LIMIT, format!("/{SERVICE_NAME}/ShouldRateLimit"));
+        assert_eq!(
+            SHOULD_RATE_LIMIT,
+            format!("/{SERVICE_NAME}/ShouldRateLimit")
+        );
     }
 }

@@ -100,7 +100,6 @@ impl Traced {
     pub(crate) fn new(service: InForce, tracer: Option<CallTracer>) -> Self {
         Traced { service, tracer }
     }
-
 }
 
 impl Traced {
