@@ -82,15 +82,7 @@ impl InForce {
         &self,
         request: RateLimitRequest,
     ) -> Result<RateLimitResponse, Status> {
-        self.before_config(&request)?;
-        self.service.should_rate_limit(request).await
-    }
-
-    /// Whether `request` is answered before the service: before the first config, a valid
-    /// request is `UNKNOWN` (an invalid one is refused by the service, as it is after the
-    /// first config). [`should_rate_limit`](Self::should_rate_limit) is this, then the
-    /// service's answer; apart, the caller awaits the service's future without one around it.
-    pub(crate) fn before_config(&self, request: &RateLimitRequest) -> Result<(), Status> {
+        // An invalid request is refused by the service, as it is after the first config.
         if !self.configured.load(Ordering::Acquire)
             && !request.domain.is_empty()
             && !request.descriptors.is_empty()
@@ -102,12 +94,7 @@ impl InForce {
             .increment(1);
             return Err(Status::unknown(NO_CONFIG));
         }
-        Ok(())
-    }
-
-    /// The rate limit service.
-    pub(crate) fn service(&self) -> &RateLimitService {
-        &self.service
+        self.service.should_rate_limit(request).await
     }
 }
 

@@ -21,12 +21,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::{Connected, Router, TcpIncoming};
 
+use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer as RlsServer;
 use tower_layer::{Identity, Stack};
 
 use super::rls_fast_path::RlsFirst;
-use super::rls_server::RlsServer;
 use crate::settings::GrpcAddress;
 use crate::stats::grpc_methods::Metered;
+use crate::trace::Traced;
 
 /// A bound gRPC listener.
 #[derive(Debug)]
@@ -79,7 +80,7 @@ async fn remove_stale_socket(path: &Path) -> io::Result<()> {
 }
 
 /// The gRPC services, rate limit calls first (`rls_fast_path`).
-pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer>>, Identity>>;
+pub(crate) type GrpcRouter = Router<Stack<RlsFirst<Metered<RlsServer<Traced>>>, Identity>>;
 
 /// What serving the listener comes to.
 pub(crate) type Serving = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;

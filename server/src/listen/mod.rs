@@ -20,7 +20,6 @@ mod http;
 mod json;
 mod prometheus;
 mod rls_fast_path;
-mod rls_server;
 mod tls;
 
 use std::net::SocketAddr;
@@ -129,10 +128,7 @@ impl Listeners {
             let _ = stopping.wait_for(|stop| *stop).await;
         };
 
-        let rls = Metered::new(rls_server::RlsServer::new(Traced::new(
-            in_force.clone(),
-            call_tracer,
-        )));
+        let rls = Metered::new(Traced::new(in_force.clone(), call_tracer).into_server());
         let grpc_router = tonic::transport::Server::builder()
             .layer(rls_fast_path::RlsFirst::new(rls.clone()))
             .add_service(Metered::new(grpc_health))

@@ -5,13 +5,14 @@
 //!
 //! With tracing off the service is called as before: no span, no header read.
 
-use std::sync::Arc;
-
 use http::HeaderMap;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span as _, SpanKind, Status, Tracer as _};
 use opentelemetry_sdk::trace::{SdkTracer, Span};
 use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use redlimit::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::{
+    RateLimitService as Rls, RateLimitServiceServer,
+};
 use redlimit::rls::proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use tonic::{Request, Response};
 
@@ -100,24 +101,25 @@ impl Traced {
     pub(crate) fn new(service: InForce, tracer: Option<CallTracer>) -> Self {
         Traced { service, tracer }
     }
+
+    /// The tonic service to mount.
+    pub(crate) fn into_server(self) -> RateLimitServiceServer<Traced> {
+        RateLimitServiceServer::new(self)
+    }
 }
 
-impl Traced {
-    /// One `ShouldRateLimit` call (what the gRPC server calls, `listen/rls_server.rs`).
-    pub(crate) async fn call(
-        self: Arc<Self>,
+#[tonic::async_trait]
+impl Rls for Traced {
+    async fn should_rate_limit(
+        &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, tonic::Status> {
         match &self.tracer {
-            None => {
-                let request = request.into_inner();
-                self.service.before_config(&request)?;
-                self.service
-                    .service()
-                    .should_rate_limit(request)
-                    .await
-                    .map(Response::new)
-            }
+            None => self
+                .service
+                .should_rate_limit(request.into_inner())
+                .await
+                .map(Response::new),
             // Boxed: the span's state is no part of the call's future when tracing is off.
             Some(tracer) => Box::pin(traced(&self.service, tracer, request)).await,
         }
