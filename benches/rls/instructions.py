@@ -15,11 +15,13 @@ machine, where CPU time is not.
 Runs the server twice under `valgrind --tool=callgrind`, each time on a fresh `redis-server`
 on a free port with the bench's config (domain `bench`, one counter per `user`, never
 reached): once for 200 calls, once for 200 + CALLS (default 2000; IN_FLIGHT at once, default
-16, on one HTTP/2 connection or `--connections N`; users cycling over 1000); the difference of the two totals over
-CALLS is the server's instructions per decision (every thread: the runtime, the Redis client,
-its idle loops; start-up and shutdown cancel out). Needs `grpcio` and `xds-protos` (as the
+16, on one HTTP/2 connection or spread over `--connections N`; users cycling over 1000); the
+difference of the two totals over CALLS is the server's instructions per decision (every
+thread: the runtime, the Redis client, its idle loops; start-up and shutdown cancel out),
+printed with the Redis scripts per decision of the longer run (how the server batched). Needs `grpcio` and `xds-protos` (as the
 server's Python tests do). Valgrind runs threads one at a time and slower: Redis's batching
-differs from a real run, the same for every build compared. `REDLIMIT_WORKER_THREADS` set
+differs from a real run (at 16 in flight it moves a total by some ±700 from run to run; at
+1 in flight, one script per decision, by ±200). `REDLIMIT_WORKER_THREADS` set
 around the script reaches the server (its runtime's threads).
 
 With `--floor BENCH_BINARY` the floor server is measured the same way (the same calls, a fresh
@@ -29,7 +31,6 @@ count of the functions that say where a call's time goes).
 """
 
 import argparse
-
 import asyncio
 import os
 import socket
