@@ -283,19 +283,20 @@ impl Runner<'_> {
 /// different costs are one atomic check), at most `MAX_LIMITS` limits, distinct counters and
 /// at most one limit of a per-key algorithm (sliding log). Limits are ordered by algorithm
 /// within a check, so a store that compiles a script per mix of algorithms sees few mixes.
+/// Most requests make one check: it is kept in place, not allocated.
 fn groups(
     counters: &[Counter],
     homes: Homes,
     members: impl Iterator<Item = usize>,
     cost: impl Fn(usize) -> u64,
     mixed: bool,
-) -> Vec<Group> {
+) -> SmallVec<[Group; 1]> {
     let per_key = |c: usize| {
         counters[c]
             .limit
             .is_some_and(|l| l.algorithm() == Algorithm::SlidingLog)
     };
-    let mut groups: Vec<Group> = Vec::new();
+    let mut groups: SmallVec<[Group; 1]> = SmallVec::new();
     for c in members {
         let fits = |g: &Group| {
             (mixed || cost(g.lead) == cost(c))

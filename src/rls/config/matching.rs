@@ -3,6 +3,7 @@
 //! the depth of the request's last entry, and there is no backtracking.
 
 use indexmap::IndexMap;
+use smallvec::SmallVec;
 
 use super::rule::RlsRule;
 use super::wildcard::wildcard_match;
@@ -28,20 +29,23 @@ impl Children {
     pub(crate) fn find(&self, entries: &[(&str, &str)]) -> Option<&RlsRule> {
         let last = entries.len().checked_sub(1)?;
         let mut level = self;
-        let mut composite = String::new();
+        // On the stack for the usual entry (a request's every decision comes here).
+        let mut bytes: SmallVec<[u8; 128]> = SmallVec::new();
         for (i, (key, value)) in entries.iter().enumerate() {
-            composite.clear();
-            composite.push_str(key);
-            composite.push('_');
-            composite.push_str(value);
+            bytes.clear();
+            bytes.extend_from_slice(key.as_bytes());
+            bytes.push(b'_');
+            bytes.extend_from_slice(value.as_bytes());
+            // Two strings and an ASCII byte: always UTF-8.
+            let composite = std::str::from_utf8(&bytes).unwrap_or_default();
             let node = level
                 .nodes
-                .get(composite.as_str())
+                .get(composite)
                 .or_else(|| {
                     level
                         .wildcards
                         .iter()
-                        .find(|(_, parts)| wildcard_match(parts, &composite))
+                        .find(|(_, parts)| wildcard_match(parts, composite))
                         .and_then(|(pattern, _)| level.nodes.get(pattern.as_str()))
                 })
                 .or_else(|| level.nodes.get(*key))?;
