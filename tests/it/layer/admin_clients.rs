@@ -87,6 +87,7 @@ fn cases() -> Vec<Case> {
         .unwrap()
         .ipv6_prefix(56)
         .unwrap();
+    #[cfg_attr(not(feature = "jwt"), allow(unused_mut))]
     let mut cases = vec![
         Case {
             what: "peer ip",
