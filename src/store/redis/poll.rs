@@ -17,11 +17,10 @@ use super::builder::Deployment;
 use super::error::store_error;
 use super::overrides::{hash_key, version_key};
 use super::resets::{counter_key, log_key, parse_entry};
+use super::script::poll_command;
 use crate::error::StoreError;
 use crate::store::Override;
 use crate::store::override_table::Overrides;
-
-const POLL: &str = include_str!("../../../lua/overrides_poll.lua");
 
 /// The poll's state, shared by the poller and the checks waiting for the first read.
 #[derive(Debug, Default)]
@@ -154,10 +153,10 @@ type Read = (i64, i64, Vec<String>, Option<Overrides>);
 
 async fn read(inner: &Deployment, seen: &Seen) -> Result<Read, StoreError> {
     let prefix = &inner.prefix;
-    let mut command = redis::cmd("EVAL");
+    // By hash, loaded on `NOSCRIPT` (`script::evalsha`): the script's text is not sent every
+    // poll.
+    let mut command = poll_command(4);
     command
-        .arg(POLL)
-        .arg(4)
         .arg(version_key(prefix))
         .arg(hash_key(prefix))
         .arg(counter_key(prefix))
