@@ -1,6 +1,6 @@
 //! What other replicas changed, polled: the overrides (`overrides.rs`) and the resets
-//! (`resets.rs`), both read by one script call per poll (`lua/overrides_poll.lua`). The poller
-//! reads at once, then every [`override_poll`](super::RedisStoreBuilder::override_poll).
+//! (`resets.rs`), both read by one script call per poll (`lua/overrides_poll.lua`, by hash:
+//! `script/poll.rs`). The poller reads at once, then every [`override_poll`](super::RedisStoreBuilder::override_poll).
 //!
 //! Until one read has succeeded, a check (or an inspection) waits for it, one read at a time
 //! for the whole store, so a store made with `connect_lazy` decides its first request under
@@ -17,7 +17,7 @@ use super::builder::Deployment;
 use super::error::store_error;
 use super::overrides::{hash_key, version_key};
 use super::resets::{counter_key, log_key, parse_entry};
-use super::script::poll_command;
+use super::script::{poll_command, unknown_command};
 use crate::error::StoreError;
 use crate::store::Override;
 use crate::store::override_table::Overrides;
@@ -31,6 +31,8 @@ pub(super) struct PollState {
     /// Reads done, whatever their outcome: checks that waited while one failed fail with it
     /// rather than each trying again.
     reads: AtomicU64,
+    /// Redis knows no `EVALSHA_RO` (before Redis 7): polls by `EVALSHA`.
+    plain: AtomicBool,
 }
 
 /// What the last read found, and how the reads went.
@@ -154,16 +156,27 @@ type Read = (i64, i64, Vec<String>, Option<Overrides>);
 async fn read(inner: &Deployment, seen: &Seen) -> Result<Read, StoreError> {
     let prefix = &inner.prefix;
     // By hash, loaded on `NOSCRIPT` (`script::evalsha`): the script's text is not sent every
-    // poll.
-    let mut command = poll_command(4);
-    command
-        .arg(version_key(prefix))
-        .arg(hash_key(prefix))
-        .arg(counter_key(prefix))
-        .arg(log_key(prefix))
-        .arg(seen.version.unwrap_or(-1))
-        .arg(seen.counter.unwrap_or(-1));
-    let reply: Vec<redis::Value> = inner.backend.run(&command).await.map_err(store_error)?;
+    // poll. `EVALSHA_RO` until Redis says it knows no such command (before Redis 7).
+    let command = |plain| {
+        let mut command = poll_command(plain, 4);
+        command
+            .arg(version_key(prefix))
+            .arg(hash_key(prefix))
+            .arg(counter_key(prefix))
+            .arg(log_key(prefix))
+            .arg(seen.version.unwrap_or(-1))
+            .arg(seen.counter.unwrap_or(-1));
+        command
+    };
+    let plain = inner.poll.plain.load(Ordering::Relaxed);
+    let reply: Vec<redis::Value> = match inner.backend.run(&command(plain)).await {
+        Err(err) if !plain && unknown_command(&err) => {
+            inner.poll.plain.store(true, Ordering::Relaxed);
+            inner.backend.run(&command(true)).await
+        }
+        reply => reply,
+    }
+    .map_err(store_error)?;
     let unexpected = |e: &dyn std::fmt::Display| StoreError::UnexpectedReply(e.to_string());
     let mut parts = reply.into_iter();
     let mut next = || {

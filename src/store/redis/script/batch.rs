@@ -356,7 +356,11 @@ mod tests {
         // A denial at 2 µs, then an admission at 3 µs (marked by a 1 after its time): the time
         // written -1 - t.
         reply.extend(ints(&[-3, 0, 0, 0, 5, 7, -4, 1, 2, 9]));
-        let results = split(reply, 5, widths(Limit::sliding_window(9, Duration::from_secs(1))));
+        let results = split(
+            reply,
+            5,
+            widths(Limit::sliding_window(9, Duration::from_secs(1))),
+        );
         assert_eq!(results[0].as_ref().unwrap(), &[9, 1, 4]);
         assert_eq!(results[1].as_ref().unwrap_err().code(), Some("WRONGTYPE"));
         assert_eq!(results[2].as_ref().unwrap_err().code(), Some("ERR"));

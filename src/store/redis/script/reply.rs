@@ -112,7 +112,9 @@ fn admitted(
             let backlog = next()?;
             let t = emission_interval(n, p);
             let tolerance = n.checked_mul(t).ok_or("an out-of-range limit")?;
-            let left = tolerance.checked_sub(backlog).ok_or("an out-of-range backlog")?;
+            let left = tolerance
+                .checked_sub(backlog)
+                .ok_or("an out-of-range backlog")?;
             (left / t, backlog)
         }
         // `lua/token_bucket.lua`: the time until the bucket is full, the missing tokens' T
