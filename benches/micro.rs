@@ -184,7 +184,7 @@ fn reply_decoding(c: &mut Criterion) {
         .unwrap(),
     );
     let three_reply = vec![
-        now_us, // gcra 10/1s: a backlog of 0.3 s (7 left)
+        now_us,  // gcra 10/1s: a backlog of 0.3 s (7 left)
         300_000, // sliding window 100/60s
         58, 97_250_000, // fixed window 1000/day: 913 left (the reset the day's end)
         913,

@@ -42,7 +42,7 @@
 -- algorithms, its own tail, no penalty box, no lease) passes true: the function then returns
 -- ok whatever the state, its state charged with the cost up to the debt cap (the state holds
 -- at most 2N units: N used, N owed), and the charge's tail calls it again on that state for a
--- cost of 1, committing nothing, to reply as a check's long reply.
+-- cost of 1, committing nothing, to reply as a check does (of the state as it stands).
 -- They return (the concurrency limit all but the last two)
 --   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl
 -- where the last two (set when ok) are the value to write and its TTL in µs. If every limit is

@@ -5,10 +5,11 @@
 //! GCRA limit its backlog (its reset; the units remaining are the emission intervals left
 //! below the burst), a token bucket the time until it is full (its reset; the tokens missing
 //! are the intervals that takes, rounded up), any other limit its remaining and reset. Every
-//! value is a cost, to Redis that writes it and to us that parse it. Anything else (a denial,
-//! a charge, a peek) answers the long `{ now, allowed, per limit: allowed, remaining, reset,
-//! retry }`; an admission's reply is always shorter (`1 + k..=1 + 2k` values, against
-//! `2 + 4k`), so the length tells which.
+//! value is a cost, to Redis that writes it and to us that parse it. A charge after which
+//! every limit would admit answers the same, of the state as it stands (`charge.rs`). Anything
+//! else (a denial, a charge after which a limit refuses, a peek) answers the long `{ now,
+//! allowed, per limit: allowed, remaining, reset, retry }`; an admission's reply is always
+//! shorter (`1 + k..=1 + 2k` values, against `2 + 4k`), so the length tells which.
 
 use crate::algorithm::emission_interval;
 use crate::decision::{Decision, LimitState};
