@@ -70,7 +70,7 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
     };
     let now = u64::try_from(now).map_err(|_| bad("negative time"))?;
     if long {
-        return decode_long(policy, now, values).map_err(|what| bad(what));
+        return decode_long(policy, now, values).map_err(&bad);
     }
     // The states are written where the decision keeps them, not collected and copied in.
     let (decision, filled) = Decision::filled(policy.name_arc(), now, |states| {
@@ -84,7 +84,7 @@ pub(crate) fn decode(policy: &Policy, reply: &[i64]) -> Result<Decision, StoreEr
         }
         Ok(())
     });
-    filled.map_err(|what| bad(what))?;
+    filled.map_err(bad)?;
     Ok(decision)
 }
 
