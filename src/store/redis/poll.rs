@@ -17,7 +17,7 @@ use super::builder::Deployment;
 use super::error::store_error;
 use super::overrides::{hash_key, version_key};
 use super::resets::{counter_key, log_key, parse_entry};
-use super::script::{poll_command, unknown_command};
+use super::script::{poll_command, poll_script, unknown_command};
 use crate::error::StoreError;
 use crate::store::Override;
 use crate::store::override_table::Overrides;
@@ -33,6 +33,9 @@ pub(super) struct PollState {
     reads: AtomicU64,
     /// Redis knows no `EVALSHA_RO` (before Redis 7): polls by `EVALSHA`.
     plain: AtomicBool,
+    /// The poll's script was loaded: loaded before the first poll, so that no call finds it
+    /// missing (later, after a restart of Redis, `EVALSHA` reloads it on `NOSCRIPT`).
+    script_loaded: AtomicBool,
 }
 
 /// What the last read found, and how the reads went.
@@ -168,6 +171,14 @@ async fn read(inner: &Deployment, seen: &Seen) -> Result<Read, StoreError> {
             .arg(seen.counter.unwrap_or(-1));
         command
     };
+    if !inner.poll.script_loaded.load(Ordering::Relaxed) {
+        inner
+            .backend
+            .load(&[poll_script()])
+            .await
+            .map_err(store_error)?;
+        inner.poll.script_loaded.store(true, Ordering::Relaxed);
+    }
     let plain = inner.poll.plain.load(Ordering::Relaxed);
     let reply: Vec<redis::Value> = match inner.backend.run(&command(plain)).await {
         Err(err) if !plain && unknown_command(&err) => {

@@ -344,7 +344,8 @@ async fn a_redis_without_evalsha_ro_is_polled_with_evalsha() {
     assert!(!info.contains("cmdstat_evalsha_ro"), "{info}");
 }
 
-/// On Redis 7 the poll is an `EVALSHA_RO`: counted apart from the checks' `EVALSHA`.
+/// On Redis 7 the poll is an `EVALSHA_RO`, counted apart from the checks' `EVALSHA`, of a
+/// script loaded ahead.
 #[tokio::test]
 async fn the_poll_is_a_read_only_call_by_hash() {
     let server = RedisServer::start();
@@ -361,4 +362,10 @@ async fn the_poll_is_a_read_only_call_by_hash() {
         .query(&mut server.connection())
         .unwrap();
     assert!(info.contains("cmdstat_evalsha_ro:calls="), "{info}");
+    // Its script loaded before the first poll: no poll found it missing.
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(!errors.contains("errorstat_NOSCRIPT"), "{errors}");
 }

@@ -49,7 +49,7 @@ pub(super) use self::check::CheckArgs;
 pub(super) use self::clock::Clock;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
-pub(super) use self::poll::{poll_command, unknown_command};
+pub(super) use self::poll::{poll_command, script as poll_script, unknown_command};
 pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{
     LuaScript, Prepared, script_for, script_for_always, script_for_check, script_for_policy,

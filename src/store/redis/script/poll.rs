@@ -1,8 +1,9 @@
 //! The overrides poll's script (`lua/overrides_poll.lua`), hashed once: the poll sends its
 //! `EVALSHA_RO` (it only reads; Redis 7 and later), or its `EVALSHA` where Redis knows no
-//! `EVALSHA_RO` (Redis 6), and `call::evalsha` loads it on `NOSCRIPT` as it does a check's.
-//! Not the text by `EVAL` every poll: Redis would hash it on every call. Read-only, it is
-//! also counted apart from the checks' `EVALSHA` in Redis's command statistics.
+//! `EVALSHA_RO` (Redis 6). The store loads it before its first poll (`poll.rs`), and
+//! `call::evalsha` loads it again on `NOSCRIPT` (Redis restarted) as it does a check's. Not
+//! the text by `EVAL` every poll: Redis would hash it on every call. Read-only, it is also
+//! counted apart from the checks' `EVALSHA` in Redis's command statistics.
 
 use std::sync::LazyLock;
 
