@@ -10,8 +10,9 @@
 //! `args` (the state keys, the time and cost, the limits' arguments), `clock` (the time a
 //! script decides at), `call` (a check's, an always check's and a charge's `EVALSHA`, from the
 //! registry's hashes, and the reload on `NOSCRIPT`), `check` (a check's arguments until it is
-//! sent), `batch` (several decisions in one call); `reply`: decoding; `lease`: the leases of
-//! concurrency limits. The Lua text never asks for a call, so the registry sits between them.
+//! sent), `batch` (several decisions in one call), `poll` (the overrides poll's script);
+//! `reply`: the reply's form and its decoding; `lease`: the leases of concurrency limits. The
+//! Lua text never asks for a call, so the registry sits between them.
 
 mod always;
 mod args;
