@@ -169,9 +169,9 @@ fn reply_decoding(c: &mut Criterion) {
     let now_us: i64 = 1_760_000_000_123_456;
     let one =
         Arc::new(Policy::new("api", [Limit::gcra(100, Duration::from_secs(60)).unwrap()]).unwrap());
-    // allowed (an admission's reply: remaining and reset per limit); gcra: 99 left, free
-    // again in 0.6 s.
-    let one_reply = vec![now_us, 1, 99, 600_000];
+    // allowed (an admission's reply: per limit what cannot be derived); gcra: its backlog,
+    // free again in 0.6 s (99 left).
+    let one_reply = vec![now_us, 600_000];
     let three = Arc::new(
         Policy::new(
             "api",
@@ -184,17 +184,10 @@ fn reply_decoding(c: &mut Criterion) {
         .unwrap(),
     );
     let three_reply = vec![
-        now_us,
-        1,
-        // gcra 10/1s
-        7,
-        300_000,
-        // sliding window 100/60s
-        58,
-        97_250_000,
-        // fixed window 1000/day
+        now_us,  // gcra 10/1s: a backlog of 0.3 s (7 left)
+        300_000, // sliding window 100/60s
+        58, 97_250_000, // fixed window 1000/day: 913 left (the reset the day's end)
         913,
-        41_000_000_000,
     ];
     let mut group = c.benchmark_group("decode reply");
     for (name, policy, reply) in [

@@ -16,12 +16,17 @@
 -- KEYS[k+1], the last ARGV
 --          with a penalty box (src/store/redis/script/penalty.rs): the box's key and the
 --          penalty in µs; `allowed` is then 2 for a denial that boxed the key or found it boxed
--- Reply    admitted: { now (Unix µs), 1, then per limit i: remaining, reset (µs until fully
---            free) }, every limit admitting with no wait;
+-- Reply    admitted: { now (Unix µs), then per limit i what of its remaining and reset (µs
+--            until fully free) the client cannot derive: a fixed window its remaining (the
+--            reset is 0 with nothing used, else the rest of its window), GCRA and the token
+--            bucket their reset (the remaining follows from it and T), any other both },
+--            every limit admitting with no wait: k to 2k values after `now`;
 --          otherwise: { now, allowed (0, or 2 below),
 --            then per limit i: allowed (1/0), remaining, reset,
---                              retry (µs until this cost would pass; 0 allowed, -1 never) }
---          (every value of a reply is a cost to Redis: an admission says only what it must)
+--                              retry (µs until this cost would pass; 0 allowed, -1 never) }:
+--            4k values after `now`, so the length tells the two apart
+--          (every value of a reply is a cost to Redis and to the client: an admission says
+--          only what it must; src/store/redis/script/reply.rs decodes both)
 --
 -- Batches: several decisions of one signature in one call run a batch variant of the script
 -- (the same prelude and algorithms, the tail as a function called once per decision; its
@@ -37,7 +42,7 @@
 -- algorithms, its own tail, no penalty box, no lease) passes true: the function then returns
 -- ok whatever the state, its state charged with the cost up to the debt cap (the state holds
 -- at most 2N units: N used, N owed), and the charge's tail calls it again on that state for a
--- cost of 1, committing nothing, to reply as a check's long reply.
+-- cost of 1, committing nothing, to reply as a check does (of the state as it stands).
 -- They return (the concurrency limit all but the last two)
 --   ok, remaining before, remaining after, reset before, reset after, retry, state, ttl
 -- where the last two (set when ok) are the value to write and its TTL in µs. If every limit is

@@ -13,9 +13,10 @@
 -- ARGV[4i-1], ARGV[4i], ARGV[4i+1], ARGV[4i+2]
 --          the algorithm code (gc, tb), count N, period P in µs and cost of limit i (a limit
 --          of cost 0 is left as it is)
--- Reply    { now, 1, wait }   reserved (the slot is now + wait, µs), charged or given back
+-- Reply    { now, wait }      reserved (the slot is now + wait, µs), charged or given back
 --          { now, 0, wait }   the slot is further than the longest wait: nothing taken
 --          { now, -1, 0 }     some limit never admits its cost (cost > N): nothing taken
+--          (the common answer says no more than it must: its length tells it apart)
 --
 -- Reserve, pass one: each limit says when its cost would conform (GCRA: max(tat, now) +
 -- cost*T - N*T; token bucket: when the tokens missing, refilled to now, leave room for the
@@ -73,7 +74,7 @@ if mode == -2 then
       end
     end
   end
-  return { now, 1, 0 }
+  return { now, 0 }
 end
 
 -- Per limit: N, T, cost, and the state refilled to now (GCRA: a = start; bucket: a = used,
@@ -156,4 +157,4 @@ for i = 1, k do
     end
   end
 end
-return { now, 1, slot - now }
+return { now, slot - now }

@@ -136,7 +136,10 @@ async fn raw_evalsha(State(raw): State<Raw>, request: Request, next: Next) -> Re
         .run_async(&mut raw.connection.clone())
         .await;
     match reply {
-        Ok(reply) if reply.get(1) == Some(&0) => StatusCode::TOO_MANY_REQUESTS.into_response(),
+        // A denial's reply is the long one (`lua/prelude.lua`).
+        Ok(reply) if reply.len() == 2 + 4 * raw.policy.limits().len() => {
+            StatusCode::TOO_MANY_REQUESTS.into_response()
+        }
         _ => next.run(request).await,
     }
 }

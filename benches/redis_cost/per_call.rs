@@ -121,9 +121,13 @@ fn redlimit_variant(
     }
 }
 
-/// Whether a reply admitted the call (`{ now, allowed, ... }`); anything else stops the run.
+/// Whether a reply admitted the call; anything else stops the run. The minimal scripts answer
+/// `{ now, allowed, ... }` (6 values); ours an admission's short reply (`lua/prelude.lua`: at
+/// most 5 values for these policies of one or two limits), or a long one, `{ now, allowed,
+/// ... }`.
 fn admitted(reply: &Value) -> bool {
     match reply {
+        Value::Array(items) if items.len() < 6 => true,
         Value::Array(items) => matches!(items.get(1), Some(Value::Int(1))),
         other => panic!("unexpected reply {other:?}"),
     }

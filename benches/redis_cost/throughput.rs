@@ -115,9 +115,10 @@ pub(crate) fn send(
     let mut errors = 0;
     for reply in &replies {
         match reply {
-            // The script: `{ now, allowed, ... }`.
+            // Ours: an admission's short reply (`lua/prelude.lua`: at most 5 values for these
+            // policies of one or two limits), else `{ now, allowed, ... }`.
             Value::Array(items) => {
-                allowed += u64::from(matches!(items.get(1), Some(Value::Int(1))))
+                allowed += u64::from(items.len() < 6 || matches!(items.get(1), Some(Value::Int(1))))
             }
             // `INCR`, or the minimal script: counted as allowed.
             Value::Int(_) => allowed += 1,

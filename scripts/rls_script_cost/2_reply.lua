@@ -1,2 +1,2 @@
--- Accounting: ours' reply to an admission, { now, 1, remaining, reset }, nothing run.
-return { 1, 1, 5, 6 }
+-- Accounting: ours' reply to a fixed window's admission, { now, remaining }, nothing run.
+return { 1, 5 }

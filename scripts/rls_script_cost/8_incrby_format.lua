@@ -7,4 +7,4 @@ local n, p, cost = ARGV[3] + 0, ARGV[4] + 0, ARGV[5] + 0
 local window_end = (math.floor(now / p) + 1) * p
 local used = redis.call('INCRBY', KEYS[1], cost)
 if used == cost then redis.call('PEXPIRE', KEYS[1], math.ceil((window_end - now) / 1000)) end
-return { now, 1, n - used, window_end - now }
+return { now, n - used }

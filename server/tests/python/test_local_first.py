@@ -35,7 +35,8 @@ def script_calls(redis):
     calls = 0
     for line in info.splitlines():
         name, _, stats = line.partition(":")
-        if name in ("cmdstat_evalsha", "cmdstat_eval"):
+        # The overrides poll is an `EVALSHA_RO`.
+        if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro"):
             calls += int(stats.split("calls=")[1].split(",")[0])
     return calls
 

@@ -1,6 +1,6 @@
 //! What other replicas changed, polled: the overrides (`overrides.rs`) and the resets
-//! (`resets.rs`), both read by one script call per poll (`lua/overrides_poll.lua`). The poller
-//! reads at once, then every [`override_poll`](super::RedisStoreBuilder::override_poll).
+//! (`resets.rs`), both read by one script call per poll (`lua/overrides_poll.lua`, by hash:
+//! `script/poll.rs`). The poller reads at once, then every [`override_poll`](super::RedisStoreBuilder::override_poll).
 //!
 //! Until one read has succeeded, a check (or an inspection) waits for it, one read at a time
 //! for the whole store, so a store made with `connect_lazy` decides its first request under
@@ -17,11 +17,10 @@ use super::builder::Deployment;
 use super::error::store_error;
 use super::overrides::{hash_key, version_key};
 use super::resets::{counter_key, log_key, parse_entry};
+use super::script::{poll_command, poll_script, unknown_command};
 use crate::error::StoreError;
 use crate::store::Override;
 use crate::store::override_table::Overrides;
-
-const POLL: &str = include_str!("../../../lua/overrides_poll.lua");
 
 /// The poll's state, shared by the poller and the checks waiting for the first read.
 #[derive(Debug, Default)]
@@ -32,6 +31,11 @@ pub(super) struct PollState {
     /// Reads done, whatever their outcome: checks that waited while one failed fail with it
     /// rather than each trying again.
     reads: AtomicU64,
+    /// Redis knows no `EVALSHA_RO` (before Redis 7): polls by `EVALSHA`.
+    plain: AtomicBool,
+    /// The poll's script was loaded: loaded before the first poll, so that no call finds it
+    /// missing (later, after a restart of Redis, `EVALSHA` reloads it on `NOSCRIPT`).
+    script_loaded: AtomicBool,
 }
 
 /// What the last read found, and how the reads went.
@@ -154,17 +158,36 @@ type Read = (i64, i64, Vec<String>, Option<Overrides>);
 
 async fn read(inner: &Deployment, seen: &Seen) -> Result<Read, StoreError> {
     let prefix = &inner.prefix;
-    let mut command = redis::cmd("EVAL");
-    command
-        .arg(POLL)
-        .arg(4)
-        .arg(version_key(prefix))
-        .arg(hash_key(prefix))
-        .arg(counter_key(prefix))
-        .arg(log_key(prefix))
-        .arg(seen.version.unwrap_or(-1))
-        .arg(seen.counter.unwrap_or(-1));
-    let reply: Vec<redis::Value> = inner.backend.run(&command).await.map_err(store_error)?;
+    // By hash, loaded on `NOSCRIPT` (`script::evalsha`): the script's text is not sent every
+    // poll. `EVALSHA_RO` until Redis says it knows no such command (before Redis 7).
+    let command = |plain| {
+        let mut command = poll_command(plain, 4);
+        command
+            .arg(version_key(prefix))
+            .arg(hash_key(prefix))
+            .arg(counter_key(prefix))
+            .arg(log_key(prefix))
+            .arg(seen.version.unwrap_or(-1))
+            .arg(seen.counter.unwrap_or(-1));
+        command
+    };
+    if !inner.poll.script_loaded.load(Ordering::Relaxed) {
+        inner
+            .backend
+            .load(&[poll_script()])
+            .await
+            .map_err(store_error)?;
+        inner.poll.script_loaded.store(true, Ordering::Relaxed);
+    }
+    let plain = inner.poll.plain.load(Ordering::Relaxed);
+    let reply: Vec<redis::Value> = match inner.backend.run(&command(plain)).await {
+        Err(err) if !plain && unknown_command(&err) => {
+            inner.poll.plain.store(true, Ordering::Relaxed);
+            inner.backend.run(&command(true)).await
+        }
+        reply => reply,
+    }
+    .map_err(store_error)?;
     let unexpected = |e: &dyn std::fmt::Display| StoreError::UnexpectedReply(e.to_string());
     let mut parts = reply.into_iter();
     let mut next = || {

@@ -39,8 +39,11 @@ impl RedisStore {
         Box::pin(async move {
             let reply: Vec<i64> = inner.backend.run(&command).await.map_err(store_error)?;
             let unexpected = || StoreError::UnexpectedReply(format!("{reply:?} to a reservation"));
-            let [now, status, wait] = reply[..] else {
-                return Err(unexpected());
+            // `lua/reserve.lua`: two values for a slot, three otherwise.
+            let (now, status, wait) = match reply[..] {
+                [now, wait] => (now, 1, wait),
+                [now, status @ (0 | -1), wait] => (now, status, wait),
+                _ => return Err(unexpected()),
             };
             let (Ok(now), Ok(wait)) = (u64::try_from(now), u64::try_from(wait)) else {
                 return Err(unexpected());

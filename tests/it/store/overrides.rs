@@ -316,3 +316,56 @@ async fn a_lazy_store_started_while_redis_is_silent_decides_under_the_stored_ove
             .is_allowed()
     );
 }
+
+/// The poll reads by `EVALSHA_RO` (Redis 7 and later); a Redis that knows no such command (as
+/// before Redis 7, here by renaming it away) is polled by `EVALSHA`, its script loaded on
+/// `NOSCRIPT`, and an override set through one replica still reaches the other.
+#[tokio::test]
+async fn a_redis_without_evalsha_ro_is_polled_with_evalsha() {
+    let server = RedisServer::start_with(&["--rename-command", "EVALSHA_RO", "evalsha_ro_hidden"]);
+    let prefix = unique_prefix("ov-plain");
+    let (_, a, _) = replica(&server, &prefix).await;
+    let (_, b, _) = replica(&server, &prefix).await;
+    let raised = Override::parse(&policy(), "100/1h").unwrap();
+    a.set_override(&policy(), &key(), raised.clone())
+        .await
+        .unwrap();
+    within_a_second(|| async { remaining(&b).await == 100 }).await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(
+        info.lines().any(
+            |l| l.starts_with("cmdstat_evalsha:") && !l.starts_with("cmdstat_evalsha:calls=0,")
+        ),
+        "{info}"
+    );
+    assert!(!info.contains("cmdstat_evalsha_ro"), "{info}");
+}
+
+/// On Redis 7 the poll is an `EVALSHA_RO`, counted apart from the checks' `EVALSHA`, of a
+/// script loaded ahead.
+#[tokio::test]
+async fn the_poll_is_a_read_only_call_by_hash() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("ov-ro");
+    let (_, a, _) = replica(&server, &prefix).await;
+    let (_, b, _) = replica(&server, &prefix).await;
+    let raised = Override::parse(&policy(), "100/1h").unwrap();
+    a.set_override(&policy(), &key(), raised.clone())
+        .await
+        .unwrap();
+    within_a_second(|| async { remaining(&b).await == 100 }).await;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(info.contains("cmdstat_evalsha_ro:calls="), "{info}");
+    // Its script loaded before the first poll: no poll found it missing.
+    let errors: String = redis::cmd("INFO")
+        .arg("errorstats")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(!errors.contains("errorstat_NOSCRIPT"), "{errors}");
+}

@@ -10,7 +10,8 @@
 //!
 //! Keys and arguments: a charge's (`charge.rs`: the state keys, time, cost, counts and
 //! periods, the logs' TTL), then each limit's cost. The reply is a check's: an admission's
-//! when every cost fitted (`{ now, 1, then per limit: remaining, reset }`), else the long one
+//! when every cost fitted (`{ now, then per limit: its remaining or reset or both }`,
+//! `reply.rs`), else the long one
 //! (`{ now, 0, then per limit: ok, remaining, reset, retry }`). The signature's batch script
 //! (`batch.rs`, its contract) runs this tail once per decision, with the same keys and
 //! arguments per decision (no penalty, no lease) and the same replies.
@@ -33,7 +34,7 @@
 //! local retry2 = 0
 //! if not ok2 then local _, _, _, sb, _, r = fixed_window(state2, ARGV[5] + 0, ARGV[6] + 0, 0, now) rem2, reset2, retry2 = 0, sb, math.max(r, 1) end
 //! if ok1 and ok2 then
-//!   return { now, 1, rem1, reset1, rem2, reset2 }
+//!   return { now, reset1, rem2 }
 //! end
 //! return { now, 0, ok1 and 1 or 0, rem1, reset1, retry1, ok2 and 1 or 0, rem2, reset2, retry2 }
 //! ```
@@ -42,6 +43,7 @@ use std::fmt::Write as _;
 
 use super::charge::{charge_logs, open_logs};
 use super::head::head;
+use super::reply::Admitted;
 use super::signature::Signature;
 use super::tail::Frame;
 use crate::limit::Algorithm;
@@ -123,13 +125,14 @@ pub(super) fn always_tail_in(signature: Signature, frame: Frame) -> String {
             "local retry{i} = 0\nif not ok{i} then local _, _, _, sb, _, r = {function}(state{i}, {count}, {period}, 0, now) rem{i}, reset{i}, retry{i} = 0, sb, math.max(r, 1) end"
         );
     }
-    // Every limit's cost fitted: an admission's reply (each limit's remaining and reset; no
-    // wait), which a batch writes short at its own time.
+    // Every limit's cost fitted: an admission's reply (of each limit's remaining and reset,
+    // what the decoder cannot derive, `reply.rs`; no wait), which a batch writes short at its
+    // own time.
     let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
     let _ = writeln!(w, "if {} then", all_ok.join(" and "));
-    let mut allowed = vec!["now".to_owned(), "1".to_owned()];
-    for (i, _) in limits() {
-        allowed.extend([format!("rem{i}"), format!("reset{i}")]);
+    let mut allowed = vec!["now".to_owned()];
+    for (i, algorithm) in limits() {
+        allowed.extend(Admitted::of(algorithm).items(format!("rem{i}"), format!("reset{i}")));
     }
     w.push_str(&frame.admission("  ", &allowed));
     let _ = writeln!(w, "end");

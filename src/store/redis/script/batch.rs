@@ -18,10 +18,12 @@
 //!   script reads them all with one `MGET`), the positions in `KEYS` of the keys met earlier
 //!   in the batch, space-separated, which it reads again;
 //! - reply: the time of the first decision, then for each decision in turn its reply: an
-//!   admission at that time answers its limits' `2k` integers alone (the first of them, a
-//!   remaining count, is never negative); any other answer is a single call's (`2 + 2k`
-//!   integers for an admission, `2 + 4k` otherwise) with its time `t` written `-1 - t`; or
-//!   one string, the error it raised (`WRONGTYPE ...`), which fails that decision alone.
+//!   admission at that time answers its limits' values alone (a single call's admission
+//!   without its time, `reply.rs`: the first of them is never negative); an admission at
+//!   another time its time `t` written `-1 - t`, then 1, then those values; any other answer
+//!   is a single call's long reply (`2 + 4k` integers, the second 0 or 2) with its time
+//!   written `-1 - t`; or one string, the error it raised (`WRONGTYPE ...`), which fails that
+//!   decision alone.
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -31,6 +33,8 @@ use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 use super::args::{check_bytes, push_time_and_cost};
 use super::check::CheckArgs;
 use super::registry::LuaScript;
+use super::reply::admitted_width;
+use super::signature::Signature;
 
 /// The `EVALSHA` of `script`'s batch script for `checks`, written straight from their
 /// arguments (no check's own `EVALSHA` is made). Every check runs `script`.
@@ -103,13 +107,30 @@ fn keys_met_again(command: &Cmd, keys: usize) -> String {
     again
 }
 
-/// Splits a batch reply into one result per decision: `decisions` of `limits` limits each,
-/// each as its own call's reply. A reply of the wrong shape fails every decision it cannot
-/// answer.
+/// The shape of a signature's decisions in a batch reply: how many limits each reports, and
+/// how many values an admission answers for them (`reply.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Widths {
+    limits: usize,
+    admitted: usize,
+}
+
+impl Widths {
+    pub(super) fn of(signature: Signature) -> Widths {
+        Widths {
+            limits: signature.algorithms().count(),
+            admitted: admitted_width(signature.algorithms()),
+        }
+    }
+}
+
+/// Splits a batch reply into one result per decision, each as its own call's reply, for
+/// `decisions` of the same signature (`widths`). A reply of the wrong shape fails every
+/// decision it cannot answer.
 pub(crate) fn split(
     reply: Vec<Value>,
     decisions: usize,
-    limits: usize,
+    widths: Widths,
 ) -> Vec<RedisResult<Vec<i64>>> {
     let int = |v: &Value| match v {
         Value::Int(n) => Ok(*n),
@@ -119,35 +140,40 @@ pub(crate) fn split(
         let what = format!("{:?} for the batch's time", reply.first());
         return (0..decisions).map(|_| Err(malformed(&what))).collect();
     };
+    let (short, long) = (widths.admitted, 2 + 4 * widths.limits);
     let mut results = Vec::with_capacity(decisions);
     let mut at = 1;
     while results.len() < decisions {
         let rest = reply.get(at..).unwrap_or_default();
-        let short = || malformed("a batch reply shorter than its decisions");
+        let short_reply = || malformed("a batch reply shorter than its decisions");
+        // The decision's reply: its time, then its values.
+        let answer = |time: i64, values: &[Value]| -> RedisResult<Vec<i64>> {
+            let mut answer = Vec::with_capacity(1 + values.len());
+            answer.push(time);
+            for value in values {
+                answer.push(int(value)?);
+            }
+            Ok(answer)
+        };
         let result = match rest.first() {
             // An admission at the batch's time: its limits' values alone.
             Some(Value::Int(first)) if *first >= 0 => {
-                at += 2 * limits;
-                rest.get(..2 * limits).ok_or_else(short).and_then(|values| {
-                    [Ok(batch_now), Ok(1)]
-                        .into_iter()
-                        .chain(values.iter().map(int))
-                        .collect()
-                })
+                at += short;
+                rest.get(..short)
+                    .ok_or_else(short_reply)
+                    .and_then(|values| answer(batch_now, values))
             }
-            // A single call's reply, its time written `-1 - t`. An admission (its second
-            // value 1) answers two values per limit, else four.
+            // An admission at another time, its time written `-1 - t`, then 1, then its
+            // limits' values; else a single call's long reply, its time so written.
             Some(Value::Int(time)) => {
-                let width = match rest.get(1) {
-                    Some(Value::Int(1)) => 2 + 2 * limits,
-                    _ => 2 + 4 * limits,
+                let (skip, width) = match rest.get(1) {
+                    Some(Value::Int(1)) => (2, 2 + short),
+                    _ => (1, long),
                 };
                 at += width;
-                rest.get(1..width).ok_or_else(short).and_then(|values| {
-                    std::iter::once(Ok(-1 - time))
-                        .chain(values.iter().map(int))
-                        .collect()
-                })
+                rest.get(skip..width)
+                    .ok_or_else(short_reply)
+                    .and_then(|values| answer(-1 - time, values))
             }
             Some(value) => {
                 at += 1;
@@ -157,7 +183,7 @@ pub(crate) fn split(
                     other => Err(malformed(&format!("{other:?} for a decision"))),
                 }
             }
-            None => Err(short()),
+            None => Err(short_reply()),
         };
         results.push(result);
     }
@@ -207,6 +233,22 @@ mod tests {
             lease: None,
             always: false,
         }
+    }
+
+    fn widths(limit: Result<Limit, crate::ConfigError>) -> Widths {
+        Widths::of(Signature::of(&[limit.unwrap()]))
+    }
+
+    #[test]
+    fn an_admission_at_the_batch_s_time_answers_what_its_limits_cannot_derive() {
+        let gcra = Limit::gcra(5, Duration::from_secs(1)).unwrap();
+        let window = Limit::sliding_window(9, Duration::from_secs(1)).unwrap();
+        // GCRA one value, a sliding window two.
+        let w = Widths::of(Signature::of(&[gcra, window]));
+        let ints = |v: &[i64]| v.iter().map(|&n| Value::Int(n)).collect::<Vec<_>>();
+        let results = split(ints(&[9, 200_000, 8, 500_000, 0, 7, 9]), 2, w);
+        assert_eq!(results[0].as_ref().unwrap(), &[9, 200_000, 8, 500_000]);
+        assert_eq!(results[1].as_ref().unwrap(), &[9, 0, 7, 9]);
     }
 
     fn texts(command: &Cmd) -> Vec<String> {
@@ -311,15 +353,19 @@ mod tests {
         reply.push(Value::BulkString(
             b"user_script:9: attempt to compare".to_vec(),
         ));
-        // A denial at 2 µs, then an admission at 3 µs: a single call's replies, the time
+        // A denial at 2 µs, then an admission at 3 µs (marked by a 1 after its time): the time
         // written -1 - t.
         reply.extend(ints(&[-3, 0, 0, 0, 5, 7, -4, 1, 2, 9]));
-        let results = split(reply, 5, 1);
-        assert_eq!(results[0].as_ref().unwrap(), &[9, 1, 1, 4]);
+        let results = split(
+            reply,
+            5,
+            widths(Limit::sliding_window(9, Duration::from_secs(1))),
+        );
+        assert_eq!(results[0].as_ref().unwrap(), &[9, 1, 4]);
         assert_eq!(results[1].as_ref().unwrap_err().code(), Some("WRONGTYPE"));
         assert_eq!(results[2].as_ref().unwrap_err().code(), Some("ERR"));
         assert_eq!(results[3].as_ref().unwrap(), &[2, 0, 0, 0, 5, 7]);
-        assert_eq!(results[4].as_ref().unwrap(), &[3, 1, 2, 9]);
+        assert_eq!(results[4].as_ref().unwrap(), &[3, 2, 9]);
     }
 
     #[test]
@@ -331,7 +377,11 @@ mod tests {
             (ints(&[9, 1]), 0),
             (ints(&[9, 1, 4, -3, 0]), 1),
         ] {
-            let results = split(reply.clone(), 2, 1);
+            let results = split(
+                reply.clone(),
+                2,
+                widths(Limit::sliding_window(9, Duration::from_secs(1))),
+            );
             assert_eq!(results.len(), 2);
             assert_eq!(results.iter().filter(|r| r.is_ok()).count(), answered);
             assert!(

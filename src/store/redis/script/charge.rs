@@ -4,8 +4,9 @@
 //! argument), which counts the cost whatever the state, up to the debt cap (twice the limit;
 //! the sliding logs' units are capped alike and recorded once; a concurrency limit is not
 //! charged); the state is written; then each limit is evaluated again for a cost of 1 on the
-//! state just written, committing nothing: the reply is a check's long reply, the decision
-//! after the charge. A check's own path is untouched: its calls pass no `debt`.
+//! state just written, committing nothing: the reply is a check's, the decision after the
+//! charge (an admission's short reply of the state as it stands when every limit would admit
+//! a cost of 1, else the long one). A check's own path is untouched: its calls pass no `debt`.
 //!
 //! For `gcra` then `fixed_window`, it reads:
 //!
@@ -16,12 +17,14 @@
 //! local _, _, _, _, _, _, state2, ttl2 = fixed_window(redis.call('GET', KEYS[2]), ARGV[5] + 0, ARGV[6] + 0, cost, now, true)
 //! if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
 //! local ok2, rb2, _, sb2, _, retry2 = fixed_window(state2, ARGV[5] + 0, ARGV[6] + 0, 1, now)
-//! return { now, (ok1 and ok2) and 1 or 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
+//! if ok1 and ok2 then return { now, sb1, rb2 } end
+//! return { now, 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
 //! ```
 
 use std::fmt::Write as _;
 
 use super::head::head;
+use super::reply::Admitted;
 use super::signature::Signature;
 use super::tail::{Frame, open_log};
 use crate::limit::Algorithm;
@@ -84,16 +87,23 @@ fn charge_tail(signature: Signature) -> String {
             }
         }
     }
+    // Every limit would admit a cost of 1: an admission's short reply of the state as it
+    // stands (`reply.rs`), else the long one.
     let all_ok: Vec<String> = limits().map(|(i, _)| format!("ok{i}")).collect();
+    let mut admitted = vec!["now".to_owned()];
+    for (i, algorithm) in limits() {
+        admitted.extend(Admitted::of(algorithm).items(format!("rb{i}"), format!("sb{i}")));
+    }
+    let _ = writeln!(
+        w,
+        "if {} then return {{ {} }} end",
+        all_ok.join(" and "),
+        admitted.join(", ")
+    );
     let states: Vec<String> = limits()
         .map(|(i, _)| format!("ok{i} and 1 or 0, rb{i}, sb{i}, retry{i}"))
         .collect();
-    let _ = writeln!(
-        w,
-        "return {{ now, ({}) and 1 or 0, {} }}",
-        all_ok.join(" and "),
-        states.join(", ")
-    );
+    let _ = writeln!(w, "return {{ now, 0, {} }}", states.join(", "));
     lua
 }
 

@@ -10,8 +10,9 @@
 //! `args` (the state keys, the time and cost, the limits' arguments), `clock` (the time a
 //! script decides at), `call` (a check's, an always check's and a charge's `EVALSHA`, from the
 //! registry's hashes, and the reload on `NOSCRIPT`), `check` (a check's arguments until it is
-//! sent), `batch` (several decisions in one call); `reply`: decoding; `lease`: the leases of
-//! concurrency limits. The Lua text never asks for a call, so the registry sits between them.
+//! sent), `batch` (several decisions in one call), `poll` (the overrides poll's script);
+//! `reply`: the reply's form and its decoding; `lease`: the leases of concurrency limits. The
+//! Lua text never asks for a call, so the registry sits between them.
 
 mod always;
 mod args;
@@ -24,6 +25,7 @@ mod head;
 mod lease;
 pub(super) mod peek;
 mod penalty;
+mod poll;
 mod refund;
 mod registry;
 mod reply;
@@ -48,6 +50,7 @@ pub(super) use self::check::CheckArgs;
 pub(super) use self::clock::Clock;
 pub(super) use self::lease::release_command;
 pub(super) use self::penalty::box_key;
+pub(super) use self::poll::{poll_command, script as poll_script, unknown_command};
 pub(super) use self::refund::{refund_command, refund_source};
 pub(super) use self::registry::{
     LuaScript, Prepared, script_for, script_for_always, script_for_check, script_for_policy,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
 use super::always::always_source;
+use super::batch::Widths;
 use super::charge::charge_source;
 use super::signature::{BatchShape, Signature, position};
 use super::source::{batch_source, source};
@@ -18,8 +19,8 @@ use crate::policy::Policy;
 /// text and batch are the always variant's (`always.rs`), batched as a check's are.
 #[derive(Debug)]
 pub(crate) struct LuaScript {
-    /// The number of limits a decision of it reports.
-    pub(crate) limits: usize,
+    /// How many values a decision of it reports (`batch::split` reads them).
+    pub(crate) limits: Widths,
     /// How its batch script lays out its call.
     pub(crate) shape: BatchShape,
     pub(crate) source: String,
@@ -42,7 +43,7 @@ impl LuaScript {
         let batch = redis::Script::new(&batch_source(signature));
         // Kept for the process's life, so calls borrow it without counting references.
         Box::leak(Box::new(LuaScript {
-            limits: signature.algorithms().count(),
+            limits: Widths::of(signature),
             shape: BatchShape::of(signature),
             source,
             script,
@@ -116,7 +117,11 @@ pub(crate) fn by_hash(hash: &str) -> Option<&'static redis::Script> {
         .chain(mixes)
         .flat_map(|s| [Some(&s.script), Some(&s.batch), s.charge.get()])
         .flatten()
-        .chain([super::refund::script(), super::reserve::script()])
+        .chain([
+            super::refund::script(),
+            super::reserve::script(),
+            super::poll::script(),
+        ])
         .find(|s| s.get_hash() == hash)
 }
 

@@ -193,12 +193,13 @@ mod tests {
         );
         assert!(!lua.contains("'MGET'"));
         // Two keys per decision and no argument of its own; five per run of limits (two
-        // counts and periods, the log's TTL); a reply of 2 * 2 integers when it admits at the
-        // batch's time, else 2 + 2 * 2 when it admits, 2 + 4 * 2 otherwise.
+        // counts and periods, the log's TTL); a reply of 1 + 2 integers when it admits at the
+        // batch's time (GCRA's backlog, the log's remaining and reset), else its time and 1
+        // before them when it admits, 2 + 4 * 2 otherwise.
         assert!(lua.contains("local keys_each, args_each, params_each = 2, 0, 5\n"));
         assert!(lua.contains("redis.call('PEXPIRE', KEYS[o + 2], ARGV[q + 5])"));
-        assert!(lua.contains("    return 4\n"));
-        assert!(lua.contains("  return 6\n"));
+        assert!(lua.contains("    return 3\n"));
+        assert!(lua.contains("  return 5\n"));
         assert!(lua.contains("return 10\n"));
         assert!(lua.contains("pcall(decide, "));
         assert!(!lua.contains("return {"), "answers go into `out`");
@@ -257,9 +258,10 @@ mod tests {
         assert!(!lua.contains("local v1 = v1"));
         assert!(lua.contains("gcra(v1, nums[q + 1] + 0, nums[q + 2] + 0, c1, now)"));
         assert!(lua.contains("redis.call('SET', KEYS[o + 2], state2, 'PX', px)"));
-        // An admission short at the batch's time, else a single call's long reply.
-        assert!(lua.contains("    return 4\n"));
-        assert!(lua.contains("  return 6\n"));
+        // An admission short at the batch's time (GCRA's backlog, the window's remaining),
+        // else marked by its time and 1; a denial a single call's long reply.
+        assert!(lua.contains("    return 2\n"));
+        assert!(lua.contains("  return 4\n"));
         assert!(lua.contains("return 10\n"));
         // A sliding log: its own reads, its TTL after the counts and periods.
         let logs =

@@ -12,7 +12,7 @@
 //! if ok1 and ok2 then
 //!   if ttl1 > 0 then redis.call('SET', KEYS[1], state1, 'PX', math.ceil(ttl1 / 1000) + ttl_slack_ms) elseif ttl1 < 0 then redis.call('SET', KEYS[1], state1, 'KEEPTTL') else redis.call('DEL', KEYS[1]) end
 //!   if ttl2 > 0 then redis.call('SET', KEYS[2], state2, 'PX', math.ceil(ttl2 / 1000) + ttl_slack_ms) elseif ttl2 < 0 then redis.call('SET', KEYS[2], state2, 'KEEPTTL') else redis.call('DEL', KEYS[2]) end
-//!   return { now, 1, ra1, sa1, ra2, sa2 }
+//!   return { now, sa1, ra2 }
 //! end
 //! return { now, 0, ok1 and 1 or 0, rb1, sb1, retry1, ok2 and 1 or 0, rb2, sb2, retry2 }
 //! ```
@@ -25,6 +25,7 @@
 
 use std::fmt::Write as _;
 
+use super::reply::Admitted;
 use super::signature::Signature;
 use crate::limit::Algorithm;
 
@@ -132,20 +133,23 @@ impl Frame {
         }
     }
 
-    /// `indent` then the statement(s) that answer an admission's `items` (`now`, 1, then two
-    /// per limit). In a batch, a decision at the batch's time answers the limits' values
-    /// alone: the batch reply holds the time once.
+    /// `indent` then the statement(s) that answer an admission's `items` (`now`, then the
+    /// limits' values, `reply.rs`). In a batch, a decision at the batch's time answers the
+    /// limits' values alone (the batch reply holds the time once); one at another time its
+    /// time written `-1 - now`, then 1 (not a denial's 0 or 2), then the limits' values.
     pub(super) fn admission(self, indent: &str, items: &[String]) -> String {
         match self {
             Frame::Single => self.reply(indent, items),
             Frame::Batch { .. } => {
                 let mut lua = format!("{indent}if now == batch_now then\n");
-                for (x, item) in (1..).zip(&items[2..]) {
+                for (x, item) in (1..).zip(&items[1..]) {
                     let _ = writeln!(lua, "{indent}  out[len + {x}] = {item}");
                 }
-                let _ = writeln!(lua, "{indent}  return {}", items.len() - 2);
+                let _ = writeln!(lua, "{indent}  return {}", items.len() - 1);
                 let _ = writeln!(lua, "{indent}end");
-                lua.push_str(&self.reply(indent, items));
+                let mut long = vec![items[0].clone(), "1".to_owned()];
+                long.extend_from_slice(&items[1..]);
+                lua.push_str(&self.reply(indent, &long));
                 lua
             }
         }
@@ -283,20 +287,21 @@ pub(super) fn tail_in(signature: Signature, frame: Frame) -> String {
             arg(2 * algorithms.len() + 3)
         );
     }
-    // An admission's reply: every limit allowed with no wait, so each says only its
-    // remaining and reset.
-    let mut allowed = vec!["now".to_owned(), "1".to_owned()];
+    // An admission's reply: every limit allowed with no wait, so each says only what of its
+    // remaining and reset the decoder cannot derive (`reply.rs`).
+    let mut allowed = vec!["now".to_owned()];
     for (i, algorithm) in limits() {
+        let admitted = Admitted::of(algorithm);
         if algorithm == Algorithm::SlidingLog {
             // A cost admitted starts a member that frees in p; a cost of 0 leaves the reset
             // the newest member's.
             let c = cost(i);
-            allowed.extend([
+            allowed.extend(admitted.items(
                 format!("n{i} - used{i} - {c}"),
                 format!("{c} > 0 and p{i} or (used{i} > 0 and math.max(0, log_newest + p{i} - log_at) or 0)"),
-            ]);
+            ));
         } else {
-            allowed.extend([format!("ra{i}"), format!("sa{i}")]);
+            allowed.extend(admitted.items(format!("ra{i}"), format!("sa{i}")));
         }
     }
     w.push_str(&frame.admission("  ", &allowed));
