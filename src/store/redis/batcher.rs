@@ -124,8 +124,11 @@ impl Batcher {
         }
         let _flight = InFlight::start(self);
         let sent = Instant::now();
-        let result = self.backend.run(&queued.check.command(&self.prefix)).await;
-        self.linger.observe(sent.elapsed());
+        let (result, took) = self
+            .backend
+            .run_timed(&queued.check.command(&self.prefix), sent)
+            .await;
+        self.linger.observe(took);
         result
     }
 
@@ -214,8 +217,8 @@ impl Batcher {
             let command = queued.check.command(&self.prefix);
             tokio::select! {
                 biased;
-                result = self.backend.run(&command) => {
-                    self.linger.observe(sent.elapsed());
+                (result, took) = self.backend.run_timed(&command, sent) => {
+                    self.linger.observe(took);
                     let _ = reply.send(result);
                 }
                 // Its caller gave up: dropping the call counts it as missed, as before.
@@ -227,12 +230,12 @@ impl Batcher {
         let first = &queued[0];
         let checks = queued.iter().map(|q| &q.check);
         let command = batch_command(&self.prefix, first.script, checks);
-        let result = tokio::select! {
+        let (result, took) = tokio::select! {
             biased;
-            result = self.backend.run::<Vec<Value>>(&command) => result,
+            timed = self.backend.run_timed::<Vec<Value>>(&command, sent) => timed,
             () = AllClosed(&mut replies) => return,
         };
-        self.linger.observe(sent.elapsed());
+        self.linger.observe(took);
         match result {
             Ok(values) => {
                 let results = split(values, queued.len(), first.script.limits);
