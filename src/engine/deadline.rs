@@ -125,9 +125,8 @@ mod tests {
             assert!(started.elapsed() >= Duration::from_millis(50));
         }
         // A spare armed for an earlier instant than it last had, and one dropped unfired.
-        let later = Deadline::at(Instant::now() + Duration::from_secs(60));
-        let mut later = std::pin::pin!(later);
-        assert!(futures_util::poll!(later.as_mut()).is_pending());
+        let mut later = Deadline::at(Instant::now() + Duration::from_secs(60));
+        assert!(futures_util::poll!(&mut later).is_pending());
         drop(later);
         let started = Instant::now();
         Deadline::at(started + Duration::from_millis(5)).await;
