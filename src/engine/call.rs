@@ -4,11 +4,14 @@
 //! bounded by a deadline, and the deny cache asked and told about single counters. A call that
 //! fails goes to the one failure path ([`Engine::failure`]).
 
-use std::future::IntoFuture;
+use std::future::{Future, IntoFuture, poll_fn};
+use std::pin::{Pin, pin};
+use std::task::{Poll, ready};
 use std::time::Instant;
 
 use super::Engine;
 use super::breaker::{Admission, Outcome};
+use super::deadline::Deadline;
 #[cfg(feature = "rls")]
 use super::deny_cache::{Lookup, Stamp};
 use super::in_flight::CallSlot;
@@ -74,9 +77,18 @@ impl Engine {
         until: tokio::time::Instant,
     ) -> Result<T, StoreError> {
         let asked = Instant::now();
-        let outcome = tokio::time::timeout_at(until, call)
-            .await
-            .unwrap_or(Err(StoreError::Timeout(self.deadline)));
+        let mut call = pin!(call.into_future());
+        // Armed only once the call has to wait: a store in memory never touches the timer.
+        let mut deadline: Option<Deadline> = None;
+        let outcome = poll_fn(|cx| {
+            if let Poll::Ready(outcome) = call.as_mut().poll(cx) {
+                return Poll::Ready(outcome);
+            }
+            let deadline = deadline.get_or_insert_with(|| Deadline::at(until));
+            ready!(Pin::new(deadline).poll(cx));
+            Poll::Ready(Err(StoreError::Timeout(self.deadline)))
+        })
+        .await;
         if !matches!(&outcome, Err(error) if error.is_timeout()) {
             self.meter.store_latency(asked.elapsed());
         }

@@ -27,6 +27,7 @@ mod breaker;
 mod breaker_meters;
 mod breakers;
 mod call;
+mod deadline;
 mod deny_cache;
 mod fallback;
 mod held_lease;
@@ -44,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 
+pub(crate) use deadline::Deadline;
 pub(crate) use deny_cache::{DenyCache, Stamp};
 pub(crate) use fallback::Failure;
 pub(crate) use held_lease::{HeldLease, LeaseStore};

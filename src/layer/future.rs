@@ -11,13 +11,12 @@ use bytes::Bytes;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit};
-use tokio::time::Sleep;
 use tower_service::Service;
 
 use super::body::ResponseBody;
 use super::decide::{Decider, Pending, Queued, Start, Verdict};
 use super::reconcile::After;
-use crate::engine::HeldLease;
+use crate::engine::{Deadline, HeldLease};
 use crate::error::StoreError;
 use crate::response::headers::RateHeaders;
 use crate::store::{Check, CheckFuture};
@@ -49,7 +48,7 @@ pin_project! {
             pending: Pending,
             // Armed only if the store does not answer on the first poll, so an in-memory
             // store never touches the timer.
-            deadline: Option<Pin<Box<Sleep>>>,
+            deadline: Option<Deadline>,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
         },
@@ -58,7 +57,7 @@ pin_project! {
             turn: Turn,
             // Bounds the wait: past the store deadline, the request asks the store itself.
             // Armed on the first poll that has to wait (inside the runtime, as for `Check`).
-            deadline: Option<Pin<Box<Sleep>>>,
+            deadline: Option<Deadline>,
             queued: Option<Queued>,
             request: Option<Request<ReqBody>>,
             inner: Option<S>,
@@ -171,9 +170,10 @@ where
                         Poll::Ready(outcome) => decider.verdict(outcome, pending, headers),
                         Poll::Pending => {
                             let limit = decider.deadline;
-                            let sleep =
-                                deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                            ready!(sleep.as_mut().poll(cx));
+                            let deadline = deadline.get_or_insert_with(|| {
+                                Deadline::at(tokio::time::Instant::now() + limit)
+                            });
+                            ready!(Pin::new(deadline).poll(cx));
                             let placeholder = Check::ready(Err(StoreError::Timeout(limit)));
                             let check = std::mem::replace(check, placeholder.into_future());
                             decider.missed_deadline(check, pending, headers)
@@ -196,9 +196,10 @@ where
                         Poll::Ready(turn) => turn.ok(),
                         Poll::Pending => {
                             let limit = decider.deadline;
-                            let sleep =
-                                deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-                            ready!(sleep.as_mut().poll(cx));
+                            let deadline = deadline.get_or_insert_with(|| {
+                                Deadline::at(tokio::time::Instant::now() + limit)
+                            });
+                            ready!(Pin::new(deadline).poll(cx));
                             None
                         }
                     };

@@ -4,6 +4,7 @@
 //! unanswered or the server refuses it.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Cmd, FromRedisValue, RedisResult};
@@ -35,6 +36,27 @@ impl Backend {
             Backend::Cluster(cluster) => cluster.run(command).await,
             Backend::Sentinel(sentinel) => sentinel.run(command).await,
         }
+    }
+
+    /// [`run`](Self::run), sent at `sent` (the caller's clock read): the result and how long
+    /// it took, reading the clock once more.
+    pub(super) async fn run_timed<T: FromRedisValue>(
+        &self,
+        command: &Cmd,
+        sent: Instant,
+    ) -> (RedisResult<T>, Duration) {
+        let (result, ended) = match self {
+            Backend::Standalone(standalone) => {
+                standalone
+                    .call_from(0, sent, |mut manager| async move {
+                        evalsha(command, &mut manager).await
+                    })
+                    .await
+            }
+            Backend::Cluster(cluster) => (cluster.run(command).await, Instant::now()),
+            Backend::Sentinel(sentinel) => (sentinel.run(command).await, Instant::now()),
+        };
+        (result, ended.saturating_duration_since(sent))
     }
 
     /// Connects now and proves the server answers.

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::RedisResult;
 
@@ -100,8 +100,38 @@ impl<D: Dial> Healing<D> {
             finished: false,
         };
         let result = call(connection).await;
-        watch.finish(Outcome::of(&result));
+        watch.finish(Outcome::of(&result), self.health.now());
         result
+    }
+
+    /// [`call`](Self::call), for a caller that read the clock as it made the call (`started`)
+    /// and reads it again when it ends: that instant is returned with the result (one clock
+    /// read for both).
+    pub(super) async fn call_from<T, F, Fut>(
+        self: &Arc<Self>,
+        bucket: usize,
+        started: Instant,
+        call: F,
+    ) -> (RedisResult<T>, Instant)
+    where
+        F: FnOnce(D::Connection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (generation, connection) = match self.connection().await {
+            Ok(current) => current,
+            Err(err) => return (Err(err), Instant::now()),
+        };
+        let watch = Watch {
+            healing: self,
+            generation,
+            bucket,
+            started: self.health.micros(started),
+            finished: false,
+        };
+        let result = call(connection).await;
+        let ended = Instant::now();
+        watch.finish(Outcome::of(&result), self.health.micros(ended));
+        (result, ended)
     }
 
     /// Puts `connection` in place of the current one (the Sentinels named another master).
@@ -119,14 +149,18 @@ impl<D: Dial> Healing<D> {
             .clone()
     }
 
-    fn record(self: &Arc<Self>, generation: u64, bucket: usize, started: u64, outcome: Outcome) {
+    fn record(
+        self: &Arc<Self>,
+        generation: u64,
+        bucket: usize,
+        started: u64,
+        outcome: Outcome,
+        now: u64,
+    ) {
         if generation != self.generation.load(Ordering::Acquire) {
             return;
         }
-        if self
-            .health
-            .record(bucket, started, outcome, self.health.now())
-        {
+        if self.health.record(bucket, started, outcome, now) {
             self.heal(generation, outcome);
         }
     }
@@ -194,18 +228,24 @@ struct Watch<'a, D: Dial> {
 }
 
 impl<D: Dial> Watch<'_, D> {
-    fn finish(mut self, outcome: Outcome) {
+    fn finish(mut self, outcome: Outcome, now: u64) {
         self.finished = true;
         self.healing
-            .record(self.generation, self.bucket, self.started, outcome);
+            .record(self.generation, self.bucket, self.started, outcome, now);
     }
 }
 
 impl<D: Dial> Drop for Watch<'_, D> {
     fn drop(&mut self) {
         if !self.finished {
-            self.healing
-                .record(self.generation, self.bucket, self.started, Outcome::Missed);
+            let now = self.healing.health.now();
+            self.healing.record(
+                self.generation,
+                self.bucket,
+                self.started,
+                Outcome::Missed,
+                now,
+            );
         }
     }
 }

@@ -131,7 +131,12 @@ impl Health {
 
     /// Now, in microseconds since this was made.
     pub(super) fn now(&self) -> u64 {
-        u64::try_from(self.anchor.elapsed().as_micros()).unwrap_or(u64::MAX)
+        self.micros(Instant::now())
+    }
+
+    /// `at`, in microseconds since this was made.
+    pub(super) fn micros(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.anchor).as_micros()).unwrap_or(u64::MAX)
     }
 
     /// Records the outcome of a call in `bucket` that started at `started`; true if the
