@@ -3,6 +3,8 @@
 //! may have followed its execution; each heals its connection (`heal`) when calls go
 //! unanswered or the server refuses it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ pub(super) enum Backend {
 impl Backend {
     /// Runs the script once (reloading it on `NOSCRIPT`, which proves it did not run, and
     /// retrying once).
-    pub(super) async fn run<T: FromRedisValue>(&self, command: &Cmd) -> RedisResult<T> {
+    pub(super) async fn run<T: FromRedisValue + Send>(&self, command: &Cmd) -> RedisResult<T> {
         match self {
             Backend::Standalone(standalone) => {
                 standalone
@@ -33,14 +35,17 @@ impl Backend {
                     })
                     .await
             }
-            Backend::Cluster(cluster) => cluster.run(command).await,
-            Backend::Sentinel(sentinel) => sentinel.run(command).await,
+            // Boxed: the largest arm sets the size of this future, which every call's future
+            // holds, and a standalone store's calls would carry the Cluster's and the
+            // Sentinel's (over 1 KiB more per call, to allocate and move).
+            Backend::Cluster(cluster) => boxed(cluster.run(command)).await,
+            Backend::Sentinel(sentinel) => boxed(sentinel.run(command)).await,
         }
     }
 
     /// [`run`](Self::run), sent at `sent` (the caller's clock read): the result and how long
     /// it took, reading the clock once more.
-    pub(super) async fn run_timed<T: FromRedisValue>(
+    pub(super) async fn run_timed<T: FromRedisValue + Send>(
         &self,
         command: &Cmd,
         sent: Instant,
@@ -53,8 +58,9 @@ impl Backend {
                     })
                     .await
             }
-            Backend::Cluster(cluster) => (cluster.run(command).await, Instant::now()),
-            Backend::Sentinel(sentinel) => (sentinel.run(command).await, Instant::now()),
+            // Boxed, as in `run`.
+            Backend::Cluster(cluster) => (boxed(cluster.run(command)).await, Instant::now()),
+            Backend::Sentinel(sentinel) => (boxed(sentinel.run(command)).await, Instant::now()),
         };
         (result, ended.saturating_duration_since(sent))
     }
@@ -148,4 +154,11 @@ impl Dial for Standalone {
     async fn dial(&self) -> RedisResult<ConnectionManager> {
         ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
     }
+}
+
+/// `call` on the heap, its type erased (which also ends the compiler's `Send` inference there).
+fn boxed<'a, T>(
+    call: impl Future<Output = T> + Send + 'a,
+) -> Pin<Box<dyn Future<Output = T> + Send + 'a>> {
+    Box::pin(call)
 }
