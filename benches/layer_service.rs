@@ -32,7 +32,8 @@
 //! calls of one variant and exits, for callgrind or `perf stat`: called directly `bare`,
 //! `redlimit-allowed`, `redlimit-denied`, `governor-allowed`, `governor-denied`; through the
 //! app `app-bare`, `app-redlimit`, `app-governor`; with 100k keys `app-bare-100k`,
-//! `app-redlimit-100k`, `app-governor-100k`; on Redis `app-redis`, `app-minimal` (and
+//! `app-redlimit-100k`, `app-governor-100k`; on Redis `app-redis`, `app-minimal`,
+//! `app-redis-plain` (the layer without headers, failing open: what the minimal does; and
 //! `app-bare-64`, bare axum with 64 in flight, their floor), and with 100k keys
 //! `app-redis-100k`, `app-minimal-100k`. Each loop prints its thread's CPU
 //! time per call (and on Redis the script calls per request) on stderr:
@@ -284,8 +285,8 @@ fn run_loop(spec: &str) {
         .expect(
             "NAME: bare, redlimit-allowed, redlimit-denied, governor-allowed, governor-denied, \
              app-bare, app-redlimit, app-governor, app-bare-100k, app-redlimit-100k, \
-             app-governor-100k, app-bare-64, app-redis, app-minimal, app-redis-100k, \
-             app-minimal-100k",
+             app-governor-100k, app-bare-64, app-redis, app-redis-plain, app-minimal, \
+             app-redis-100k, app-minimal-100k",
         );
     let before = support::cpu_us(&thread);
     for _ in 0..n {
