@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use redlimit::rlqs::RlqsServiceBuilder;
+use redlimit::rls::proto::envoy::service::rate_limit_quota::v3::BucketId;
 use redlimit::store::RedisStore;
 
 use std::collections::HashMap;
@@ -33,6 +35,24 @@ fn near(tokens: Option<u32>, want: u32, within: u32) -> bool {
     tokens.is_some_and(|t| t.abs_diff(want) <= within)
 }
 
+/// Instances "one" and "two" on `redis` under `prefix` (the first's builder passed through
+/// `tune`), a stream open to each, each stream having sent its first report of `id`.
+async fn pair(
+    redis: &RedisServer,
+    prefix: &str,
+    id: &BucketId,
+    tune: impl FnOnce(RlqsServiceBuilder) -> RlqsServiceBuilder,
+) -> (Stream, Stream) {
+    let instance = |name: &str| builder().redis(store(redis, prefix)).instance(name);
+    let one = serve(tune(instance("one")).build().unwrap()).await;
+    let two = serve(instance("two").build().unwrap()).await;
+    let a = Stream::open(&one).await;
+    let b = Stream::open(&two).await;
+    a.send("edge", vec![usage(id, 1, 0)]);
+    b.send("edge", vec![usage(id, 1, 0)]);
+    (a, b)
+}
+
 /// Pumps both streams until `condition` holds on their tokens of `name`.
 async fn until_both(
     a: &mut Stream,
@@ -55,27 +75,8 @@ async fn until_both(
 async fn two_instances_on_one_redis_split_a_bucket_by_demand() {
     let redis = RedisServer::start();
     let prefix = unique_prefix("rlqs-split");
-    let one = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("one")
-            .build()
-            .unwrap(),
-    )
-    .await;
-    let two = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("two")
-            .build()
-            .unwrap(),
-    )
-    .await;
     let id = bucket("tenant", "fleet");
-    let mut a = Stream::open(&one).await;
-    let mut b = Stream::open(&two).await;
-    a.send("edge", vec![usage(&id, 1, 0)]);
-    b.send("edge", vec![usage(&id, 1, 0)]);
+    let (mut a, mut b) = pair(&redis, &prefix, &id, |one| one).await;
     // Each is answered at once, from its first sync.
     assert!(a.until(WAIT, |l| l.contains_key("fleet")).await);
     assert!(b.until(WAIT, |l| l.contains_key("fleet")).await);
@@ -122,27 +123,8 @@ async fn two_instances_on_one_redis_split_a_bucket_by_demand() {
 async fn an_instance_whose_streams_go_quiet_gives_its_share_back() {
     let redis = RedisServer::start();
     let prefix = unique_prefix("rlqs-quiet");
-    let one = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("one")
-            .build()
-            .unwrap(),
-    )
-    .await;
-    let two = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("two")
-            .build()
-            .unwrap(),
-    )
-    .await;
     let id = bucket("tenant", "q");
-    let mut a = Stream::open(&one).await;
-    let mut b = Stream::open(&two).await;
-    a.send("edge", vec![usage(&id, 1, 0)]);
-    b.send("edge", vec![usage(&id, 1, 0)]);
+    let (mut a, mut b) = pair(&redis, &prefix, &id, |one| one).await;
     let ra = a.demand("edge", &id, 2000.0);
     let _rb = b.demand("edge", &id, 2000.0);
     let fair = |x: Option<u32>, y: Option<u32>| near(x, 500, 30) && near(y, 500, 30);
@@ -164,28 +146,11 @@ async fn an_instance_whose_streams_go_quiet_gives_its_share_back() {
 async fn a_redis_outage_keeps_each_instance_within_its_share_then_merges() {
     let mut redis = RedisServer::start();
     let prefix = unique_prefix("rlqs-outage");
-    let one = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("one")
-            .assignment_ttl(Duration::from_secs(1))
-            .build()
-            .unwrap(),
-    )
-    .await;
-    let two = serve(
-        builder()
-            .redis(store(&redis, &prefix))
-            .instance("two")
-            .build()
-            .unwrap(),
-    )
-    .await;
     let id = bucket("tenant", "o");
-    let mut a = Stream::open(&one).await;
-    let mut b = Stream::open(&two).await;
-    a.send("edge", vec![usage(&id, 1, 0)]);
-    b.send("edge", vec![usage(&id, 1, 0)]);
+    let (mut a, mut b) = pair(&redis, &prefix, &id, |one| {
+        one.assignment_ttl(Duration::from_secs(1))
+    })
+    .await;
     let ra = a.demand("edge", &id, 300.0);
     let _rb = b.demand("edge", &id, 100.0);
     let split = |x: Option<u32>, y: Option<u32>| near(x, 750, 40) && near(y, 250, 40);

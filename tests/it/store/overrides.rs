@@ -317,24 +317,28 @@ async fn a_lazy_store_started_while_redis_is_silent_decides_under_the_stored_ove
     );
 }
 
+/// Two replicas on `server`: an override set through one reaches the other by its poll.
+/// Redis's command statistics then.
+async fn polled_override(server: &RedisServer, name: &str) -> String {
+    let prefix = unique_prefix(name);
+    let (_, a, _) = replica(server, &prefix).await;
+    let (_, b, _) = replica(server, &prefix).await;
+    let raised = Override::parse(&policy(), "100/1h").unwrap();
+    a.set_override(&policy(), &key(), raised).await.unwrap();
+    within_a_second(|| async { remaining(&b).await == 100 }).await;
+    redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.connection())
+        .unwrap()
+}
+
 /// The poll reads by `EVALSHA_RO` (Redis 7 and later); a Redis that knows no such command (as
 /// before Redis 7, here by renaming it away) is polled by `EVALSHA`, its script loaded on
 /// `NOSCRIPT`, and an override set through one replica still reaches the other.
 #[tokio::test]
 async fn a_redis_without_evalsha_ro_is_polled_with_evalsha() {
     let server = RedisServer::start_with(&["--rename-command", "EVALSHA_RO", "evalsha_ro_hidden"]);
-    let prefix = unique_prefix("ov-plain");
-    let (_, a, _) = replica(&server, &prefix).await;
-    let (_, b, _) = replica(&server, &prefix).await;
-    let raised = Override::parse(&policy(), "100/1h").unwrap();
-    a.set_override(&policy(), &key(), raised.clone())
-        .await
-        .unwrap();
-    within_a_second(|| async { remaining(&b).await == 100 }).await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
+    let info = polled_override(&server, "ov-plain").await;
     assert!(
         info.lines().any(
             |l| l.starts_with("cmdstat_evalsha:") && !l.starts_with("cmdstat_evalsha:calls=0,")
@@ -349,18 +353,7 @@ async fn a_redis_without_evalsha_ro_is_polled_with_evalsha() {
 #[tokio::test]
 async fn the_poll_is_a_read_only_call_by_hash() {
     let server = RedisServer::start();
-    let prefix = unique_prefix("ov-ro");
-    let (_, a, _) = replica(&server, &prefix).await;
-    let (_, b, _) = replica(&server, &prefix).await;
-    let raised = Override::parse(&policy(), "100/1h").unwrap();
-    a.set_override(&policy(), &key(), raised.clone())
-        .await
-        .unwrap();
-    within_a_second(|| async { remaining(&b).await == 100 }).await;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.connection())
-        .unwrap();
+    let info = polled_override(&server, "ov-ro").await;
     assert!(info.contains("cmdstat_evalsha_ro:calls="), "{info}");
     // Its script loaded before the first poll: no poll found it missing.
     let errors: String = redis::cmd("INFO")
