@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::assign::{instance_demand, my_part, watcher_claims};
+use super::demand::{instance_demand, my_part, watcher_claims};
 use super::fleet::Peer;
 use super::hub::{Hub, State};
 use super::quota::Quota;
@@ -17,9 +17,6 @@ use super::quota::Quota;
 /// its part to the others at once made the fleet admit 1.5 times the limit for two seconds
 /// after a crash; what reconnects here comes off it.
 pub(crate) const GHOST: Duration = Duration::from_secs(5);
-
-/// A ghost whose demand has come back here but for this fraction of the fleet's is gone.
-pub(crate) const GHOST_REMNANT: f64 = 0.05;
 
 /// The ghosts of `before`'s instances missing from `after` (not this `instance`), kept
 /// until [`GHOST`] has passed or they are back.

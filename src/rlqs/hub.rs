@@ -92,6 +92,9 @@ pub(crate) struct HubBucket {
     pub(crate) leaving: bool,
 }
 
+/// A ghost whose demand has come back here but for this fraction of the fleet's is gone.
+const GHOST_REMNANT: f64 = 0.05;
+
 impl HubBucket {
     /// A stream came here with a known demand (an Envoy reconnecting): that much of the
     /// instances gone lately has come back, and is no longer held for them.
@@ -104,7 +107,7 @@ impl HubBucket {
         // What is left of one is noise (demands measured over different spans): let it go.
         let settled = self.settled_demand.max(1.0);
         self.ghosts
-            .retain(|(ghost, _)| ghost.demand > super::ghost::GHOST_REMNANT * settled);
+            .retain(|(ghost, _)| ghost.demand > GHOST_REMNANT * settled);
     }
 }
 

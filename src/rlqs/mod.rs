@@ -74,6 +74,7 @@
 
 mod assign;
 mod bucket_id;
+mod demand;
 mod expect;
 mod fleet;
 mod ghost;

@@ -5,9 +5,8 @@
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use super::assign::{
-    Pending, assign_into, instance_admitted, instance_demand, send, take_sync, watcher_claims,
-};
+use super::assign::{Pending, assign_into, send, take_sync};
+use super::demand::{instance_admitted, instance_demand, watcher_claims};
 use super::fleet::Peer;
 use super::hub::Hub;
 use super::metrics;
