@@ -33,8 +33,7 @@ use redis::{Arg, Cmd, ErrorKind, RedisError, RedisResult, Value};
 use super::args::{check_bytes, push_time_and_cost};
 use super::check::CheckArgs;
 use super::registry::LuaScript;
-use super::reply::admitted_width;
-use super::signature::Signature;
+use super::reply::Widths;
 
 /// The `EVALSHA` of `script`'s batch script for `checks`, written straight from their
 /// arguments (no check's own `EVALSHA` is made). Every check runs `script`.
@@ -105,23 +104,6 @@ fn keys_met_again(command: &Cmd, keys: usize) -> String {
         }
     }
     again
-}
-
-/// The shape of a signature's decisions in a batch reply: how many limits each reports, and
-/// how many values an admission answers for them (`reply.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Widths {
-    limits: usize,
-    admitted: usize,
-}
-
-impl Widths {
-    pub(super) fn of(signature: Signature) -> Widths {
-        Widths {
-            limits: signature.algorithms().count(),
-            admitted: admitted_width(signature.algorithms()),
-        }
-    }
 }
 
 /// Splits a batch reply into one result per decision, each as its own call's reply, for
@@ -216,6 +198,7 @@ fn malformed(what: &str) -> RedisError {
 #[cfg(test)]
 mod tests {
     use super::super::clock::Clock;
+    use super::super::signature::Signature;
     use super::*;
     use crate::key::Key;
     use crate::limit::Limit;

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, RwLock};
 
 use super::always::always_source;
-use super::batch::Widths;
 use super::charge::charge_source;
+use super::reply::Widths;
 use super::signature::{BatchShape, Signature, position};
 use super::source::{batch_source, source};
 use crate::limit::{Algorithm, Limit};

@@ -11,6 +11,7 @@
 //! allowed, per limit: allowed, remaining, reset, retry }`; an admission's reply is always
 //! shorter (`1 + k..=1 + 2k` values, against `2 + 4k`), so the length tells which.
 
+use super::signature::Signature;
 use crate::algorithm::emission_interval;
 use crate::decision::{Decision, LimitState};
 use crate::error::StoreError;
@@ -51,6 +52,23 @@ impl Admitted {
 
     fn width(self) -> usize {
         if self == Admitted::Both { 2 } else { 1 }
+    }
+}
+
+/// The shape of a signature's decisions in a batch reply: how many limits each reports, and
+/// how many values an admission answers for them (`reply.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Widths {
+    pub(super) limits: usize,
+    pub(super) admitted: usize,
+}
+
+impl Widths {
+    pub(super) fn of(signature: Signature) -> Widths {
+        Widths {
+            limits: signature.algorithms().count(),
+            admitted: admitted_width(signature.algorithms()),
+        }
     }
 }
 
