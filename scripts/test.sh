@@ -94,13 +94,14 @@ if ! python3 -c "import grpc; from envoy.service.ratelimit.v3 import rls_pb2_grp
   python3 -m pip install --quiet --disable-pip-version-check xds-protos grpcio grpcio-health-checking opentelemetry-proto
 fi
 
-step "fmt, doc links, import cycles"
+step "fmt, doc links, import cycles, house rules"
 cargo fmt --all -- --check
 # Every relative link of the Markdown pages names a file that exists (and a heading).
 python3 scripts/doc_links.py
 # No import cycle between files or folders but a type's with its builder.
 python3 scripts/import_graph.py src --allow=src/layer/builder.rs,src/layer/rate_limit_layer.rs
 python3 scripts/import_graph.py server/src
+python3 scripts/house_rules.py
 
 step "fetching crates"
 # Every crate the steps below build, downloaded now, before the lane below downloads
