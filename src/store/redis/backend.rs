@@ -13,7 +13,7 @@ use redis::{Client, Cmd, FromRedisValue, RedisResult};
 
 use super::cluster::ClusterDial;
 use super::heal::{Dial, Healing};
-use super::script::evalsha;
+use super::script::{Reply, evalsha, evalsha_reply};
 use super::sentinel::SentinelBackend;
 
 #[derive(Clone)]
@@ -47,7 +47,7 @@ impl Backend {
     /// it took, reading the clock once more. An `async` block, as `Batcher::run` is, for its
     /// size.
     #[allow(clippy::manual_async_fn)] // an `async fn` keeps its arguments twice
-    pub(super) fn run_timed<'a, T: FromRedisValue + Send + 'a>(
+    pub(super) fn run_timed<'a, T: Reply + Send + 'a>(
         &'a self,
         command: &'a Cmd,
         sent: Instant,
@@ -57,7 +57,7 @@ impl Backend {
                 Backend::Standalone(standalone) => {
                     standalone
                         .call_from(0, sent, |mut manager| async move {
-                            evalsha(command, &mut manager).await
+                            evalsha_reply(command, &mut manager).await
                         })
                         .await
                 }
