@@ -13,7 +13,7 @@ use redis::{Client, Cmd, FromRedisValue, RedisResult};
 
 use super::cluster::ClusterDial;
 use super::heal::{Dial, Healing};
-use super::script::evalsha;
+use super::script::{Reply, evalsha, evalsha_reply};
 use super::sentinel::SentinelBackend;
 
 #[derive(Clone)]
@@ -44,25 +44,29 @@ impl Backend {
     }
 
     /// [`run`](Self::run), sent at `sent` (the caller's clock read): the result and how long
-    /// it took, reading the clock once more.
-    pub(super) async fn run_timed<T: FromRedisValue + Send>(
-        &self,
-        command: &Cmd,
+    /// it took, reading the clock once more. An `async` block, as `Batcher::run` is, for its
+    /// size.
+    #[allow(clippy::manual_async_fn)] // an `async fn` keeps its arguments twice
+    pub(super) fn run_timed<'a, T: Reply + Send + 'a>(
+        &'a self,
+        command: &'a Cmd,
         sent: Instant,
-    ) -> (RedisResult<T>, Duration) {
-        let (result, ended) = match self {
-            Backend::Standalone(standalone) => {
-                standalone
-                    .call_from(0, sent, |mut manager| async move {
-                        evalsha(command, &mut manager).await
-                    })
-                    .await
-            }
-            // Boxed, as in `run`.
-            Backend::Cluster(cluster) => (boxed(cluster.run(command)).await, Instant::now()),
-            Backend::Sentinel(sentinel) => (boxed(sentinel.run(command)).await, Instant::now()),
-        };
-        (result, ended.saturating_duration_since(sent))
+    ) -> impl Future<Output = (RedisResult<T>, Duration)> + Send + 'a {
+        async move {
+            let (result, ended) = match self {
+                Backend::Standalone(standalone) => {
+                    standalone
+                        .call_from(0, sent, |mut manager| async move {
+                            evalsha_reply(command, &mut manager).await
+                        })
+                        .await
+                }
+                // Boxed, as in `run`.
+                Backend::Cluster(cluster) => (boxed(cluster.run(command)).await, Instant::now()),
+                Backend::Sentinel(sentinel) => (boxed(sentinel.run(command)).await, Instant::now()),
+            };
+            (result, ended.saturating_duration_since(sent))
+        }
     }
 
     /// Connects now and proves the server answers.

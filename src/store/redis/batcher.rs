@@ -117,20 +117,30 @@ impl Batcher {
     }
 
     /// Runs `queued`, alone or in a batch; its reply (or error) as its own call gives it.
-    pub(super) async fn run(self: &Arc<Self>, queued: Queued) -> RedisResult<Vec<i64>> {
-        if self.contended()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            return self.queue(queued, &runtime).await;
+    ///
+    /// An `async` block, not an `async fn`: this future is in every check's allocation, and
+    /// an `async fn` keeps its arguments twice (as arguments, and as the body's locals they
+    /// are moved into), `queued` among them.
+    #[allow(clippy::manual_async_fn)] // see above
+    pub(super) fn run(
+        self: Arc<Self>,
+        queued: Queued,
+    ) -> impl Future<Output = RedisResult<Vec<i64>>> + Send + 'static {
+        async move {
+            if self.contended()
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                return self.queue(queued, &runtime).await;
+            }
+            let _flight = InFlight::start(&self);
+            let sent = Instant::now();
+            let (result, took) = self
+                .backend
+                .run_timed(&queued.check.command(&self.prefix), sent)
+                .await;
+            self.linger.observe(took);
+            result
         }
-        let _flight = InFlight::start(self);
-        let sent = Instant::now();
-        let (result, took) = self
-            .backend
-            .run_timed(&queued.check.command(&self.prefix), sent)
-            .await;
-        self.linger.observe(took);
-        result
     }
 
     /// Queues `queued` for the next batch and waits for its answer.

@@ -3,11 +3,19 @@
 //! ([`Refunds`]); and the one call every check makes: `invoke`, queued for the batcher as its own
 //! `EVALSHA`, its reply decoded.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
-use super::batcher::Queued;
+use pin_project_lite::pin_project;
+use redis::RedisResult;
+
+use super::batcher::{Batcher, Queued};
 use super::script::{CheckArgs, decode, release_command, script_for_always, script_for_check};
 use super::{RedisStore, abandoned, backend, error::store_error, poll, script, slot};
+use crate::decision::Decision;
+use crate::error::StoreError;
 use crate::key::Key;
 use crate::lease::Lease;
 use crate::policy::Policy;
@@ -240,15 +248,11 @@ impl RedisStore {
                 _ => 0,
             },
         };
-        let inner = Arc::clone(&self.inner);
-        let decided = policy.clone();
-        let call = Box::pin(async move {
-            let reply = inner.batcher.run(queued).await.map_err(store_error)?;
-            let decision = decode(&decided, &reply)?;
-            Ok(match lease {
-                Some(lease) if decision.is_allowed() && cost > 0 => decision.with_lease(lease),
-                _ => decision,
-            })
+        let call = Box::pin(Decoded {
+            run: Batcher::run(Arc::clone(&self.inner.batcher), queued),
+            policy: policy.clone(),
+            lease,
+            cost,
         });
         match lease {
             None => Check::Pending(call),
@@ -259,6 +263,35 @@ impl RedisStore {
                 key.clone(),
             )),
         }
+    }
+}
+
+pin_project! {
+    /// A check's call and its reply decoded: the batcher's future and what decoding needs,
+    /// side by side. An `async` block awaiting the call would keep a second copy of the
+    /// queued check, the one it moves into the call; every check allocates this future, and
+    /// under 1 032 bytes (800 in a standalone store) it takes glibc's thread cache instead of
+    /// the arena's slow path.
+    struct Decoded<R> {
+        #[pin]
+        run: R,
+        policy: Policy,
+        lease: Option<Lease>,
+        cost: u64,
+    }
+}
+
+impl<R: Future<Output = RedisResult<Vec<i64>>>> Future for Decoded<R> {
+    type Output = Result<Decision, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let reply = ready!(this.run.poll(cx)).map_err(store_error)?;
+        let decision = decode(this.policy, &reply)?;
+        Poll::Ready(Ok(match *this.lease {
+            Some(lease) if decision.is_allowed() && *this.cost > 0 => decision.with_lease(lease),
+            _ => decision,
+        }))
     }
 }
 

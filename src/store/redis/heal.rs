@@ -106,32 +106,35 @@ impl<D: Dial> Healing<D> {
 
     /// [`call`](Self::call), for a caller that read the clock as it made the call (`started`)
     /// and reads it again when it ends: that instant is returned with the result (one clock
-    /// read for both).
-    pub(super) async fn call_from<T, F, Fut>(
+    /// read for both). An `async` block, as `Batcher::run` is, for its size.
+    #[allow(clippy::manual_async_fn)] // an `async fn` keeps its arguments twice
+    pub(super) fn call_from<T, F, Fut>(
         self: &Arc<Self>,
         bucket: usize,
         started: Instant,
         call: F,
-    ) -> (RedisResult<T>, Instant)
+    ) -> impl Future<Output = (RedisResult<T>, Instant)>
     where
         F: FnOnce(D::Connection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (generation, connection) = match self.connection().await {
-            Ok(current) => current,
-            Err(err) => return (Err(err), Instant::now()),
-        };
-        let watch = Watch {
-            healing: self,
-            generation,
-            bucket,
-            started: self.health.micros(started),
-            finished: false,
-        };
-        let result = call(connection).await;
-        let ended = Instant::now();
-        watch.finish(Outcome::of(&result), self.health.micros(ended));
-        (result, ended)
+        async move {
+            let (generation, connection) = match self.connection().await {
+                Ok(current) => current,
+                Err(err) => return (Err(err), Instant::now()),
+            };
+            let watch = Watch {
+                healing: self,
+                generation,
+                bucket,
+                started: self.health.micros(started),
+                finished: false,
+            };
+            let result = call(connection).await;
+            let ended = Instant::now();
+            watch.finish(Outcome::of(&result), self.health.micros(ended));
+            (result, ended)
+        }
     }
 
     /// Puts `connection` in place of the current one (the Sentinels named another master).

@@ -43,9 +43,9 @@ use crate::limit::{Algorithm, Limit};
 pub(super) use self::args::state_key;
 pub(super) use self::batch::{batch_command, split};
 pub(super) use self::call::charge_command;
-pub(super) use self::call::evalsha;
 #[cfg(feature = "__test-hooks")]
 pub(super) use self::call::script_command;
+pub(super) use self::call::{Reply, evalsha, evalsha_reply};
 pub(super) use self::check::CheckArgs;
 pub(super) use self::clock::Clock;
 pub(super) use self::lease::release_command;
