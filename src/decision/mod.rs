@@ -392,6 +392,12 @@ impl Inner {
     /// Whether every limit allows, and which limit governs.
     fn combine(&mut self) {
         let limits = &self.limits;
+        // One limit (most policies): it decides and governs alone.
+        if let [only] = limits.as_slice() {
+            self.allowed = only.is_allowed();
+            self.governing = Some(0);
+            return;
+        }
         self.allowed = limits.iter().all(LimitState::is_allowed);
         self.governing = if self.allowed {
             // Most restrictive: fewest remaining, then the longest wait until fully free.

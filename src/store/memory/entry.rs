@@ -351,14 +351,14 @@ impl Entry {
     /// matters, pushed onto `steps` (the caller's: a few hundred bytes, not copied back
     /// through a return).
     fn evaluate(&mut self, max_log: u64, costs: &[u64], now: u64, steps: &mut Steps) {
-        let lease_timeout = self
-            .limits
-            .iter()
-            .find(|l| l.algorithm() == Algorithm::Concurrency)
-            .map(Limit::period_us);
         let none;
         let per_key = match &mut self.per_key {
             Some(per_key) => {
+                let lease_timeout = self
+                    .limits
+                    .iter()
+                    .find(|l| l.algorithm() == Algorithm::Concurrency)
+                    .map(Limit::period_us);
                 per_key.trim(lease_timeout, max_log, now);
                 &**per_key
             }
