@@ -117,9 +117,11 @@ impl Decision {
 
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        let mut inner = Inner::new(policy, now_us, limits);
-        inner.combine();
-        Decision(Arc::new(inner))
+        Decision(in_place(|| {
+            let mut inner = Inner::new(policy, now_us, limits);
+            inner.combine();
+            inner
+        }))
     }
 
     /// A decision evaluated at `now_us` whose states `fill` pushes, in the policy's order: they
@@ -129,7 +131,7 @@ impl Decision {
         now_us: u64,
         fill: impl FnOnce(&mut LimitStates) -> T,
     ) -> (Self, T) {
-        let mut decision = Decision(Arc::new(Inner::new(policy, now_us, LimitStates::new())));
+        let mut decision = Decision(in_place(|| Inner::new(policy, now_us, LimitStates::new())));
         let inner = decision.edit();
         let out = fill(&mut inner.limits);
         inner.combine();
@@ -369,9 +371,18 @@ impl Decision {
     }
 }
 
+/// The `Arc` of what `make` makes, made where the `Arc` keeps it. `Arc::new` takes its value
+/// made before the allocation, on the stack, and copies it in (the 336 bytes of an `Inner`,
+/// a `memcpy` per decision); `new_cyclic` allocates first and then calls `make`, which,
+/// inlined, writes the fields into the allocation.
+#[inline(always)]
+fn in_place(make: impl FnOnce() -> Inner) -> Arc<Inner> {
+    Arc::new_cyclic(|_| make())
+}
+
 impl Inner {
     /// `limits` evaluated at `now_us`, not yet [combined](Inner::combine).
-    // Inlined: built where the `Arc` keeps it, not on the stack and copied there.
+    // Inlined: built where the `Arc` keeps it (`in_place`), not on the stack and copied there.
     #[inline(always)]
     fn new(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
         Inner {
