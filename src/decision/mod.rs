@@ -14,6 +14,7 @@ use crate::policy::Policy;
 
 mod limit_state;
 mod source;
+mod spare;
 
 pub use limit_state::LimitState;
 pub use source::DecisionSource;
@@ -117,11 +118,11 @@ impl Decision {
 
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        Decision(in_place(|| {
-            let mut inner = Inner::new(policy, now_us, limits);
+        let (inner, ()) = spare::filled(policy, now_us, |inner| {
+            inner.limits = limits;
             inner.combine();
-            inner
-        }))
+        });
+        Decision(inner)
     }
 
     /// A decision evaluated at `now_us` whose states `fill` pushes, in the policy's order: they
@@ -131,11 +132,12 @@ impl Decision {
         now_us: u64,
         fill: impl FnOnce(&mut LimitStates) -> T,
     ) -> (Self, T) {
-        let mut decision = Decision(in_place(|| Inner::new(policy, now_us, LimitStates::new())));
-        let inner = decision.edit();
-        let out = fill(&mut inner.limits);
-        inner.combine();
-        (decision, out)
+        let (inner, out) = spare::filled(policy, now_us, |inner| {
+            let out = fill(&mut inner.limits);
+            inner.combine();
+            out
+        });
+        (Decision(inner), out)
     }
 
     /// A decision the layer makes without the store: allowed, no limit state.
@@ -398,6 +400,36 @@ impl Inner {
             id: DecisionId::next(),
             lease: None,
         }
+    }
+
+    /// Makes this what [`Inner::new`] makes with no limit states, in place (the states'
+    /// allocation, if they spilled, kept).
+    #[inline]
+    fn reset(&mut self, policy: Arc<str>, now_us: u64) {
+        let Inner {
+            policy: name,
+            allowed,
+            now,
+            unix,
+            limits,
+            governing,
+            source,
+            denied_key,
+            penalized,
+            id,
+            lease,
+        } = self;
+        *name = policy;
+        *allowed = true;
+        *now = UNIX_EPOCH + Duration::from_micros(now_us);
+        *unix = Duration::from_micros(now_us);
+        limits.clear();
+        *governing = None;
+        *source = DecisionSource::Store;
+        *denied_key = None;
+        *penalized = false;
+        *id = DecisionId::next();
+        *lease = None;
     }
 
     /// Whether every limit allows, and which limit governs.
