@@ -74,12 +74,19 @@ impl Entry {
     /// Takes this policy's limits as the ones to enforce and report, keeping the state of
     /// every limit whose position and algorithm are unchanged ([`State::adopt`]). The log, one
     /// per key as in Redis, is kept.
+    // Inlined: the common case, the same `Arc`, is one comparison on every check.
+    #[inline]
     pub(super) fn adopt(&mut self, policy: &Policy) {
-        // The same `Arc` in the common case; equal limits for a limit key's part of a policy,
-        // which is made afresh on each check.
-        if std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
-            || *self.limits == *policy.limits()
-        {
+        if !std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr()) {
+            self.adopt_other(policy);
+        }
+    }
+
+    /// [`Entry::adopt`] of limits from another `Arc`: equal ones for a limit key's part of a
+    /// policy (made afresh on each check), or changed ones.
+    #[inline(never)]
+    fn adopt_other(&mut self, policy: &Policy) {
+        if *self.limits == *policy.limits() {
             return;
         }
         self.states = State::adopt::<States>(&self.states, fresh(policy.limits()));
