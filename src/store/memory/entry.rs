@@ -104,6 +104,8 @@ impl Entry {
     /// limit's state pushed onto `states` (the caller's, which becomes the decision's: the
     /// states are written once, not copied up through every return). The sliding logs share
     /// one cost (`store::validate_costs`).
+    // Inlined: between its callers and the one-limit check, it only passes its arguments on.
+    #[inline]
     pub(super) fn check_into(
         &mut self,
         policy: &Policy,
