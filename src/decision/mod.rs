@@ -313,6 +313,7 @@ impl Decision {
     }
 
     /// Names the key of its denying limit (`key`'s, for a position).
+    #[inline]
     pub(crate) fn name_denied_key(&mut self, key: &Key) {
         if let Some(position) = self.denied_by() {
             self.edit().denied_key = Some(key.limit_key(position).clone());
@@ -356,6 +357,7 @@ impl Decision {
 
     /// How long until this request would be allowed: the longest wait among the denying
     /// limits. `None` when allowed, and when the cost exceeds what some limit could ever admit.
+    #[inline]
     pub fn retry_after(&self) -> Option<Duration> {
         if self.0.allowed || self.exceeds_capacity() {
             return None;
@@ -404,7 +406,7 @@ impl Inner {
 
     /// Makes this what [`Inner::new`] makes with no limit states, in place (the states'
     /// allocation, if they spilled, kept).
-    #[inline]
+    #[inline(always)]
     fn reset(&mut self, policy: Arc<str>, now_us: u64) {
         let Inner {
             policy: name,
@@ -433,6 +435,7 @@ impl Inner {
     }
 
     /// Whether every limit allows, and which limit governs.
+    #[inline(always)]
     fn combine(&mut self) {
         let limits = &self.limits;
         // One limit (most policies): it decides and governs alone.
