@@ -51,9 +51,13 @@ pub struct Decision(Arc<Inner>);
 struct Inner {
     policy: Arc<str>,
     allowed: bool,
-    now: SystemTime,
-    /// `now` since the Unix epoch (zero before it), for the headers' reset second.
+    /// When it was evaluated since the Unix epoch (zero before it): what the headers' reset
+    /// second counts from.
     unix: Duration,
+    /// When it was evaluated, if before the Unix epoch (never on a store's clock; zero
+    /// `unix`); else it is `UNIX_EPOCH + unix`, a sum made only when asked for, not per
+    /// decision.
+    before_epoch: Option<SystemTime>,
     limits: LimitStates,
     governing: Option<usize>,
     source: DecisionSource,
@@ -109,10 +113,7 @@ impl Decision {
         }
         let mut inner = Inner::new(policy.name_arc(), 0, states);
         inner.combine();
-        inner.now = evaluated_at;
-        inner.unix = evaluated_at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
+        (inner.unix, inner.before_epoch) = since_epoch(evaluated_at);
         Ok(Decision(Arc::new(inner)))
     }
 
@@ -169,7 +170,7 @@ impl Decision {
     pub(crate) fn aged(&self, elapsed: Duration) -> Decision {
         let mut aged = self.clone();
         let inner = aged.edit();
-        inner.now += elapsed;
+        inner.before_epoch = inner.before_epoch.map(|at| at + elapsed);
         inner.unix = inner.unix.saturating_add(elapsed);
         for state in inner.limits.iter_mut() {
             state.reset_after = state.reset_after.saturating_sub(elapsed);
@@ -338,7 +339,8 @@ impl Decision {
 
     /// When the governing limit is fully free again; `None` when the store was not consulted.
     pub fn reset_at(&self) -> Option<SystemTime> {
-        self.governing().map(|s| self.0.now + s.reset_after)
+        self.governing()
+            .map(|s| self.evaluated_at() + s.reset_after)
     }
 
     /// [`reset_at`](Decision::reset_at) in whole Unix seconds, rounded up (a decision
@@ -352,7 +354,7 @@ impl Decision {
 
     /// When the store evaluated the request, on the store's clock (Redis `TIME`).
     pub fn evaluated_at(&self) -> SystemTime {
-        self.0.now
+        (self.0.before_epoch).unwrap_or_else(|| UNIX_EPOCH + self.0.unix)
     }
 
     /// How long until this request would be allowed: the longest wait among the denying
@@ -375,6 +377,14 @@ impl Decision {
     }
 }
 
+/// `at` since the Unix epoch, and `at` itself if it is before (zero since then).
+fn since_epoch(at: SystemTime) -> (Duration, Option<SystemTime>) {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(since) => (since, None),
+        Err(_) => (Duration::ZERO, Some(at)),
+    }
+}
+
 /// The `Arc` of what `make` makes, made where the `Arc` keeps it. `Arc::new` takes its value
 /// made before the allocation, on the stack, and copies it in (the 336 bytes of an `Inner`,
 /// a `memcpy` per decision); `new_cyclic` allocates first and then calls `make`, which,
@@ -392,8 +402,8 @@ impl Inner {
         Inner {
             policy,
             allowed: true,
-            now: UNIX_EPOCH + Duration::from_micros(now_us),
             unix: Duration::from_micros(now_us),
+            before_epoch: None,
             limits,
             governing: None,
             source: DecisionSource::Store,
@@ -411,8 +421,8 @@ impl Inner {
         let Inner {
             policy: name,
             allowed,
-            now,
             unix,
+            before_epoch,
             limits,
             governing,
             source,
@@ -423,8 +433,8 @@ impl Inner {
         } = self;
         *name = policy;
         *allowed = true;
-        *now = UNIX_EPOCH + Duration::from_micros(now_us);
         *unix = Duration::from_micros(now_us);
+        *before_epoch = None;
         limits.clear();
         *governing = None;
         *source = DecisionSource::Store;
@@ -463,12 +473,12 @@ impl Inner {
     }
 
     fn fail_open(policy: Arc<str>, allowed: bool, source: DecisionSource) -> Self {
-        let now = SystemTime::now();
+        let (unix, before_epoch) = since_epoch(SystemTime::now());
         Inner {
             policy,
             allowed,
-            now,
-            unix: now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO),
+            unix,
+            before_epoch,
             limits: LimitStates::new(),
             governing: None,
             source,
@@ -486,7 +496,7 @@ impl std::fmt::Debug for Decision {
         f.debug_struct("Decision")
             .field("policy", &inner.policy)
             .field("allowed", &inner.allowed)
-            .field("now", &inner.now)
+            .field("now", &self.evaluated_at())
             .field("limits", &inner.limits)
             .field("governing", &inner.governing)
             .field("source", &inner.source)
