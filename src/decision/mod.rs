@@ -14,6 +14,7 @@ use crate::policy::Policy;
 
 mod limit_state;
 mod source;
+mod spare;
 
 pub use limit_state::LimitState;
 pub use source::DecisionSource;
@@ -50,9 +51,13 @@ pub struct Decision(Arc<Inner>);
 struct Inner {
     policy: Arc<str>,
     allowed: bool,
-    now: SystemTime,
-    /// `now` since the Unix epoch (zero before it), for the headers' reset second.
+    /// When it was evaluated since the Unix epoch (zero before it): what the headers' reset
+    /// second counts from.
     unix: Duration,
+    /// When it was evaluated, if before the Unix epoch (never on a store's clock; zero
+    /// `unix`); else it is `UNIX_EPOCH + unix`, a sum made only when asked for, not per
+    /// decision.
+    before_epoch: Option<SystemTime>,
     limits: LimitStates,
     governing: Option<usize>,
     source: DecisionSource,
@@ -108,18 +113,17 @@ impl Decision {
         }
         let mut inner = Inner::new(policy.name_arc(), 0, states);
         inner.combine();
-        inner.now = evaluated_at;
-        inner.unix = evaluated_at
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
+        (inner.unix, inner.before_epoch) = since_epoch(evaluated_at);
         Ok(Decision(Arc::new(inner)))
     }
 
     /// Combines per-limit states evaluated at `now_us` (Unix µs, on the store's clock).
     pub(crate) fn from_states(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        let mut inner = Inner::new(policy, now_us, limits);
-        inner.combine();
-        Decision(Arc::new(inner))
+        let (inner, ()) = spare::filled(policy, now_us, |inner| {
+            inner.limits = limits;
+            inner.combine();
+        });
+        Decision(inner)
     }
 
     /// A decision evaluated at `now_us` whose states `fill` pushes, in the policy's order: they
@@ -129,11 +133,12 @@ impl Decision {
         now_us: u64,
         fill: impl FnOnce(&mut LimitStates) -> T,
     ) -> (Self, T) {
-        let mut decision = Decision(Arc::new(Inner::new(policy, now_us, LimitStates::new())));
-        let inner = decision.edit();
-        let out = fill(&mut inner.limits);
-        inner.combine();
-        (decision, out)
+        let (inner, out) = spare::filled(policy, now_us, |inner| {
+            let out = fill(&mut inner.limits);
+            inner.combine();
+            out
+        });
+        (Decision(inner), out)
     }
 
     /// A decision the layer makes without the store: allowed, no limit state.
@@ -165,7 +170,7 @@ impl Decision {
     pub(crate) fn aged(&self, elapsed: Duration) -> Decision {
         let mut aged = self.clone();
         let inner = aged.edit();
-        inner.now += elapsed;
+        inner.before_epoch = inner.before_epoch.map(|at| at + elapsed);
         inner.unix = inner.unix.saturating_add(elapsed);
         for state in inner.limits.iter_mut() {
             state.reset_after = state.reset_after.saturating_sub(elapsed);
@@ -309,6 +314,7 @@ impl Decision {
     }
 
     /// Names the key of its denying limit (`key`'s, for a position).
+    #[inline]
     pub(crate) fn name_denied_key(&mut self, key: &Key) {
         if let Some(position) = self.denied_by() {
             self.edit().denied_key = Some(key.limit_key(position).clone());
@@ -333,7 +339,8 @@ impl Decision {
 
     /// When the governing limit is fully free again; `None` when the store was not consulted.
     pub fn reset_at(&self) -> Option<SystemTime> {
-        self.governing().map(|s| self.0.now + s.reset_after)
+        self.governing()
+            .map(|s| self.evaluated_at() + s.reset_after)
     }
 
     /// [`reset_at`](Decision::reset_at) in whole Unix seconds, rounded up (a decision
@@ -347,11 +354,12 @@ impl Decision {
 
     /// When the store evaluated the request, on the store's clock (Redis `TIME`).
     pub fn evaluated_at(&self) -> SystemTime {
-        self.0.now
+        (self.0.before_epoch).unwrap_or_else(|| UNIX_EPOCH + self.0.unix)
     }
 
     /// How long until this request would be allowed: the longest wait among the denying
     /// limits. `None` when allowed, and when the cost exceeds what some limit could ever admit.
+    #[inline]
     pub fn retry_after(&self) -> Option<Duration> {
         if self.0.allowed || self.exceeds_capacity() {
             return None;
@@ -369,29 +377,25 @@ impl Decision {
     }
 }
 
-impl Inner {
-    /// `limits` evaluated at `now_us`, not yet [combined](Inner::combine).
-    // Inlined: built where the `Arc` keeps it, not on the stack and copied there.
-    #[inline(always)]
-    fn new(policy: Arc<str>, now_us: u64, limits: LimitStates) -> Self {
-        Inner {
-            policy,
-            allowed: true,
-            now: UNIX_EPOCH + Duration::from_micros(now_us),
-            unix: Duration::from_micros(now_us),
-            limits,
-            governing: None,
-            source: DecisionSource::Store,
-            denied_key: None,
-            penalized: false,
-            id: DecisionId::next(),
-            lease: None,
-        }
+/// `at` since the Unix epoch, and `at` itself if it is before (zero since then).
+fn since_epoch(at: SystemTime) -> (Duration, Option<SystemTime>) {
+    match at.duration_since(UNIX_EPOCH) {
+        Ok(since) => (since, None),
+        Err(_) => (Duration::ZERO, Some(at)),
     }
+}
 
+impl Inner {
     /// Whether every limit allows, and which limit governs.
+    #[inline(always)]
     fn combine(&mut self) {
         let limits = &self.limits;
+        // One limit (most policies): it decides and governs alone.
+        if let [only] = limits.as_slice() {
+            self.allowed = only.is_allowed();
+            self.governing = Some(0);
+            return;
+        }
         self.allowed = limits.iter().all(LimitState::is_allowed);
         self.governing = if self.allowed {
             // Most restrictive: fewest remaining, then the longest wait until fully free.
@@ -411,12 +415,12 @@ impl Inner {
     }
 
     fn fail_open(policy: Arc<str>, allowed: bool, source: DecisionSource) -> Self {
-        let now = SystemTime::now();
+        let (unix, before_epoch) = since_epoch(SystemTime::now());
         Inner {
             policy,
             allowed,
-            now,
-            unix: now.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO),
+            unix,
+            before_epoch,
             limits: LimitStates::new(),
             governing: None,
             source,
@@ -434,7 +438,7 @@ impl std::fmt::Debug for Decision {
         f.debug_struct("Decision")
             .field("policy", &inner.policy)
             .field("allowed", &inner.allowed)
-            .field("now", &inner.now)
+            .field("now", &self.evaluated_at())
             .field("limits", &inner.limits)
             .field("governing", &inner.governing)
             .field("source", &inner.source)

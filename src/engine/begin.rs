@@ -58,6 +58,8 @@ impl Engine {
     }
 
     /// Asks the store (through the breaker and the bound on calls in flight).
+    // Inlined into `begin`, every request's way to the store (and `resume`'s, a rare one).
+    #[inline]
     fn ask(
         &self,
         rule: usize,

@@ -41,11 +41,20 @@ impl Breakers {
     }
 
     /// Whether a request for `domain` may call the store.
+    // Inlined: a closed breaker (or none) is a load or two on every request.
+    #[inline]
     pub(crate) fn admit(&self, domain: u16, deadline: Duration) -> Admission {
         let breaker = self.breaker(domain);
         if self.config.is_disabled() || breaker.is_closed() {
             return Admission::Call;
         }
+        self.admit_tripped(domain, deadline)
+    }
+
+    /// [`Breakers::admit`] for a breaker open or half open.
+    #[inline(never)]
+    fn admit_tripped(&self, domain: u16, deadline: Duration) -> Admission {
+        let breaker = self.breaker(domain);
         let admission = breaker.admit(self.now_ms(), deadline);
         if admission == Admission::Probe {
             self.meters

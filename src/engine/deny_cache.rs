@@ -170,6 +170,8 @@ impl DenyCache {
     /// already waited its turn at the key's gate (or given up waiting), so an expired denial
     /// sends it to the store. `stands` answers, for the stamp a denial was cached under, the
     /// store's stamp now if the denial still stands, else `None`: it is dropped, a miss.
+    // Inlined: an empty cache (no denial cached anywhere) is one load on every request.
+    #[inline]
     pub(crate) fn lookup(
         &self,
         rule: usize,
@@ -181,6 +183,19 @@ impl DenyCache {
         if self.len.load(Ordering::Relaxed) == 0 {
             return Lookup::Miss;
         }
+        self.lookup_cached(rule, key, cost, gated, stands)
+    }
+
+    /// [`DenyCache::lookup`] in a cache holding some denial.
+    #[inline(never)]
+    fn lookup_cached(
+        &self,
+        rule: usize,
+        key: &Key,
+        cost: u64,
+        gated: bool,
+        stands: impl FnOnce(Stamp) -> Option<Stamp>,
+    ) -> Lookup {
         let Some((shard, hash)) = self.shard(rule, key) else {
             return Lookup::Miss;
         };

@@ -96,6 +96,7 @@ impl Meters {
     }
 
     /// Counts a decision of rule `rule`; `shadow`: a denial that was let through.
+    #[inline]
     pub(crate) fn decision(&self, rule: usize, decision: &Decision, shadow: bool) {
         #[cfg(feature = "metrics")]
         {

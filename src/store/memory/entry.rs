@@ -74,12 +74,19 @@ impl Entry {
     /// Takes this policy's limits as the ones to enforce and report, keeping the state of
     /// every limit whose position and algorithm are unchanged ([`State::adopt`]). The log, one
     /// per key as in Redis, is kept.
+    // Inlined: the common case, the same `Arc`, is one comparison on every check.
+    #[inline]
     pub(super) fn adopt(&mut self, policy: &Policy) {
-        // The same `Arc` in the common case; equal limits for a limit key's part of a policy,
-        // which is made afresh on each check.
-        if std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr())
-            || *self.limits == *policy.limits()
-        {
+        if !std::ptr::eq(self.limits.as_ptr(), policy.limits().as_ptr()) {
+            self.adopt_other(policy);
+        }
+    }
+
+    /// [`Entry::adopt`] of limits from another `Arc`: equal ones for a limit key's part of a
+    /// policy (made afresh on each check), or changed ones.
+    #[inline(never)]
+    fn adopt_other(&mut self, policy: &Policy) {
+        if *self.limits == *policy.limits() {
             return;
         }
         self.states = State::adopt::<States>(&self.states, fresh(policy.limits()));
@@ -97,6 +104,8 @@ impl Entry {
     /// limit's state pushed onto `states` (the caller's, which becomes the decision's: the
     /// states are written once, not copied up through every return). The sliding logs share
     /// one cost (`store::validate_costs`).
+    // Inlined: between its callers and the one-limit check, it only passes its arguments on.
+    #[inline]
     pub(super) fn check_into(
         &mut self,
         policy: &Policy,
@@ -104,14 +113,55 @@ impl Entry {
         now: u64,
         states: &mut LimitStates,
     ) {
+        if let Some(checked) = self.check_one(costs, now) {
+            states.push(checked);
+            return;
+        }
         let mut steps = Steps::new();
         let allowed = self.commit_steps(policy, costs, now, &mut steps);
         self.report(&steps, allowed, states);
     }
 
+    /// [`Entry::check_into`] of a policy of one limit with no per-key part yet (no sliding
+    /// log, no lease held): the same evaluation, commit and report, without the steps of
+    /// several limits to gather and walk. `None` for any other entry.
+    #[inline]
+    fn check_one(&mut self, costs: &[u64], now: u64) -> Option<LimitState> {
+        let ([limit], [state], None) = (&*self.limits, &mut self.states[..], &self.per_key) else {
+            return None;
+        };
+        if limit.algorithm() == Algorithm::SlidingLog {
+            return None;
+        }
+        let cost = crate::store::cost_at(costs, 0);
+        let step = state.check(
+            &PerKey::default(),
+            limit.count(),
+            limit.period_arg(now),
+            cost,
+            now,
+        );
+        let allowed = step.eval.allowed;
+        if allowed {
+            *state = step.next;
+            self.expires_at = self.expires_at.max(now.saturating_add(step.ttl));
+        }
+        let (remaining, reset) = step.eval.reported(allowed);
+        Some(LimitState::from_raw(
+            *limit,
+            allowed,
+            remaining,
+            reset,
+            step.eval.retry,
+        ))
+    }
+
     /// [`Entry::check_into`] without the report: the states committed as a check commits
     /// them, for a charge nobody reads (the local fallback's mirror). Whether it fit.
     pub(super) fn commit(&mut self, policy: &Policy, costs: &[u64], now: u64) -> bool {
+        if let Some(checked) = self.check_one(costs, now) {
+            return checked.is_allowed();
+        }
         let mut steps = Steps::new();
         self.commit_steps(policy, costs, now, &mut steps)
     }
@@ -351,14 +401,14 @@ impl Entry {
     /// matters, pushed onto `steps` (the caller's: a few hundred bytes, not copied back
     /// through a return).
     fn evaluate(&mut self, max_log: u64, costs: &[u64], now: u64, steps: &mut Steps) {
-        let lease_timeout = self
-            .limits
-            .iter()
-            .find(|l| l.algorithm() == Algorithm::Concurrency)
-            .map(Limit::period_us);
         let none;
         let per_key = match &mut self.per_key {
             Some(per_key) => {
+                let lease_timeout = self
+                    .limits
+                    .iter()
+                    .find(|l| l.algorithm() == Algorithm::Concurrency)
+                    .map(Limit::period_us);
                 per_key.trim(lease_timeout, max_log, now);
                 &**per_key
             }
@@ -432,38 +482,4 @@ fn fresh(limits: &[Limit]) -> impl Iterator<Item = State> + '_ {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::*;
-
-    #[test]
-    fn one_limit_is_kept_inline_and_a_log_only_where_a_policy_has_one() {
-        let second = Duration::from_secs(1);
-        let gcra = Policy::new("g", [Limit::gcra(5, second).expect("a limit")]).expect("policy");
-        let mut entry = Entry::new(&gcra);
-        assert!(entry.check(&gcra, 1, 10)[0].is_allowed());
-        assert!(
-            !entry.states.spilled(),
-            "one limit's state needs no allocation"
-        );
-        assert!(entry.per_key.is_none(), "no log or leases to keep");
-
-        let log =
-            Policy::new("l", [Limit::sliding_log(2, second).expect("a limit")]).expect("policy");
-        let mut entry = Entry::new(&log);
-        assert!(entry.check(&log, 1, 10)[0].is_allowed());
-        assert!(entry.check(&log, 1, 20)[0].is_allowed());
-        assert!(
-            !entry.check(&log, 1, 30)[0].is_allowed(),
-            "the log counts both"
-        );
-        // Lapsed, then revived in place: the log is forgotten, not its allocation.
-        let lapsed = entry.expires_at;
-        entry.revive(lapsed);
-        assert!(entry.per_key.is_some());
-        assert!(entry.check(&log, 1, lapsed)[0].is_allowed());
-        assert!(entry.check(&log, 1, lapsed + 1)[0].is_allowed());
-        assert!(!entry.check(&log, 1, lapsed + 2)[0].is_allowed());
-    }
-}
+mod tests;

@@ -10,6 +10,8 @@ use crate::policy::Policy;
 
 /// What [`Entry::check`] answers for `costs` (one per limit, or one for all), pushed onto
 /// `states`, under the policy's penalty box if it has one: whether the key is (now) in the box.
+// Inlined into the check and the mirror, its two callers.
+#[inline]
 pub(super) fn check(
     entry: &mut Entry,
     policy: &Policy,
@@ -18,17 +20,15 @@ pub(super) fn check(
     states: &mut LimitStates,
 ) -> bool {
     let penalty = policy.penalty_us();
-    if penalty == 0 {
-        entry.check_into(policy, costs, now, states);
-        return false;
-    }
-    if entry.blocked_until > now {
+    if penalty > 0 && entry.blocked_until > now {
         *states = blocked(policy, entry.blocked_until - now);
         return true;
     }
     entry.check_into(policy, costs, now, states);
     // A cost no limit could ever admit is refused without boxing the key.
-    if states.iter().all(LimitState::is_allowed) || states.iter().any(LimitState::exceeds_capacity)
+    if penalty == 0
+        || states.iter().all(LimitState::is_allowed)
+        || states.iter().any(LimitState::exceeds_capacity)
     {
         return false;
     }
