@@ -114,6 +114,8 @@ where
     }
 
     /// The future of a request decided now: `inner` (ready) is called at once, if at all.
+    // Inlined, so that the verdict and the request are not copied again into its arguments.
+    #[inline]
     pub(crate) fn decided(verdict: Verdict, inner: &mut S, mut request: Request<ReqBody>) -> Self {
         let state = match verdict {
             Verdict::Proceed(decision, headers, after, lease) => {
