@@ -296,8 +296,6 @@ impl Entry {
         given
     }
 
-    /// Takes `lease` at `now` for the policy's concurrency limit, after a check admitted the
-    /// request (its TTL already covers the lease).
     /// Books `costs` (one per limit, or one for all: `store::cost_at`) at the earliest slot
     /// every limit allows (`lua/reserve.lua`'s twin), if it is no further than `max_wait` µs;
     /// with no `max_wait`, charges them now. The wait in µs, `Err(Some(wait))` for a slot too
@@ -357,6 +355,8 @@ impl Entry {
         given
     }
 
+    /// Takes `lease` at `now` for the policy's concurrency limit, after a check admitted the
+    /// request (its TTL already covers the lease).
     pub(super) fn hold(&mut self, lease: u128, now: u64) {
         self.per_key_mut().leases.hold(lease, now);
     }
