@@ -386,18 +386,7 @@ fn own_key(text: &mut SmallVec<[u8; 128]>, which: Which) -> Key {
 
 /// Appends `n` in decimal, as `write!(text, "{n}")` would.
 fn push_decimal(text: &mut SmallVec<[u8; 128]>, n: usize) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    text.extend_from_slice(&digits[at..]);
+    text.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 #[cfg(test)]

@@ -211,19 +211,7 @@ impl Flusher {
 
 /// Appends `n` in decimal, as `write!(text, "{n}")` would.
 fn push_decimal(text: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // ASCII digits: always UTF-8.
-    text.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    text.push_str(itoa::Buffer::new().format(n));
 }
 
 #[cfg(test)]

@@ -53,8 +53,8 @@ fn state_key_pieces(
     position: usize,
     put: &mut impl FnMut(&str),
 ) {
-    let mut digits = [0; 20];
-    let position_text = decimal(position, &mut digits);
+    let mut digits = itoa::Buffer::new();
+    let position_text = digits.format(position);
     let limits = policy.limits();
     let name = policy.name();
     let head = |put: &mut dyn FnMut(&str), tag: &str| {
@@ -99,21 +99,6 @@ fn state_key_pieces(
     if numbered {
         put(position_text);
     }
-}
-
-/// `n` in decimal, written at the end of `buffer`.
-fn decimal(mut n: usize, buffer: &mut [u8; 20]) -> &str {
-    let mut at = buffer.len();
-    loop {
-        at -= 1;
-        buffer[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // ASCII digits only.
-    std::str::from_utf8(&buffer[at..]).unwrap_or_default()
 }
 
 /// About the bytes a check's keys and arguments take in a command (what sizes it).
