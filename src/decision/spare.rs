@@ -20,6 +20,13 @@ impl Drop for Decision {
         // Its last holder: kept for the next decision instead of freed (a thread being torn
         // down keeps nothing).
         if Arc::strong_count(&self.0) == 1 {
+            // A denied key is a client's identity (an address, a token's subject): not kept
+            // past its decision on a thread that may make no other.
+            if self.0.denied_key.is_some()
+                && let Some(inner) = Arc::get_mut(&mut self.0)
+            {
+                inner.denied_key = None;
+            }
             let _ = SPARE.try_with(|spare| spare.set(Some(Arc::clone(&self.0))));
         }
     }
@@ -121,14 +128,27 @@ mod tests {
     fn a_reused_decision_carries_nothing_of_the_last() {
         let limit = Limit::gcra(5, Duration::from_secs(1)).expect("a limit");
         let policy = Policy::new("b", [limit]).expect("a policy");
-        // Denied, penalized, naming its key, holding a lease: every field off its fresh value.
-        let (first, ()) = Decision::filled(Arc::from("a"), 5, |states| {
-            states.push(LimitState::from_raw(limit, false, 0, 10, 10));
-        });
-        let mut first = first.penalized().with_lease(Lease::new(9));
+        // Denied, penalized, naming its key, holding a lease, decided in memory before the
+        // epoch: every field off its fresh value.
+        let denied = LimitState::from_raw(limit, false, 0, 10, 10);
+        let named_a = Policy::new("a", [limit]).expect("a policy");
+        let first = Decision::new(&named_a, UNIX_EPOCH - Duration::from_secs(3), [denied]);
+        let mut first = first
+            .expect("a decision")
+            .with_source(DecisionSource::Local)
+            .penalized()
+            .with_lease(Lease::new(9));
         first.name_denied_key(&Key::new("k"));
+        assert!(first.evaluated_at() < UNIX_EPOCH && !first.is_allowed());
         let (at, id) = (Arc::as_ptr(&first.0), first.id().0);
         drop(first);
+        let parked = SPARE.with(|spare| {
+            let parked = spare.take();
+            let named = parked.as_ref().map(|inner| inner.denied_key.is_some());
+            spare.set(parked);
+            named
+        });
+        assert_eq!(parked, Some(false), "parked, without the client's key");
 
         let (second, ()) = Decision::filled(Arc::from("b"), 7_000_000, |states| {
             states.push(LimitState::allowed(limit, 4, Duration::from_millis(200)));
@@ -138,6 +158,9 @@ mod tests {
         let fresh = Decision::new(&policy, UNIX_EPOCH + Duration::from_secs(7), [state]);
         assert_eq!(second, fresh.expect("a decision"));
         assert!(!second.is_penalized() && second.lease().is_none());
+        assert_eq!(second.source(), DecisionSource::Store);
+        assert_eq!(second.evaluated_at(), UNIX_EPOCH + Duration::from_secs(7));
+        assert!(second.is_allowed() && second.governing().is_some());
         assert!(second.denied_key().is_none() && second.denied_by().is_none());
         assert_ne!(second.id().0, id, "a new identity");
     }

@@ -206,8 +206,10 @@ impl MemoryStore {
     }
 
     /// Gives back synchronously what [`Store::release`](crate::store::Store::release) gives back: `lease`, held for `key`
-    /// under `policy`'s concurrency limit. Answers whether it was held (not released before,
-    /// not lapsed).
+    /// under `policy`'s concurrency limit. Answers whether it was still held: not released
+    /// before, and not dropped after it lapsed (a lapsed lease goes at the key's next check or
+    /// sweep, as Redis's script trims it at the key's next check: until then either store
+    /// answers `true`, and giving it back frees nothing a check would not have freed).
     ///
     /// ```
     /// use std::time::Duration;

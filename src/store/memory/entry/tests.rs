@@ -47,7 +47,8 @@ fn one_limit_checks_as_the_steps_of_several_do() {
     for limit in limits {
         let policy = Policy::new("p", [limit.expect("a limit")]).expect("policy");
         let (mut fast, mut steps) = (Entry::new(&policy), Entry::new(&policy));
-        // Costs of 0 to 4 (one past the count) at uneven times, denials and lapses among them.
+        // Costs of 0 to 4 (one past the count) at uneven times, some before the last (a clock
+        // stepped back), denials and lapses among them.
         for i in 0..200u64 {
             let (cost, now) = (i * 7 % 5, 1_000_000 + i * i * 37 % 50_000 + i * 400);
             let mut reported = LimitStates::new();

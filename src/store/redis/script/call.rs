@@ -191,17 +191,43 @@ mod tests {
         .unwrap()
     }
 
-    /// Both conversions of the reply `resp` (RESP bytes), as comparable text.
+    /// A connection answering every command with one reply, as a connection hands a reply
+    /// (errors in it included) to `Cmd::query_async`.
+    struct Canned(Value);
+
+    impl ConnectionLike for Canned {
+        fn req_packed_command<'a>(&'a mut self, _: &'a Cmd) -> redis::RedisFuture<'a, Value> {
+            Box::pin(std::future::ready(Ok(self.0.clone())))
+        }
+
+        fn req_packed_commands<'a>(
+            &'a mut self,
+            _: &'a redis::Pipeline,
+            _: usize,
+            _: usize,
+        ) -> redis::RedisFuture<'a, Vec<Value>> {
+            Box::pin(std::future::ready(Ok(vec![self.0.clone()])))
+        }
+
+        fn get_db(&self) -> i64 {
+            0
+        }
+    }
+
+    /// The reply `resp` (RESP bytes) as ours reads it, and as redis-rs's own `query_async`
+    /// does, as comparable text.
     fn both(resp: &[u8]) -> (String, String) {
         let value = redis::parse_redis_value(resp).unwrap();
         let show = |r: RedisResult<Vec<i64>>| match r {
             Ok(v) => format!("{v:?}"),
             Err(e) => format!("{:?}: {e}", e.kind()),
         };
-        (
-            show(Vec::<i64>::from_reply(value.clone())),
-            show(converted(value)),
-        )
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let theirs =
+            runtime.block_on(redis::cmd("EVALSHA").query_async(&mut Canned(value.clone())));
+        (show(Vec::<i64>::from_reply(value)), show(theirs))
     }
 
     #[test]
